@@ -1,0 +1,26 @@
+"""The few exception types the CLI turns into one-line messages.
+
+Library code raises these; ``ldpcli.cli`` catches them, prints ``ldp: error: <message>`` on stderr
+and exits with :attr:`LdpError.exit_code`. Messages name the file, row and column involved and say
+what to do, so they can be shown to a person unchanged.
+"""
+
+from __future__ import annotations
+
+
+class LdpError(Exception):
+    """Base class: a problem ldp can explain in one line."""
+
+    exit_code: int = 1
+
+
+class UsageError(LdpError):
+    """The command or call was given impossible options (ε ≤ 0, unknown mechanism, bad path…)."""
+
+    exit_code = 2
+
+
+class DataError(LdpError):
+    """A file's contents cannot be used (corrupt, empty, non-numeric, NaN, ragged, mismatched)."""
+
+    exit_code = 1

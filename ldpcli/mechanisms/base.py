@@ -1,0 +1,157 @@
+"""The mechanism interface and the registry that maps names to mechanism classes.
+
+A mechanism is a small immutable object: ``calibrate(d, epsilon, ...)`` builds it with its public
+parameters; it knows its exact privacy level (``epsilon_exact``), its exact expected squared error
+(``expected_error`` on the boundary of its domain, ``expected_error_max`` over the whole domain),
+and privatizes a batch of rows with a given ``numpy.random.Generator``. ``describe()`` is what
+``ldp params`` prints and the sidecar stores. The CLI, the sidecar and the estimators read
+mechanisms only through this interface, so a new mechanism is one new module plus ``@register``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from ldpcli.errors import UsageError
+
+M = TypeVar("M", bound="Mechanism")
+
+_REGISTRY: dict[str, type[Mechanism]] = {}
+
+
+def register(cls: type[M]) -> type[M]:
+    """Class decorator: make a mechanism available under ``cls.name``."""
+    if cls.name in _REGISTRY:
+        raise ValueError(f"mechanism {cls.name!r} registered twice")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def mechanism_names() -> list[str]:
+    """Names of all registered mechanisms, in registration order."""
+    return list(_REGISTRY)
+
+
+def get_mechanism(name: str) -> type[Mechanism]:
+    """The mechanism class registered as ``name`` (UsageError listing the choices otherwise)."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        choices = ", ".join(_REGISTRY)
+        raise UsageError(f"unknown mechanism {name!r}; choose one of: {choices}") from None
+
+
+def check_common(d: int, epsilon: float, norm_bound: float) -> None:
+    """Reject impossible (d, ε, L) with a UsageError that says what to pass instead."""
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        raise UsageError(f"d must be an integer >= 1, got {d!r}")
+    if not (isinstance(epsilon, (int, float, np.floating)) and math.isfinite(epsilon) and epsilon > 0):
+        raise UsageError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if not (isinstance(norm_bound, (int, float, np.floating)) and math.isfinite(norm_bound) and norm_bound > 0):
+        raise UsageError(f"norm bound must be a finite number > 0, got {norm_bound!r}")
+
+
+@dataclass(frozen=True)
+class Mechanism(ABC):
+    """A calibrated ε-LDP randomizer for d-dimensional rows.
+
+    Subclasses set the class attributes, implement ``calibrate``, ``epsilon_exact``,
+    ``expected_error``, ``expected_error_max``, ``parameters`` and ``privatize``.
+    """
+
+    d: int
+    epsilon: float
+    norm_bound: float
+    calibration: str
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    calibrations: ClassVar[tuple[str, ...]]
+    #: What a row must satisfy; rows outside are scaled onto it by :meth:`clip`.
+    domain: ClassVar[str] = "l2-ball"
+
+    @classmethod
+    @abstractmethod
+    def calibrate(
+        cls: type[M], d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None
+    ) -> M:
+        """Choose the mechanism's parameters for dimension d and privacy level ε."""
+
+    @classmethod
+    def check_calibration(cls, calibration: str | None) -> str:
+        """The calibration to use (the first listed by default); UsageError for an unknown one."""
+        if calibration is None:
+            return cls.calibrations[0]
+        if calibration not in cls.calibrations:
+            choices = ", ".join(cls.calibrations)
+            raise UsageError(f"mechanism {cls.name!r} has no calibration {calibration!r}; choose one of: {choices}")
+        return calibration
+
+    @property
+    @abstractmethod
+    def epsilon_exact(self) -> float:
+        """The exact worst-case privacy loss of the calibrated parameters (≤ ``epsilon``)."""
+
+    @property
+    @abstractmethod
+    def expected_error(self) -> float:
+        """E‖Z − x‖² for an input on the boundary of the domain (‖x‖ = L)."""
+
+    @property
+    @abstractmethod
+    def expected_error_max(self) -> float:
+        """sup over the domain of E‖Z − x‖²."""
+
+    @property
+    def scale(self) -> float | None:
+        """The output's constant ℓ2 norm divided by L, when the mechanism has one (else None)."""
+        return None
+
+    @abstractmethod
+    def parameters(self) -> dict[str, Any]:
+        """The mechanism's own calibrated parameters (γ, p, …), JSON-able."""
+
+    @abstractmethod
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Privatize a batch: ``x`` is (n, d) float64 with rows in the domain; returns (n, d).
+
+        Each output row is an unbiased estimate of its input row and depends on no other row.
+        """
+
+    def clip(self, x: np.ndarray) -> tuple[np.ndarray, int]:
+        """Scale rows with ‖x‖₂ > L onto the sphere of radius L (in place); return (x, count).
+
+        The bound L is a public parameter chosen by the user, never computed from the data.
+        """
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+        over = norms > self.norm_bound
+        count = int(np.count_nonzero(over))
+        if count:
+            x[over] *= (self.norm_bound / norms[over])[:, None]
+        return x, count
+
+    def expected_error_mean(self, n: int) -> float:
+        """Worst-case E‖x̄̂ − x̄‖² of the mean of n independently privatized rows: max error / n."""
+        return self.expected_error_max / n
+
+    def describe(self) -> dict[str, Any]:
+        """The public description that ``ldp params --json`` prints and the sidecar stores."""
+        out: dict[str, Any] = {
+            "mechanism": self.name,
+            "calibration": self.calibration,
+            "d": self.d,
+            "epsilon": self.epsilon,
+            "epsilon_exact": self.epsilon_exact,
+            "norm_bound": self.norm_bound,
+            "domain": self.domain,
+        }
+        out.update(self.parameters())
+        out["scale"] = self.scale
+        out["expected_error"] = self.expected_error
+        out["expected_error_max"] = self.expected_error_max
+        return out

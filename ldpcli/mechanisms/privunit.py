@@ -1,0 +1,249 @@
+"""PrivUnit2: the optimal unbiased ε-LDP randomizer for vectors in the ℓ2 ball.
+
+Algorithm (Bhowmick et al. 2018, Alg. 1, Eq. 14–15; Asi et al. 2022, Alg. 1 with ERRATA 1):
+round the input x (‖x‖ ≤ L) without bias to a unit vector u = ±x/‖x‖, draw V uniform on the cap
+{v ∈ S^{d−1}: ⟨v, u⟩ ≥ γ} with probability p and uniform on its complement otherwise, and release
+Z = L·V/m, where
+
+    m = c(γ)·[p/P − (1 − p)/(1 − P)],  c(γ) = (1 − γ²)^α / (2^{d−2}(d − 1)·B(α, α)),
+
+α = (d − 1)/2 and P = P(⟨W, u⟩ ≥ γ) for W uniform on the sphere (Eq. 15, sign as corrected in
+ERRATA 1). Then E[Z | x] = x and ‖Z‖ = L/m, so E‖Z − x‖² = L²/m² − ‖x‖².
+
+Exact privacy (Asi et al. Thm 1; ERRATA 5): with p ≥ 1/2 and P ≤ 1/2 the worst-case likelihood
+ratio is p(1 − P)/((1 − p)P), i.e. ε_exact = logit(p) − logit(P). Writing ε₁ = logit(1 − P),
+this identity gives p − P = (e^{ε_exact} − 1)(1 − p)P, hence the log-space form used here:
+
+    log m = log c(γ) + log(e^{ε_exact} − 1) + log(1 − p) − log(1 − P).
+
+The expected error L²(1/m² − 1) = L²(1 − m)(1 + m)/m² needs 1 − m with full relative precision
+when m → 1 (small d, large ε), where log m is a cancellation of terms of size ε. So 1 − m is
+computed separately as a sum of positive terms, 1 − m = E[1 − ⟨V, u⟩] =
+p·J/P + (1 − p)(1 − J)/(1 − P) with J = I_{s_γ}(α + 1, α) (``spheremath.log_cap_gap_fraction``).
+
+Calibrations:
+- ``optimal`` (Asi et al. Thm 1–2): maximise m subject to ε_exact = ε. The stationarity
+  condition of log m in the cap threshold is exactly m = γ (Asi et al. Sec. 3), which is solved
+  here by a bracketing root-finder on the cap logit y = 2·artanh(γ); the split ε₁ = logit(1 − P),
+  logit(p) = ε − ε₁ follows. d = 3 gives γ = tanh(ε/4) and error 1/sinh²(ε/4).
+- ``bhowmick`` (Bhowmick et al. Thm 1 and Eq. 23): γ the largest value satisfying (16a) or (16b)
+  at 0.99ε, p = e^{0.01ε}/(1 + e^{0.01ε}); sufficient, not tight, so ε_exact < ε. Reproduces
+  Table 1 (ERRATA 6 for its two misprints).
+
+d = 1 is randomized response: u = ±1, keep the sign with probability p, m = 2p − 1 = tanh(ε/2)
+at the optimum (error 1/sinh²(ε/2)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import optimize
+
+from ldpcli import spheremath as sm
+from ldpcli.errors import UsageError
+from ldpcli.mechanisms.base import Mechanism, check_common, register
+
+_RTOL = 4 * np.finfo(float).eps
+_Y_HALF = 2.0 * math.atanh(0.5)  # the cap logit of γ = 1/2
+
+
+def _log_m(d: int, y: float, logit_p: float, log_p_cap: float) -> float:
+    """log m for PrivUnit2(γ = tanh(y/2), p = expit(logit_p)), d ≥ 2, in log space (Eq. 15)."""
+    eps_exact = logit_p + sm.log1mexp(log_p_cap) - log_p_cap
+    return (
+        sm.log_cap_normaliser(y, d)
+        + sm.log_expm1(eps_exact)
+        + sm.log_expit(-logit_p)
+        - sm.log1mexp(log_p_cap)
+    )
+
+
+def _log_one_minus_m(d: int, y: float, logit_p: float, log_p_cap: float) -> float:
+    """log(1 − m) = log(p·J/P + (1 − p)(1 − J)/(1 − P)), d ≥ 2 (see the module docstring)."""
+    log_j = sm.log_cap_gap_fraction(y, d)
+    return float(
+        np.logaddexp(
+            sm.log_expit(logit_p) + log_j - log_p_cap,
+            sm.log_expit(-logit_p) + sm.log1mexp(log_j) - sm.log1mexp(log_p_cap),
+        )
+    )
+
+
+def _cap_epsilon(y: float, d: int) -> float:
+    """ε₁ = logit(1 − P) = log((1 − P)/P): the privacy loss spent by the cap threshold alone."""
+    log_p_cap = sm.log_cap_probability(y, d)
+    return sm.log1mexp(log_p_cap) - log_p_cap
+
+
+def _grow_bracket(f: Any, start: float = 1.0) -> float:
+    """Smallest start·2^k with f(start·2^k) ≥ 0 for an increasing f."""
+    hi = start
+    while f(hi) < 0.0:
+        hi *= 2.0
+    return hi
+
+
+def optimal_cap_logit(d: int, epsilon: float) -> float:
+    """The cap logit y* = 2·artanh(γ*) of the error-minimising PrivUnit2 at exact level ε, d ≥ 2.
+
+    Along the tight constraint ε_exact = ε, d log m / d ε₁ = (P(1 − P)/c)(m − γ), so the optimum is
+    the root of m − γ (Asi et al. Thm 2: at the optimum the normaliser m equals γ), found by
+    bisection-safe Brent iteration on the sign of m − γ.
+    """
+    y_max = optimize.brentq(
+        lambda y: _cap_epsilon(y, d) - epsilon, 0.0, _grow_bracket(lambda y: _cap_epsilon(y, d) - epsilon),
+        xtol=1e-300, rtol=_RTOL, maxiter=500,
+    )  # p = 1/2 here: a larger cap threshold would need p < 1/2
+
+    def gap(y: float) -> float:
+        # sign(m − γ), measured where it is well conditioned: log m − log γ for small γ, and
+        # log(1 − γ) − log(1 − m) near γ = 1, where both m and γ round to 1 (1 − γ = 2·expit(−y)).
+        log_p_cap = sm.log_cap_probability(y, d)
+        logit_p = epsilon - (sm.log1mexp(log_p_cap) - log_p_cap)
+        if y < _Y_HALF:
+            return _log_m(d, y, logit_p, log_p_cap) - sm.log_tanh_half(y)
+        return sm.LOG2 + sm.log_expit(-y) - _log_one_minus_m(d, y, logit_p, log_p_cap)
+
+    if gap(y_max) >= 0.0:
+        return y_max
+    lo = y_max
+    while gap(lo) <= 0.0:  # log γ → −∞ as y → 0, so the gap becomes positive
+        lo /= 2.0
+    return float(optimize.brentq(gap, lo, y_max, xtol=1e-300, rtol=_RTOL, maxiter=500))
+
+
+def bhowmick_cap_logit(d: int, epsilon_cap: float) -> float:
+    """The largest cap logit allowed by Bhowmick et al. Thm 1, (16a) or (16b), at level ε', d ≥ 3.
+
+    (16a): γ ≤ (e^{ε'} − 1)/(e^{ε'} + 1)·√(π/(2(d − 1))).
+    (16b): ε' ≥ ½ log d + log 6 − ((d − 1)/2)·log(1 − γ²) + log γ and γ ≥ √(2/d); the right-hand
+    side is increasing in γ, so its feasible set is an interval [√(2/d), γ_b].
+    """
+    gamma_a = math.tanh(epsilon_cap / 2.0) * math.sqrt(math.pi / (2.0 * (d - 1)))
+    y_a = sm.cap_logit_from_gamma(gamma_a)
+    alpha = sm.sphere_alpha(d)
+
+    def excess_16b(y: float) -> float:
+        return (
+            0.5 * math.log(d) + math.log(6.0) + 2.0 * alpha * sm.log_cosh(y / 2.0) + sm.log_tanh_half(y)
+            - epsilon_cap
+        )
+
+    y_min = sm.cap_logit_from_gamma(math.sqrt(2.0 / d))
+    if excess_16b(y_min) > 0.0:
+        return y_a
+    y_b = optimize.brentq(excess_16b, y_min, _grow_bracket(excess_16b, 2.0 * y_min), xtol=1e-300, rtol=_RTOL)
+    return max(y_a, float(y_b))
+
+
+@register
+@dataclass(frozen=True)
+class PrivUnit2(Mechanism):
+    """PrivUnit2 on the ℓ2 ball of radius L (see the module docstring for the formulas)."""
+
+    cap_logit: float  # y = 2·artanh(γ)
+    logit_p: float  # logit of p, the probability of sampling the cap
+    log_cap_probability: float  # log P(⟨W, u⟩ ≥ γ)
+    log_m: float  # log of the normaliser m; the output norm is L/m
+    log_one_minus_m: float  # log(1 − m), computed without cancellation
+
+    name = "privunit2"
+    title = "PrivUnit2 (Bhowmick et al. 2018; optimal parameters of Asi et al. 2022)"
+    calibrations = ("optimal", "bhowmick")
+
+    @classmethod
+    def calibrate(
+        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None
+    ) -> PrivUnit2:
+        """PrivUnit2 at level ε in dimension d; ``calibration`` is ``optimal`` (default) or ``bhowmick``."""
+        check_common(d, epsilon, norm_bound)
+        calibration = cls.check_calibration(calibration)
+        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        if d == 1:
+            # Randomized response on {−1, +1}: P = 1/2 whatever γ, m = 2p − 1 = tanh(logit(p)/2).
+            logit_p = epsilon if calibration == "optimal" else 0.01 * epsilon
+            log_m = math.log(-math.expm1(-logit_p)) - math.log1p(math.exp(-logit_p))
+            log_1mm = sm.LOG2 + sm.log_expit(-logit_p)  # 1 − m = 2(1 − p)
+            return cls(d, epsilon, norm_bound, calibration, 0.0, logit_p, -sm.LOG2, log_m, log_1mm)
+        if calibration == "optimal":
+            y = optimal_cap_logit(d, epsilon)
+            log_p_cap = sm.log_cap_probability(y, d)
+            logit_p = epsilon - (sm.log1mexp(log_p_cap) - log_p_cap)
+        else:
+            if d < 3:
+                raise UsageError(
+                    "the bhowmick calibration needs d >= 3 (Thm 1's bounds say nothing below); "
+                    "use --calibration optimal"
+                )
+            y = bhowmick_cap_logit(d, 0.99 * epsilon)
+            log_p_cap = sm.log_cap_probability(y, d)
+            logit_p = 0.01 * epsilon
+        log_m = _log_m(d, y, logit_p, log_p_cap)
+        log_1mm = _log_one_minus_m(d, y, logit_p, log_p_cap)
+        if log_1mm < -sm.LOG2:  # m > 1/2: m = 1 − (1 − m) is the better-conditioned route
+            log_m = sm.log1mexp(log_1mm)
+        return cls(d, epsilon, norm_bound, calibration, y, logit_p, log_p_cap, log_m, log_1mm)
+
+    @property
+    def gamma(self) -> float:
+        """The cap threshold γ = tanh(y/2) (0 for d = 1, where it plays no role)."""
+        return math.tanh(self.cap_logit / 2.0)
+
+    @property
+    def p(self) -> float:
+        """The probability of drawing from the cap."""
+        return math.exp(sm.log_expit(self.logit_p))
+
+    @property
+    def cap_probability(self) -> float:
+        """P(⟨V, u⟩ ≥ γ) for V uniform on the sphere (may underflow to 0; see the log)."""
+        return math.exp(self.log_cap_probability)
+
+    @property
+    def epsilon_exact(self) -> float:
+        """logit(p) − logit(P) (Asi et al. Thm 1; ERRATA 5); logit(p) for d = 1."""
+        if self.d == 1:
+            return self.logit_p
+        return self.logit_p + sm.log1mexp(self.log_cap_probability) - self.log_cap_probability
+
+    @property
+    def scale(self) -> float:
+        """1/m: the output's ℓ2 norm for L = 1."""
+        return math.exp(-self.log_m)
+
+    @property
+    def expected_error(self) -> float:
+        """L²(1/m² − 1) = L²(1 − m)(1 + m)/m² = E‖Z − x‖² for ‖x‖ = L (the papers' convention)."""
+        m = math.exp(self.log_m)
+        return self.norm_bound**2 * math.exp(self.log_one_minus_m + math.log1p(m) - 2.0 * self.log_m)
+
+    @property
+    def expected_error_max(self) -> float:
+        """L²/m², attained at x = 0."""
+        return self.norm_bound**2 * math.exp(-2.0 * self.log_m)
+
+    def parameters(self) -> dict[str, Any]:
+        """γ, p and the cap probability, with their logs/logits for values that round to 0 or 1."""
+        return {
+            "gamma": self.gamma,
+            "p": self.p,
+            "p_logit": self.logit_p,
+            "cap_probability": self.cap_probability,
+            "log_cap_probability": self.log_cap_probability,
+            "m": math.exp(self.log_m),
+        }
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """PrivUnit2 on each row of ``x`` (rows with ‖x‖ ≤ L); returns L·V/m row by row."""
+        n = x.shape[0]
+        u = sm.round_to_sphere(x / self.norm_bound, rng)
+        in_cap = sm.bernoulli_logit(self.logit_p, n, rng)
+        out_scale = self.norm_bound * self.scale
+        if self.d == 1:
+            return np.where(in_cap[:, None], u, -u) * out_scale
+        t, r = sm.sample_cap_cosines(in_cap, self.cap_logit, self.log_cap_probability, self.d, rng)
+        return sm.directions_with_cosines(u, t, r, out_scale, rng)

@@ -1,0 +1,357 @@
+"""Log-space geometry of spherical caps and exact samplers for the laws PrivUnit draws from.
+
+For W uniform on the unit sphere S^{d-1} and a fixed unit vector u, the cosine T = ⟨W, u⟩ has
+density proportional to (1 − t²)^{(d−3)/2} on [−1, 1]; equivalently S = (1 − T)/2 ~ Beta(α, α)
+with α = (d − 1)/2 (Bhowmick et al. 2018, App. D; Asi et al. 2022, Sec. 3).
+
+A cap threshold γ ∈ [0, 1) is carried here as its *cap logit*
+
+    y = 2·artanh(γ) = log((1 + γ)/(1 − γ)) = logit(1 − s_γ),   s_γ = (1 − γ)/2 = expit(−y),
+
+so that γ = tanh(y/2) keeps full relative precision for γ → 0 and s_γ = expit(−y) keeps it for
+γ → 1 (needed at d ≤ 10 with ε in the hundreds, where 1 − γ underflows). Every probability that
+can be tiny is carried as a logarithm (ERRATA "Numerics"): 2^{d−2}, B(α, α) and (1 − γ²)^α
+overflow or underflow for d ≳ 350, and cap probabilities fall below 1e−300 at large ε.
+
+d = 1 (the sphere is {−1, +1}) has no Beta law and is handled by the mechanisms as randomized
+response; d = 2 (arcsine law) and d = 3 (uniform law, Archimedes) use closed forms here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import special
+
+LOG2 = math.log(2.0)
+
+# Below this, scipy's betainc/betaincinv results lose their meaning (subnormals, underflow): the
+# continued fraction (log space) and the tangent-exponential rejection sampler take over.
+_TINY_PROBABILITY = 1e-280
+# Probabilities at least this large are sampled by one uniform comparison (relative error 2^-33).
+_DIRECT_BERNOULLI_MIN = 2.0**-20
+
+
+# ---------------------------------------------------------------------------------------------
+# Stable scalar helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def softplus(x: float) -> float:
+    """log(1 + e^x) without overflow."""
+    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
+
+
+def log_expit(x: float) -> float:
+    """log(1/(1 + e^{−x})), exact in both tails."""
+    return -softplus(-x)
+
+
+def log1mexp(log_q: float) -> float:
+    """log(1 − e^{log_q}) for log_q ≤ 0 (Mächler 2012: switch at −log 2)."""
+    if log_q > -LOG2:
+        return math.log(-math.expm1(log_q))
+    return math.log1p(-math.exp(log_q))
+
+
+def log_expm1(x: float) -> float:
+    """log(e^x − 1) for x > 0, exact for tiny x and for x in the thousands."""
+    if x > 30.0:
+        return x + math.log1p(-math.exp(-x))
+    return math.log(math.expm1(x))
+
+
+def log_cosh(z: float) -> float:
+    """log cosh z without overflow."""
+    z = abs(z)
+    return z + math.log1p(math.exp(-2.0 * z)) - LOG2
+
+
+def log_tanh_half(y: float) -> float:
+    """log tanh(y/2) = log γ for a cap logit y > 0."""
+    # tanh(y/2) = (1 − e^{−y}) / (1 + e^{−y})
+    return math.log(-math.expm1(-y)) - math.log1p(math.exp(-y))
+
+
+# ---------------------------------------------------------------------------------------------
+# The cosine law and cap probabilities
+# ---------------------------------------------------------------------------------------------
+
+
+def sphere_alpha(d: int) -> float:
+    """α = (d − 1)/2, the Beta parameter of (1 − ⟨W, u⟩)/2."""
+    return (d - 1) / 2.0
+
+
+def gamma_from_cap_logit(y: float) -> float:
+    """γ = tanh(y/2)."""
+    return math.tanh(y / 2.0)
+
+
+def cap_logit_from_gamma(gamma: float) -> float:
+    """y = 2·artanh(γ) = log((1 + γ)/(1 − γ)) for 0 ≤ γ < 1."""
+    return 2.0 * math.atanh(gamma)
+
+
+def log_beta_cdf_small(x: float, log_x: float, log_1mx: float, a: float, b: float) -> float:
+    """log I_x(a, b) for x < (a + 1)/(a + b + 2), accurate when the result underflows doubles.
+
+    Uses the continued fraction of Numerical Recipes (6.4.5) with the modified Lentz method, which
+    converges quickly in that range (ERRATA "Numerics"):
+    I_x(a, b) = x^a (1 − x)^b / (a·B(a, b)) · CF(x). ``log_x`` and ``log_1mx`` are passed so that
+    x may underflow to 0 (d small, ε in the thousands).
+    """
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c = 1.0
+    dd = 1.0 - qab * x / qap
+    dd = 1.0 / (dd if abs(dd) > tiny else tiny)
+    h = dd
+    for m in range(1, 100_000):
+        m2 = 2 * m
+        for aa in (
+            m * (b - m) * x / ((qam + m2) * (a + m2)),
+            -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)),
+        ):
+            dd = 1.0 + aa * dd
+            dd = 1.0 / (dd if abs(dd) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            delta = dd * c
+            h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return a * log_x + b * log_1mx - math.log(a) - special.betaln(a, b) + math.log(h)
+
+
+def _log_beta_cdf_at_cap(y: float, a: float, b: float) -> float:
+    """log I_{s_γ}(a, b) with s_γ = expit(−y): scipy where it is representable, else the CF."""
+    log_s = log_expit(-y)
+    s = math.exp(log_s)
+    direct = float(special.betainc(a, b, s))
+    if direct >= _TINY_PROBABILITY:
+        return math.log(direct)
+    return log_beta_cdf_small(s, log_s, log_expit(y), a, b)
+
+
+def log_cap_probability(y: float, d: int) -> float:
+    """log P(⟨W, u⟩ ≥ γ) for W uniform on S^{d−1}, γ = tanh(y/2), y ≥ 0, d ≥ 2.
+
+    P = I_{s_γ}(α, α) with s_γ = (1 − γ)/2 (Bhowmick et al. Eq. 15 with τ = (1 + γ)/2, read as
+    1 − I_τ; ERRATA 5). Closed forms: d = 2, P = (2/π)·arctan(e^{−y/2}) (the arc has angle
+    arccos γ); d = 3, P = s_γ (Archimedes).
+    """
+    if d < 2:
+        raise ValueError("cap probabilities need d >= 2 (d = 1 is randomized response)")
+    if d == 2:
+        half = math.exp(-y / 2.0)
+        if half == 0.0:
+            return math.log(2.0 / math.pi) - y / 2.0
+        return math.log(2.0 / math.pi) + math.log(math.atan(half))
+    if d == 3:
+        return log_expit(-y)
+    a = sphere_alpha(d)
+    return _log_beta_cdf_at_cap(y, a, a)
+
+
+def log_cap_gap_fraction(y: float, d: int) -> float:
+    """log J, J = E[1 − T; T ≥ γ] / E[1 − T] = I_{s_γ}(α + 1, α), for T = ⟨W, u⟩, d ≥ 2.
+
+    With S = (1 − T)/2 ~ Beta(α, α), E[S; S ≤ s] = B(s; α + 1, α)/B(α, α) = ½·I_s(α + 1, α) and
+    E[S] = ½. It gives 1 − m as a sum of positive terms (see ``PrivUnit2``), so the expected error
+    keeps full relative precision when m → 1 at large ε. d = 3: J = s_γ².
+    """
+    if d == 3:
+        return 2.0 * log_expit(-y)
+    a = sphere_alpha(d)
+    return _log_beta_cdf_at_cap(y, a + 1.0, a)
+
+
+def log_cap_normaliser(y: float, d: int) -> float:
+    """log c(γ), c(γ) = (1 − γ²)^α / (2^{d−2}(d − 1)·B(α, α)), d ≥ 2.
+
+    c(γ) = E[⟨W, u⟩; ⟨W, u⟩ ≥ γ] = −E[⟨W, u⟩; ⟨W, u⟩ < γ], the common factor of Bhowmick et al.
+    Eq. (15): the unscaled output V has E[V] = m·u with m = c·(p/P − (1 − p)/(1 − P)).
+    1 − γ² = 1/cosh²(y/2).
+    """
+    a = sphere_alpha(d)
+    return -2.0 * a * log_cosh(y / 2.0) - math.log(d - 1) - (d - 2) * LOG2 - special.betaln(a, a)
+
+
+# ---------------------------------------------------------------------------------------------
+# Samplers (vectorized over a batch)
+# ---------------------------------------------------------------------------------------------
+
+
+def bernoulli_logit(logit: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n independent booleans with P(True) = expit(logit), exact even when P is below 2^−53.
+
+    A plain ``rng.random() < p`` turns p = expit(50) into 1 and so never draws the complement:
+    the output law would then put zero mass where the privacy analysis needs e^{−ε} of it. For
+    tiny q = e^{ℓ}/(1 + e^{ℓ}) the event is drawn as the conjunction of independent events of
+    probabilities e^{−1} (repeated), e^{−frac} and 1/(1 + e^{ℓ}), each large enough to be drawn
+    exactly from a double-precision uniform.
+    """
+    if logit > 0.0:
+        return ~bernoulli_logit(-logit, n, rng)
+    q = math.exp(log_expit(logit))
+    if q >= _DIRECT_BERNOULLI_MIN:
+        return rng.random(n) < q
+    out = rng.random(n) < 1.0 / (1.0 + math.exp(logit))
+    remaining = -logit  # still to draw: an event of probability e^{−remaining}
+    alive = np.flatnonzero(out)
+    while alive.size and remaining > 0.0:
+        step = min(1.0, remaining)
+        keep = rng.random(alive.size) < math.exp(-step)
+        out[alive[~keep]] = False
+        alive = alive[keep]
+        remaining -= step
+    return out
+
+
+def _tangent_rejection_cap(
+    n: int, a: float, s_gamma: float, log_s_gamma: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact draws of log S and log(1 − S) for S ~ Beta(a, a) truncated to [0, s_γ], a ≥ 1.
+
+    Write S = s_γ(1 − v), v ∈ [0, 1]. The log-density h(v) = (a − 1)[log(1 − v) + log(1 − S)] is
+    concave, so its tangent at v = 0 bounds it: propose v from the exponential law with rate
+    λ = −h'(0) truncated to [0, 1] and accept with probability e^{h(v) − h(0) + λv}. Used only in
+    the far tail (P < 1e−280), where the acceptance rate is close to 1; loops until all accepted.
+    """
+    lam = (a - 1.0) * (1.0 - 2.0 * s_gamma) / (1.0 - s_gamma)
+    log_s = np.empty(n)
+    log_1ms = np.empty(n)
+    todo = np.arange(n)
+    while todo.size:
+        u = rng.random(todo.size)
+        if lam > 0.0:
+            # inverse CDF of Exp(λ) truncated to [0, 1]: v = −log(1 − u(1 − e^{−λ}))/λ
+            v = -np.log1p(u * math.expm1(-lam)) / lam
+        else:
+            v = u
+        v = np.minimum(v, 1.0 - 1e-16)
+        one_minus_s = 1.0 - s_gamma * (1.0 - v)
+        log_ratio = (a - 1.0) * (np.log1p(-v) + np.log(one_minus_s) - math.log1p(-s_gamma)) + lam * v
+        accept = np.log(rng.random(todo.size)) < log_ratio
+        idx = todo[accept]
+        log_s[idx] = log_s_gamma + np.log1p(-v[accept])
+        log_1ms[idx] = np.log(one_minus_s[accept])
+        todo = todo[~accept]
+    return log_s, log_1ms
+
+
+def sample_cap_cosines(
+    in_cap: np.ndarray, y: float, log_p_cap: float, d: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Draw T = ⟨V, u⟩ for V uniform on the cap {⟨v,u⟩ ≥ γ} (where ``in_cap``) or on its complement.
+
+    Returns (t, r) with r = √(1 − t²), both computed from S = (1 − T)/2 without cancellation.
+    Exact inverse-CDF sampling of the truncated Beta(α, α) law (closed forms for d = 2, 3),
+    switching to an exact tangent-exponential rejection sampler when the cap probability is below
+    1e−280. Never rejection from the whole sphere (ERRATA "Numerics").
+    """
+    n = in_cap.shape[0]
+    t = np.empty(n)
+    r = np.empty(n)
+    cap_idx = np.flatnonzero(in_cap)
+    out_idx = np.flatnonzero(~in_cap)
+    u_cap = 1.0 - rng.random(cap_idx.size)  # in (0, 1]
+    u_out = 1.0 - rng.random(out_idx.size)
+    log_s_gamma = log_expit(-y)
+    s_gamma = math.exp(log_s_gamma)
+    if d == 2:
+        # T = cos θ with θ uniform on [0, θ_γ] (cap) or [θ_γ, π] (complement).
+        theta_gamma = 2.0 * math.atan(math.exp(-y / 2.0))
+        theta = np.concatenate([u_cap * theta_gamma, theta_gamma + u_out * (math.pi - theta_gamma)])
+        idx = np.concatenate([cap_idx, out_idx])
+        t[idx] = np.cos(theta)
+        r[idx] = np.sin(theta)
+        return t, r
+    a = sphere_alpha(d)
+    p_cap = math.exp(log_p_cap)
+    # Cap: S ∈ [0, s_γ] with I_S(α, α) = U·P.
+    if d == 3:
+        s = u_cap * s_gamma
+        t[cap_idx] = 1.0 - 2.0 * s
+        r[cap_idx] = 2.0 * np.sqrt(s * (1.0 - s))
+    elif p_cap >= _TINY_PROBABILITY:
+        s = special.betaincinv(a, a, u_cap * p_cap)
+        t[cap_idx] = 1.0 - 2.0 * s
+        r[cap_idx] = 2.0 * np.sqrt(s * (1.0 - s))
+    else:
+        log_s, log_1ms = _tangent_rejection_cap(cap_idx.size, a, s_gamma, log_s_gamma, rng)
+        t[cap_idx] = -np.expm1(LOG2 + log_s)
+        r[cap_idx] = np.exp(LOG2 + 0.5 * (log_s + log_1ms))
+    # Complement: by symmetry S' = 1 − S ∈ [0, 1 − s_γ] with I_{S'}(α, α) = U·(1 − P).
+    if d == 3:
+        s_prime = u_out * (1.0 - s_gamma)
+    else:
+        s_prime = special.betaincinv(a, a, u_out * -math.expm1(log_p_cap))
+    t[out_idx] = 2.0 * s_prime - 1.0
+    r[out_idx] = 2.0 * np.sqrt(s_prime * (1.0 - s_prime))
+    return t, r
+
+
+def random_unit_vectors(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """n independent uniform points on S^{d−1} (normalised Gaussians), shape (n, d)."""
+    g = rng.standard_normal((n, d))
+    norms = np.sqrt(np.einsum("ij,ij->i", g, g))
+    while np.any(norms == 0.0):  # probability 0 in exact arithmetic; kept for d = 1 robustness
+        bad = norms == 0.0
+        g[bad] = rng.standard_normal((int(bad.sum()), d))
+        norms = np.sqrt(np.einsum("ij,ij->i", g, g))
+    g /= norms[:, None]
+    return g
+
+
+def round_to_sphere(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Unbiased rounding of rows in the unit ball to the unit sphere.
+
+    A row x ≠ 0 becomes ±x/‖x‖ with probabilities (1 ± ‖x‖)/2, so E[u] = x; a zero row becomes a
+    uniformly random direction (E[u] = 0). Returns a new (n, d) array of unit rows.
+    """
+    n, d = x.shape
+    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+    zero = norms == 0.0
+    safe = np.where(zero, 1.0, norms)
+    u = x / safe[:, None]
+    flip = rng.random(n) >= (1.0 + norms) / 2.0
+    u[flip] *= -1.0
+    if np.any(zero):
+        u[zero] = random_unit_vectors(int(zero.sum()), d, rng)
+    return u
+
+
+def directions_with_cosines(
+    u: np.ndarray, t: np.ndarray, r: np.ndarray, scale: float, rng: np.random.Generator
+) -> np.ndarray:
+    """scale·(t·u + r·w) with w uniform on the unit sphere of u's orthogonal complement.
+
+    w is a Gaussian with its u-component removed, normalised: the law of a uniform point of a cap
+    given its cosine (rotational symmetry about u). One batch of n·d Gaussians, done in place.
+    """
+    n, d = u.shape
+    g = rng.standard_normal((n, d))
+    gg = np.einsum("ij,ij->i", g, g)
+    g -= np.einsum("ij,ij->i", g, u)[:, None] * u
+    ww = np.einsum("ij,ij->i", g, g)
+    # Rows where most of g lay along u lose orthogonality to rounding; a second Gram–Schmidt
+    # pass on them restores it ("twice is enough", Giraud et al. 2005).
+    again = np.flatnonzero(ww < 0.25 * gg)
+    if again.size:
+        gb, ub = g[again], u[again]
+        gb -= np.einsum("ij,ij->i", gb, ub)[:, None] * ub
+        g[again] = gb
+        ww[again] = np.einsum("ij,ij->i", gb, gb)
+    wn = np.sqrt(ww)
+    while np.any(wn == 0.0):  # only possible in floating point, with probability ~0
+        bad = np.flatnonzero(wn == 0.0)
+        gb = rng.standard_normal((bad.size, d))
+        gb -= np.einsum("ij,ij->i", gb, u[bad])[:, None] * u[bad]
+        g[bad] = gb
+        wn[bad] = np.sqrt(np.einsum("ij,ij->i", gb, gb))
+    g *= (scale * r / wn)[:, None]
+    g += (scale * t)[:, None] * u
+    return g
