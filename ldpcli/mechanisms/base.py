@@ -22,6 +22,7 @@ from ldpcli.errors import UsageError
 M = TypeVar("M", bound="Mechanism")
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
+_NORM_SLACK = 1e-9
 
 
 def register(cls: type[M]) -> type[M]:
@@ -49,11 +50,11 @@ def get_mechanism(name: str) -> type[Mechanism]:
 def check_common(d: int, epsilon: float, norm_bound: float) -> None:
     """Reject impossible (d, ε, L) with a UsageError that says what to pass instead."""
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise UsageError(f"d must be an integer >= 1, got {d!r}")
+        raise UsageError(f"--d: d must be an integer >= 1, got {d!r}")
     if not (isinstance(epsilon, (int, float, np.floating)) and math.isfinite(epsilon) and epsilon > 0):
-        raise UsageError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+        raise UsageError(f"--eps: epsilon must be a finite number > 0, got {epsilon!r}")
     if not (isinstance(norm_bound, (int, float, np.floating)) and math.isfinite(norm_bound) and norm_bound > 0):
-        raise UsageError(f"norm bound must be a finite number > 0, got {norm_bound!r}")
+        raise UsageError(f"--norm-bound: norm bound must be a finite number > 0, got {norm_bound!r}")
 
 
 @dataclass(frozen=True)
@@ -126,10 +127,12 @@ class Mechanism(ABC):
     def clip(self, x: np.ndarray) -> tuple[np.ndarray, int]:
         """Scale rows with ‖x‖₂ > L onto the sphere of radius L (in place); return (x, count).
 
-        The bound L is a public parameter chosen by the user, never computed from the data.
+        The bound L is a public parameter chosen by the user, never computed from the data. Rows
+        within a relative 1e−9 above L (unit-normalised data after rounding) count as on the
+        sphere: they are left as they are, and the mechanisms treat them as norm L.
         """
         norms = np.sqrt(np.einsum("ij,ij->i", x, x))
-        over = norms > self.norm_bound
+        over = norms > self.norm_bound * (1.0 + _NORM_SLACK)
         count = int(np.count_nonzero(over))
         if count:
             x[over] *= (self.norm_bound / norms[over])[:, None]

@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize
 
 from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
@@ -94,6 +93,7 @@ def optimal_cap_logit(d: int, epsilon: float) -> float:
     the root of m − γ (Asi et al. Thm 2: at the optimum the normaliser m equals γ), found by
     bisection-safe Brent iteration on the sign of m − γ.
     """
+    from scipy import optimize  # imported here: `ldp --help` should not pay for it
     y_max = optimize.brentq(
         lambda y: _cap_epsilon(y, d) - epsilon, 0.0, _grow_bracket(lambda y: _cap_epsilon(y, d) - epsilon),
         xtol=1e-300, rtol=_RTOL, maxiter=500,
@@ -123,6 +123,7 @@ def bhowmick_cap_logit(d: int, epsilon_cap: float) -> float:
     (16b): ε' ≥ ½ log d + log 6 − ((d − 1)/2)·log(1 − γ²) + log γ and γ ≥ √(2/d); the right-hand
     side is increasing in γ, so its feasible set is an interval [√(2/d), γ_b].
     """
+    from scipy import optimize
     gamma_a = math.tanh(epsilon_cap / 2.0) * math.sqrt(math.pi / (2.0 * (d - 1)))
     y_a = sm.cap_logit_from_gamma(gamma_a)
     alpha = sm.sphere_alpha(d)

@@ -1,0 +1,328 @@
+"""The ``ldp`` command line: a thin Typer layer over the ``ldpcli`` library.
+
+Results go to stdout (rich tables for people, ``--json`` for machines); messages, warnings and
+progress bars go to stderr. Exit codes: 0 success, 1 bad data, 2 bad usage. Library errors
+(``ldpcli.errors``) become one line ``ldp: error: …`` without a traceback. Modules that pull in
+pyarrow are imported inside the commands that need them, so ``ldp --help`` and ``ldp params``
+start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ldpcli import __version__
+from ldpcli.errors import LdpError, UsageError
+from ldpcli.mechanisms import get_mechanism, mechanism_names
+
+app = typer.Typer(
+    name="ldp",
+    help="Privatize vector datasets under local differential privacy, and estimate from the result.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _fail(exc: LdpError) -> typer.Exit:
+    err.print(f"ldp: error: {exc}", markup=False)
+    return typer.Exit(exc.exit_code)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Turn library errors and Ctrl-C into one-line messages and exit codes."""
+    try:
+        yield
+    except LdpError as exc:
+        raise _fail(exc) from None
+    except KeyboardInterrupt:
+        err.print("ldp: interrupted; nothing was written", markup=False)
+        raise typer.Exit(130) from None
+
+
+@contextmanager
+def _progress(label: str, quiet: bool) -> Iterator[tuple[Callable[[int | None], None], Callable[[int], None]]]:
+    """(on_start, on_rows) callbacks driving a rich progress bar on stderr.
+
+    The bar appears only when stderr is a terminal, ``--quiet`` is off and the job has already
+    run for a second, so short runs and pipelines stay silent.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeRemainingColumn
+    from rich.text import Text
+
+    class RowsPerSecond(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(f"{task.speed:,.0f} rows/s" if task.speed else "")
+
+    state: dict[str, Any] = {"total": None, "done": 0, "task": None, "t0": time.monotonic()}
+    progress = Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("rows"), RowsPerSecond(),
+        TimeRemainingColumn(), console=err, transient=True,
+    )
+    enabled = not quiet and err.is_terminal
+
+    def on_start(total: int | None) -> None:
+        state["total"] = total
+
+    def on_rows(rows: int) -> None:
+        state["done"] += rows
+        if not enabled:
+            return
+        if state["task"] is None:
+            if time.monotonic() - state["t0"] < 1.0:
+                return
+            progress.start()
+            state["task"] = progress.add_task(label, total=state["total"])
+        progress.update(state["task"], completed=state["done"])
+
+    try:
+        yield on_start, on_rows
+    finally:
+        if state["task"] is not None:
+            progress.stop()
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value == 0.0 or (1e-4 <= abs(value) < 1e7):
+        return f"{value:.6g}"
+    return f"{value:.4e}"
+
+
+def _fmt_probability(value: float, logit: float) -> str:
+    """p with its distance to 1 when it rounds to 1 in six digits."""
+    if value > 0.999999:
+        return f"1 − {math.exp(-logit) / (1 + math.exp(-logit)):.3e}"
+    return _fmt(value)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"ldp {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Privatize vector datasets under local differential privacy, and estimate from the result.
+
+    Each row of a Parquet or CSV file is one person's vector. `ldp privatize` replaces every row by
+    an unbiased ε-LDP randomization and writes a sidecar JSON with the exact public parameters;
+    `ldp estimate-mean` estimates the mean from the privatized rows alone; `ldp params` shows the
+    parameters and the expected error before you privatize anything.
+    """
+
+
+MECHANISM_HELP = f"Mechanism: {', '.join(mechanism_names())}."
+CALIBRATION_HELP = (
+    "How the mechanism's parameters are chosen. privunit2: 'optimal' (Asi et al. 2022: least error at "
+    "exactly ε) or 'bhowmick' (Bhowmick et al. 2018 Eq. 23: γ from Thm 1 at 0.99ε, p at 0.01ε)."
+)
+NORM_HELP = (
+    "Public bound L on each row's ℓ2 norm, chosen before looking at the data (never computed from it). "
+    "Rows above L are scaled onto it."
+)
+
+
+@app.command()
+def params(
+    d: int = typer.Option(..., "--d", help="Dimension of the vectors (≥ 1)."),
+    eps: float = typer.Option(..., "--eps", help="Privacy level ε > 0 per row."),
+    mechanism: str = typer.Option("privunit2", "--mechanism", "-m", help=MECHANISM_HELP),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
+    norm_bound: float = typer.Option(1.0, "--norm-bound", "-L", help=NORM_HELP),
+    n: Optional[int] = typer.Option(None, "--n", help="Number of rows, to report the expected error of their mean."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """Show a mechanism's calibrated parameters, its exact ε and its expected error, for (d, ε)."""
+    with _errors():
+        if n is not None and n < 1:
+            raise UsageError(f"--n must be >= 1, got {n}")
+        mech = get_mechanism(mechanism).calibrate(d, eps, norm_bound=norm_bound, calibration=calibration)
+        info = mech.describe()
+        if n is not None:
+            info["n"] = n
+            info["expected_error_mean"] = mech.expected_error_mean(n)
+    if as_json:
+        out.print(json.dumps(info, allow_nan=False), markup=False)
+        return
+    table = Table(title=f"{mech.title}", show_header=False, title_justify="left")
+    table.add_column("quantity", style="bold")
+    table.add_column("value", justify="right")
+    table.add_column("meaning")
+    rows: list[tuple[str, str, str]] = [
+        ("mechanism", mech.name, f"calibration: {mech.calibration}"),
+        ("d", str(mech.d), "dimension"),
+        ("ε", _fmt(mech.epsilon), "privacy level asked for"),
+        ("ε exact", _fmt(mech.epsilon_exact), "exact worst-case privacy loss of these parameters"),
+    ]
+    if "gamma" in info:
+        rows += [
+            ("γ", _fmt(info["gamma"]), "cap threshold on ⟨V, u⟩"),
+            ("p", _fmt_probability(info["p"], info["p_logit"]), "probability of sampling the cap"),
+            ("cap probability", _fmt(info["cap_probability"]) if info["cap_probability"] > 0
+             else f"e^{info['log_cap_probability']:.6g}", "P(⟨V, u⟩ ≥ γ) for V uniform on the sphere"),
+        ]
+    rows += [
+        ("L", _fmt(mech.norm_bound), "public ℓ2 norm bound"),
+        ("scale 1/m", _fmt(mech.scale), "each output row has norm scale·L"),
+        ("expected error", _fmt(mech.expected_error), "E‖Z − x‖² for ‖x‖ = L"),
+        ("expected error max", _fmt(mech.expected_error_max), "worst case over the ball (x = 0)"),
+    ]
+    if n is not None:
+        rows.append(("expected error of mean", _fmt(info["expected_error_mean"]), f"E‖mean − true mean‖² ≤ max/n, n = {n}"))
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+    rms_row = math.sqrt(mech.expected_error_max)
+    if n is not None:
+        reading = (
+            f"Reading: the mean of {n} rows privatized at ε = {_fmt(mech.epsilon)} is within about "
+            f"{_fmt(math.sqrt(info['expected_error_mean']))} of the true mean (RMS ℓ2 error), for rows of norm ≤ {_fmt(mech.norm_bound)}."
+        )
+    else:
+        reading = (
+            f"Reading: one privatized row is off by about {_fmt(rms_row)} (RMS ℓ2) for rows of norm ≤ {_fmt(mech.norm_bound)}; "
+            f"the mean of n rows by {_fmt(rms_row)}/√n. Add --n for your row count."
+        )
+    out.print(reading, markup=False)
+
+
+def _split(value: Optional[str]) -> list[str]:
+    return [] if not value else [part.strip() for part in value.split(",") if part.strip()]
+
+
+@app.command()
+def privatize(
+    input: Path = typer.Argument(..., help="Input .parquet or .csv file; each row is one vector.", show_default=False),
+    eps: float = typer.Option(..., "--eps", help="Privacy level ε > 0 per row."),
+    mechanism: str = typer.Option("privunit2", "--mechanism", "-m", help=MECHANISM_HELP),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Output file (.parquet or .csv). Default: <input stem>.privatized.<ext>."
+    ),
+    column: Optional[str] = typer.Option(None, "--column", help="The list column holding the vectors."),
+    columns: Optional[str] = typer.Option(
+        None, "--columns", help="Comma-separated numeric columns, one per coordinate, in order."
+    ),
+    norm_bound: float = typer.Option(1.0, "--norm-bound", "-L", help=NORM_HELP),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
+    keep: Optional[str] = typer.Option(
+        None, "--keep", help="Comma-separated columns (e.g. an id) copied unchanged to the output. Nothing else is."
+    ),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output and sidecar."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes on stderr."),
+) -> None:
+    """Privatize every row of INPUT and write the privatized file plus its sidecar (.ldp.json).
+
+    The vectors are a list column (the only one, or --column) or one numeric column per
+    coordinate (--columns, or all numeric columns). Rows with ‖x‖ > L are scaled onto the ball;
+    inside the ball each row is rounded without bias to the sphere, then randomized. The output is
+    unbiased for every row: averaging privatized rows estimates the mean of the raw ones.
+    """
+    with _errors():
+        from ldpcli.privatize import privatize_file
+
+        with _progress("privatizing", quiet) as (on_start, on_rows):
+            result = privatize_file(
+                input, output, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=norm_bound,
+                column=column, columns=_split(columns) or None, keep=_split(keep), seed=seed, overwrite=overwrite,
+                on_start=on_start, on_rows=on_rows,
+            )
+    if not quiet:
+        if result.n_clipped:
+            err.print(
+                f"ldp: note: {result.n_clipped} of {result.n} rows had ℓ2 norm above L = {_fmt(norm_bound)} "
+                "and were scaled onto the ball (this count is shown here only, never stored)",
+                markup=False,
+            )
+        if result.reproducible:
+            err.print("ldp: note: seeded run: reproducible by anyone who knows the seed; do not release it", markup=False)
+    out.print(
+        f"wrote {result.output} ({result.n} rows, d = {result.d}, {result.mechanism.name}, "
+        f"ε = {_fmt(result.mechanism.epsilon)}) and {result.sidecar}",
+        markup=False,
+    )
+
+
+@app.command("estimate-mean")
+def estimate_mean_cmd(
+    privatized: Path = typer.Argument(..., help="A file written by `ldp privatize`.", show_default=False),
+    sidecar: Optional[Path] = typer.Option(None, "--sidecar", help="Its sidecar. Default: the .ldp.json beside it."),
+    confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the per-coordinate intervals."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Also save the mean: .json, .parquet, .csv (with errors and intervals) or .npy."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
+) -> None:
+    """Estimate the mean of the raw rows from privatized rows alone, with error bars.
+
+    Reports n, d, the mean, its guaranteed expected squared ℓ2 error (expected_error_max / n from
+    the mechanism), per-coordinate standard errors from the data, and confidence intervals.
+    """
+    with _errors():
+        from ldpcli.estimate import estimate_mean, save_mean
+
+        with _progress("reading", quiet) as (_, on_rows):
+            est = estimate_mean(privatized, sidecar=sidecar, confidence=confidence, on_rows=on_rows)
+        if output is not None:
+            save_mean(est, output, overwrite=overwrite)
+    if as_json:
+        out.print(json.dumps(est.to_dict(), allow_nan=False), markup=False)
+        return
+    summary = Table(title="Mean estimate", show_header=False, title_justify="left")
+    summary.add_column("quantity", style="bold")
+    summary.add_column("value", justify="right")
+    summary.add_row("rows n", str(est.n))
+    summary.add_row("dimension d", str(est.d))
+    summary.add_row("mechanism", f"{est.mechanism}, ε = {_fmt(est.epsilon)}")
+    summary.add_row("expected squared error", _fmt(est.expected_error))
+    summary.add_row("RMS ℓ2 error", _fmt(est.rms_error))
+    out.print(summary)
+    shown = min(est.d, 10)
+    coords = Table(title=f"coordinates (first {shown} of {est.d})" if shown < est.d else "coordinates", title_justify="left")
+    for name in ("j", "mean", "std error", f"{est.confidence:.0%} interval"):
+        coords.add_column(name, justify="right")
+    for j in range(shown):
+        if est.std_error is None or est.lower is None or est.upper is None:
+            coords.add_row(str(j), _fmt(float(est.mean[j])), "—", "—")
+        else:
+            coords.add_row(
+                str(j), _fmt(float(est.mean[j])), _fmt(float(est.std_error[j])),
+                f"[{_fmt(float(est.lower[j]))}, {_fmt(float(est.upper[j]))}]",
+            )
+    out.print(coords)
+    if shown < est.d:
+        out.print("Use --json or -o FILE for every coordinate.", markup=False)
+    if output is not None:
+        out.print(f"wrote {output}", markup=False)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
