@@ -306,19 +306,18 @@ def random_unit_vectors(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     return g
 
 
-def round_to_sphere(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Unbiased rounding of rows in the unit ball to the unit sphere.
+def round_to_sphere(x: np.ndarray, radius: float, rng: np.random.Generator) -> np.ndarray:
+    """Unbiased rounding of rows in the ball of ``radius`` to the unit sphere.
 
-    A row x ≠ 0 becomes ±x/‖x‖ with probabilities (1 ± ‖x‖)/2, so E[u] = x; a zero row becomes a
-    uniformly random direction (E[u] = 0). Returns a new (n, d) array of unit rows.
+    A row x ≠ 0 with ρ = ‖x‖/radius becomes ±x/‖x‖ with probabilities (1 ± ρ)/2, so
+    E[radius·u] = x; a zero row becomes a uniformly random direction (E[u] = 0); ρ ≥ 1 is kept.
+    Returns a new (n, d) array of unit rows (one pass over x).
     """
     n, d = x.shape
     norms = np.sqrt(np.einsum("ij,ij->i", x, x))
     zero = norms == 0.0
-    safe = np.where(zero, 1.0, norms)
-    u = x / safe[:, None]
-    flip = rng.random(n) >= (1.0 + norms) / 2.0
-    u[flip] *= -1.0
+    sign = np.where(rng.random(n) < (1.0 + norms / radius) / 2.0, 1.0, -1.0)
+    u = x * (sign / np.where(zero, 1.0, norms))[:, None]
     if np.any(zero):
         u[zero] = random_unit_vectors(int(zero.sum()), d, rng)
     return u
@@ -329,29 +328,29 @@ def directions_with_cosines(
 ) -> np.ndarray:
     """scale·(t·u + r·w) with w uniform on the unit sphere of u's orthogonal complement.
 
-    w is a Gaussian with its u-component removed, normalised: the law of a uniform point of a cap
-    given its cosine (rotational symmetry about u). One batch of n·d Gaussians, done in place.
+    w is a Gaussian g with its u-component removed, normalised: the law of a uniform point of a
+    cap given its cosine (rotational symmetry about u). Fused into Z = a·g + b·u with
+    ‖w‖² = ‖g‖² − ⟨g, u⟩², a = scale·r/‖w‖ and b = scale·t − a⟨g, u⟩: one batch of n·d Gaussians
+    and two reductions, done in place. Rows where most of g lies along u (‖w‖² < ‖g‖²/4, common
+    only for small d) would lose accuracy to cancellation; they are projected explicitly, twice
+    ("twice is enough", Giraud et al. 2005).
     """
     n, d = u.shape
     g = rng.standard_normal((n, d))
     gg = np.einsum("ij,ij->i", g, g)
-    g -= np.einsum("ij,ij->i", g, u)[:, None] * u
-    ww = np.einsum("ij,ij->i", g, g)
-    # Rows where most of g lay along u lose orthogonality to rounding; a second Gram–Schmidt
-    # pass on them restores it ("twice is enough", Giraud et al. 2005).
-    again = np.flatnonzero(ww < 0.25 * gg)
-    if again.size:
-        gb, ub = g[again], u[again]
-        gb -= np.einsum("ij,ij->i", gb, ub)[:, None] * ub
-        g[again] = gb
-        ww[again] = np.einsum("ij,ij->i", gb, gb)
-    wn = np.sqrt(ww)
-    while np.any(wn == 0.0):  # only possible in floating point, with probability ~0
-        bad = np.flatnonzero(wn == 0.0)
-        gb = rng.standard_normal((bad.size, d))
-        gb -= np.einsum("ij,ij->i", gb, u[bad])[:, None] * u[bad]
-        g[bad] = gb
-        wn[bad] = np.sqrt(np.einsum("ij,ij->i", gb, gb))
-    g *= (scale * r / wn)[:, None]
-    g += (scale * t)[:, None] * u
+    gu = np.einsum("ij,ij->i", g, u)
+    ww = gg - gu * gu
+    redo = np.flatnonzero(ww < 0.25 * gg)
+    while redo.size:
+        gb, ub = g[redo], u[redo]
+        for _ in range(2):
+            gb -= np.einsum("ij,ij->i", gb, ub)[:, None] * ub
+        g[redo] = gb
+        gu[redo] = 0.0
+        ww[redo] = np.einsum("ij,ij->i", gb, gb)
+        redo = redo[ww[redo] == 0.0]  # g exactly parallel to u: probability 0, draw again
+        g[redo] = rng.standard_normal((redo.size, d))
+    a = scale * r / np.sqrt(ww)
+    g *= a[:, None]
+    g += (scale * t - a * gu)[:, None] * u
     return g

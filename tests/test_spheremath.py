@@ -154,12 +154,13 @@ def test_bernoulli_logit_draws_the_complement_of_p_near_one() -> None:
 
 def test_round_to_sphere_is_unbiased_and_unit() -> None:
     rng = np.random.default_rng(11)
-    x = np.array([[0.3, -0.4, 0.0], [0.0, 0.0, 0.0], [0.6, 0.8, 0.0]])
+    x = np.array([[0.6, -0.8, 0.0], [0.0, 0.0, 0.0], [1.2, 1.6, 0.0]])  # radius 2: ρ = 0.5, 0, 1
     n = 100_000
-    u = sm.round_to_sphere(np.repeat(x, n, axis=0), rng)
+    u = sm.round_to_sphere(np.repeat(x, n, axis=0), 2.0, rng)
     assert np.allclose(np.linalg.norm(u, axis=1), 1.0)
-    means = u.reshape(3, n, 3).mean(axis=1)
-    assert np.all(np.abs(means - x) < 6 / math.sqrt(n))
+    means = 2.0 * u.reshape(3, n, 3).mean(axis=1)
+    assert np.all(np.abs(means - x) < 6 * 2 / math.sqrt(n))
+    assert np.all(u[2 * n:] == x[2] / 2.0)  # on the sphere: never flipped
 
 
 def test_directions_are_orthogonal_and_unit_even_when_nearly_parallel() -> None:

@@ -241,7 +241,7 @@ class PrivUnit2(Mechanism):
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """PrivUnit2 on each row of ``x`` (rows with ‖x‖ ≤ L); returns L·V/m row by row."""
         n = x.shape[0]
-        u = sm.round_to_sphere(x / self.norm_bound, rng)
+        u = sm.round_to_sphere(x, self.norm_bound, rng)
         in_cap = sm.bernoulli_logit(self.logit_p, n, rng)
         out_scale = self.norm_bound * self.scale
         if self.d == 1:
