@@ -27,10 +27,10 @@ from ldpcli.mechanisms import get_mechanism, mechanism_names
 
 app = typer.Typer(
     name="ldp",
-    help="Privatize vector datasets under local differential privacy, and estimate from the result.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 out = Console(highlight=False, soft_wrap=True)
@@ -211,11 +211,13 @@ def _split(value: Optional[str]) -> list[str]:
 
 @app.command()
 def privatize(
-    input: Path = typer.Argument(..., help="Input .parquet or .csv file; each row is one vector.", show_default=False),
+    input: Path = typer.Argument(
+        ..., help="Input .parquet or .csv file; each row is one vector.", show_default=False, metavar="INPUT"
+    ),
     eps: float = typer.Option(..., "--eps", help="Privacy level ε > 0 per row."),
     mechanism: str = typer.Option("privunit2", "--mechanism", "-m", help=MECHANISM_HELP),
     output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="Output file (.parquet or .csv). Default: <input stem>.privatized.<ext>."
+        None, "--output", "-o", help="Output file (.parquet or .csv). Default: `<input stem>.privatized.<ext>` beside the input."
     ),
     column: Optional[str] = typer.Option(None, "--column", help="The list column holding the vectors."),
     columns: Optional[str] = typer.Option(
@@ -266,7 +268,9 @@ def privatize(
 
 @app.command("estimate-mean")
 def estimate_mean_cmd(
-    privatized: Path = typer.Argument(..., help="A file written by `ldp privatize`.", show_default=False),
+    privatized: Path = typer.Argument(
+        ..., help="A file written by `ldp privatize`.", show_default=False, metavar="PRIVATIZED"
+    ),
     sidecar: Optional[Path] = typer.Option(None, "--sidecar", help="Its sidecar. Default: the .ldp.json beside it."),
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the per-coordinate intervals."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),

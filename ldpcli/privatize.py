@@ -83,9 +83,13 @@ def privatize_file(
     if source.exists() and target.exists() and source.resolve() == target.resolve():
         raise UsageError(f"{target}: the output would overwrite the input; choose another -o")
     side = sidecar_path(target)
-    for path in (target, side):
-        if path.exists() and not overwrite:
-            raise UsageError(f"{path} already exists; pass --overwrite to replace it")
+    if target.exists() and not overwrite:
+        raise UsageError(f"{target} already exists; pass --overwrite to replace it")
+    if side.exists() and not overwrite:
+        raise UsageError(
+            f"{side} already exists (the sidecar of {target.name}, or of another output with the same stem); "
+            "pass --overwrite to replace it, or choose another -o"
+        )
 
     seeds = np.random.SeedSequence(seed)  # seed None: fresh OS entropy
     with open_vectors(source, column=column, columns=columns, keep=keep, batch_rows=batch_rows) as reader:
