@@ -136,26 +136,74 @@ CALIBRATION_HELP = (
     "exactly ε) or 'bhowmick' (Bhowmick et al. 2018 Eq. 23: γ from Thm 1 at 0.99ε, p at 0.01ε)."
 )
 NORM_HELP = (
-    "Public bound L on each row's ℓ2 norm, chosen before looking at the data (never computed from it). "
-    "Rows above L are scaled onto it."
+    "Public bound L (default 1), chosen before looking at the data, never computed from it: the ℓ2 norm "
+    "of each row (ℓ2 mechanisms), each |coordinate| (privunit-inf, duchi-linf) or the value (scalar). "
+    "Rows outside are moved onto the bound."
 )
+R_MAX_HELP = "Alias of --norm-bound (the papers' r_max for scalar, scalar-rel and separated)."
+K_HELP = "scalar, scalar-rel, separated: size k of the magnitude grid (default ⌈e^{ε/3}⌉ for scalar)."
+ALPHA_HELP = "scalar-rel: the smallest grid value α > 0 of the geometric grid."
+NU_HELP = "scalar-rel: the ratio ν > 1 of the geometric grid."
+EPS_SPLIT_HELP = "separated: share ε1/ε of the budget spent on the direction (default: the error-minimising split)."
+DELTA_HELP = "gaussian: δ of the (ε, δ) guarantee (the comparison uses 1e-6 when not given)."
+
+
+def _bound(norm_bound: Optional[float], r_max: Optional[float]) -> float:
+    """The public bound from --norm-bound or its alias --r-max (default 1)."""
+    if norm_bound is not None and r_max is not None and norm_bound != r_max:
+        raise UsageError(f"--norm-bound {norm_bound} and --r-max {r_max} disagree; give one of them")
+    if r_max is not None:
+        return r_max
+    return 1.0 if norm_bound is None else norm_bound
+
+
+def _options(**values: Any) -> dict[str, Any]:
+    """The mechanism options that were given (None means not given)."""
+    return {name: value for name, value in values.items() if value is not None}
 
 
 @app.command()
 def params(
     d: int = typer.Option(..., "--d", help="Dimension of the vectors (≥ 1)."),
     eps: float = typer.Option(..., "--eps", help="Privacy level ε > 0 per row."),
-    mechanism: str = typer.Option("privunit2", "--mechanism", "-m", help=MECHANISM_HELP),
+    mechanism: Optional[str] = typer.Option(
+        None, "--mechanism", "-m", help=MECHANISM_HELP + " Without it: a comparison of all vector mechanisms."
+    ),
     calibration: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
-    norm_bound: float = typer.Option(1.0, "--norm-bound", "-L", help=NORM_HELP),
+    norm_bound: Optional[float] = typer.Option(None, "--norm-bound", "-L", help=NORM_HELP),
+    r_max: Optional[float] = typer.Option(None, "--r-max", help=R_MAX_HELP),
+    k: Optional[int] = typer.Option(None, "--k", help=K_HELP),
+    alpha: Optional[float] = typer.Option(None, "--alpha", help=ALPHA_HELP),
+    nu: Optional[float] = typer.Option(None, "--nu", help=NU_HELP),
+    eps_split: Optional[float] = typer.Option(None, "--eps-split", help=EPS_SPLIT_HELP),
+    delta: Optional[float] = typer.Option(None, "--delta", help=DELTA_HELP),
     n: Optional[int] = typer.Option(None, "--n", help="Number of rows, to report the expected error of their mean."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
 ) -> None:
-    """Show a mechanism's calibrated parameters, its exact ε and its expected error, for (d, ε)."""
+    """Show a mechanism's calibrated parameters, its exact ε and its expected error, for (d, ε).
+
+    Without --mechanism, compare every vector mechanism at (d, ε) by its worst-case error over the
+    ℓ2 ball of radius L, as a ratio to optimal PrivUnit2 (no unbiased ε-LDP mechanism does better).
+    """
     with _errors():
         if n is not None and n < 1:
             raise UsageError(f"--n must be >= 1, got {n}")
-        mech = get_mechanism(mechanism).calibrate(d, eps, norm_bound=norm_bound, calibration=calibration)
+        bound = _bound(norm_bound, r_max)
+        options = _options(k=k, alpha=alpha, nu=nu, eps_split=eps_split, delta=delta)
+        if mechanism is None:
+            if calibration is not None or set(options) - {"delta"}:
+                raise UsageError("--calibration, --k, --alpha, --nu and --eps-split need --mechanism")
+            from ldpcli.compare import compare_mechanisms, recommendation
+
+            rows = compare_mechanisms(d, eps, norm_bound=bound, delta=delta)
+            if n is not None:
+                for row in rows:
+                    if "expected_error_max" in row:
+                        row["n"] = n
+                        row["expected_error_mean"] = row["expected_error_max"] / n
+            _print_comparison(rows, recommendation(rows), as_json)
+            return
+        mech = get_mechanism(mechanism).calibrate(d, eps, norm_bound=bound, calibration=calibration, **options)
         info = mech.describe()
         if n is not None:
             info["n"] = n
@@ -163,6 +211,11 @@ def params(
     if as_json:
         out.print(json.dumps(info, allow_nan=False), markup=False)
         return
+    _print_parameters(mech, info, n)
+
+
+def _print_parameters(mech: Any, info: dict[str, Any], n: int | None) -> None:
+    """The human table for one mechanism, and a one-line reading of it."""
     table = Table(title=f"{mech.title}", show_header=False, title_justify="left")
     table.add_column("quantity", style="bold")
     table.add_column("value", justify="right")
@@ -173,18 +226,24 @@ def params(
         ("ε", _fmt(mech.epsilon), "privacy level asked for"),
         ("ε exact", _fmt(mech.epsilon_exact), "exact worst-case privacy loss of these parameters"),
     ]
-    if "gamma" in info:
+    if "gamma" in info and "cap_probability" in info:
         rows += [
             ("γ", _fmt(info["gamma"]), "cap threshold on ⟨V, u⟩"),
             ("p", _fmt_probability(info["p"], info["p_logit"]), "probability of sampling the cap"),
             ("cap probability", _fmt(info["cap_probability"]) if info["cap_probability"] > 0
              else f"e^{info['log_cap_probability']:.6g}", "P(⟨V, u⟩ ≥ γ) for V uniform on the sphere"),
         ]
+    else:
+        skip = {"mechanism", "calibration", "d", "epsilon", "epsilon_exact", "norm_bound", "domain", "scale",
+                "expected_error", "expected_error_max", "n", "expected_error_mean"}
+        for key, value in info.items():
+            if key not in skip and isinstance(value, (int, float)) and not isinstance(value, bool):
+                rows.append((key, _fmt(value) if isinstance(value, float) else str(value), "parameter"))
     rows += [
-        ("L", _fmt(mech.norm_bound), "public ℓ2 norm bound"),
-        ("scale 1/m", _fmt(mech.scale), "each output row has norm scale·L"),
-        ("expected error", _fmt(mech.expected_error), "E‖Z − x‖² for ‖x‖ = L"),
-        ("expected error max", _fmt(mech.expected_error_max), "worst case over the ball (x = 0)"),
+        ("L", _fmt(mech.norm_bound), f"public bound ({mech.domain})"),
+        ("scale", _fmt(mech.scale), "each output row has ℓ2 norm scale·L"),
+        ("expected error", _fmt(mech.expected_error), "E‖Z − x‖² for x on the boundary of the domain"),
+        ("expected error max", _fmt(mech.expected_error_max), "worst case over the domain"),
     ]
     if n is not None:
         rows.append(("expected error of mean", _fmt(info["expected_error_mean"]), f"E‖mean − true mean‖² ≤ max/n, n = {n}"))
@@ -195,14 +254,41 @@ def params(
     if n is not None:
         reading = (
             f"Reading: the mean of {n} rows privatized at ε = {_fmt(mech.epsilon)} is within about "
-            f"{_fmt(math.sqrt(info['expected_error_mean']))} of the true mean (RMS ℓ2 error), for rows of norm ≤ {_fmt(mech.norm_bound)}."
+            f"{_fmt(math.sqrt(info['expected_error_mean']))} of the true mean (RMS ℓ2 error), for L = {_fmt(mech.norm_bound)}."
         )
     else:
         reading = (
-            f"Reading: one privatized row is off by about {_fmt(rms_row)} (RMS ℓ2) for rows of norm ≤ {_fmt(mech.norm_bound)}; "
+            f"Reading: one privatized row is off by at most about {_fmt(rms_row)} (RMS ℓ2) for L = {_fmt(mech.norm_bound)}; "
             f"the mean of n rows by {_fmt(rms_row)}/√n. Add --n for your row count."
         )
     out.print(reading, markup=False)
+
+
+def _print_comparison(rows: list[dict[str, Any]], advice: str, as_json: bool) -> None:
+    """The comparison of all vector mechanisms (``ldp params`` without --mechanism)."""
+    if as_json:
+        out.print(json.dumps(rows, allow_nan=False), markup=False)
+        return
+    first = next(row for row in rows if "d" in row)
+    table = Table(
+        title=f"Vector mechanisms at d = {first['d']}, ε = {_fmt(first['epsilon'])}, L = {_fmt(first['norm_bound'])}: "
+        "worst-case E‖Z − x‖² over the ℓ2 ball of radius L",
+        title_justify="left",
+    )
+    for name, justify in (("mechanism", "left"), ("ε exact", "right"), ("worst-case error", "right"),
+                          ("× optimal", "right"), ("note", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        if "error" in row:
+            table.add_row(row["mechanism"], "—", "—", "—", f"not available: {row['error']}")
+            continue
+        note = row["title"]
+        if "delta" in row:
+            note += f"; (ε, δ = {row['delta']:.3g})-DP, not ε-LDP"
+        table.add_row(row["mechanism"], _fmt(row["epsilon_exact"]), _fmt(row["expected_error_max"]),
+                      f"{row['ratio_to_optimal']:.4g}", note)
+    out.print(table)
+    out.print(advice, markup=False)
 
 
 def _split(value: Optional[str]) -> list[str]:
@@ -223,8 +309,14 @@ def privatize(
     columns: Optional[str] = typer.Option(
         None, "--columns", help="Comma-separated numeric columns, one per coordinate, in order."
     ),
-    norm_bound: float = typer.Option(1.0, "--norm-bound", "-L", help=NORM_HELP),
+    norm_bound: Optional[float] = typer.Option(None, "--norm-bound", "-L", help=NORM_HELP),
+    r_max: Optional[float] = typer.Option(None, "--r-max", help=R_MAX_HELP),
     calibration: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
+    k: Optional[int] = typer.Option(None, "--k", help=K_HELP),
+    alpha: Optional[float] = typer.Option(None, "--alpha", help=ALPHA_HELP),
+    nu: Optional[float] = typer.Option(None, "--nu", help=NU_HELP),
+    eps_split: Optional[float] = typer.Option(None, "--eps-split", help=EPS_SPLIT_HELP),
+    delta: Optional[float] = typer.Option(None, "--delta", help=DELTA_HELP),
     keep: Optional[str] = typer.Option(
         None, "--keep", help="Comma-separated columns (e.g. an id) copied unchanged to the output. Nothing else is."
     ),
@@ -244,17 +336,20 @@ def privatize(
     with _errors():
         from ldpcli.privatize import privatize_file
 
+        bound = _bound(norm_bound, r_max)
+        options = _options(k=k, alpha=alpha, nu=nu, eps_split=eps_split, delta=delta)
         with _progress("privatizing", quiet) as (on_start, on_rows):
             result = privatize_file(
-                input, output, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=norm_bound,
+                input, output, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,
+                options=options,
                 column=column, columns=_split(columns) or None, keep=_split(keep), seed=seed, overwrite=overwrite,
                 on_start=on_start, on_rows=on_rows,
             )
     if not quiet:
         if result.n_clipped:
             err.print(
-                f"ldp: note: {result.n_clipped} of {result.n} rows had ℓ2 norm above L = {_fmt(norm_bound)} "
-                "and were scaled onto the ball (this count is shown here only, never stored)",
+                f"ldp: note: {result.n_clipped} of {result.n} rows were outside the {result.mechanism.domain} of "
+                f"radius L = {_fmt(bound)} and were moved onto it (this count is shown here only, never stored)",
                 markup=False,
             )
         if result.reproducible:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -56,6 +56,7 @@ def privatize_file(
     mechanism: str = "privunit2",
     calibration: str | None = None,
     norm_bound: float = 1.0,
+    options: Mapping[str, Any] | None = None,
     column: str | None = None,
     columns: Sequence[str] | None = None,
     keep: Sequence[str] = (),
@@ -67,11 +68,14 @@ def privatize_file(
 ) -> PrivatizeResult:
     """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar.
 
-    ``on_start`` receives the number of rows when known (progress bars); ``on_rows`` the size of
-    each finished batch. Raises ``UsageError`` / ``DataError`` with one-line messages; on any
+    ``options`` are the mechanism's own calibration options (``Mechanism.options``, e.g. ``k``,
+    ``delta``). ``on_start`` receives the number of rows when known (progress bars); ``on_rows``
+    the size of each finished batch. Raises ``UsageError`` / ``DataError`` with one-line messages; on any
     failure no output or sidecar is left behind.
     """
     mechanism_cls = get_mechanism(mechanism)
+    options = dict(options or {})
+    mechanism_cls.check_options(options)
     check_common(1, epsilon, norm_bound)
     mechanism_cls.check_calibration(calibration)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
@@ -93,7 +97,9 @@ def privatize_file(
 
     seeds = np.random.SeedSequence(seed)  # seed None: fresh OS entropy
     with open_vectors(source, column=column, columns=columns, keep=keep, batch_rows=batch_rows) as reader:
-        mech = mechanism_cls.calibrate(reader.layout.d, epsilon, norm_bound=norm_bound, calibration=calibration)
+        mech = mechanism_cls.calibrate(
+            reader.layout.d, epsilon, norm_bound=norm_bound, calibration=calibration, **options
+        )
         if on_start is not None:
             on_start(reader.num_rows)
         n = n_clipped = 0

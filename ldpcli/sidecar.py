@@ -108,6 +108,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         mechanism = cls.calibrate(
             field("d", int), float(field("epsilon", (int, float))),
             norm_bound=float(field("norm_bound", (int, float))), calibration=field("calibration", str),
+            **{name: content.get(name) for name in cls.options},
         )
     except LdpError as exc:
         raise DataError(f"{path}: describes no valid mechanism ({exc})") from exc

@@ -57,7 +57,7 @@ def listing(directory: Path) -> set[str]:
 
 
 def test_params_json_has_every_documented_field() -> None:
-    res = ldp("params", "--d", 500, "--eps", 4, "--n", 1000, "--json")
+    res = ldp("params", "--d", 500, "--eps", 4, "-m", "privunit2", "--n", 1000, "--json")
     assert res.exit_code == 0, res.stderr
     info = json.loads(res.stdout)
     for key in ("mechanism", "calibration", "d", "epsilon", "gamma", "p", "cap_probability", "scale",
@@ -70,14 +70,14 @@ def test_params_json_has_every_documented_field() -> None:
 
 
 def test_params_norm_bound_scales_errors_by_l_squared() -> None:
-    one = json.loads(ldp("params", "--d", 20, "--eps", 2, "--json").stdout)
-    three = json.loads(ldp("params", "--d", 20, "--eps", 2, "--norm-bound", 3, "--json").stdout)
+    one = json.loads(ldp("params", "--d", 20, "--eps", 2, "-m", "privunit2", "--json").stdout)
+    three = json.loads(ldp("params", "--d", 20, "--eps", 2, "-m", "privunit2", "--norm-bound", 3, "--json").stdout)
     assert three["expected_error"] == pytest.approx(9 * one["expected_error"], rel=1e-14)
     assert three["scale"] == one["scale"]
 
 
 def test_params_table_and_reading() -> None:
-    res = ldp("params", "--d", 1068298, "--eps", 100, "--calibration", "bhowmick")
+    res = ldp("params", "--d", 1068298, "--eps", 100, "-m", "privunit2", "--calibration", "bhowmick")
     assert res.exit_code == 0
     assert "0.0133065" in res.stdout and "bhowmick" in res.stdout and "Reading:" in res.stdout
     assert res.stderr == ""
@@ -93,7 +93,10 @@ def test_params_table_and_reading() -> None:
         (["--d", "0", "--eps", "1"], "d must be an integer >= 1"),
         (["--d", "3", "--eps", "1", "--norm-bound", "0"], "norm bound must be a finite number > 0"),
         (["--d", "3", "--eps", "1", "--mechanism", "laplace9"], "unknown mechanism 'laplace9'"),
-        (["--d", "3", "--eps", "1", "--calibration", "fast"], "has no calibration 'fast'"),
+        (["--d", "3", "--eps", "1", "-m", "privunit2", "--calibration", "fast"], "has no calibration 'fast'"),
+        (["--d", "3", "--eps", "1", "--calibration", "fast"], "need --mechanism"),
+        (["--d", "3", "--eps", "1", "-m", "privunit2", "--k", "3"], "takes no option --k"),
+        (["--d", "3", "--eps", "1", "--norm-bound", "2", "--r-max", "3"], "disagree"),
         (["--d", "3", "--eps", "1", "--n", "0"], "--n must be >= 1"),
     ],
 )
@@ -238,7 +241,7 @@ def test_rows_outside_the_ball_are_clipped_and_counted_on_stderr_only(tmp_path: 
     write_list_parquet(src, x)
     res = ldp("privatize", src, "--eps", 1, "--norm-bound", 2)
     assert res.exit_code == 0
-    assert "4 of 10 rows had ℓ2 norm above L = 2" in res.stderr
+    assert "4 of 10 rows were outside the l2-ball of radius L = 2" in res.stderr
     assert '"4' not in (tmp_path / "x.privatized.ldp.json").read_text().replace('"4.', "")
 
 

@@ -73,15 +73,46 @@ class Mechanism(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     calibrations: ClassVar[tuple[str, ...]]
-    #: What a row must satisfy; rows outside are scaled onto it by :meth:`clip`.
+    #: What a row must satisfy, with L = ``norm_bound``: ``l2-ball`` (‖x‖₂ ≤ L), ``linf-box``
+    #: (|x_j| ≤ L) or ``interval`` (d = 1, 0 ≤ x ≤ L). Rows outside are moved onto it by :meth:`clip`.
     domain: ClassVar[str] = "l2-ball"
+    #: Extra keyword options of ``calibrate`` (name → one-line help). Each is also a dataclass
+    #: field holding its resolved value, reported by ``describe()`` under the same name, so a
+    #: sidecar can re-create the mechanism exactly.
+    options: ClassVar[dict[str, str]] = {}
+    #: A baseline kept for comparison (Laplace, Gaussian), not a recommended mechanism.
+    baseline: ClassVar[bool] = False
+    #: Privatizes vectors of any dimension (False for mechanisms of one scalar column).
+    vector: ClassVar[bool] = True
 
     @classmethod
     @abstractmethod
     def calibrate(
-        cls: type[M], d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None
+        cls: type[M],
+        d: int,
+        epsilon: float,
+        *,
+        norm_bound: float = 1.0,
+        calibration: str | None = None,
+        **options: Any,
     ) -> M:
-        """Choose the mechanism's parameters for dimension d and privacy level ε."""
+        """Choose the mechanism's parameters for dimension d and privacy level ε.
+
+        ``options`` are the mechanism's own (see :attr:`options`); unknown ones are a UsageError.
+        """
+
+    @classmethod
+    def check_options(cls, options: dict[str, Any]) -> None:
+        """UsageError for an option this mechanism does not take (None values are ignored)."""
+        unknown = sorted(name for name, value in options.items() if value is not None and name not in cls.options)
+        if unknown:
+            flags = ", ".join("--" + name.replace("_", "-") for name in unknown)
+            takes = ", ".join("--" + name.replace("_", "-") for name in cls.options) or "none"
+            raise UsageError(f"mechanism {cls.name!r} takes no option {flags}; its options: {takes}")
+
+    def option_values(self) -> dict[str, Any]:
+        """The resolved values of :attr:`options`, as ``calibrate`` keywords."""
+        return {name: getattr(self, name) for name in self.options}
 
     @classmethod
     def check_calibration(cls, calibration: str | None) -> str:
@@ -101,7 +132,7 @@ class Mechanism(ABC):
     @property
     @abstractmethod
     def expected_error(self) -> float:
-        """E‖Z − x‖² for an input on the boundary of the domain (‖x‖ = L)."""
+        """E‖Z − x‖² for an input on the boundary of the domain (‖x‖ = L; a vertex of the box; r_max)."""
 
     @property
     @abstractmethod
@@ -125,18 +156,31 @@ class Mechanism(ABC):
         """
 
     def clip(self, x: np.ndarray) -> tuple[np.ndarray, int]:
-        """Scale rows with ‖x‖₂ > L onto the sphere of radius L (in place); return (x, count).
+        """Move rows outside the domain onto it (in place); return (x, number of rows moved).
 
-        The bound L is a public parameter chosen by the user, never computed from the data. Rows
-        within a relative 1e−9 above L (unit-normalised data after rounding) count as on the
-        sphere: they are left as they are, and the mechanisms treat them as norm L.
+        ``l2-ball``: rows with ‖x‖₂ > L are scaled onto the sphere of radius L. ``linf-box``:
+        coordinates are clamped to [−L, L]. ``interval``: values are clamped to [0, L]. The bound
+        L is a public parameter chosen by the user, never computed from the data. Rows within a
+        relative 1e−9 beyond L (unit-normalised data after rounding) count as on the boundary:
+        they are left as they are, and the mechanisms treat them as on it.
         """
-        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
-        over = norms > self.norm_bound * (1.0 + _NORM_SLACK)
-        count = int(np.count_nonzero(over))
-        if count:
-            x[over] *= (self.norm_bound / norms[over])[:, None]
-        return x, count
+        limit = self.norm_bound * (1.0 + _NORM_SLACK)
+        if self.domain == "l2-ball":
+            norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+            over = norms > limit
+            if over.any():
+                x[over] *= (self.norm_bound / norms[over])[:, None]
+        elif self.domain == "linf-box":
+            over = np.any(np.abs(x) > limit, axis=1)
+            if over.any():
+                np.clip(x, -self.norm_bound, self.norm_bound, out=x)
+        elif self.domain == "interval":
+            over = np.any((x < 0.0) | (x > limit), axis=1)
+            if over.any():
+                np.clip(x, 0.0, self.norm_bound, out=x)
+        else:  # pragma: no cover - a new domain must say how to clip
+            raise NotImplementedError(f"no clipping rule for domain {self.domain!r}")
+        return x, int(np.count_nonzero(over))
 
     def expected_error_mean(self, n: int) -> float:
         """Worst-case E‖x̄̂ − x̄‖² of the mean of n independently privatized rows: max error / n."""
@@ -153,6 +197,7 @@ class Mechanism(ABC):
             "norm_bound": self.norm_bound,
             "domain": self.domain,
         }
+        out.update(self.option_values())
         out.update(self.parameters())
         out["scale"] = self.scale
         out["expected_error"] = self.expected_error

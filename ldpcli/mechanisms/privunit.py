@@ -158,9 +158,10 @@ class PrivUnit2(Mechanism):
 
     @classmethod
     def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None
+        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> PrivUnit2:
         """PrivUnit2 at level ε in dimension d; ``calibration`` is ``optimal`` (default) or ``bhowmick``."""
+        cls.check_options(options)
         check_common(d, epsilon, norm_bound)
         calibration = cls.check_calibration(calibration)
         d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)

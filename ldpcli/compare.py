@@ -1,0 +1,62 @@
+"""Compare every registered vector mechanism at one (d, ε): the data behind `ldp params` without
+`--mechanism`.
+
+The common yardstick is the worst-case E‖Z − x‖² over the ℓ2 ball of radius L, the set every
+mechanism here accepts (the ℓ∞-box mechanisms are calibrated with box radius L, which contains
+that ball). For all of them the worst case is ``expected_error_max``: the mechanisms of constant
+output norm reach it at x = 0, and the additive baselines have constant error. The reference is
+optimal PrivUnit2: Asi et al. (2022) Thm 2 proves that no unbiased ε-LDP mechanism on the sphere
+has smaller error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ldpcli.errors import LdpError
+from ldpcli.mechanisms import PrivUnit2, get_mechanism, mechanism_names
+
+#: δ used for the (ε, δ) Gaussian baseline when the caller gives none.
+DEFAULT_DELTA = 1e-6
+
+
+def compare_mechanisms(d: int, epsilon: float, *, norm_bound: float = 1.0, delta: float | None = None) -> list[dict[str, Any]]:
+    """One object per vector mechanism (its ``describe()`` plus ``ratio_to_optimal``), best first.
+
+    A mechanism that cannot be calibrated at (d, ε) gets ``{"mechanism": …, "error": reason}``.
+    Baselines carry ``"baseline": true``; the Gaussian one is (ε, δ)-DP with ``delta`` (default
+    1e-6), not ε-LDP, and says so.
+    """
+    reference = PrivUnit2.calibrate(d, epsilon, norm_bound=norm_bound).expected_error_max
+    rows: list[dict[str, Any]] = []
+    for name in mechanism_names():
+        cls = get_mechanism(name)
+        if not cls.vector:
+            continue
+        options = {"delta": DEFAULT_DELTA if delta is None else delta} if "delta" in cls.options else {}
+        try:
+            info = cls.calibrate(d, epsilon, norm_bound=norm_bound, **options).describe()
+        except LdpError as exc:
+            rows.append({"mechanism": name, "title": cls.title, "baseline": cls.baseline, "error": str(exc)})
+            continue
+        info["title"] = cls.title
+        info["baseline"] = cls.baseline
+        info["ratio_to_optimal"] = info["expected_error_max"] / reference
+        rows.append(info)
+    rows.sort(key=lambda row: row.get("ratio_to_optimal", float("inf")))
+    return rows
+
+
+def recommendation(rows: list[dict[str, Any]]) -> str:
+    """A one-line recommendation from a comparison: the pure ε-LDP mechanism of least error."""
+    pure = [row for row in rows if "ratio_to_optimal" in row and not row["baseline"]]
+    best = pure[0]
+    line = f"Recommended: {best['mechanism']} (worst-case error {best['expected_error_max']:.6g}"
+    if best["mechanism"] == PrivUnit2.name:
+        line += "; no unbiased ε-LDP mechanism on the sphere does better, Asi et al. 2022 Thm 2)"
+    else:
+        line += f", {best['ratio_to_optimal']:.4g}× optimal PrivUnit2)"
+    others = [row for row in pure[1:] if row["mechanism"] in ("privunit-inf", "separated")]
+    if others:
+        line += ". Use privunit-inf for ℓ∞-bounded data, separated when magnitudes matter (gradients)."
+    return line
