@@ -291,6 +291,19 @@ def _print_comparison(rows: list[dict[str, Any]], advice: str, as_json: bool) ->
     out.print(advice, markup=False)
 
 
+def _bytes(text: str, option: str) -> int:
+    """A size such as 256MB, 1.5GB, 512k or a plain number of bytes."""
+    units = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "KIB": 2**10, "M": 2**20, "MB": 2**20, "MIB": 2**20,
+             "G": 2**30, "GB": 2**30, "GIB": 2**30}
+    cleaned = text.strip().upper()
+    number = cleaned.rstrip("KMGIB")
+    try:
+        value = float(number) * units[cleaned[len(number):]]
+    except (KeyError, ValueError):
+        raise UsageError(f"{option}: cannot read {text!r} as a size; write e.g. 256MB or 2GB") from None
+    return int(value)
+
+
 def _split(value: Optional[str]) -> list[str]:
     return [] if not value else [part.strip() for part in value.split(",") if part.strip()]
 
@@ -324,6 +337,13 @@ def privatize(
         None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output and sidecar."),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="Threads privatizing batches (default: the available cores). The output for a "
+        "--seed does not depend on it."
+    ),
+    memory: str = typer.Option(
+        "256MB", "--memory", help="Memory budget for the batches in flight (e.g. 256MB, 2GB); sets the batch size."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes on stderr."),
 ) -> None:
     """Privatize every row of INPUT and write the privatized file plus its sidecar (.ldp.json).
@@ -341,7 +361,7 @@ def privatize(
         with _progress("privatizing", quiet) as (on_start, on_rows):
             result = privatize_file(
                 input, output, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,
-                options=options,
+                options=options, threads=threads, memory=_bytes(memory, "--memory"),
                 column=column, columns=_split(columns) or None, keep=_split(keep), seed=seed, overwrite=overwrite,
                 on_start=on_start, on_rows=on_rows,
             )
@@ -363,8 +383,9 @@ def privatize(
 
 @app.command("estimate-mean")
 def estimate_mean_cmd(
-    privatized: Path = typer.Argument(
-        ..., help="A file written by `ldp privatize`.", show_default=False, metavar="PRIVATIZED"
+    privatized: list[Path] = typer.Argument(
+        ..., help="File(s) written by `ldp privatize`; several files are the shards of one job.", show_default=False,
+        metavar="PRIVATIZED...",
     ),
     sidecar: Optional[Path] = typer.Option(None, "--sidecar", help="Its sidecar. Default: the .ldp.json beside it."),
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the per-coordinate intervals."),
@@ -379,6 +400,7 @@ def estimate_mean_cmd(
 
     Reports n, d, the mean, its guaranteed expected squared ℓ2 error (expected_error_max / n from
     the mechanism), per-coordinate standard errors from the data, and confidence intervals.
+    Several files (e.g. `part-*.parquet`) are combined; their sidecars must agree.
     """
     with _errors():
         from ldpcli.estimate import estimate_mean, save_mean

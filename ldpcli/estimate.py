@@ -19,7 +19,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy import special
@@ -44,11 +44,16 @@ class RunningMoments:
 
     def add(self, batch: np.ndarray) -> None:
         """Merge a (rows, d) batch into the running moments."""
-        nb = batch.shape[0]
-        if nb == 0:
-            return
-        mb = batch.mean(axis=0)
-        m2b = np.einsum("ij,ij->j", batch - mb, batch - mb)
+        if batch.shape[0]:
+            centred = batch - batch.mean(axis=0)
+            self._merge(batch.shape[0], batch.mean(axis=0), np.einsum("ij,ij->j", centred, centred))
+
+    def merge(self, other: RunningMoments) -> None:
+        """Merge the moments of another part of the data (e.g. another shard)."""
+        if other.n:
+            self._merge(other.n, other.mean, other.m2)
+
+    def _merge(self, nb: int, mb: np.ndarray, m2b: np.ndarray) -> None:
         total = self.n + nb
         delta = mb - self.mean
         self.mean += delta * (nb / total)
@@ -70,7 +75,8 @@ class MeanEstimate:
     upper: np.ndarray | None
     mechanism: str
     epsilon: float
-    sidecar: Path
+    files: tuple[Path, ...]
+    sidecars: tuple[Path, ...]
 
     @property
     def rms_error(self) -> float:
@@ -95,49 +101,79 @@ class MeanEstimate:
             "upper": listed(self.upper),
             "mechanism": self.mechanism,
             "epsilon": self.epsilon,
-            "sidecar": str(self.sidecar),
+            "files": [str(p) for p in self.files],
+            "sidecars": [str(p) for p in self.sidecars],
         }
 
 
 def estimate_mean(
-    path: str | os.PathLike[str],
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     *,
     sidecar: str | os.PathLike[str] | None = None,
     confidence: float = 0.95,
     batch_rows: int | None = None,
     on_rows: Callable[[int], None] | None = None,
 ) -> MeanEstimate:
-    """Estimate the mean of the raw rows from a privatized file and its sidecar.
+    """Estimate the mean of the raw rows from privatized files (one, or the shards of one job).
 
-    The sidecar defaults to the one beside ``path``. Refuses a sidecar whose n, d or layout do not
-    match the data. ``on_rows`` is called with the number of rows of each batch (progress).
+    Each file's sidecar is the one beside it (or ``sidecar``, for a single file). Refuses a
+    sidecar whose n, d or layout do not match its data, and shards whose sidecars disagree on the
+    mechanism, ε, d or parameters. ``on_rows`` is called with the rows of each batch (progress).
     """
     if not (isinstance(confidence, float | int) and 0.0 < confidence < 1.0):
-        raise UsageError(f"confidence must be in (0, 1), got {confidence!r}")
-    path = Path(path)
-    meta: Sidecar = load_sidecar(sidecar if sidecar is not None else sidecar_path(path))
-    moments = RunningMoments(meta.d)
-    with open_vectors(path, layout=meta.layout, batch_rows=batch_rows) as reader:
-        for batch in reader:
-            moments.add(batch.values)
-            if on_rows is not None:
-                on_rows(batch.values.shape[0])
-    if moments.n != meta.n:
-        raise DataError(
-            f"{path}: has {moments.n} rows but its sidecar {meta.path} says n = {meta.n}; "
-            "the file was changed after privatization or the sidecar belongs to another file"
-        )
-    n = moments.n
+        raise UsageError(f"--confidence must be in (0, 1), got {confidence!r}")
+    files = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
+    if not files:
+        raise UsageError("no privatized file given")
+    if sidecar is not None and len(files) > 1:
+        raise UsageError("--sidecar names one sidecar; with several files each needs its own .ldp.json beside it")
+    seen: set[Path] = set()
+    for path in files:
+        key = path.resolve()
+        if key in seen:
+            raise UsageError(f"{path}: given twice; each shard must be counted once")
+        seen.add(key)
+    metas = [load_sidecar(sidecar if sidecar is not None else sidecar_path(path)) for path in files]
+    first = metas[0]
+    for path, meta in zip(files[1:], metas[1:]):
+        if meta.mechanism != first.mechanism or (meta.layout.kind, meta.layout.columns) != (
+            first.layout.kind, first.layout.columns
+        ):
+            raise DataError(
+                f"{path}: its sidecar {meta.path} describes {_summary(meta)} but {first.path} describes "
+                f"{_summary(first)}; shards of one estimate must come from one privatization"
+            )
+    total = RunningMoments(first.d)
+    for path, meta in zip(files, metas):
+        part = RunningMoments(meta.d)
+        with open_vectors(path, layout=meta.layout, batch_rows=batch_rows) as reader:
+            for batch in reader:
+                part.add(batch.values)
+                if on_rows is not None:
+                    on_rows(batch.values.shape[0])
+        if part.n != meta.n:
+            raise DataError(
+                f"{path}: has {part.n} rows but its sidecar {meta.path} says n = {meta.n}; "
+                "the file was changed after privatization or the sidecar belongs to another file"
+            )
+        total.merge(part)
+    n = total.n
     std_error = lower = upper = None
     if n > 1:
-        std_error = np.sqrt(moments.m2 / (n - 1) / n)
+        std_error = np.sqrt(total.m2 / (n - 1) / n)
         half = float(special.stdtrit(n - 1, 0.5 + confidence / 2.0)) * std_error
-        lower, upper = moments.mean - half, moments.mean + half
+        lower, upper = total.mean - half, total.mean + half
     return MeanEstimate(
-        mean=moments.mean, n=n, d=meta.d, expected_error=meta.mechanism.expected_error_mean(n),
+        mean=total.mean, n=n, d=first.d, expected_error=first.mechanism.expected_error_mean(n),
         std_error=std_error, confidence=float(confidence), lower=lower, upper=upper,
-        mechanism=meta.mechanism.name, epsilon=meta.mechanism.epsilon, sidecar=meta.path,
+        mechanism=first.mechanism.name, epsilon=first.mechanism.epsilon,
+        files=tuple(files), sidecars=tuple(meta.path for meta in metas),
     )
+
+
+def _summary(meta: Sidecar) -> str:
+    mech = meta.mechanism
+    return f"{mech.name} ({mech.calibration}) at ε = {mech.epsilon:g}, d = {mech.d}, L = {mech.norm_bound:g}"
 
 
 def save_mean(estimate: MeanEstimate, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:

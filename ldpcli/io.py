@@ -81,7 +81,10 @@ def file_format(path: str | os.PathLike[str]) -> str:
     return _EXTENSIONS[suffix]
 
 
-def default_batch_rows(d: int, memory_bytes: int = 64 * 2**20) -> int:
+DEFAULT_BATCH_MEMORY = 64 * 2**20
+
+
+def default_batch_rows(d: int, memory_bytes: int = DEFAULT_BATCH_MEMORY) -> int:
     """Rows per batch so that a batch's working copies fit in ``memory_bytes``.
 
     A batch of ``rows`` vectors of dimension ``d`` takes ``8 * d`` bytes per row as float64,
@@ -277,6 +280,7 @@ def open_vectors(
     keep: Sequence[str] = (),
     layout: VectorLayout | None = None,
     batch_rows: int | None = None,
+    memory_bytes: int = DEFAULT_BATCH_MEMORY,
 ) -> VectorReader:
     """Open a Parquet or CSV file of vectors for batch-by-batch reading.
 
@@ -284,7 +288,8 @@ def open_vectors(
     privatized file), else the list column ``column``, else the numeric ``columns`` in that
     order, else the file's only list column of numbers, else all its numeric columns except
     ``keep`` (unnamed columns and pandas ``__index_level_N__`` columns are never picked
-    automatically). ``batch_rows`` defaults to :func:`default_batch_rows` for the file's ``d``.
+    automatically). ``batch_rows`` defaults to :func:`default_batch_rows` for the file's ``d``
+    and ``memory_bytes`` (the budget of one batch's working copies).
     """
     label = os.fspath(path)
     fmt = file_format(path)
@@ -307,8 +312,8 @@ def open_vectors(
     target = Path(path)
     choice = _Choice(column=column, columns=column_names, keep=keep_names, layout=layout)
     if fmt == "parquet":
-        return _open_parquet(target, label, choice, batch_rows)
-    return _open_csv(target, label, choice, batch_rows)
+        return _open_parquet(target, label, choice, batch_rows, memory_bytes)
+    return _open_csv(target, label, choice, batch_rows, memory_bytes)
 
 
 def _name_option(names: Sequence[str] | None, option: str, label: str) -> tuple[str, ...] | None:
@@ -499,7 +504,9 @@ def _not_parquet(label: str, exc: BaseException) -> DataError:
     )
 
 
-def _open_parquet(path: Path, label: str, choice: _Choice, batch_rows: int | None) -> VectorReader:
+def _open_parquet(
+    path: Path, label: str, choice: _Choice, batch_rows: int | None, memory_bytes: int
+) -> VectorReader:
     """Open a Parquet file: read its schema and row count, resolve the layout."""
     _open_input(path, label)
     try:
@@ -514,7 +521,7 @@ def _open_parquet(path: Path, label: str, choice: _Choice, batch_rows: int | Non
         if d is None or d == 0:  # variable-length lists (or a fixed size of 0): look at row 1
             d = _first_list_length(parquet, vector[0], label)
         layout = VectorLayout(kind, vector, d, keep)
-        rows = batch_rows or default_batch_rows(d)
+        rows = batch_rows or default_batch_rows(d, memory_bytes)
         keep_schema = pa.schema([schema.field(schema.names.index(name)) for name in keep]) if keep else None
         batches = _parquet_batches(parquet, [*keep, *vector], rows, label)
     except BaseException:
@@ -565,7 +572,9 @@ def _parquet_batches(
             yield batch
 
 
-def _open_csv(path: Path, label: str, choice: _Choice, batch_rows: int | None) -> VectorReader:
+def _open_csv(
+    path: Path, label: str, choice: _Choice, batch_rows: int | None, memory_bytes: int
+) -> VectorReader:
     """Open a CSV file: infer column types from its first block, resolve the layout, and
     re-open it converting vector columns to float64 and keep columns to strings.
 
@@ -575,7 +584,7 @@ def _open_csv(path: Path, label: str, choice: _Choice, batch_rows: int | None) -
     schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS)).peek()
     kind, vector, keep, _ = _resolve(schema, label, choice, check_types=False)
     layout = VectorLayout(kind, vector, len(vector), keep)
-    rows = batch_rows or default_batch_rows(layout.d)
+    rows = batch_rows or default_batch_rows(layout.d, memory_bytes)
     convert = pacsv.ConvertOptions(
         column_types={**{name: pa.float64() for name in vector}, **{name: pa.string() for name in keep}},
         include_columns=[*keep, *vector],

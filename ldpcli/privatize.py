@@ -1,10 +1,12 @@
-"""Privatize a whole file, batch by batch: read → clip to the public norm bound → mechanism → write.
+"""Privatize a whole file, batch by batch: read → clip to the public bound → mechanism → write.
 
 ``privatize_file`` is the library call behind ``ldp privatize``. Rows are streamed in batches
-(memory stays flat as files grow), each batch gets its own ``numpy.random.Generator`` spawned
-from one ``SeedSequence`` in batch order, the output and the sidecar are written to temporary
-files in the target directory and renamed only when everything succeeded, and the input is only
-ever read.
+sized from a memory budget (memory stays flat as files grow, whatever d), batches are privatized
+on a thread pool (numpy and scipy release the GIL in the heavy loops) and written in file order.
+Batch i gets its own ``numpy.random.Generator``, spawned from one ``SeedSequence`` in batch
+order, so a given seed and memory budget give the same output whatever the thread count. The
+output and the sidecar are written to temporary files in the target directory and renamed only
+when everything succeeded; the input is only ever read.
 
 Randomness comes from OS entropy unless a seed is given; a seeded run is marked
 ``"reproducible": true`` in the sidecar (and so not for release). The seed itself is never
@@ -14,6 +16,8 @@ written anywhere.
 from __future__ import annotations
 
 import os
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -21,10 +25,25 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ldpcli.errors import UsageError
-from ldpcli.io import AtomicVectorWriter, file_format, open_vectors
+from ldpcli.io import AtomicVectorWriter, VectorReader, file_format, open_vectors
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms.base import check_common
 from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
+
+
+#: Default memory budget (bytes) for the batches in flight, shared by all threads.
+DEFAULT_MEMORY = 256 * 2**20
+#: A batch gets 1/8 of the budget, so up to 6 threads privatize while one batch is read and
+#: one is written.
+_BATCHES_PER_BUDGET = 8
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,8 @@ def privatize_file(
     keep: Sequence[str] = (),
     seed: int | None = None,
     overwrite: bool = False,
+    threads: int | None = None,
+    memory: int = DEFAULT_MEMORY,
     batch_rows: int | None = None,
     on_rows: Callable[[int], None] | None = None,
     on_start: Callable[[int | None], None] | None = None,
@@ -69,7 +90,8 @@ def privatize_file(
     """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar.
 
     ``options`` are the mechanism's own calibration options (``Mechanism.options``, e.g. ``k``,
-    ``delta``). ``on_start`` receives the number of rows when known (progress bars); ``on_rows``
+    ``delta``). ``threads`` (default: the available cores) privatize batches in parallel;
+    ``memory`` bytes bound the batches in flight (``batch_rows`` overrides the batch size). ``on_start`` receives the number of rows when known (progress bars); ``on_rows``
     the size of each finished batch. Raises ``UsageError`` / ``DataError`` with one-line messages; on any
     failure no output or sidecar is left behind.
     """
@@ -79,7 +101,12 @@ def privatize_file(
     check_common(1, epsilon, norm_bound)
     mechanism_cls.check_calibration(calibration)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise UsageError(f"seed must be a non-negative integer, got {seed!r}")
+        raise UsageError("--seed must be a non-negative integer")
+    threads = available_cores() if threads is None else threads
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise UsageError(f"--threads must be an integer >= 1, got {threads!r}")
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
+        raise UsageError(f"--memory must be at least 1 MB, got {memory!r} bytes")
     source = Path(input_path)
     target = Path(output_path) if output_path is not None else default_output_path(source)
     file_format(source)
@@ -96,24 +123,23 @@ def privatize_file(
         )
 
     seeds = np.random.SeedSequence(seed)  # seed None: fresh OS entropy
-    with open_vectors(source, column=column, columns=columns, keep=keep, batch_rows=batch_rows) as reader:
+    # The batch size depends on the memory budget only, never on the thread count (so a seed
+    # gives the same output with any --threads). Batches in flight: one being read, up to
+    # `workers` being privatized, one being written.
+    per_batch = memory // _BATCHES_PER_BUDGET
+    workers = min(threads, _BATCHES_PER_BUDGET - 2)
+    with open_vectors(
+        source, column=column, columns=columns, keep=keep, batch_rows=batch_rows, memory_bytes=per_batch
+    ) as reader:
         mech = mechanism_cls.calibrate(
             reader.layout.d, epsilon, norm_bound=norm_bound, calibration=calibration, **options
         )
         if on_start is not None:
             on_start(reader.num_rows)
-        n = n_clipped = 0
         with AtomicVectorWriter(
             target, reader.layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite
         ) as writer:
-            for batch in reader:
-                rng = np.random.Generator(np.random.PCG64(seeds.spawn(1)[0]))
-                values, clipped = mech.clip(batch.values)
-                writer.write(mech.privatize(values, rng), batch.keep)
-                n += values.shape[0]
-                n_clipped += clipped
-                if on_rows is not None:
-                    on_rows(values.shape[0])
+            n, n_clipped = _run(reader, writer, mech, seeds, workers, on_rows)
             content = build_sidecar(mech, n=n, layout=reader.layout, data_path=target, reproducible=seed is not None)
             writer.commit()
     try:
@@ -124,3 +150,53 @@ def privatize_file(
     return PrivatizeResult(
         output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, reproducible=seed is not None, n_clipped=n_clipped
     )
+
+
+def _privatize_batch(mech: Mechanism, values: np.ndarray, seed: np.random.SeedSequence) -> tuple[np.ndarray, int]:
+    """Clip one batch onto the domain and privatize it with its own generator."""
+    values, clipped = mech.clip(values)
+    return mech.privatize(values, np.random.Generator(np.random.PCG64(seed))), clipped
+
+
+def _run(
+    reader: VectorReader,
+    writer: AtomicVectorWriter,
+    mech: Mechanism,
+    seeds: np.random.SeedSequence,
+    threads: int,
+    on_rows: Callable[[int], None] | None,
+) -> tuple[int, int]:
+    """Privatize every batch of ``reader`` into ``writer`` in order; return (rows, clipped rows).
+
+    Batch i is privatized with child i of ``seeds`` whatever the thread count. With several
+    threads at most ``threads`` batches are in flight, and they are written in file order.
+    """
+    n = n_clipped = 0
+
+    def write(result: tuple[np.ndarray, int], keep: Any) -> None:
+        nonlocal n, n_clipped
+        values, clipped = result
+        writer.write(values, keep)
+        n += values.shape[0]
+        n_clipped += clipped
+        if on_rows is not None:
+            on_rows(values.shape[0])
+
+    if threads == 1:
+        for batch in reader:
+            write(_privatize_batch(mech, batch.values, seeds.spawn(1)[0]), batch.keep)
+        return n, n_clipped
+    pending: deque[tuple[Future[tuple[np.ndarray, int]], Any]] = deque()
+    pool = ThreadPoolExecutor(max_workers=threads)
+    try:
+        for batch in reader:
+            pending.append((pool.submit(_privatize_batch, mech, batch.values, seeds.spawn(1)[0]), batch.keep))
+            if len(pending) >= threads:
+                future, keep = pending.popleft()
+                write(future.result(), keep)
+        while pending:
+            future, keep = pending.popleft()
+            write(future.result(), keep)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return n, n_clipped
