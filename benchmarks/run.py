@@ -1,0 +1,190 @@
+"""The benchmark suite: every speed and memory target of ldp, measured side by side in one run.
+
+    python benchmarks/run.py            # everything (tens of minutes on 2 cores, ~8 GB of temp files)
+    python benchmarks/run.py --quick    # small shapes, a few minutes
+    python benchmarks/run.py --only privatize,params
+
+Sections (ratios are against a baseline measured in the same run, on the same file):
+- privatize: PrivUnit2 at ε = 8, Parquet → Parquet, 1 and 2 threads, against read + n·d normals +
+  write (``privatize_vs_baseline.baseline``). Targets: ≤ 1.5× on one thread, ≤ 1.0× on two.
+- mechanisms: the same for every registered vector mechanism at one shape.
+- memory: peak resident memory of `ldp privatize` on a ~400 MB and a ~2 GB file (target
+  < 500 MB and flat).
+- params: calibration time after import for d ∈ {10, 10⁴, 10⁷}, ε ∈ {0.1, 4, 1000} (target
+  ≤ 10 ms), and the cold start of `ldp --help` (target ≤ 0.5 s).
+- estimate: `estimate-mean` against a plain pyarrow scan of the same file (target ≤ 1.2×).
+Timings are medians of --repeat runs. Nothing here is a test: tests never assert wall-clock times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from privatize_vs_baseline import baseline, make_input  # noqa: E402
+
+from ldpcli.estimate import estimate_mean  # noqa: E402
+from ldpcli.mechanisms import get_mechanism, mechanism_names  # noqa: E402
+from ldpcli.privatize import privatize_file  # noqa: E402
+
+LDP = str(Path(sys.executable).with_name("ldp"))
+
+
+def median_time(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def table(header: list[str], rows: list[list[str]]) -> None:
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---" for _ in header) + "|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    print(flush=True)
+
+
+def input_file(tmp: Path, n: int, d: int) -> Path:
+    path = tmp / f"in_{n}x{d}.parquet"
+    if not path.exists():
+        make_input(path, n, d)
+    return path
+
+
+def bench_privatize(tmp: Path, shapes: list[tuple[int, int]], repeat: int) -> None:
+    print("## privatize (privunit2, ε = 8, Parquet → Parquet)\n")
+    rows = []
+    for n, d in shapes:
+        src = input_file(tmp, n, d)
+        base = median_time(lambda: baseline(src, tmp / "base.parquet", d), repeat)
+        cells = [f"{n}×{d}", f"{base:.2f}"]
+        for threads in (1, 2):
+            t = median_time(lambda: privatize_file(src, tmp / "out.parquet", epsilon=8.0, threads=threads,
+                                                   overwrite=True), repeat)
+            cells += [f"{t:.2f}", f"{t / base:.2f}"]
+        rows.append(cells)
+    table(["n×d", "baseline s", "1 thread s", "ratio", "2 threads s", "ratio"], rows)
+
+
+def bench_mechanisms(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
+    n, d = shape
+    print(f"## every vector mechanism, {n}×{d}, ε = 8, 2 threads\n")
+    src = input_file(tmp, n, d)
+    base = median_time(lambda: baseline(src, tmp / "base.parquet", d), repeat)
+    rows = []
+    for name in mechanism_names():
+        cls = get_mechanism(name)
+        if not cls.vector:
+            continue
+        options = {"delta": 1e-6} if "delta" in cls.options else {}
+        t = median_time(lambda: privatize_file(src, tmp / "out.parquet", epsilon=8.0, mechanism=name,
+                                               options=options, threads=2, overwrite=True), repeat)
+        rows.append([name, f"{t:.2f}", f"{t / base:.2f}"])
+    table(["mechanism", "seconds", "× baseline (%.2f s)" % base], rows)
+
+
+def peak_rss_mb(args: list[str]) -> tuple[float, float]:
+    """(seconds, peak resident MB) of a child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "failed")
+    return time.perf_counter() - t0, usage.ru_maxrss / 1024
+
+
+def bench_memory(tmp: Path, shapes: list[tuple[int, int]]) -> None:
+    print("## peak memory of `ldp privatize` (target < 500 MB, flat)\n")
+    rows = []
+    for n, d in shapes:
+        src = input_file(tmp, n, d)
+        size = src.stat().st_size / 2**20
+        secs, rss = peak_rss_mb([LDP, "privatize", str(src), "--eps", "8", "-o", str(tmp / "mem.parquet"),
+                                 "--overwrite", "--quiet"])
+        rows.append([f"{n}×{d}", f"{size:.0f}", f"{rss:.0f}", f"{secs:.1f}"])
+    table(["n×d", "input MB", "peak RSS MB", "seconds"], rows)
+
+
+def bench_params(repeat: int) -> None:
+    print("## params: calibration time after import (target ≤ 10 ms), `ldp --help` cold start (≤ 0.5 s)\n")
+    rows = []
+    for name in ("privunit2",) + tuple(n for n in mechanism_names() if n != "privunit2"):
+        cls = get_mechanism(name)
+        if not cls.vector:
+            continue
+        options = {"delta": 1e-6} if "delta" in cls.options else {}
+        for d in (10, 10**4, 10**7):
+            for eps in (0.1, 4.0, 1000.0):
+                try:
+                    t = median_time(lambda: cls.calibrate(d, eps, **options), repeat)
+                    rows.append([name, str(d), str(eps), f"{t * 1e3:.2f}"])
+                except Exception as exc:  # a limit the mechanism documents
+                    rows.append([name, str(d), str(eps), f"n/a ({type(exc).__name__})"])
+    table(["mechanism", "d", "ε", "ms"], rows)
+    help_times = [peak_rss_mb([LDP, "--help"])[0] for _ in range(max(3, repeat))]
+    print(f"`ldp --help` cold start: median {statistics.median(help_times):.3f} s\n")
+
+
+def bench_estimate(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
+    n, d = shape
+    print(f"## estimate-mean vs a plain pyarrow scan, {n}×{d} (target ≤ 1.2×)\n")
+    src = input_file(tmp, n, d)
+    out = privatize_file(src, tmp / "est.parquet", epsilon=8.0, overwrite=True).output
+
+    def scan() -> None:
+        total = np.zeros(d)
+        for batch in pq.ParquetFile(out).iter_batches():
+            total += np.asarray(batch.column(0).flatten()).reshape(-1, d).sum(axis=0)
+
+    base = median_time(scan, repeat)
+    est = median_time(lambda: estimate_mean(out), repeat)
+    table(["scan s", "estimate-mean s", "ratio"], [[f"{base:.2f}", f"{est:.2f}", f"{est / base:.2f}"]])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small shapes only")
+    parser.add_argument("--only", default="privatize,mechanisms,memory,params,estimate")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--tmp", default=None, help="folder for the generated files (default: a temporary one)")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    if args.quick:
+        shapes = [(20_000, 500), (200_000, 64), (200, 10**5)]
+        mem_shapes = [(20_000, 1000), (100_000, 1000)]
+        one = (20_000, 500)
+    else:
+        shapes = [(100_000, 500), (1_000_000, 64), (1_000, 10**5), (50, 10**6)]
+        mem_shapes = [(50_000, 1000), (250_000, 1000)]  # ~400 MB and ~2 GB of float64
+        one = (100_000, 500)
+    print(f"# ldp benchmarks ({os.cpu_count()} cores, numpy {np.__version__})\n")
+    with tempfile.TemporaryDirectory(dir=args.tmp) as name:
+        tmp = Path(name)
+        if "privatize" in only:
+            bench_privatize(tmp, shapes, args.repeat)
+        if "mechanisms" in only:
+            bench_mechanisms(tmp, one, args.repeat)
+        if "memory" in only:
+            bench_memory(tmp, mem_shapes)
+        if "params" in only:
+            bench_params(args.repeat)
+        if "estimate" in only:
+            bench_estimate(tmp, one, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
