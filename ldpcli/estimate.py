@@ -17,6 +17,7 @@ import io
 import json
 import math
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -25,7 +26,7 @@ import numpy as np
 from scipy import special
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.io import atomic_write_bytes, atomic_write_text, file_format, open_vectors, table_bytes
+from ldpcli.io import atomic_write_bytes, atomic_write_text, file_format, file_sha256, open_vectors, table_bytes
 from ldpcli.sidecar import Sidecar, load_sidecar, sidecar_path
 
 
@@ -144,19 +145,17 @@ def estimate_mean(
                 f"{_summary(first)}; shards of one estimate must come from one privatization"
             )
     total = RunningMoments(first.d)
-    for path, meta in zip(files, metas):
-        part = RunningMoments(meta.d)
-        with open_vectors(path, layout=meta.layout, batch_rows=batch_rows) as reader:
-            for batch in reader:
-                part.add(batch.values)
-                if on_rows is not None:
-                    on_rows(batch.values.shape[0])
-        if part.n != meta.n:
-            raise DataError(
-                f"{path}: has {part.n} rows but its sidecar {meta.path} says n = {meta.n}; "
-                "the file was changed after privatization or the sidecar belongs to another file"
-            )
-        total.merge(part)
+    with ThreadPoolExecutor(max_workers=1) as hasher:
+        for path, meta in zip(files, metas):
+            digest = hasher.submit(file_sha256, path)  # overlaps with the scan below
+            part = RunningMoments(meta.d)
+            with open_vectors(path, layout=meta.layout, batch_rows=batch_rows) as reader:
+                for batch in reader:
+                    part.add(batch.values)
+                    if on_rows is not None:
+                        on_rows(batch.values.shape[0])
+            _check_binding(path, meta, part.n, digest.result())
+            total.merge(part)
     n = total.n
     std_error = lower = upper = None
     if n > 1:
@@ -169,6 +168,21 @@ def estimate_mean(
         mechanism=first.mechanism.name, epsilon=first.mechanism.epsilon,
         files=tuple(files), sidecars=tuple(meta.path for meta in metas),
     )
+
+
+def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:
+    """Refuse data that is not exactly the file the sidecar was written for."""
+    if rows != meta.n:
+        raise DataError(
+            f"{path}: has {rows} rows but its sidecar {meta.path} says n = {meta.n}; "
+            "the file was changed after privatization or the sidecar belongs to another file"
+        )
+    if sha256 != meta.sha256:
+        written_for = meta.content.get("data_file")
+        raise DataError(
+            f"{path}: its bytes do not match the SHA-256 in its sidecar {meta.path} (written for {written_for!r}); "
+            "the file was changed after privatization or the sidecar belongs to another file"
+        )
 
 
 def _summary(meta: Sidecar) -> str:

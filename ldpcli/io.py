@@ -21,6 +21,7 @@ it applies the 1-based data row (header excluded) and the column.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import stat
@@ -812,6 +813,57 @@ def _check_finite(values: np.ndarray, first_row: int, label: str, where: Callabl
     )
 
 
+class _HashingSink:
+    """A write-only binary sink that feeds every byte it passes on to a SHA-256.
+
+    The sidecar records the hash of the data file it describes, computed while the file is
+    written rather than by reading it back. The owner closes the underlying file.
+    """
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self._position = 0
+        self.digest = hashlib.sha256()
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        view = memoryview(data)
+        self.digest.update(view)
+        self._position += view.nbytes
+        self._raw.write(view)
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self._position
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def close(self) -> None:
+        """Nothing: the writer that owns the underlying file syncs and closes it."""
+
+    @property
+    def closed(self) -> bool:
+        return self._raw.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+
+def file_sha256(path: str | os.PathLike[str], chunk_bytes: int = 8 * 2**20) -> str:
+    """The SHA-256 (hex) of a file's bytes, read in chunks (hashlib releases the GIL)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            while chunk := handle.read(chunk_bytes):
+                digest.update(chunk)
+    except OSError as exc:
+        raise DataError(f"{os.fspath(path)}: cannot read the file ({_reason(exc)}); check the path and permissions.") from exc
+    return digest.hexdigest()
+
+
 class AtomicVectorWriter:
     """Write vectors batch by batch to a temporary file, renamed onto ``path`` by :meth:`commit`.
 
@@ -864,6 +916,7 @@ class AtomicVectorWriter:
         _check_output(self.path, label, overwrite)
         descriptor, self._temp = _create_temp(self.path, label)
         self._file: BinaryIO = os.fdopen(descriptor, "wb")
+        self._sink = _HashingSink(self._file)
 
     def __enter__(self) -> AtomicVectorWriter:
         """Return the writer itself."""
@@ -923,6 +976,13 @@ class AtomicVectorWriter:
             raise
         self._state = "committed"
 
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 (hex) of the bytes written; final once :meth:`commit` has run."""
+        if self._state != "committed":
+            raise RuntimeError(f"{self._label}: the hash is known only after commit")
+        return self._sink.digest.hexdigest()
+
     def _check_open(self) -> None:
         """Refuse to use a writer after commit or discard."""
         if self._state != "open":
@@ -964,8 +1024,8 @@ class AtomicVectorWriter:
     def _open_writer(self, schema: pa.Schema) -> pq.ParquetWriter | pacsv.CSVWriter:
         """The pyarrow writer for this format, writing into the temporary file."""
         if self.format == "parquet":
-            return pq.ParquetWriter(self._file, schema)
-        return pacsv.CSVWriter(self._file, schema)
+            return pq.ParquetWriter(self._sink, schema)
+        return pacsv.CSVWriter(self._sink, schema)
 
     def _discard(self) -> None:
         """Abandon the output: close everything and remove the temporary file."""

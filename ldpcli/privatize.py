@@ -140,9 +140,11 @@ def privatize_file(
             target, reader.layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite
         ) as writer:
             n, n_clipped = _run(reader, writer, mech, seeds, workers, on_rows)
-            content = build_sidecar(mech, n=n, layout=reader.layout, data_path=target, reproducible=seed is not None)
             writer.commit()
     try:
+        content = build_sidecar(
+            mech, n=n, layout=reader.layout, data_path=target, sha256=writer.sha256, reproducible=seed is not None
+        )
         write_sidecar(side, content, overwrite=overwrite)
     except BaseException:
         target.unlink(missing_ok=True)  # never leave data without its sidecar

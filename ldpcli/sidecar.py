@@ -7,7 +7,8 @@ never a statistic of the raw data (not even how many rows were clipped).
 
 ``load_sidecar`` validates a sidecar and re-derives its mechanism from the public parameters, so
 the error bars of ``estimate-mean`` come from the code, and a sidecar whose numbers disagree with
-its own parameters is refused.
+its own parameters is refused. The sidecar also records the SHA-256 of its data file (computed
+while the file was written), which ``estimate-mean`` checks.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,9 +43,13 @@ def sidecar_path(data_path: str | os.PathLike[str]) -> Path:
 
 
 def build_sidecar(
-    mechanism: Mechanism, *, n: int, layout: VectorLayout, data_path: Path, reproducible: bool
+    mechanism: Mechanism, *, n: int, layout: VectorLayout, data_path: Path, sha256: str, reproducible: bool
 ) -> dict[str, Any]:
-    """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``."""
+    """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``.
+
+    ``sha256`` is the hash of the data file's bytes, computed while writing it; it binds the
+    sidecar to exactly that file.
+    """
     content: dict[str, Any] = {"format": FORMAT, "schema_version": SCHEMA_VERSION, "ldp_version": __version__}
     content.update(mechanism.describe())
     content.update(
@@ -52,6 +58,7 @@ def build_sidecar(
             "n": n,
             "layout": layout.to_dict(),
             "data_file": data_path.name,
+            "sha256": sha256,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "reproducible": reproducible,
         }
@@ -75,6 +82,7 @@ class Sidecar:
     mechanism: Mechanism
     layout: VectorLayout
     n: int
+    sha256: str  # of the data file this sidecar describes
 
     @property
     def d(self) -> int:
@@ -121,7 +129,10 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
                     f"{path}: field {name!r} is {recorded!r} but the recorded parameters give {expected!r}; "
                     "the sidecar was edited or made by an incompatible ldp version"
                 )
+    sha256 = field("sha256", str)
+    if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise DataError(f"{path}: field 'sha256' is not a SHA-256 hex digest; restore the sidecar from the privatize run")
     layout = VectorLayout.from_dict(field("layout", dict), source=path)
     if layout.d != mechanism.d:
         raise DataError(f"{path}: the layout has d = {layout.d} but the mechanism has d = {mechanism.d}")
-    return Sidecar(path=path, content=content, mechanism=mechanism, layout=layout, n=n)
+    return Sidecar(path=path, content=content, mechanism=mechanism, layout=layout, n=n, sha256=sha256)

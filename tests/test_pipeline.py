@@ -120,3 +120,36 @@ def test_shards_from_different_privatizations_are_refused(tmp_path: Path) -> Non
         estimate_mean([outs[0], outs[0]])
     with pytest.raises(UsageError, match="--sidecar names one sidecar"):
         estimate_mean(outs, sidecar=tmp_path / "part-0.ldp.json")
+
+
+def test_sidecar_records_the_sha256_of_its_data_file(tmp_path: Path) -> None:
+    import hashlib
+
+    src = tmp_path / "x.parquet"
+    write_rows(src, rows(100, 4))
+    result = privatize_file(src, epsilon=1.0)
+    recorded = json.loads(result.sidecar.read_text())["sha256"]
+    assert recorded == hashlib.sha256(result.output.read_bytes()).hexdigest()
+
+
+def test_estimate_refuses_data_changed_after_privatization(tmp_path: Path) -> None:
+    """Same n, same d, same layout: only the hash can tell."""
+    src = tmp_path / "x.parquet"
+    write_rows(src, rows(100, 4))
+    result = privatize_file(src, epsilon=1.0)
+    table = pq.read_table(result.output)
+    values = np.asarray(table.column("vec").combine_chunks().flatten()).reshape(-1, 4)
+    values[0, 0] += 1.0
+    write_rows(result.output, values)
+    with pytest.raises(DataError, match="do not match the SHA-256 in its sidecar"):
+        estimate_mean(result.output)
+
+
+def test_estimate_refuses_a_sidecar_written_for_another_file(tmp_path: Path) -> None:
+    outs = []
+    for i in range(2):
+        src = tmp_path / f"in{i}.parquet"
+        write_rows(src, rows(100, 4, seed=i))
+        outs.append(privatize_file(src, epsilon=1.0, seed=i))
+    with pytest.raises(DataError, match="written for 'in0.privatized.parquet'"):
+        estimate_mean(outs[1].output, sidecar=outs[0].sidecar)

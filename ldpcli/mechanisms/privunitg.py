@@ -1,0 +1,272 @@
+"""PrivUnitG: the Gaussian variant of PrivUnit (Asi, Feldman, Talwar 2022, Sec. 4).
+
+Algorithm (Asi et al. Alg. 2): round the input x (‖x‖ ≤ L) without bias to a unit vector
+u = ±x/‖x‖ (the rule of ``privunit2``: ``spheremath.round_to_sphere``). With σ = 1/√d and the
+threshold γ = σ·c, c = Φ^{-1}(q), draw
+
+    α ~ N(0, σ²) truncated to [γ, ∞) with probability p, to (−∞, γ) otherwise,
+    V⊥ ~ N(0, σ²(I − uuᵀ)),   V = α·u + V⊥,
+
+and release Z = L·V/m, where m = E[α] = σφ(c)·(p/(1 − q) − (1 − p)/q) (Alg. 2 line 10 and the
+proof of Prop. 4, Lemma B.1: E[U·1{U ≥ γ}] = σφ(γ/σ)). Then E[Z | x] = x.
+
+Privacy (Prop. 4; Thm 1 for the PrivUnit analogue, ERRATA 2): the output density is
+p·f_U/(1 − q) on the half-space {⟨·, u⟩ ≥ γ} and (1 − p)·f_U/q off it, so the worst-case ratio is
+exactly pq/((1 − p)(1 − q)): ε_exact = logit(p) + logit(q) (both half-spaces and their
+differences have positive mass for every pair u ≠ u', so it is attained). Mixing over the random
+rounding keeps the bound. Parameters are carried as logits (ERRATA "Numerics"): the split
+ε₁ = logit(q) and logit(p) = ε − ε₁ (tight), never q itself, which rounds to 1 for ε₁ ≳ 37 (the
+float artefact behind the paper's "C* ≈ 0.614", ERRATA 4). The threshold is
+c = −Φ^{-1}(1 − q) with log(1 − q) = log expit(−ε₁), inverted by ``scipy.special.ndtri_exp``
+(valid for 1 − q far below e^{−5000}); the split actually used is recomputed from the stored c,
+ε₁ = log Φ(c) − log Φ(−c) (``log_ndtr``), and logit(p) = ε − ε₁, so ε_exact = ε for the
+threshold the sampler really uses.
+
+Error (Prop. 4, the exact form; ERRATA 3: App. B.3 and the proof of Thm 3 drop terms):
+
+    Err = (E[α²] + (d − 1)/d)/m² − 1 = (Var z + d − 1)/μ²,   z = α/σ,  μ = E[z] = m/σ,
+
+computed as a sum of positive terms, without the cancellation of E[α²] − m²:
+
+    μ = φ(c)·(e^ε − 1)·(1 − p)/q    (from p/(1 − q) − (1 − p)/q = (p + q − 1)/(q(1 − q)) and
+                                     p + q − 1 = (e^ε − 1)(1 − p)(1 − q) when logit p + logit q = ε),
+    Var z = p·v(c) + (1 − p)·v(−c) + p(1 − p)·(λ₊ + λ₋)²,
+
+with v(c) = Var(N(0,1) | ≥ c) (``truncated_normal_variance``), λ₊ = φ(c)/(1 − Φ(c)) and
+λ₋ = φ(c)/Φ(c) (the two conditional means are λ₊ and −λ₋). For ‖x‖ = L the error is L²·Err;
+at x = 0 it is L²(Err + 1) (``expected_error_max``); in between L²(Err + 1) − ‖x‖².
+
+Calibration ``optimal``: minimise Err over the split ε₁ ∈ [−ε − 1, ε + 1] (Err → ∞ at both ends
+and is unimodal in between; the optimum lies in (0, ε)) by bounded Brent iteration on log Err,
+a continuous 1-D optimisation to ≈ 1e−8 relative in ε₁, hence to ≈ 1e−16 in Err (Err is
+stationary there). Err/d·ε = C_{ε,d} (Sec. 4.1) decreases towards 1/2 as ε → ∞ (ERRATA 4).
+
+Sampling is exact: the Bernoulli(p) choice uses ``bernoulli_logit`` (exact for p or 1 − p below
+2^−53), and z is drawn from the truncated normal by the inverse CDF in log space,
+z = −Φ^{-1}((1 − Φ(c))·U) or Φ^{-1}(Φ(c)·U), with log U = −E, E ~ Exp(1) (no resolution floor
+in the tail), each inverse taken on the side where the probability is small.
+
+d = 1: Alg. 2 applies verbatim (V⊥ = 0, Z = L·z·u/μ with u = ±1 a continuous scalar law). It is
+exactly ε-DP and unbiased, but randomized response (``privunit2`` at d = 1) is optimal there and
+far better at large ε (error 1/sinh²(ε/2) against ≈ 1/(4ε²)); this mechanism exists for its large-d
+behaviour and is kept literal at d = 1 rather than silently replaced.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from ldpcli import spheremath as sm
+from ldpcli.mechanisms.base import Mechanism, check_common, register
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+def _log_phi(c: float) -> float:
+    """log φ(c), the standard normal log-density."""
+    return -0.5 * c * c - _LOG_SQRT_2PI
+
+
+def truncated_normal_variance(c: float) -> float:
+    """v(c) = Var(Z | Z ≥ c) for Z ~ N(0, 1), to full relative precision for every real c.
+
+    v = 1 + cλ − λ² with λ = φ(c)/(1 − Φ(c)) cancels catastrophically for c ≫ 1 (v ≈ 1/c²). For
+    c ≥ 1 Laplace's continued fraction of the Mills ratio, 1/R(c) = c + t₁, t_k = k/(c + t_{k+1}),
+    gives λ − c = t₁ = 1/(c + t₂) without cancellation, and then
+    v = 1 − (c + t₁)t₁ = (t₂ − t₁)/(c + t₂), a difference of quantities ≈ 2/c and 1/c. The fraction
+    is evaluated backwards from a depth at which it has converged to double precision.
+    """
+    if c < 1.0:
+        lam = math.exp(_log_phi(c) - float(special.log_ndtr(-c)))
+        return 1.0 + c * lam - lam * lam
+    depth = 1000 if c < 2.0 else (200 if c < 5.0 else 60)
+    t = 0.0
+    t2 = 0.0
+    for k in range(depth, 0, -1):
+        t = k / (c + t)
+        if k == 2:
+            t2 = t
+    return (t2 - t) / (c + t2)
+
+
+def threshold_from_split(eps1: float) -> float:
+    """c = Φ^{-1}(q) for logit(q) = ε₁, inverting on the side where the probability is small."""
+    if eps1 >= 0.0:
+        return -float(special.ndtri_exp(sm.log_expit(-eps1)))
+    return float(special.ndtri_exp(sm.log_expit(eps1)))
+
+
+def _ndtri_log(log_y: np.ndarray) -> np.ndarray:
+    """Φ^{-1}(e^{log_y}) elementwise, accurate on both sides (ndtri_exp loses accuracy near log_y = 0)."""
+    out = np.empty_like(log_y)
+    small = log_y <= -sm.LOG2
+    out[small] = special.ndtri_exp(log_y[small])
+    big = log_y[~small]
+    with np.errstate(divide="ignore"):
+        out[~small] = -special.ndtri_exp(np.log(-np.expm1(big)))  # 1 − y ≤ 1/2, exact from log y
+    return out
+
+
+@dataclass(frozen=True)
+class _Split:
+    """Everything the error and the sampler need at one threshold c (standard-normal units)."""
+
+    threshold: float  # c = γ/σ
+    logit_p: float
+    log_q: float  # log Φ(c)
+    log_1mq: float  # log(1 − Φ(c))
+    log_mu: float  # log E[z], z = α/σ
+    var_z: float  # Var z
+
+
+def split_at_threshold(c: float, epsilon: float) -> _Split:
+    """The tight split at threshold c: logit(p) = ε − logit Φ(c), with μ and Var z (module docstring)."""
+    log_q = float(special.log_ndtr(c))
+    log_1mq = float(special.log_ndtr(-c))
+    eps1 = log_q - log_1mq
+    logit_p = epsilon - eps1
+    while logit_p + eps1 > epsilon:  # never claim more than ε through a rounding of the sum
+        logit_p = math.nextafter(logit_p, -math.inf)
+    eps_used = logit_p + eps1
+    log_phi = _log_phi(c)
+    log_mu = log_phi + sm.log_expm1(eps_used) + sm.log_expit(-logit_p) - log_q
+    log_p, log_1mp = sm.log_expit(logit_p), sm.log_expit(-logit_p)
+    var_z = (
+        math.exp(log_p) * truncated_normal_variance(c)
+        + math.exp(log_1mp) * truncated_normal_variance(-c)
+        + math.exp(log_p + log_1mp + 2.0 * (log_phi - log_q - log_1mq))
+    )
+    return _Split(c, logit_p, log_q, log_1mq, log_mu, var_z)
+
+
+def log_error(d: int, split: _Split) -> float:
+    """log Err, Err = (Var z + d − 1)/μ² (Asi et al. Prop. 4, exact form; ERRATA 3), for L = 1."""
+    return math.log((d - 1) + split.var_z) - 2.0 * split.log_mu
+
+
+def optimal_split(d: int, epsilon: float) -> _Split:
+    """The error-minimising tight split: bounded Brent iteration on log Err over ε₁."""
+    from scipy import optimize  # imported here: `ldp --help` should not pay for it
+
+    def objective(eps1: float) -> float:
+        return log_error(d, split_at_threshold(threshold_from_split(eps1), epsilon))
+
+    res = optimize.minimize_scalar(
+        objective, bounds=(-epsilon - 1.0, epsilon + 1.0), method="bounded",
+        options={"xatol": 1e-12, "maxiter": 2000},
+    )
+    return split_at_threshold(threshold_from_split(float(res.x)), epsilon)
+
+
+def sample_split_normal(
+    upper: np.ndarray, c: float, log_q: float, log_1mq: float, rng: np.random.Generator
+) -> np.ndarray:
+    """z ~ N(0, 1) truncated to [c, ∞) where ``upper``, to (−∞, c) elsewhere; exact inverse CDF.
+
+    Upper: 1 − Φ(z) = (1 − Φ(c))·U; lower: Φ(z) = Φ(c)·U; log U = −E with E ~ Exp(1), so the
+    tails are resolved to any depth. Values that rounding puts across c are set to c.
+    """
+    log_u = -rng.standard_exponential(upper.shape[0])
+    w = _ndtri_log(np.where(upper, log_1mq, log_q) + log_u)
+    z = np.where(upper, -w, w)
+    return np.where(upper, np.maximum(z, c), np.minimum(z, c))
+
+
+@register
+@dataclass(frozen=True)
+class PrivUnitG(Mechanism):
+    """PrivUnitG on the ℓ2 ball of radius L (see the module docstring for the formulas)."""
+
+    threshold: float  # c = γ/σ = Φ^{-1}(q)
+    logit_p: float  # logit of p, the probability of the upper half-space
+    log_q: float  # log q = log Φ(c)
+    log_one_minus_q: float  # log(1 − q) = log Φ(−c)
+    log_mu: float  # log μ, μ = E[α]/σ = m√d
+    var_z: float  # Var(α/σ)
+
+    name = "privunitg"
+    title = "PrivUnitG (Asi, Feldman, Talwar 2022, Alg. 2; optimal split)"
+    calibrations = ("optimal",)
+
+    @classmethod
+    def calibrate(
+        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    ) -> PrivUnitG:
+        """PrivUnitG at level ε in dimension d with the error-minimising tight split (``optimal``)."""
+        cls.check_options(options)
+        check_common(d, epsilon, norm_bound)
+        calibration = cls.check_calibration(calibration)
+        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        s = optimal_split(d, epsilon)
+        return cls(d, epsilon, norm_bound, calibration, s.threshold, s.logit_p, s.log_q, s.log_1mq, s.log_mu,
+                   s.var_z)
+
+    @property
+    def q_logit(self) -> float:
+        """ε₁ = logit(q) = log Φ(c) − log Φ(−c): the share of ε spent by the threshold."""
+        return self.log_q - self.log_one_minus_q
+
+    @property
+    def sigma(self) -> float:
+        """σ = 1/√d."""
+        return 1.0 / math.sqrt(self.d)
+
+    @property
+    def gamma(self) -> float:
+        """γ = σ·c = σ·Φ^{-1}(q)."""
+        return self.threshold * self.sigma
+
+    @property
+    def p(self) -> float:
+        """The probability of drawing α above γ."""
+        return math.exp(sm.log_expit(self.logit_p))
+
+    @property
+    def m(self) -> float:
+        """The normaliser m = E[α] = σφ(γ/σ)(p/(1 − q) − (1 − p)/q) (Alg. 2 line 10)."""
+        return math.exp(self.log_mu) * self.sigma
+
+    @property
+    def epsilon_exact(self) -> float:
+        """logit(p) + logit(q) (Asi et al. Prop. 4: the worst-case density ratio pq/((1 − p)(1 − q)))."""
+        return self.logit_p + self.q_logit
+
+    @property
+    def expected_error(self) -> float:
+        """L²·(Var z + d − 1)/μ² = L²·((E[α²] + (d − 1)/d)/m² − 1) for ‖x‖ = L (Prop. 4)."""
+        return self.norm_bound**2 * math.exp(math.log((self.d - 1) + self.var_z) - 2.0 * self.log_mu)
+
+    @property
+    def expected_error_max(self) -> float:
+        """L²·(E[α²] + (d − 1)/d)/m² = expected_error + L², attained at x = 0."""
+        return self.expected_error + self.norm_bound**2
+
+    def parameters(self) -> dict[str, Any]:
+        """p, the split logits, γ, σ and m (the output norm is not constant: ``scale`` is None)."""
+        return {
+            "p": self.p,
+            "p_logit": self.logit_p,
+            "q_logit": self.q_logit,
+            "log_one_minus_q": self.log_one_minus_q,
+            "gamma": self.gamma,
+            "sigma": self.sigma,
+            "m": self.m,
+        }
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """PrivUnitG on each row of ``x`` (rows with ‖x‖ ≤ L): L·(α·u + V⊥)/m row by row."""
+        n = x.shape[0]
+        u = sm.round_to_sphere(x, self.norm_bound, rng)
+        upper = sm.bernoulli_logit(self.logit_p, n, rng)
+        z = sample_split_normal(upper, self.threshold, self.log_q, self.log_one_minus_q, rng)
+        # L·V/m = (L/μ)·(z·u + g − ⟨g, u⟩u) with g ~ N(0, I_d): V⊥/σ = g − ⟨g, u⟩u.
+        g = rng.standard_normal(x.shape)
+        gu = np.einsum("ij,ij->i", g, u)
+        g += (z - gu)[:, None] * u
+        g *= self.norm_bound * math.exp(-self.log_mu)
+        return g
