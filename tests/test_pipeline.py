@@ -138,7 +138,7 @@ def test_estimate_refuses_data_changed_after_privatization(tmp_path: Path) -> No
     write_rows(src, rows(100, 4))
     result = privatize_file(src, epsilon=1.0)
     table = pq.read_table(result.output)
-    values = np.asarray(table.column("vec").combine_chunks().flatten()).reshape(-1, 4)
+    values = np.array(table.column("vec").combine_chunks().flatten()).reshape(-1, 4)
     values[0, 0] += 1.0
     write_rows(result.output, values)
     with pytest.raises(DataError, match="do not match the SHA-256 in its sidecar"):
