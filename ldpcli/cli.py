@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ldpcli import __version__
-from ldpcli.errors import LdpError, UsageError
+from ldpcli.errors import Interrupted, LdpError, UsageError
 from ldpcli.mechanisms import get_mechanism, mechanism_names
 
 app = typer.Typer(
@@ -49,9 +50,12 @@ def _errors() -> Iterator[None]:
         yield
     except LdpError as exc:
         raise _fail(exc) from None
-    except KeyboardInterrupt:
-        err.print("ldp: interrupted; nothing was written", markup=False)
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as exc:
+        io_module = sys.modules.get("ldpcli.io")  # loaded if anything was being written
+        if io_module is not None:
+            io_module.remove_temporaries()
+        err.print("ldp: interrupted; no output was left behind", markup=False)
+        raise typer.Exit(exc.exit_code if isinstance(exc, Interrupted) else 130) from None
 
 
 @contextmanager
@@ -440,8 +444,19 @@ def estimate_mean_cmd(
         out.print(f"wrote {output}", markup=False)
 
 
+def _raise_interrupted(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    SIGTERM (and SIGINT) become an exception in the main thread, so every ``with`` block unwinds:
+    temporary outputs are removed and the input is untouched (by default SIGTERM would kill the
+    process on the spot and leave the temporary file behind).
+    """
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _raise_interrupted)
     app()
 
 

@@ -24,3 +24,11 @@ class DataError(LdpError):
     """A file's contents cannot be used (corrupt, empty, non-numeric, NaN, ragged, mismatched)."""
 
     exit_code = 1
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived: unwind (removing temporary files), then exit 128 + signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.exit_code = 128 + signum

@@ -24,8 +24,10 @@ import contextlib
 import hashlib
 import os
 import re
+import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -1089,10 +1091,37 @@ def _check_output(target: Path, label: str, overwrite: bool) -> None:
         raise UsageError(f"{label}: already exists; pass --overwrite to replace it.")
 
 
-def _create_temp(target: Path, label: str) -> tuple[int, Path]:
-    """Create the hidden temporary file next to ``target``: ``(descriptor, path)``."""
+#: Temporary files created and neither renamed nor removed yet. A signal can interrupt the
+#: program between creating one and entering the ``with`` block that would remove it; the
+#: top-level handler then calls :func:`remove_temporaries`.
+_LIVE_TEMPORARIES: set[Path] = set()
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM back (main thread, POSIX) so a few steps happen together or not at all."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
-        descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def remove_temporaries() -> None:
+    """Remove every temporary output of this process still on disk (after an interrupt)."""
+    for path in list(_LIVE_TEMPORARIES):
+        _remove(path)
+
+
+def _create_temp(target: Path, label: str) -> tuple[int, Path]:
+    """Create the hidden temporary file next to ``target``: ``(descriptor, path)``, registered."""
+    try:
+        with _signals_deferred():
+            descriptor, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            _LIVE_TEMPORARIES.add(Path(name))
     except OSError as exc:
         raise UsageError(
             f"{label}: cannot create a file in {str(target.parent)!r} ({_reason(exc)}); "
@@ -1114,7 +1143,9 @@ def _publish(temp: Path, target: Path, label: str, overwrite: bool) -> None:
         raise UsageError(f"{label}: already exists; pass --overwrite to replace it.")
     # mkstemp makes the file private (0600); use the replaced file's mode or the usual 0666 - umask.
     os.chmod(temp, stat.S_IMODE(target.stat().st_mode) if exists else 0o666 & ~_umask())
-    os.replace(temp, target)
+    with _signals_deferred():
+        os.replace(temp, target)
+        _LIVE_TEMPORARIES.discard(temp)
     _sync_directory(target.parent)
 
 
@@ -1143,6 +1174,7 @@ def _remove(path: Path) -> None:
     """Delete a temporary file if it is still there."""
     with contextlib.suppress(OSError):
         path.unlink()
+    _LIVE_TEMPORARIES.discard(path)
 
 
 def _write_failed(label: str, exc: BaseException) -> DataError:

@@ -1,0 +1,87 @@
+"""Interrupting or failing `privatize` at any point leaves no output, no temporary file, and the
+input untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ldpcli.errors import DataError
+from ldpcli.privatize import privatize_file
+
+LDP = str(Path(sys.executable).with_name("ldp"))
+
+
+def write_rows(path: Path, x: np.ndarray, row_group_size: int | None = None) -> None:
+    table = pa.table({"vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1])})
+    pq.write_table(table, path, row_group_size=row_group_size)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def big_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Large enough that privatizing it takes seconds on one thread."""
+    path = tmp_path_factory.mktemp("big") / "big.parquet"
+    x = np.random.default_rng(0).standard_normal((300_000, 100))
+    write_rows(path, x / np.linalg.norm(x, axis=1, keepdims=True))
+    return path
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_killing_privatize_mid_run_leaves_nothing(tmp_path: Path, big_input: Path, signum: int) -> None:
+    src = tmp_path / "in.parquet"
+    src.write_bytes(big_input.read_bytes())
+    before = digest(src)
+    out = tmp_path / "out.parquet"
+    proc = subprocess.Popen([LDP, "privatize", str(src), "--eps", "4", "-o", str(out), "--threads", "1",
+                             "--memory", "8MB"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):  # the output is being written
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "privatize never started writing"
+        time.sleep(0.005)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+    assert digest(src) == before
+
+
+def test_a_bad_row_late_in_the_file_leaves_nothing(tmp_path: Path) -> None:
+    """The error is found after several batches were already written to the temporary file."""
+    x = np.random.default_rng(1).standard_normal((5000, 6))
+    x[4321, 2] = np.nan
+    src = tmp_path / "in.parquet"
+    write_rows(src, x, row_group_size=500)
+    before = digest(src)
+    with pytest.raises(DataError, match="row 4322"):
+        privatize_file(src, tmp_path / "out.parquet", epsilon=1.0, batch_rows=400, threads=2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+    assert digest(src) == before
+
+
+def test_a_failed_sidecar_write_removes_the_data_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ldpcli.privatize as module
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    src = tmp_path / "in.parquet"
+    write_rows(src, np.eye(4))
+    monkeypatch.setattr(module, "write_sidecar", broken)
+    with pytest.raises(OSError):
+        privatize_file(src, tmp_path / "out.parquet", epsilon=1.0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
