@@ -140,15 +140,20 @@ def privatize_file(
             target, reader.layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite
         ) as writer:
             n, n_clipped = _run(reader, writer, mech, seeds, workers, on_rows)
-            writer.commit()
-    try:
-        content = build_sidecar(
-            mech, n=n, layout=reader.layout, data_path=target, sha256=writer.sha256, reproducible=seed is not None
-        )
-        write_sidecar(side, content, overwrite=overwrite)
-    except BaseException:
-        target.unlink(missing_ok=True)  # never leave data without its sidecar
-        raise
+            committed = False
+            try:
+                writer.commit()
+                committed = True
+                content = build_sidecar(
+                    mech, n=n, layout=reader.layout, data_path=target, sha256=writer.sha256,
+                    reproducible=seed is not None,
+                )
+                write_sidecar(side, content, overwrite=overwrite)
+            except BaseException:
+                if committed:  # never leave data without its sidecar, nor a sidecar of replaced data
+                    target.unlink(missing_ok=True)
+                    side.unlink(missing_ok=True)
+                raise
     return PrivatizeResult(
         output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, reproducible=seed is not None, n_clipped=n_clipped
     )
