@@ -1,6 +1,22 @@
-"""Registered mechanisms. Importing this package registers every mechanism module it lists."""
+"""Registered mechanisms. Importing this package registers every mechanism module it lists.
+
+Registration order is the order of ``mechanism_names()`` (and of ``ldp params`` comparisons).
+"""
 
 from ldpcli.mechanisms.base import Mechanism, get_mechanism, mechanism_names, register
 from ldpcli.mechanisms.privunit import PrivUnit2
+from ldpcli.mechanisms.privunitg import PrivUnitG
+from ldpcli.mechanisms.hemisphere import DuchiL2
+from ldpcli.mechanisms.baselines import Gaussian, Laplace
 
-__all__ = ["Mechanism", "PrivUnit2", "get_mechanism", "mechanism_names", "register"]
+__all__ = [
+    "DuchiL2",
+    "Gaussian",
+    "Laplace",
+    "Mechanism",
+    "PrivUnit2",
+    "PrivUnitG",
+    "get_mechanism",
+    "mechanism_names",
+    "register",
+]

@@ -28,18 +28,23 @@ Error (Prop. 4, the exact form; ERRATA 3: App. B.3 and the proof of Thm 3 drop t
 
 computed as a sum of positive terms, without the cancellation of E[α²] − m²:
 
-    μ = φ(c)·(e^ε − 1)·(1 − p)/q    (from p/(1 − q) − (1 − p)/q = (p + q − 1)/(q(1 − q)) and
-                                     p + q − 1 = (e^ε − 1)(1 − p)(1 − q) when logit p + logit q = ε),
+    μ = p·λ₊ − (1 − p)·λ₋ = φ(c)·(e^ε − 1)·(1 − p)/q,
     Var z = p·v(c) + (1 − p)·v(−c) + p(1 − p)·(λ₊ + λ₋)²,
 
-with v(c) = Var(N(0,1) | ≥ c) (``truncated_normal_variance``), λ₊ = φ(c)/(1 − Φ(c)) and
-λ₋ = φ(c)/Φ(c) (the two conditional means are λ₊ and −λ₋). For ‖x‖ = L the error is L²·Err;
-at x = 0 it is L²(Err + 1) (``expected_error_max``); in between L²(Err + 1) − ‖x‖².
+with λ₊ = φ(c)/(1 − Φ(c)) and λ₋ = φ(c)/Φ(c) (the two conditional means are λ₊ and −λ₋, taken
+from ``erfcx`` to full precision) and v(c) = Var(N(0,1) | ≥ c) (``truncated_normal_variance``).
+The product form of μ (from p/(1 − q) − (1 − p)/q = (p + q − 1)/(q(1 − q)) and
+p + q − 1 = (e^ε − 1)(1 − p)(1 − q) when logit p + logit q = ε) is used where the difference
+would cancel (small ε); the difference elsewhere, since there the product form would inherit the
+absolute rounding (≈ 1e−12 at ε = 10⁴) of ε₁ = log Φ(c) − log Φ(−c). For ‖x‖ = L the error is
+L²·Err; at x = 0 it is L²(Err + 1) (``expected_error_max``); in between L²(Err + 1) − ‖x‖².
 
-Calibration ``optimal``: minimise Err over the split ε₁ ∈ [−ε − 1, ε + 1] (Err → ∞ at both ends
-and is unimodal in between; the optimum lies in (0, ε)) by bounded Brent iteration on log Err,
-a continuous 1-D optimisation to ≈ 1e−8 relative in ε₁, hence to ≈ 1e−16 in Err (Err is
-stationary there). Err/d·ε = C_{ε,d} (Sec. 4.1) decreases towards 1/2 as ε → ∞ (ERRATA 4).
+Calibration ``optimal``: minimise Err over the split ε₁ ∈ [−ε − 1, ε + 1] by bounded Brent
+iteration on log Err, a continuous 1-D optimisation (Err grows without bound towards both ends;
+dense scans in the tests find one minimum, inside (0, ε)). ε₁ is located to ≈ 1e−8 relative,
+which costs nothing measurable since Err is stationary there; log Err itself is evaluated to
+≈ 1e−14 (terms of size ε cancel in it). ε·Err/d = C_{ε,d} (Sec. 4.1) decreases towards 1/2 as
+ε → ∞ (ERRATA 4).
 
 Sampling is exact: the Bernoulli(p) choice uses ``bernoulli_logit`` (exact for p or 1 − p below
 2^−53), and z is drawn from the truncated normal by the inverse CDF in log space,
@@ -48,7 +53,7 @@ in the tail), each inverse taken on the side where the probability is small.
 
 d = 1: Alg. 2 applies verbatim (V⊥ = 0, Z = L·z·u/μ with u = ±1 a continuous scalar law). It is
 exactly ε-DP and unbiased, but randomized response (``privunit2`` at d = 1) is optimal there and
-far better at large ε (error 1/sinh²(ε/2) against ≈ 1/(4ε²)); this mechanism exists for its large-d
+far better at large ε (error 1/sinh²(ε/2) against ≈ 1/(4ε²) for large ε); it exists for its large-d
 behaviour and is kept literal at d = 1 rather than silently replaced.
 """
 
@@ -65,6 +70,7 @@ from ldpcli import spheremath as sm
 from ldpcli.mechanisms.base import Mechanism, check_common, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
 
 
 def _log_phi(c: float) -> float:
@@ -124,6 +130,13 @@ class _Split:
     var_z: float  # Var z
 
 
+def inverse_mills(c: float) -> float:
+    """λ(c) = φ(c)/(1 − Φ(c)) = E[Z | Z ≥ c], to full relative precision (erfcx for c ≥ 0)."""
+    if c >= 0.0:
+        return 1.0 / (_SQRT_HALF_PI * float(special.erfcx(c / math.sqrt(2.0))))
+    return math.exp(_log_phi(c)) / float(special.ndtr(-c))
+
+
 def split_at_threshold(c: float, epsilon: float) -> _Split:
     """The tight split at threshold c: logit(p) = ε − logit Φ(c), with μ and Var z (module docstring)."""
     log_q = float(special.log_ndtr(c))
@@ -132,14 +145,20 @@ def split_at_threshold(c: float, epsilon: float) -> _Split:
     logit_p = epsilon - eps1
     while logit_p + eps1 > epsilon:  # never claim more than ε through a rounding of the sum
         logit_p = math.nextafter(logit_p, -math.inf)
-    eps_used = logit_p + eps1
-    log_phi = _log_phi(c)
-    log_mu = log_phi + sm.log_expm1(eps_used) + sm.log_expit(-logit_p) - log_q
     log_p, log_1mp = sm.log_expit(logit_p), sm.log_expit(-logit_p)
+    lam_up, lam_low = inverse_mills(c), inverse_mills(-c)  # E[z | upper] = λ₊, E[z | lower] = −λ₋
+    up, low = math.exp(log_p) * lam_up, math.exp(log_1mp) * lam_low
+    if up > 0.0 and low <= 0.5 * up:
+        # μ = p·λ₊ − (1 − p)·λ₋ loses at most one bit here, and is exact for the law sampled even
+        # where ε₁ = log Φ(c) − log Φ(−c) carries an absolute rounding of 1e−12 (ε₁ ≈ 10⁴).
+        log_mu = math.log(up - low)
+    else:
+        # small ε: the product form μ = φ(c)(e^ε − 1)(1 − p)/q has no cancellation
+        log_mu = _log_phi(c) + sm.log_expm1(logit_p + eps1) + log_1mp - log_q
     var_z = (
         math.exp(log_p) * truncated_normal_variance(c)
         + math.exp(log_1mp) * truncated_normal_variance(-c)
-        + math.exp(log_p + log_1mp + 2.0 * (log_phi - log_q - log_1mq))
+        + math.exp(log_p + log_1mp) * (lam_up + lam_low) ** 2
     )
     return _Split(c, logit_p, log_q, log_1mq, log_mu, var_z)
 
@@ -267,6 +286,7 @@ class PrivUnitG(Mechanism):
         # L·V/m = (L/μ)·(z·u + g − ⟨g, u⟩u) with g ~ N(0, I_d): V⊥/σ = g − ⟨g, u⟩u.
         g = rng.standard_normal(x.shape)
         gu = np.einsum("ij,ij->i", g, u)
-        g += (z - gu)[:, None] * u
+        u *= (z - gu)[:, None]  # u is our own array: reuse it instead of allocating n·d more
+        g += u
         g *= self.norm_bound * math.exp(-self.log_mu)
         return g

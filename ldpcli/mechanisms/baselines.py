@@ -1,0 +1,242 @@
+"""Additive-noise baselines: the Laplace mechanism (pure ε-DP) and the analytic Gaussian ((ε, δ)-DP).
+
+Both release Z = x + noise for x in the ℓ2 ball of radius L; they are kept for comparison with
+the sphere mechanisms (``baseline = True``), which are far more accurate for d ≫ 1. Rows must
+lie in the ball (``Mechanism.clip`` moves the others onto it before privatizing); rows that the
+clip tolerance leaves slightly beyond L are scaled onto the sphere here, so the sensitivity used
+in the calibration is never exceeded.
+
+Laplace (Dwork, McSherry, Nissim, Smith 2006): the ℓ1 sensitivity of x ↦ x on the ℓ2 ball is
+sup ‖x − x'‖₁ = 2L√d (Cauchy–Schwarz, attained at x = −x' = L·(1, …, 1)/√d); i.i.d. Laplace(b)
+noise with b = 2L√d/ε is ε-DP, attained exactly (ε_exact = ε). E‖Z − x‖² = d·2b² for every x.
+
+Gaussian, calibrated by the analytic Gaussian mechanism (Balle & Wang 2018, Thm 8 / Alg. 1):
+x + N(0, σ²I) with ℓ2 sensitivity Δ = 2L is (ε, δ)-DP if and only if
+
+    δ(σ) = Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ) ≤ δ,
+
+and σ is the root of δ(σ) = δ (δ(σ) decreases in σ), found by Brent iteration on log σ and then
+nudged up by ulps until δ(σ) ≤ δ holds. δ(σ) is evaluated in log space without overflow or
+cancellation: with a = Δ/(2σ) − εσ/Δ and b = a − Δ/σ, φ(b)·e^ε = φ(a) exactly, so
+δ = φ(a)·[R(−a) − R(−b)] with the Mills ratio R(t) = (1 − Φ(t))/φ(t) = √(π/2)·erfcx(t/√2)
+when a ≤ 0 (both terms tiny); δ = Φ(a) − e^{ε + log Φ(b)} when a > 0 (then δ > 0.04 for ε ≥ 0.01).
+This works for ε up to 10⁴ and δ down to 1e−300. The classic σ = Δ√(2 log(1.25/δ))/ε is valid
+only for ε < 1 (it is not (ε, δ)-DP for larger ε) and is larger than the analytic σ below 1.
+E‖Z − x‖² = dσ² for every x. ε_exact = ε; ``delta_exact`` = δ(σ) ≤ δ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from ldpcli.errors import UsageError
+from ldpcli.mechanisms.base import Mechanism, check_common, register
+
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG_SQRT_HALF_PI = 0.5 * math.log(math.pi / 2.0)
+
+
+def _project_to_ball(x: np.ndarray, radius: float) -> np.ndarray:
+    """A copy of x with rows of norm above ``radius`` scaled onto the sphere of that radius."""
+    out = np.array(x, dtype=np.float64, copy=True)
+    norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+    over = norms > radius
+    if over.any():
+        out[over] *= (radius / norms[over])[:, None]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Laplace
+# ---------------------------------------------------------------------------------------------
+
+
+@register
+@dataclass(frozen=True)
+class Laplace(Mechanism):
+    """Per-coordinate Laplace noise on the ℓ2 ball of radius L (module docstring)."""
+
+    b: float  # the Laplace scale 2L√d/ε
+
+    name = "laplace"
+    title = "Laplace baseline (per-coordinate, ℓ1 sensitivity 2L√d)"
+    calibrations = ("classic",)
+    baseline = True
+
+    @classmethod
+    def calibrate(
+        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    ) -> Laplace:
+        """Laplace(b) noise with b = 2L√d/ε (``classic``, the only calibration)."""
+        cls.check_options(options)
+        check_common(d, epsilon, norm_bound)
+        calibration = cls.check_calibration(calibration)
+        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        sensitivity = 2.0 * norm_bound * math.sqrt(d)
+        b = sensitivity / epsilon
+        while sensitivity / b > epsilon:  # never claim less than the realised ratio through rounding
+            b = math.nextafter(b, math.inf)
+        return cls(d, epsilon, norm_bound, calibration, b)
+
+    @property
+    def l1_sensitivity(self) -> float:
+        """sup ‖x − x'‖₁ over the ℓ2 ball of radius L: 2L√d."""
+        return 2.0 * self.norm_bound * math.sqrt(self.d)
+
+    @property
+    def epsilon_exact(self) -> float:
+        """Δ₁/b, the worst-case log density ratio (attained at x = −x' = L·1/√d)."""
+        return self.l1_sensitivity / self.b
+
+    @property
+    def expected_error(self) -> float:
+        """d·2b² (the noise does not depend on x)."""
+        return 2.0 * self.d * self.b**2
+
+    @property
+    def expected_error_max(self) -> float:
+        """d·2b², the same for every x."""
+        return self.expected_error
+
+    def parameters(self) -> dict[str, Any]:
+        """The noise scale b and the ℓ1 sensitivity."""
+        return {"b": self.b, "l1_sensitivity": self.l1_sensitivity}
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """x + Laplace(b)^d row by row (rows beyond L first scaled onto the sphere)."""
+        out = _project_to_ball(x, self.norm_bound)
+        out += rng.laplace(0.0, self.b, size=out.shape)
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Analytic Gaussian
+# ---------------------------------------------------------------------------------------------
+
+
+def gaussian_log_delta(ratio: float, epsilon: float) -> float:
+    """log δ for x + N(0, σ²I) at level ε, with ratio = Δ/σ (Balle & Wang 2018, Thm 8).
+
+    δ = Φ(r/2 − ε/r) − e^ε Φ(−r/2 − ε/r), r = Δ/σ; see the module docstring for the stable forms.
+    """
+    a = ratio / 2.0 - epsilon / ratio
+    b = -ratio / 2.0 - epsilon / ratio
+    if a <= 0.0:
+        s2 = math.sqrt(2.0)
+        diff = float(special.erfcx(-a / s2)) - float(special.erfcx(-b / s2))
+        if diff <= 0.0:  # r → 0 (σ → ∞): δ → 0 faster than the two Mills ratios separate
+            return -math.inf
+        return -0.5 * a * a - _LOG_SQRT_2PI + _LOG_SQRT_HALF_PI + math.log(diff)
+    return math.log(float(special.ndtr(a)) - math.exp(epsilon + float(special.log_ndtr(b))))
+
+
+def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """The textbook σ = Δ·√(2 log(1.25/δ))/ε (Dwork & Roth Thm A.1; valid only for ε < 1)."""
+    return sensitivity * math.sqrt(2.0 * math.log(1.25 / delta)) / epsilon
+
+
+def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+    """The smallest σ (to an ulp) with δ(σ) ≤ δ (Balle & Wang 2018, Thm 8, Alg. 1 by root finding)."""
+    from scipy import optimize  # imported here: `ldp --help` should not pay for it
+
+    target = math.log(delta)
+
+    def excess(log_ratio: float) -> float:  # increasing in r = Δ/σ
+        return gaussian_log_delta(math.exp(log_ratio), epsilon) - target
+
+    lo = hi = math.log(epsilon / math.sqrt(2.0 * math.log(1.25 / delta)))  # the classic ratio
+    step = 1.0
+    while excess(lo) > 0.0:
+        lo -= step
+        step *= 2.0
+    step = 1.0
+    while excess(hi) < 0.0:
+        hi += step
+        step *= 2.0
+    if lo == hi:
+        root = lo
+    else:
+        root = optimize.brentq(excess, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500)
+    sigma = sensitivity / math.exp(root)
+    while math.exp(gaussian_log_delta(sensitivity / sigma, epsilon)) > delta:  # as ``delta_exact`` computes it
+        sigma = math.nextafter(sigma, math.inf)
+    return sigma
+
+
+@register
+@dataclass(frozen=True)
+class Gaussian(Mechanism):
+    """x + N(0, σ²I), (ε, δ)-DP with σ from the analytic Gaussian mechanism (module docstring)."""
+
+    delta: float
+    sigma: float
+
+    name = "gaussian"
+    title = "Gaussian baseline ((ε, δ)-DP, analytic calibration of Balle & Wang 2018, ℓ2 sensitivity 2L)"
+    calibrations = ("analytic",)
+    options = {"delta": "δ of (ε, δ)-DP, required, 0 < δ < 1: the probability mass allowed to exceed e^ε"}
+    baseline = True
+
+    @classmethod
+    def calibrate(
+        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    ) -> Gaussian:
+        """The analytic Gaussian mechanism at (ε, δ), δ = ``delta`` (required)."""
+        cls.check_options(options)
+        check_common(d, epsilon, norm_bound)
+        calibration = cls.check_calibration(calibration)
+        delta = options.get("delta")
+        if delta is None:
+            raise UsageError("mechanism 'gaussian' needs --delta (0 < δ < 1), e.g. --delta 1e-6")
+        if isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating)) or not (
+            math.isfinite(delta) and 0.0 < delta < 1.0
+        ):
+            raise UsageError(f"--delta: delta must be a number with 0 < delta < 1, got {delta!r}")
+        d, epsilon, norm_bound, delta = int(d), float(epsilon), float(norm_bound), float(delta)
+        sigma = analytic_gaussian_sigma(epsilon, delta, 2.0 * norm_bound)
+        return cls(d, epsilon, norm_bound, calibration, delta, sigma)
+
+    @property
+    def l2_sensitivity(self) -> float:
+        """sup ‖x − x'‖₂ over the ℓ2 ball of radius L: 2L."""
+        return 2.0 * self.norm_bound
+
+    @property
+    def delta_exact(self) -> float:
+        """δ(σ) of Balle & Wang Thm 8 at the calibrated σ (≤ ``delta``)."""
+        return math.exp(gaussian_log_delta(self.l2_sensitivity / self.sigma, self.epsilon))
+
+    @property
+    def epsilon_exact(self) -> float:
+        """ε (the guarantee is the pair (ε, delta_exact))."""
+        return self.epsilon
+
+    @property
+    def expected_error(self) -> float:
+        """dσ² (the noise does not depend on x)."""
+        return self.d * self.sigma**2
+
+    @property
+    def expected_error_max(self) -> float:
+        """dσ², the same for every x."""
+        return self.expected_error
+
+    def parameters(self) -> dict[str, Any]:
+        """σ, the requested δ and the δ attained by σ, and the ℓ2 sensitivity."""
+        return {
+            "sigma": self.sigma,
+            "delta": self.delta,
+            "delta_exact": self.delta_exact,
+            "l2_sensitivity": self.l2_sensitivity,
+        }
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """x + N(0, σ²I) row by row (rows beyond L first scaled onto the sphere)."""
+        out = _project_to_ball(x, self.norm_bound)
+        out += self.sigma * rng.standard_normal(out.shape)
+        return out
