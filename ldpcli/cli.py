@@ -136,8 +136,9 @@ def _main(
 
 MECHANISM_HELP = f"Mechanism: {', '.join(mechanism_names())}."
 CALIBRATION_HELP = (
-    "How the mechanism's parameters are chosen. privunit2: 'optimal' (Asi et al. 2022: least error at "
-    "exactly ε) or 'bhowmick' (Bhowmick et al. 2018 Eq. 23: γ from Thm 1 at 0.99ε, p at 0.01ε)."
+    "How the mechanism's parameters are chosen (default: its first). privunit2 and separated: 'optimal' (least "
+    "error at exactly ε; Asi et al. 2022) or 'bhowmick' (Bhowmick et al. 2018 Eq. 23: γ from Thm 1 at 0.99ε, "
+    "p at 0.01ε). Each other mechanism has one calibration; `ldp params -m NAME --json` shows it."
 )
 NORM_HELP = (
     "Public bound L (default 1), chosen before looking at the data, never computed from it: the ℓ2 norm "
@@ -146,7 +147,7 @@ NORM_HELP = (
 )
 R_MAX_HELP = "Alias of --norm-bound (the papers' r_max for scalar, scalar-rel and separated)."
 K_HELP = "scalar, scalar-rel, separated: size k of the magnitude grid (default ⌈e^{ε/3}⌉ for scalar)."
-ALPHA_HELP = "scalar-rel: the smallest grid value α > 0 of the geometric grid."
+ALPHA_HELP = "scalar-rel: the scale α > 0 of the geometric grid {0, αν, αν², …, αν^k}."
 NU_HELP = "scalar-rel: the ratio ν > 1 of the geometric grid."
 EPS_SPLIT_HELP = "separated: share ε1/ε of the budget spent on the direction (default: the error-minimising split)."
 DELTA_HELP = "gaussian: δ of the (ε, δ) guarantee (the comparison uses 1e-6 when not given)."
@@ -288,7 +289,7 @@ def _print_comparison(rows: list[dict[str, Any]], advice: str, as_json: bool) ->
             continue
         note = row["title"]
         if "delta" in row:
-            note += f"; (ε, δ = {row['delta']:.3g})-DP, not ε-LDP"
+            note += f"; δ = {row['delta']:.3g}, not pure ε-LDP"
         table.add_row(row["mechanism"], _fmt(row["epsilon_exact"]), _fmt(row["expected_error_max"]),
                       f"{row['ratio_to_optimal']:.4g}", note)
     out.print(table)

@@ -124,7 +124,11 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     for name in _CHECKED_FIELDS:
         if name in recomputed:
             recorded, expected = content.get(name), recomputed[name]
-            if not isinstance(recorded, (int, float)) or not math.isclose(recorded, expected, rel_tol=_REL_TOL):
+            if expected is None:
+                agrees = recorded is None
+            else:
+                agrees = isinstance(recorded, (int, float)) and math.isclose(recorded, expected, rel_tol=_REL_TOL)
+            if not agrees:
                 raise DataError(
                     f"{path}: field {name!r} is {recorded!r} but the recorded parameters give {expected!r}; "
                     "the sidecar was edited or made by an incompatible ldp version"

@@ -7,6 +7,8 @@ from ldpcli.mechanisms.base import Mechanism, get_mechanism, mechanism_names, re
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.privunitg import PrivUnitG
 from ldpcli.mechanisms.hemisphere import DuchiL2
+from ldpcli.mechanisms.separated import Separated
+from ldpcli.mechanisms.scalar import ScalarDP, ScalarRelDP
 from ldpcli.mechanisms.baselines import Gaussian, Laplace
 
 __all__ = [
@@ -16,6 +18,9 @@ __all__ = [
     "Mechanism",
     "PrivUnit2",
     "PrivUnitG",
+    "ScalarDP",
+    "ScalarRelDP",
+    "Separated",
     "get_mechanism",
     "mechanism_names",
     "register",

@@ -174,7 +174,10 @@ class PrivUnit2(Mechanism):
         if calibration == "optimal":
             y = optimal_cap_logit(d, epsilon)
             log_p_cap = sm.log_cap_probability(y, d)
-            logit_p = epsilon - (sm.log1mexp(log_p_cap) - log_p_cap)
+            cap_epsilon = sm.log1mexp(log_p_cap) - log_p_cap
+            logit_p = epsilon - cap_epsilon
+            while logit_p + cap_epsilon > epsilon:  # rounding must never claim more than ε
+                logit_p = math.nextafter(logit_p, -math.inf)
         else:
             if d < 3:
                 raise UsageError(

@@ -1,0 +1,240 @@
+"""The separated mechanism: direction by PrivUnit2 at ε₁, magnitude by ScalarDP at ε₂.
+
+Bhowmick et al. (2018), Eq. (22) (theory) and Eq. (23) (experiments): for w with ‖w‖ ≤ r_max
+(the public bound ``norm_bound``), release
+
+    Z = R̂ · Û,   Û = PrivUnit2(w/‖w‖) at ε₁ (unit ball, ‖Û‖ = 1/m),   R̂ = ScalarDP(‖w‖) at ε₂,
+
+with ε₁ + ε₂ = ε. A zero row gets a uniformly random direction (E[Û] = 0 = E[Z]). The two parts
+use independent randomness and are each unbiased, so E[Z] = E[R̂]·E[Û] = ‖w‖·w/‖w‖ = w, and
+
+    E‖Z − w‖² = E[R̂²]·E‖Û‖² − ‖w‖² = (r² + V(r))/m² − r² = V(r)/m² + r²(1/m² − 1),   r = ‖w‖,
+
+with V(r) = E(R̂ − r)² ScalarDP's exact error (``scalar`` module) and 1/m² − 1 PrivUnit2's exact
+error for unit vectors. ``expected_error`` is its value at ‖w‖ = r_max; ``expected_error_max`` its
+sup over the ball. On each cell of the magnitude grid it is a concave quadratic in r (the r²
+coefficient is −1/m² + (1/m² − 1) = −1 in units of the grid step); V is symmetric about r_max/2
+and largest in the end cells, and r²(1/m² − 1) grows with r, so the sup lies in the top cell
+[r_max − g, r_max], at s* = (M(1 − A(k − 1)) − 2k(M − 1))/2 grid steps below r_max (clipped to
+[0, 1]), M = 1/m², A = (k + 1)/(e^{ε₂} − 1).
+
+Privacy: Z is a function of (R̂, Û), so ε_exact ≤ ε₁_exact + ε₂_exact by composition; and the map
+(R̂, Û) ↦ Z loses nothing at the top magnitude output (no other R̂ value is its negative), so both
+worst cases combine: ε_exact = ε₁_exact + ε₂_exact (a supremum when k = 1, approached by ‖w‖ → 0).
+
+Calibrations (ERRATA 9: the choice is explicit, never mixed):
+- ``optimal`` (default): PrivUnit2 optimal (Asi et al. 2022) at ε₁, ScalarDP at ε₂ with
+  k = ⌈e^{ε₂/3}⌉ (or the ``k`` option), and the split ε₁/ε chosen to minimise
+  ``expected_error_max``: a public 1-D minimisation (a grid over logit(ε₁/ε) ∈ [−10, 10], then a
+  bounded Brent refinement around the best grid point). ``eps_split`` overrides it.
+- ``bhowmick``: Eq. (23), the paper's experiments: PrivUnit2 with γ(0.99ε₁) from Thm 1 (16) and
+  p = p(0.01ε₁), ScalarDP with k = ⌈e^{ε₂/3}⌉ (ERRATA 7). The split is the user's: ``eps_split``
+  is required. (Eq. (22)'s p = 1/2 is a proof device and is not offered.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ldpcli import spheremath as sm
+from ldpcli.errors import UsageError
+from ldpcli.mechanisms.base import Mechanism, check_common, register
+from ldpcli.mechanisms.privunit import PrivUnit2
+from ldpcli.mechanisms.scalar import K_MAX, ScalarDP
+
+#: The optimal split is searched over logit(ε₁/ε) ∈ [−R, R] (ε₁/ε between 4.5e−5 and 1 − 4.5e−5).
+_SPLIT_LOGIT_RANGE = 10.0
+_SPLIT_GRID_POINTS = 81
+
+
+def _check_split(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise UsageError(f"--eps-split: must be a number in (0, 1), got {value!r}")
+    value = float(value)
+    if not (0.0 < value < 1.0):
+        raise UsageError(f"--eps-split: the direction's share ε1/ε must be in (0, 1), got {value!r}")
+    return value
+
+
+def _parts(
+    d: int, epsilon: float, norm_bound: float, calibration: str, eps_split: float, k: int | None
+) -> tuple[PrivUnit2, ScalarDP]:
+    """PrivUnit2 at ε₁ = eps_split·ε on the unit ball and ScalarDP at ε₂ = ε − ε₁ on [0, r_max]."""
+    eps1 = eps_split * epsilon
+    eps2 = epsilon - eps1
+    if not (eps1 > 0.0 and eps2 > 0.0):
+        raise UsageError(f"--eps-split {eps_split!r} leaves no budget for one part at ε = {epsilon!r}")
+    direction = PrivUnit2.calibrate(d, eps1, norm_bound=1.0, calibration=calibration)
+    magnitude = ScalarDP.calibrate(1, eps2, norm_bound=norm_bound, k=k)
+    return direction, magnitude
+
+
+def _error_at(direction: PrivUnit2, magnitude: ScalarDP, r: np.ndarray | float) -> np.ndarray:
+    """E‖Z − w‖² = V(r)/m² + r²(1/m² − 1) for ‖w‖ = r (vectorized, exact)."""
+    r = np.clip(np.asarray(r, dtype=float), 0.0, magnitude.norm_bound)
+    return magnitude.error_at(r) * direction.expected_error_max + r * r * direction.expected_error
+
+
+def _worst_norm(direction: PrivUnit2, magnitude: ScalarDP) -> tuple[float, float]:
+    """(r*, sup error): the concave maximum of the top magnitude cell (module docstring)."""
+    a, _ = magnitude.coefficients
+    k = float(magnitude.k)
+    big_m, e_dir = direction.expected_error_max, direction.expected_error
+    s_star = min(1.0, max(0.0, 0.5 * (big_m * (1.0 - a * (k - 1.0)) - 2.0 * k * e_dir)))
+    r_max = magnitude.norm_bound
+    candidates = np.array([r_max, max(0.0, r_max - s_star * magnitude.grid_step)])
+    values = _error_at(direction, magnitude, candidates)
+    i = int(np.argmax(values))
+    return float(candidates[i]), float(values[i])
+
+
+def optimal_split(d: int, epsilon: float, norm_bound: float = 1.0, k: int | None = None) -> float:
+    """The split ε₁/ε minimising the worst-case E‖Z − w‖² of the ``optimal`` calibration.
+
+    A public computation (it uses d, ε, r_max and k only): ``expected_error_max`` on a grid of
+    logit(ε₁/ε), then a bounded Brent refinement between the neighbours of the best grid point;
+    the best value seen is returned. The objective jumps where k = ⌈e^{ε₂/3}⌉ changes, which is why
+    a grid comes first.
+    """
+    from scipy import optimize  # imported here: `ldp --help` should not pay for it
+
+    seen: dict[float, float] = {}
+
+    def worst(u: float) -> float:
+        u = float(u)
+        if u not in seen:
+            s = math.exp(sm.log_expit(u))
+            try:
+                direction, magnitude = _parts(d, epsilon, norm_bound, "optimal", s, k)
+                seen[u] = _worst_norm(direction, magnitude)[1]
+            except UsageError:
+                seen[u] = math.inf
+            if not math.isfinite(seen[u]):
+                seen[u] = math.inf
+        return seen[u]
+
+    grid = np.linspace(-_SPLIT_LOGIT_RANGE, _SPLIT_LOGIT_RANGE, _SPLIT_GRID_POINTS)
+    values = [worst(u) for u in grid]
+    i = int(np.argmin(values))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    optimize.minimize_scalar(worst, bounds=(lo, hi), method="bounded", options={"xatol": 1e-9})
+    u_best = min(seen, key=lambda u: (seen[u], abs(u - grid[i])))
+    return math.exp(sm.log_expit(u_best))
+
+
+@register
+@dataclass(frozen=True)
+class Separated(Mechanism):
+    """Direction × magnitude (Bhowmick et al. 2018, Eq. 22/23): PrivUnit2 at ε₁ times ScalarDP at ε₂.
+
+    ``eps_split`` = ε₁/ε and ``k`` (the magnitude grid) are options and hold the resolved values;
+    ``direction`` and ``magnitude`` are the two calibrated parts (PrivUnit2 on the unit ball,
+    ScalarDP on [0, r_max]). See the module docstring for the exact error and privacy.
+    """
+
+    eps_split: float
+    k: int
+    direction: PrivUnit2
+    magnitude: ScalarDP
+
+    name = "separated"
+    title = "Separated direction × magnitude (Bhowmick et al. 2018, Eq. 22/23): PrivUnit2 · ScalarDP"
+    calibrations = ("optimal", "bhowmick")
+    options = {
+        "eps_split": "share ε1/ε of the budget for the direction, in (0, 1) (default: error-minimising; "
+        "required with --calibration bhowmick)",
+        "k": f"magnitude grid size (default ⌈e^{{ε2/3}}⌉, at most {K_MAX})",
+    }
+
+    @classmethod
+    def calibrate(
+        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    ) -> Separated:
+        """The separated mechanism at total level ε; options ``eps_split`` and ``k``."""
+        cls.check_options(options)
+        check_common(d, epsilon, norm_bound)
+        calibration = cls.check_calibration(calibration)
+        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        eps_split, k = options.get("eps_split"), options.get("k")
+        if k is not None:
+            k = ScalarDP.calibrate(1, 1.0, k=k).k  # validates k
+        if eps_split is not None:
+            eps_split = _check_split(eps_split)
+        elif calibration == "bhowmick":
+            raise UsageError(
+                "the bhowmick calibration (Bhowmick et al. Eq. 23) takes the split from you: pass --eps-split "
+                "ε1/ε (e.g. 100/110 for ε1 = 100, ε2 = 10), or use --calibration optimal"
+            )
+        else:
+            eps_split = optimal_split(d, epsilon, norm_bound, k)
+        direction, magnitude = _parts(d, epsilon, norm_bound, calibration, eps_split, k)
+        return cls(d, epsilon, norm_bound, calibration, eps_split, magnitude.k, direction, magnitude)
+
+    @property
+    def epsilon1(self) -> float:
+        """ε₁ = eps_split·ε, the direction's budget."""
+        return self.direction.epsilon
+
+    @property
+    def epsilon2(self) -> float:
+        """ε₂ = ε − ε₁, the magnitude's budget."""
+        return self.magnitude.epsilon
+
+    @property
+    def epsilon_exact(self) -> float:
+        """ε₁_exact + ε₂_exact (see the module docstring for why the sum is attained)."""
+        return self.direction.epsilon_exact + self.magnitude.epsilon_exact
+
+    def error_at(self, r: np.ndarray | float) -> np.ndarray:
+        """Exact E‖Z − w‖² for ‖w‖ = r (vectorized): V(r)/m² + r²(1/m² − 1)."""
+        return _error_at(self.direction, self.magnitude, r)
+
+    @property
+    def expected_error(self) -> float:
+        """E‖Z − w‖² for ‖w‖ = r_max (exact)."""
+        return float(self.error_at(self.norm_bound))
+
+    @property
+    def expected_error_max(self) -> float:
+        """sup over ‖w‖ ≤ r_max of E‖Z − w‖² (exact: the maximum of the top magnitude cell)."""
+        return _worst_norm(self.direction, self.magnitude)[1]
+
+    def parameters(self) -> dict[str, Any]:
+        """ε₁, ε₂, the split, the direction's γ and p, the magnitude's k and grid, the worst norm."""
+        direction = self.direction.parameters()
+        magnitude = self.magnitude.parameters()
+        return {
+            "epsilon1": self.epsilon1,
+            "epsilon2": self.epsilon2,
+            "eps_split": self.eps_split,
+            "epsilon1_exact": self.direction.epsilon_exact,
+            "epsilon2_exact": self.magnitude.epsilon_exact,
+            "gamma": direction["gamma"],
+            "p": direction["p"],
+            "p_logit": direction["p_logit"],
+            "cap_probability": direction["cap_probability"],
+            "log_cap_probability": direction["log_cap_probability"],
+            "m": direction["m"],
+            "direction_scale": self.direction.scale,
+            "k": magnitude["k"],
+            "magnitude_grid_step": magnitude["grid_step"],
+            "magnitude_p_truth": magnitude["p_truth"],
+            "magnitude_p_truth_logit": magnitude["p_truth_logit"],
+            "magnitude_a": magnitude["a"],
+            "magnitude_b": magnitude["b"],
+            "worst_norm": _worst_norm(self.direction, self.magnitude)[0],
+        }
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Z = ScalarDP(‖w‖)·PrivUnit2(w/‖w‖) for each row w of ``x`` (‖w‖ ≤ r_max); returns (n, d)."""
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+        # Zero rows stay zero here; PrivUnit2's rounding to the sphere gives them a uniform direction.
+        u = x * (1.0 / np.where(norms > 0.0, norms, 1.0))[:, None]
+        out = self.direction.privatize(u, rng)
+        r_hat = self.magnitude.privatize_values(np.minimum(norms, self.norm_bound), rng)
+        out *= r_hat[:, None]
+        return out
