@@ -445,6 +445,65 @@ def estimate_mean_cmd(
         out.print(f"wrote {output}", markup=False)
 
 
+@app.command()
+def audit(
+    mechanism: str = typer.Option(..., "--mechanism", "-m", help=MECHANISM_HELP),
+    d: int = typer.Option(..., "--d", help="Dimension of the vectors (≥ 1)."),
+    eps: float = typer.Option(..., "--eps", help="Privacy level ε > 0 per row."),
+    calibration: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
+    norm_bound: Optional[float] = typer.Option(None, "--norm-bound", "-L", help=NORM_HELP),
+    r_max: Optional[float] = typer.Option(None, "--r-max", help=R_MAX_HELP),
+    k: Optional[int] = typer.Option(None, "--k", help=K_HELP),
+    alpha: Optional[float] = typer.Option(None, "--alpha", help=ALPHA_HELP),
+    nu: Optional[float] = typer.Option(None, "--nu", help=NU_HELP),
+    eps_split: Optional[float] = typer.Option(None, "--eps-split", help=EPS_SPLIT_HELP),
+    delta: Optional[float] = typer.Option(None, "--delta", help=DELTA_HELP),
+    trials: int = typer.Option(20_000, "--trials", help="Privatized copies of each fixed input."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for a reproducible audit. Default: OS entropy."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Check a mechanism's claims: its exact ε by a second, independent route, and by simulation
+    that its outputs are unbiased and its errors are the ones it reports. Exit 1 if any check fails.
+    """
+    with _errors():
+        if trials < 100:
+            raise UsageError(f"--trials must be at least 100, got {trials}")
+        from ldpcli.audit import audit as run_audit
+
+        options = _options(k=k, alpha=alpha, nu=nu, eps_split=eps_split, delta=delta)
+        mech = get_mechanism(mechanism).calibrate(
+            d, eps, norm_bound=_bound(norm_bound, r_max), calibration=calibration, **options
+        )
+        result = run_audit(mech, trials=trials, seed=seed)
+    if as_json:
+        out.print(json.dumps(result.to_dict(), allow_nan=False, default=float), markup=False)
+    else:
+        verdict = "[bold green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
+        out.print(f"Audit of {mech.name} ({mech.calibration}) at d = {mech.d}, ε = {_fmt(mech.epsilon)}: {verdict}")
+        privacy = Table(title="Exact privacy", show_header=False, title_justify="left")
+        privacy.add_column("quantity", style="bold")
+        privacy.add_column("value", justify="right")
+        privacy.add_row("ε asked for", _fmt(mech.epsilon))
+        privacy.add_row("ε exact (calibration)", repr(mech.epsilon_exact))
+        privacy.add_row("ε exact (second route)", "—" if result.epsilon_second_route is None else repr(result.epsilon_second_route))
+        privacy.add_row("route", result.privacy_route)
+        privacy.add_row("agrees", "yes" if result.privacy_ok else "NO")
+        out.print(privacy)
+        stats = Table(title=f"Statistics (family α = {result.to_dict()['family_alpha']}, Bonferroni)", title_justify="left")
+        for name in ("input", "trials", "max |z| (mean)", "E‖Z − x‖² observed", "claimed", "z (error)", "verdict"):
+            stats.add_column(name, justify="left" if name == "input" else "right")
+        for check in result.inputs:
+            ok = check.unbiased and check.error_ok
+            stats.add_row(
+                check.name, str(check.trials), f"{check.max_abs_z:.2f} ≤ {check.z_threshold:.2f}",
+                _fmt(check.mean_squared_error), f"{check.comparison} {_fmt(check.predicted)}", f"{check.error_z:.2f}",
+                "ok" if ok else "FAILED",
+            )
+        out.print(stats)
+    if not result.passed:
+        raise typer.Exit(1)
+
+
 def _raise_interrupted(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 

@@ -155,6 +155,14 @@ class Mechanism(ABC):
         Each output row is an unbiased estimate of its input row and depends on no other row.
         """
 
+    def audit_epsilon(self) -> tuple[float, str]:
+        """The exact privacy level recomputed by a second route, independent of the calibration code.
+
+        Returns (ε, a one-line description of the route). ``ldp audit`` compares it with
+        ``epsilon_exact``. A mechanism without such a route reports that it has none.
+        """
+        raise NotImplementedError(f"mechanism {self.name!r} has no second route to its privacy level")
+
     def clip(self, x: np.ndarray) -> tuple[np.ndarray, int]:
         """Move rows outside the domain onto it (in place); return (x, number of rows moved).
 

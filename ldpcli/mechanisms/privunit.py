@@ -242,6 +242,19 @@ class PrivUnit2(Mechanism):
             "m": math.exp(self.log_m),
         }
 
+    def audit_epsilon(self) -> tuple[float, str]:
+        """ε from the cap probability integrated numerically from the cosine density (no incomplete beta).
+
+        P = ∫_γ^1 (1 − t²)^{α−1} dt / ∫_{−1}^1 (1 − t²)^{α−1} dt, each integral evaluated in log
+        space (the integrand scaled by its largest value) so that P ~ e^{−10⁴} stays representable.
+        d = 1: both outputs enumerated (P = 1/2).
+        """
+        if self.d == 1:
+            return self.logit_p, "randomized response: the two outputs enumerated"
+        log_p_cap = sm.log_cap_probability_by_quadrature(self.cap_logit, self.d)
+        cap_epsilon = sm.log1mexp(log_p_cap) - log_p_cap
+        return self.logit_p + cap_epsilon, "cap probability by adaptive quadrature of the cosine density"
+
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """PrivUnit2 on each row of ``x`` (rows with ‖x‖ ≤ L); returns L·V/m row by row."""
         n = x.shape[0]
