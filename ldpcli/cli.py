@@ -153,6 +153,20 @@ EPS_SPLIT_HELP = "separated: share ε1/ε of the budget spent on the direction (
 DELTA_HELP = "gaussian: δ of the (ε, δ) guarantee (the comparison uses 1e-6 when not given)."
 
 
+# Options shared by params, privatize and audit (one definition each).
+MECHANISM_OPTION = typer.Option("privunit2", "--mechanism", "-m", help=MECHANISM_HELP)
+EPS_OPTION = typer.Option(..., "--eps", help="Privacy level ε > 0 per row.")
+D_OPTION = typer.Option(..., "--d", help="Dimension of the vectors (≥ 1).")
+CALIBRATION_OPTION = typer.Option(None, "--calibration", help=CALIBRATION_HELP)
+NORM_OPTION = typer.Option(None, "--norm-bound", "-L", help=NORM_HELP)
+R_MAX_OPTION = typer.Option(None, "--r-max", help=R_MAX_HELP)
+K_OPTION = typer.Option(None, "--k", help=K_HELP)
+ALPHA_OPTION = typer.Option(None, "--alpha", help=ALPHA_HELP)
+NU_OPTION = typer.Option(None, "--nu", help=NU_HELP)
+EPS_SPLIT_OPTION = typer.Option(None, "--eps-split", help=EPS_SPLIT_HELP)
+DELTA_OPTION = typer.Option(None, "--delta", help=DELTA_HELP)
+
+
 def _bound(norm_bound: Optional[float], r_max: Optional[float]) -> float:
     """The public bound from --norm-bound or its alias --r-max (default 1)."""
     if norm_bound is not None and r_max is not None and norm_bound != r_max:
@@ -169,19 +183,19 @@ def _options(**values: Any) -> dict[str, Any]:
 
 @app.command()
 def params(
-    d: int = typer.Option(..., "--d", help="Dimension of the vectors (≥ 1)."),
-    eps: float = typer.Option(..., "--eps", help="Privacy level ε > 0 per row."),
+    d: int = D_OPTION,
+    eps: float = EPS_OPTION,
     mechanism: Optional[str] = typer.Option(
         None, "--mechanism", "-m", help=MECHANISM_HELP + " Without it: a comparison of all vector mechanisms."
     ),
-    calibration: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
-    norm_bound: Optional[float] = typer.Option(None, "--norm-bound", "-L", help=NORM_HELP),
-    r_max: Optional[float] = typer.Option(None, "--r-max", help=R_MAX_HELP),
-    k: Optional[int] = typer.Option(None, "--k", help=K_HELP),
-    alpha: Optional[float] = typer.Option(None, "--alpha", help=ALPHA_HELP),
-    nu: Optional[float] = typer.Option(None, "--nu", help=NU_HELP),
-    eps_split: Optional[float] = typer.Option(None, "--eps-split", help=EPS_SPLIT_HELP),
-    delta: Optional[float] = typer.Option(None, "--delta", help=DELTA_HELP),
+    calibration: Optional[str] = CALIBRATION_OPTION,
+    norm_bound: Optional[float] = NORM_OPTION,
+    r_max: Optional[float] = R_MAX_OPTION,
+    k: Optional[int] = K_OPTION,
+    alpha: Optional[float] = ALPHA_OPTION,
+    nu: Optional[float] = NU_OPTION,
+    eps_split: Optional[float] = EPS_SPLIT_OPTION,
+    delta: Optional[float] = DELTA_OPTION,
     n: Optional[int] = typer.Option(None, "--n", help="Number of rows, to report the expected error of their mean."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
 ) -> None:
@@ -318,8 +332,8 @@ def privatize(
     input: Path = typer.Argument(
         ..., help="Input .parquet or .csv file; each row is one vector.", show_default=False, metavar="INPUT"
     ),
-    eps: float = typer.Option(..., "--eps", help="Privacy level ε > 0 per row."),
-    mechanism: str = typer.Option("privunit2", "--mechanism", "-m", help=MECHANISM_HELP),
+    eps: float = EPS_OPTION,
+    mechanism: str = MECHANISM_OPTION,
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="Output file (.parquet or .csv). Default: `<input stem>.privatized.<ext>` beside the input."
     ),
@@ -327,14 +341,14 @@ def privatize(
     columns: Optional[str] = typer.Option(
         None, "--columns", help="Comma-separated numeric columns, one per coordinate, in order."
     ),
-    norm_bound: Optional[float] = typer.Option(None, "--norm-bound", "-L", help=NORM_HELP),
-    r_max: Optional[float] = typer.Option(None, "--r-max", help=R_MAX_HELP),
-    calibration: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
-    k: Optional[int] = typer.Option(None, "--k", help=K_HELP),
-    alpha: Optional[float] = typer.Option(None, "--alpha", help=ALPHA_HELP),
-    nu: Optional[float] = typer.Option(None, "--nu", help=NU_HELP),
-    eps_split: Optional[float] = typer.Option(None, "--eps-split", help=EPS_SPLIT_HELP),
-    delta: Optional[float] = typer.Option(None, "--delta", help=DELTA_HELP),
+    calibration: Optional[str] = CALIBRATION_OPTION,
+    norm_bound: Optional[float] = NORM_OPTION,
+    r_max: Optional[float] = R_MAX_OPTION,
+    k: Optional[int] = K_OPTION,
+    alpha: Optional[float] = ALPHA_OPTION,
+    nu: Optional[float] = NU_OPTION,
+    eps_split: Optional[float] = EPS_SPLIT_OPTION,
+    delta: Optional[float] = DELTA_OPTION,
     keep: Optional[str] = typer.Option(
         None, "--keep", help="Comma-separated columns (e.g. an id) copied unchanged to the output. Nothing else is."
     ),
@@ -448,16 +462,16 @@ def estimate_mean_cmd(
 @app.command()
 def audit(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help=MECHANISM_HELP),
-    d: int = typer.Option(..., "--d", help="Dimension of the vectors (≥ 1)."),
-    eps: float = typer.Option(..., "--eps", help="Privacy level ε > 0 per row."),
-    calibration: Optional[str] = typer.Option(None, "--calibration", help=CALIBRATION_HELP),
-    norm_bound: Optional[float] = typer.Option(None, "--norm-bound", "-L", help=NORM_HELP),
-    r_max: Optional[float] = typer.Option(None, "--r-max", help=R_MAX_HELP),
-    k: Optional[int] = typer.Option(None, "--k", help=K_HELP),
-    alpha: Optional[float] = typer.Option(None, "--alpha", help=ALPHA_HELP),
-    nu: Optional[float] = typer.Option(None, "--nu", help=NU_HELP),
-    eps_split: Optional[float] = typer.Option(None, "--eps-split", help=EPS_SPLIT_HELP),
-    delta: Optional[float] = typer.Option(None, "--delta", help=DELTA_HELP),
+    d: int = D_OPTION,
+    eps: float = EPS_OPTION,
+    calibration: Optional[str] = CALIBRATION_OPTION,
+    norm_bound: Optional[float] = NORM_OPTION,
+    r_max: Optional[float] = R_MAX_OPTION,
+    k: Optional[int] = K_OPTION,
+    alpha: Optional[float] = ALPHA_OPTION,
+    nu: Optional[float] = NU_OPTION,
+    eps_split: Optional[float] = EPS_SPLIT_OPTION,
+    delta: Optional[float] = DELTA_OPTION,
     trials: int = typer.Option(20_000, "--trials", help="Privatized copies of each fixed input."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for a reproducible audit. Default: OS entropy."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
