@@ -45,6 +45,38 @@ def hemisphere_log_scale(d: int, epsilon: float) -> float:
     return -sm.log_tanh_half(epsilon) + _LOG_SQRT_PI + sm.log_gamma_half_ratio(d)
 
 
+def hemisphere_masses_by_quadrature(d: int) -> tuple[float, float]:
+    """(log ∫_0^{π/2} sin^{d−2}θ dθ, log ∫_{π/2}^π sin^{d−2}θ dθ), d ≥ 2, by adaptive quadrature.
+
+    For audits: the unnormalised masses of the two hemispheres {⟨z, u⟩ > 0} and {⟨z, u⟩ < 0} in
+    the polar angle θ (density ∝ sin^{d−2}θ on the sphere S^{d−1}). The integrand is at most 1 (at
+    θ = π/2), so no scaling is needed for any d; its width there is ≈ 1/√(d − 2), and the break
+    points form a geometric ladder away from π/2 at that scale.
+    """
+    import warnings
+
+    from scipy import integrate  # only audits need it
+
+    n = d - 2.0
+    width = 1.0 / math.sqrt(max(n, 1.0))
+    offsets = [width * 2.0**j for j in range(-4, 64) if width * 2.0**j < 0.5 * math.pi]
+
+    def g(theta: float) -> float:
+        s = math.sin(theta)
+        if n == 0.0:
+            return 1.0
+        return math.exp(n * math.log(s)) if s > 0.0 else 0.0
+
+    half = 0.5 * math.pi
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", integrate.IntegrationWarning)
+        upper = integrate.quad(g, 0.0, half, points=[half - o for o in offsets] or None, limit=1000,
+                               epsabs=0.0, epsrel=1e-13)[0]
+        lower = integrate.quad(g, half, math.pi, points=[half + o for o in offsets] or None, limit=1000,
+                               epsabs=0.0, epsrel=1e-13)[0]
+    return math.log(upper), math.log(lower)
+
+
 @register
 @dataclass(frozen=True)
 class DuchiL2(Mechanism):
@@ -105,6 +137,29 @@ class DuchiL2(Mechanism):
     def parameters(self) -> dict[str, Any]:
         """p = π_ε (and its logit), γ = 0 and the radius B."""
         return {"p": self.p, "p_logit": self.logit_p, "gamma": 0.0, "B": self.radius}
+
+    def audit_epsilon(self) -> tuple[float, str]:
+        """ε as the worst-case ratio of the output law, with the hemisphere mass P integrated numerically.
+
+        For input u the output density (w.r.t. the uniform law on the sphere of radius B) is p/P on
+        {⟨z, u⟩ > 0} and (1 − p)/(1 − P) off it, p = π_ε (the logit the sampler draws with); for
+        any u' ≠ u a set of positive mass lies in one half for u and in the other for u', so the
+        ratio p(1 − P)/((1 − p)P) is attained. P = ½ by symmetry; here it is not assumed but
+        integrated: the polar angle θ = ∠(z, u) has density ∝ sin^{d−2}θ on [0, π], and the two
+        halves [0, π/2] and [π/2, π] are integrated separately (``hemisphere_masses_by_quadrature``,
+        no Gamma or Beta function). d = 1: randomized response, the two outputs ±B enumerated.
+        """
+        eps = self.logit_p
+        # log p and log(1 − p) for p = e^ε/(1 + e^ε), ε > 0, without expit/softplus helpers
+        log_p = -math.log1p(math.exp(-eps))
+        log_1mp = -eps + log_p
+        if self.d == 1:
+            return log_p - log_1mp, "randomized response: the two outputs ±B enumerated, ratio p/(1 − p)"
+        log_upper, log_lower = hemisphere_masses_by_quadrature(self.d)
+        return (
+            log_p - log_1mp + log_lower - log_upper,
+            "worst-case ratio p(1 − P)/((1 − p)P) of the output law, hemisphere mass P by quadrature of sin^{d−2}θ",
+        )
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The hemisphere mechanism on each row of ``x`` (rows with ‖x‖ ≤ L); rows of norm B."""

@@ -196,6 +196,33 @@ def sample_split_normal(
     return np.where(upper, np.maximum(z, c), np.minimum(z, c))
 
 
+def normal_tail_log_by_quadrature(c: float) -> float:
+    """log(1 − Φ(c)) for c ≥ 0 by adaptive quadrature of the normal density (audits only).
+
+    Independent of ``special.log_ndtr``: 1 − Φ(c) = ∫_c^∞ φ(t) dt = φ(c)·∫_0^∞ e^{−cs − s²/2} ds
+    (t = c + s), so log φ(c) = −c²/2 − ½ log 2π is carried in log space and the integrand is at
+    most 1 (at s = 0). It is negligible (< e^{−800}) beyond s_max = √(c² + 1600) − c; break points
+    form a geometric ladder above s = 0 at the integrand's length scale 1/max(c, 1). Good to
+    ~1e−13 relative from c = 0 to c in the hundreds (tails far below 1e−300).
+    """
+    import warnings
+
+    from scipy import integrate  # only audits need it
+
+    if c < 0.0:
+        raise ValueError(f"the tail by quadrature needs c >= 0, got {c!r}")
+    s_max = 1600.0 / (math.sqrt(c * c + 1600.0) + c)  # = √(c² + 1600) − c without cancellation
+    scale = 1.0 / max(c, 1.0)
+    points = [scale * 2.0**j for j in range(-8, 64) if scale * 2.0**j < s_max]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", integrate.IntegrationWarning)
+        value = integrate.quad(
+            lambda s: math.exp(-s * (c + 0.5 * s)), 0.0, s_max, points=points or None, limit=1000,
+            epsabs=0.0, epsrel=1e-13,
+        )[0]
+    return -0.5 * c * c - 0.5 * math.log(2.0 * math.pi) + math.log(value)
+
+
 @register
 @dataclass(frozen=True)
 class PrivUnitG(Mechanism):
@@ -276,6 +303,24 @@ class PrivUnitG(Mechanism):
             "sigma": self.sigma,
             "m": self.m,
         }
+
+    def audit_epsilon(self) -> tuple[float, str]:
+        """ε from the sampler's threshold c and logit(p), with Φ(c) by quadrature of the normal density.
+
+        A second route, sharing no code with ``log_ndtr``/``ndtri_exp``: the smaller side of the
+        split, Φ(−|c|), is φ(|c|)·∫_0^∞ e^{−|c|s − s²/2} ds (``normal_tail_log_by_quadrature``), the
+        larger side is 1 minus it, and ε = logit(p) + log Φ(c) − log Φ(−c) (Prop. 4: the density
+        ratio p·q/((1 − p)(1 − q)) between the two half-spaces). A stored ``log_q`` that does not
+        belong to ``threshold`` shows up here as a disagreement.
+        """
+        c = self.threshold
+        log_small = normal_tail_log_by_quadrature(abs(c))  # log Φ(−|c|) ≤ log ½
+        log_large = math.log1p(-math.exp(log_small))
+        log_q, log_1mq = (log_large, log_small) if c >= 0.0 else (log_small, log_large)
+        return (
+            self.logit_p + log_q - log_1mq,
+            "Φ(c) by adaptive quadrature of the normal density in log space (no log_ndtr), ε = logit p + logit Φ(c)",
+        )
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """PrivUnitG on each row of ``x`` (rows with ‖x‖ ≤ L): L·(α·u + V⊥)/m row by row."""

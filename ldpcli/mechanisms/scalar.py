@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
@@ -258,6 +259,13 @@ class ScalarDP(Mechanism):
             "b": 0.5 * self.k * a / b,
         }
 
+    def audit_epsilon(self) -> tuple[float, str]:
+        """The largest log pmf ratio of Ĵ over all k + 1 grid inputs × k + 1 outputs (every grid point
+        j·r_max/k lies in [0, r_max], where J = j surely), from k and the randomized response's
+        ``truth_logit`` (``enumerated_rr_epsilon``: exact Fractions for small k)."""
+        eps, route = enumerated_rr_epsilon(self.k, self.truth_logit, self.k + 1)
+        return eps, route + "; inputs: every grid point"
+
     # --- enumeration (tests, small k) ---------------------------------------------------------
 
     def support(self) -> np.ndarray:
@@ -309,6 +317,100 @@ def _rr_pmf(rounding: np.ndarray, epsilon: float, k: int) -> np.ndarray:
     # (1 + (e^ε − 1)π)/(e^ε + k) = (λ + π)/(λ(e^ε + k)) with λ = 1/(e^ε − 1) and λ(e^ε + k) = B.
     lam = math.exp(-sm.log_expm1(epsilon))
     return (lam + rounding) / (1.0 + (k + 1) * lam)
+
+
+# ---------------------------------------------------------------------------------------------
+# Audits: the output pmf enumerated, a second route to ε independent of the calibration
+# ---------------------------------------------------------------------------------------------
+
+#: Exact rational enumeration up to this many outputs (k + 1), dense log-space enumeration up to
+#: this many pmf entries (inputs × outputs); beyond, the columns are enumerated by class.
+_EXACT_OUTPUTS = 64
+_DENSE_ENTRIES = 1_000_000
+
+
+def _log_truth_split(truth_logit: float, k: int) -> tuple[float, float]:
+    """(log P(Ĵ = J), log P(Ĵ = one given other index)) for P(Ĵ = J) = 1/(1 + e^{−ℓ}), in log space."""
+    if truth_logit >= 0.0:
+        soft = math.log1p(math.exp(-truth_logit))
+        log_truth, log_lie = -soft, -truth_logit - soft
+    else:
+        soft = math.log1p(math.exp(truth_logit))
+        log_truth, log_lie = truth_logit - soft, -soft
+    return log_truth, log_lie - math.log(k)
+
+
+def enumerated_rr_epsilon(
+    k: int, truth_logit: float, n_grid: int, extra: tuple[int, float] | None = None,
+    exact_extra: tuple[int, Fraction] | None = None,
+) -> tuple[float, str]:
+    """sup over inputs r, r' and outputs j of log P(Ĵ = j | r)/P(Ĵ = j | r'), by enumeration.
+
+    The channel is the one the sampler draws from: J from the rounding of r, then Ĵ = J with
+    probability expit(``truth_logit``) and each of the k other indices with the rest divided by
+    k. The inputs are the grid points v_0, …, v_{n−1} that lie in [0, r_max] (J = i surely) and,
+    when r_max itself is not a grid point, r_max rounded between v_i and v_{i+1} with
+    P(J = i + 1) = f (``extra`` = (i, f); ``exact_extra`` the same f as an exact Fraction, by default
+    the float f itself). These are all the extreme points: P(Ĵ = j | r) is affine in the rounding
+    law, which is piecewise linear in r with knots at the grid points, so a ratio of two of them is
+    largest at knots or at r_max.
+
+    Small k (k + 1 ≤ 64): every pmf entry as an exact Fraction of e^ℓ (rows checked to sum to 1).
+    Moderate k: the dense (inputs × outputs) table of log-probabilities. Huge k (up to 2⁵²): the
+    columns fall into a handful of classes (touched by the rounding of r_max or not, in the grid
+    part or not), and one representative of each class is enumerated over every input class.
+    """
+    outputs = k + 1
+    log_truth, log_other = _log_truth_split(truth_logit, k)
+    if extra is not None and exact_extra is None:
+        exact_extra = (extra[0], Fraction(extra[1]))  # the float f, exactly
+    if outputs <= _EXACT_OUTPUTS and abs(truth_logit) <= 700.0:
+        e = Fraction(math.exp(truth_logit))
+        truth, other = e / (1 + e), 1 / (k * (1 + e))
+        rows: list[list[Fraction]] = []
+        for i in range(n_grid):
+            rows.append([truth if j == i else other for j in range(outputs)])
+        if exact_extra is not None:
+            i, f = exact_extra
+            pi = [Fraction(0)] * outputs
+            pi[i], pi[i + 1] = 1 - f, f
+            rows.append([p * truth + (1 - p) * other for p in pi])
+        if any(sum(row) != 1 for row in rows):
+            raise ArithmeticError("the enumerated pmf does not sum to 1")  # pragma: no cover
+        ratio = max(max(col) / min(col) for col in zip(*rows))
+        return (
+            math.log(ratio.numerator) - math.log(ratio.denominator),
+            f"exact rational enumeration of the {len(rows)} × {outputs} output pmf (Fractions of e^ℓ)",
+        )
+    inputs = n_grid + (extra is not None)
+    if inputs * outputs <= _DENSE_ENTRIES:
+        pi = np.zeros((inputs, outputs))
+        pi[np.arange(n_grid), np.arange(n_grid)] = 1.0
+        if extra is not None:
+            i, f = extra
+            pi[-1, i], pi[-1, i + 1] = 1.0 - f, f
+        with np.errstate(divide="ignore"):
+            table = np.logaddexp(np.log(pi) + log_truth, np.log1p(-pi) + log_other)
+        worst = float(np.max(table.max(axis=0) - table.min(axis=0)))
+        return worst, f"log-space enumeration of the {inputs} × {outputs} output pmf"
+    # Column classes: j < n or j ≥ n, and j ∈ {i, i + 1} (touched by r_max's rounding) or not.
+    reps = {0, 1, 2, n_grid - 1, n_grid, n_grid + 1, n_grid + 2, k - 1, k}
+    if extra is not None:
+        reps |= {extra[0], extra[0] + 1}
+    worst = 0.0
+    for j in sorted(r for r in reps if 0 <= r <= k):
+        values = []  # the rounding probabilities P(J = j | r) over the input classes
+        if j < n_grid:
+            values.append(1.0)  # the input v_j
+        if n_grid - (j < n_grid) >= 1:
+            values.append(0.0)  # any other grid input
+        if extra is not None:
+            i, f = extra
+            values.append(1.0 - f if j == i else (f if j == i + 1 else 0.0))
+        logs = [float(np.logaddexp(math.log(p) + log_truth if p > 0 else -math.inf,
+                                   math.log1p(-p) + log_other if p < 1 else -math.inf)) for p in values]
+        worst = max(worst, max(logs) - min(logs))
+    return worst, f"symbolic enumeration of the output pmf by column class (k = {k}; a grid row takes two values)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -566,6 +668,26 @@ class ScalarRelDP(Mechanism):
             "b": mean * a / (self.alpha * b),
             "relative_error_max": self.relative_error_max,
         }
+
+    def audit_epsilon(self) -> tuple[float, str]:
+        """The largest log pmf ratio of Ĵ over the extreme inputs × all k + 1 outputs.
+
+        Inputs: the grid points that lie in [0, r_max] (J surely their index) and r_max itself when
+        it falls strictly inside a cell (the top point may exceed r_max, and v_1 = αν may too: then
+        only 0 and r_max are extreme), rounded as the sampler rounds it. ``enumerated_rr_epsilon``
+        enumerates the pmf from k and ``truth_logit`` (exact Fractions for small k).
+        """
+        v, r_max = self.grid, self.norm_bound
+        n_grid = int(np.count_nonzero(v <= r_max))
+        extra = exact_extra = None
+        if n_grid <= self.k and v[n_grid - 1] < r_max:  # r_max strictly inside cell n − 1
+            i = n_grid - 1
+            extra = (i, (r_max - float(v[i])) / (float(v[i + 1]) - float(v[i])))
+            lo, hi = Fraction(float(v[i])), Fraction(float(v[i + 1]))
+            exact_extra = (i, (Fraction(r_max) - lo) / (hi - lo))
+        eps, route = enumerated_rr_epsilon(self.k, self.truth_logit, n_grid, extra, exact_extra)
+        inputs = f"{n_grid} grid point(s)" + (" + r_max inside a cell" if extra is not None else "")
+        return eps, f"{route}; inputs: {inputs}"
 
     # --- enumeration (tests) ------------------------------------------------------------------
 

@@ -189,6 +189,17 @@ class Separated(Mechanism):
         """ε₁_exact + ε₂_exact (see the module docstring for why the sum is attained)."""
         return self.direction.epsilon_exact + self.magnitude.epsilon_exact
 
+    def audit_epsilon(self) -> tuple[float, str]:
+        """The sum of the two parts' own second routes (PrivUnit2's cap probability by quadrature,
+        ScalarDP's pmf enumerated): the parts draw independent randomness, so the output law is the
+        product of their laws and the log ratios add; the sum is attained (module docstring)."""
+        eps1, route1 = self.direction.audit_epsilon()
+        eps2, route2 = self.magnitude.audit_epsilon()
+        return (
+            eps1 + eps2,
+            f"sum over two independent parts: direction [{route1}] + magnitude [{route2}]",
+        )
+
     def error_at(self, r: np.ndarray | float) -> np.ndarray:
         """Exact E‖Z − w‖² for ‖w‖ = r (vectorized): V(r)/m² + r²(1/m² − 1)."""
         return _error_at(self.direction, self.magnitude, r)
