@@ -7,17 +7,20 @@ from ldpcli.mechanisms.base import Mechanism, get_mechanism, mechanism_names, re
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.privunitg import PrivUnitG
 from ldpcli.mechanisms.hemisphere import DuchiL2
+from ldpcli.mechanisms.hypercube import DuchiLinf, PrivUnitInf
 from ldpcli.mechanisms.separated import Separated
 from ldpcli.mechanisms.scalar import ScalarDP, ScalarRelDP
 from ldpcli.mechanisms.baselines import Gaussian, Laplace
 
 __all__ = [
     "DuchiL2",
+    "DuchiLinf",
     "Gaussian",
     "Laplace",
     "Mechanism",
     "PrivUnit2",
     "PrivUnitG",
+    "PrivUnitInf",
     "ScalarDP",
     "ScalarRelDP",
     "Separated",
