@@ -27,10 +27,12 @@ uniform on the cube. With P = N_in/2^d = P(A ≥ a₀) (the ``side_probability``
 
 Every binomial quantity is carried in log space: log C(d, a)/2^d by Loader's saddle-point form
 (Stirling-series remainders plus the deviance bd0, accurate to a few ulps of |log pmf| for every
-a even at d = 10^6), tails by logsumexp. Probabilities that can be tiny (the side of the channel,
-the far tails of A) are sampled exactly: the side by ``spheremath.bernoulli_logit``, A by
-inverting its log survival function at an Exp(1) variate built with full relative precision in
-its tail (so an agreement count of probability e^{−500} is drawn at that rate, never at 0).
+a even at d = 10^6); tail sums and the ratios t/P, P'/P as sums of the weights C(d, a)/C(d, a₀) ≤ 1,
+so c and 1 − c keep ~1e−14 relative accuracy even where P is e^{−1000}. Probabilities that can
+be tiny (the side of the channel, the far tails of A) are sampled exactly: the side by
+``spheremath.bernoulli_logit``, A by inverting its log survival function at an Exp(1) variate
+built with full relative precision in its tail (so an agreement count of probability e^{−500} is
+drawn at that rate, never at 0), the agreeing coordinates by an exact per-row shuffle.
 
 ``privunit-inf`` (calibration ``optimal``) takes the tight p and the a₀ ∈ {⌊d/2⌋ + 1, …, d}
 (κ ∈ {0, …, d − 1}) of least error, found by a vectorized scan over every admissible a₀ and a
@@ -83,8 +85,8 @@ def _stirlerr(k: np.ndarray) -> np.ndarray:
     out[small] = _STIRLERR_SMALL[k[small].astype(np.int64)]
     big = k[~small]
     r = 1.0 / (big * big)
-    # Stirling series Σ B_{2j}/(2j(2j − 1)k^{2j−1}), j ≤ 7: 1/(12k) − 1/(360k³) + 1/(1260k⁵) − 1/(1680k⁷)
-    # + 1/(1188k⁹) − 691/(360360k¹¹) + 1/(156k¹³); the next term is below 3e−20 for k ≥ 16.
+    # Stirling series Σ B_{2j}/(2j(2j − 1)k^{2j−1}), j ≤ 7: 1/(12k) − 1/(360k³) + 1/(1260k⁵)
+    # − 1/(1680k⁷) + 1/(1188k⁹) − 691/(360360k¹¹) + 1/(156k¹³); the next term is below 3e−20 for k ≥ 16.
     series = 1 / 1188 - (691 / 360360 - r / 156) * r
     out[~small] = (1 / 12 - (1 / 360 - (1 / 1260 - (1 / 1680 - series * r) * r) * r) * r) / big
     return out
@@ -172,7 +174,9 @@ def kappa_from_agree_min(d: int, agree_min: int) -> int:
 
 def _check_agree_min(d: int, agree_min: int) -> None:
     if not d // 2 + 1 <= agree_min <= d:
-        raise ValueError(f"a threshold channel needs {d // 2 + 1} <= a0 <= {d} (0 <= kappa <= d - 1), got a0 = {agree_min}")
+        raise ValueError(
+            f"a threshold channel needs {d // 2 + 1} <= a0 <= {d} (0 <= kappa <= d - 1), got a0 = {agree_min}"
+        )
 
 
 @dataclass(frozen=True)
@@ -201,7 +205,10 @@ def channel_logs(d: int, epsilon: float, agree_min: int, lp: np.ndarray | None =
     weights = np.exp(lp - lp[0])  # the pmf is non-increasing on the cap: w ≤ 1, w[0] = 1
     total = float(np.sum(weights))  # P/pmf(a₀) ≥ 1
     # P' = P(Binomial(d − 1, ½) ≥ a₀) = Σ_{a ≥ a₀} (C(d, a)/2^d)·2(d − a)/d (a sum of positive terms).
-    log_ratio_prime = math.log(float(np.sum(weights * (2.0 * (d - a) / d)))) - math.log(total) if agree_min < d else -math.inf
+    if agree_min < d:
+        log_ratio_prime = math.log(float(np.sum(weights * (2.0 * (d - a) / d)))) - math.log(total)  # log(P'/P)
+    else:
+        log_ratio_prime = -math.inf  # P' = P(Binomial(d − 1, ½) ≥ d) = 0
     log_side = float(lp[0]) + math.log(total)  # log P(A ≥ a₀)
     log_side_c = sm.log1mexp(log_side)  # P ≤ 1/2 since a₀ > d/2
     logit_side = log_side - log_side_c
@@ -230,8 +237,13 @@ def optimal_agree_min(d: int, epsilon: float) -> int:
     log c(a₀) = log(e^ε − 1) + log t(a₀) − log(1 + (e^ε − 1)·P(a₀)) is evaluated for every a₀ at
     once (log pmf, reverse log-cumulative tail sums); the candidates within a relative 1e−9 of
     the best are then re-evaluated with exact tail sums (``channel_logs``). Ties go to the
-    smaller κ. O(d): about 0.1 s at d = 10^6.
+    smaller κ. O(d): about 0.2 s at d = 10^6 (most of it the log pmf).
     """
+    return _optimal_channel(d, epsilon)[0]
+
+
+def _optimal_channel(d: int, epsilon: float) -> tuple[int, ChannelLogs]:
+    """(a₀, its ``channel_logs``) for ``optimal_agree_min``, sharing one log-pmf evaluation."""
     lo = d // 2 + 1
     lp = log_binomial_pmf(d, lo)
     a = np.arange(lo, d + 1, dtype=float)
@@ -240,10 +252,9 @@ def optimal_agree_min(d: int, epsilon: float) -> int:
     score = lp + np.log(a / d) - np.logaddexp(0.0, log_em1 + log_tail)
     best = float(np.max(score))
     candidates = np.flatnonzero(score >= best - _SCAN_SLACK)
-    if candidates.size == 1:
-        return int(lo + candidates[0])
-    logs = [channel_logs(d, epsilon, int(lo + k), lp[k:]).log_c for k in candidates]
-    return int(lo + candidates[int(np.argmax(logs))])
+    logs = [channel_logs(d, epsilon, int(lo + k), lp[k:]) for k in candidates]
+    pick = int(np.argmax([item.log_c for item in logs]))  # the first of equal ones: the least κ
+    return int(lo + candidates[pick]), logs[pick]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,8 +366,13 @@ class _HypercubeThreshold(Mechanism):
     vector = True
 
     @classmethod
-    def _build(cls, d: int, epsilon: float, norm_bound: float, calibration: str, agree_min: int) -> Any:
-        logs = channel_logs(d, epsilon, agree_min)
+    def _build(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, agree_min: int,
+        logs: ChannelLogs | None = None,
+    ) -> Any:
+        """The mechanism with cap {A ≥ a₀} and the tight p (``logs`` if already computed)."""
+        if logs is None:
+            logs = channel_logs(d, epsilon, agree_min)
         return cls(
             d, epsilon, norm_bound, calibration, agree_min,
             logs.logit_p, logs.log_side, logs.log_side_c, logs.log_c, logs.log_one_minus_c,
@@ -487,7 +503,8 @@ class PrivUnitInf(_HypercubeThreshold):
         check_common(d, epsilon, norm_bound)
         calibration = cls.check_calibration(calibration)
         d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
-        return cls._build(d, epsilon, norm_bound, calibration, optimal_agree_min(d, epsilon))
+        agree_min, logs = _optimal_channel(d, epsilon)
+        return cls._build(d, epsilon, norm_bound, calibration, agree_min, logs)
 
 
 @register
