@@ -386,6 +386,24 @@ def random_unit_vectors(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     return g
 
 
+def row_norms(x: np.ndarray) -> np.ndarray:
+    """‖x_i‖₂ of every row, without overflow (‖x‖ ≳ 1.3e154) or underflow (‖x‖ ≲ 1e−154) in the squares.
+
+    Rows whose plain √Σx² is not finite or is tiny are recomputed after dividing by their largest
+    |x_j|, so a row of 1e308s keeps its direction instead of becoming a zero row.
+    """
+    with np.errstate(over="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+    redo = ~np.isfinite(norms) | (norms < 1e-150)
+    if redo.any():
+        rows = x[redo]
+        biggest = np.max(np.abs(rows), axis=1)
+        safe = np.where(biggest > 0.0, biggest, 1.0)
+        scaled = rows / safe[:, None]
+        norms[redo] = biggest * np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
+    return norms
+
+
 def round_to_sphere(x: np.ndarray, radius: float, rng: np.random.Generator) -> np.ndarray:
     """Unbiased rounding of rows in the ball of ``radius`` to the unit sphere.
 
@@ -394,10 +412,10 @@ def round_to_sphere(x: np.ndarray, radius: float, rng: np.random.Generator) -> n
     Returns a new (n, d) array of unit rows (one pass over x).
     """
     n, d = x.shape
-    norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+    norms = row_norms(x)
     zero = norms == 0.0
     sign = np.where(rng.random(n) < (1.0 + norms / radius) / 2.0, 1.0, -1.0)
-    u = x * (sign / np.where(zero, 1.0, norms))[:, None]
+    u = x / np.where(zero, 1.0, norms * sign)[:, None]  # a division: 1/‖x‖ may overflow for tiny rows
     if np.any(zero):
         u[zero] = random_unit_vectors(int(zero.sum()), d, rng)
     return u

@@ -17,12 +17,17 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
 
 M = TypeVar("M", bound="Mechanism")
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
 _NORM_SLACK = 1e-9
+#: The largest d any mechanism accepts (tested to 10⁷; some mechanisms set a lower limit).
+MAX_D = 10**8
+#: The largest public bound: L² and the errors must stay finite doubles.
+MAX_NORM_BOUND = 1e150
 
 
 def register(cls: type[M]) -> type[M]:
@@ -47,14 +52,23 @@ def get_mechanism(name: str) -> type[Mechanism]:
         raise UsageError(f"unknown mechanism {name!r}; choose one of: {choices}") from None
 
 
-def check_common(d: int, epsilon: float, norm_bound: float) -> None:
-    """Reject impossible (d, ε, L) with a UsageError that says what to pass instead."""
+def check_common(d: int, epsilon: float, norm_bound: float, *, max_d: int = MAX_D) -> None:
+    """Reject impossible (d, ε, L) with a UsageError that says what to pass instead.
+
+    L is limited to 1e150 so that L² and the errors stay finite doubles; d to ``max_d``.
+    """
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
         raise UsageError(f"--d: d must be an integer >= 1, got {d!r}")
+    if d > max_d:
+        raise UsageError(f"--d: d = {d} is above the {max_d:.0e} this mechanism supports")
     if not (isinstance(epsilon, (int, float, np.floating)) and math.isfinite(epsilon) and epsilon > 0):
         raise UsageError(f"--eps: epsilon must be a finite number > 0, got {epsilon!r}")
     if not (isinstance(norm_bound, (int, float, np.floating)) and math.isfinite(norm_bound) and norm_bound > 0):
         raise UsageError(f"--norm-bound: norm bound must be a finite number > 0, got {norm_bound!r}")
+    if norm_bound > MAX_NORM_BOUND:
+        raise UsageError(
+            f"--norm-bound: {norm_bound!r} is above {MAX_NORM_BOUND:g} (its square overflows); rescale the data"
+        )
 
 
 @dataclass(frozen=True)
@@ -174,7 +188,7 @@ class Mechanism(ABC):
         """
         limit = self.norm_bound * (1.0 + _NORM_SLACK)
         if self.domain == "l2-ball":
-            norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+            norms = sm.row_norms(x)
             over = norms > limit
             if over.any():
                 x[over] *= (self.norm_bound / norms[over])[:, None]
@@ -195,7 +209,22 @@ class Mechanism(ABC):
         return self.expected_error_max / n
 
     def describe(self) -> dict[str, Any]:
-        """The public description that ``ldp params --json`` prints and the sidecar stores."""
+        """The public description that ``ldp params --json`` prints and the sidecar stores.
+
+        UsageError if a number in it is not a finite double (e.g. an error beyond 1e308).
+        """
+        where = f"{self.name} at d = {self.d}, ε = {self.epsilon:g}, L = {self.norm_bound:g}"
+        advice = "not finite in double precision; rescale the data and use a smaller --norm-bound"
+        try:
+            out = self._describe()
+        except (OverflowError, ValueError) as exc:
+            raise UsageError(f"{where}: its parameters or expected errors are {advice}") from exc
+        bad = [key for key, value in out.items() if isinstance(value, float) and not math.isfinite(value)]
+        if bad:
+            raise UsageError(f"{where}: {', '.join(bad)} {advice}")
+        return out
+
+    def _describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "mechanism": self.name,
             "calibration": self.calibration,

@@ -35,6 +35,7 @@ import numpy as np
 from scipy import special
 
 from ldpcli.errors import UsageError
+from ldpcli import spheremath as sm
 from ldpcli.mechanisms.base import Mechanism, check_common, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -44,7 +45,7 @@ _LOG_SQRT_HALF_PI = 0.5 * math.log(math.pi / 2.0)
 def _project_to_ball(x: np.ndarray, radius: float) -> np.ndarray:
     """A copy of x with rows of norm above ``radius`` scaled onto the sphere of that radius."""
     out = np.array(x, dtype=np.float64, copy=True)
-    norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+    norms = sm.row_norms(out)
     over = norms > radius
     if over.any():
         out[over] *= (radius / norms[over])[:, None]

@@ -69,6 +69,8 @@ _SCAN_SLACK = 1e-9
 #: Rows privatized per chunk: about this many coordinates at a time (bounds temporary memory).
 _CHUNK_ELEMENTS = 1 << 20
 _EXP_M1 = math.exp(-1.0)
+#: Largest d: calibration scans every threshold, O(d) time and memory (4 GB at d = 10⁸).
+_MAX_D = 10**7
 #: Largest d for which the audit counts the cap exactly with integers.
 _EXACT_AUDIT_MAX_D = 1 << 11  # 0.1 s; the sums grow as d² digits
 
@@ -500,7 +502,7 @@ class PrivUnitInf(_HypercubeThreshold):
     ) -> PrivUnitInf:
         """PrivUnit∞ at exact level ε: the κ of least error (Duchi et al. Prop. 4.6) with tight p."""
         cls.check_options(options)
-        check_common(d, epsilon, norm_bound)
+        check_common(d, epsilon, norm_bound, max_d=_MAX_D)
         calibration = cls.check_calibration(calibration)
         d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
         agree_min, logs = _optimal_channel(d, epsilon)
@@ -522,7 +524,7 @@ class DuchiLinf(_HypercubeThreshold):
     ) -> DuchiLinf:
         """(49) at level ε: cap {⟨z, s⟩ > 0}, p = e^ε N_in/(e^ε N_in + N_out) (= e^ε/(1 + e^ε) for odd d)."""
         cls.check_options(options)
-        check_common(d, epsilon, norm_bound)
+        check_common(d, epsilon, norm_bound, max_d=_MAX_D)
         calibration = cls.check_calibration(calibration)
         d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
         return cls._build(d, epsilon, norm_bound, calibration, agree_min_from_kappa(d, 0))

@@ -220,16 +220,20 @@ class ScalarDP(Mechanism):
 
     @property
     def expected_error(self) -> float:
-        """E(Z − r)² at r = r_max (exact): r_max²·A/4 + g²·A·B·k(k + 2)/12."""
+        """E(Z − r)² at r = r_max (exact): r_max²·A/4 + g²·A·B·k(k + 2)/12, g = r_max/k.
+
+        Evaluated as r_max²·[A/4 + A·B·(k + 2)/(12k)] so that no intermediate underflows and the
+        error scales exactly as r_max².
+        """
         a, b = self.coefficients
-        g, k = self.grid_step, float(self.k)
-        return self.norm_bound**2 * a / 4.0 + g * g * a * b * k * (k + 2.0) / 12.0
+        k = float(self.k)
+        return self.norm_bound**2 * (a / 4.0 + a * b * (k + 2.0) / (12.0 * k))
 
     @property
     def expected_error_max(self) -> float:
         """sup over r ∈ [0, r_max] of E(Z − r)² (exact): the value at r_max plus g²·max(f*, 0)²."""
         f_star = self.worst_rounding_fraction
-        return self.expected_error + (self.grid_step * f_star) ** 2
+        return self.expected_error + self.norm_bound**2 * (f_star / self.k) ** 2
 
     @property
     def worst_rounding_fraction(self) -> float:
@@ -549,10 +553,15 @@ class ScalarRelDP(Mechanism):
 
     @cached_property
     def grid(self) -> np.ndarray:
-        """v_0 = 0, v_j = α·ν^j (j = 1, …, k), the top point moved onto r_max if it falls just short."""
+        """v_0 = 0, v_j = α·ν^j (j = 1, …, k); a top point within rounding of r_max is r_max itself.
+
+        (α·ν^k can round a few ulps to either side of r_max when α was chosen to hit it; a top
+        point below r_max is always moved onto it, as the grid must cover [0, r_max].)
+        """
         v = _geometric(self.alpha, self.nu, np.arange(self.k + 1))
         v[0] = 0.0
-        v[-1] = max(v[-1], self.norm_bound)
+        if v[-1] < self.norm_bound or math.isclose(v[-1], self.norm_bound, rel_tol=1e-12):
+            v[-1] = self.norm_bound
         v.setflags(write=False)
         return v
 

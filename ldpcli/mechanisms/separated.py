@@ -34,8 +34,10 @@ Calibrations (ERRATA 9: the choice is explicit, never mixed):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -170,7 +172,7 @@ class Separated(Mechanism):
                 "ε1/ε (e.g. 100/110 for ε1 = 100, ε2 = 10), or use --calibration optimal"
             )
         else:
-            eps_split = optimal_split(d, epsilon, norm_bound, k)
+            eps_split = optimal_split(d, epsilon, 1.0, k)  # the split is scale-free: decide it at r_max = 1
         direction, magnitude = _parts(d, epsilon, norm_bound, calibration, eps_split, k)
         return cls(d, epsilon, norm_bound, calibration, eps_split, magnitude.k, direction, magnitude)
 
@@ -200,9 +202,16 @@ class Separated(Mechanism):
             f"sum over two independent parts: direction [{route1}] + magnitude [{route2}]",
         )
 
+    @cached_property
+    def _unit_magnitude(self) -> ScalarDP:
+        """The magnitude mechanism at r_max = 1: errors are computed there and scaled by r_max²,
+        so they scale exactly (no rounding of r_max − s*·g, no underflow at huge k)."""
+        return dataclasses.replace(self.magnitude, norm_bound=1.0)
+
     def error_at(self, r: np.ndarray | float) -> np.ndarray:
         """Exact E‖Z − w‖² for ‖w‖ = r (vectorized): V(r)/m² + r²(1/m² − 1)."""
-        return _error_at(self.direction, self.magnitude, r)
+        scale = self.norm_bound
+        return scale**2 * _error_at(self.direction, self._unit_magnitude, np.asarray(r, dtype=float) / scale)
 
     @property
     def expected_error(self) -> float:
@@ -212,7 +221,7 @@ class Separated(Mechanism):
     @property
     def expected_error_max(self) -> float:
         """sup over ‖w‖ ≤ r_max of E‖Z − w‖² (exact: the maximum of the top magnitude cell)."""
-        return _worst_norm(self.direction, self.magnitude)[1]
+        return self.norm_bound**2 * _worst_norm(self.direction, self._unit_magnitude)[1]
 
     def parameters(self) -> dict[str, Any]:
         """ε₁, ε₂, the split, the direction's γ and p, the magnitude's k and grid, the worst norm."""
@@ -237,7 +246,7 @@ class Separated(Mechanism):
             "magnitude_p_truth_logit": magnitude["p_truth_logit"],
             "magnitude_a": magnitude["a"],
             "magnitude_b": magnitude["b"],
-            "worst_norm": _worst_norm(self.direction, self.magnitude)[0],
+            "worst_norm": self.norm_bound * _worst_norm(self.direction, self._unit_magnitude)[0],
         }
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
