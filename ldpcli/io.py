@@ -723,8 +723,8 @@ def _csv_error(label: str, message: str, header: Sequence[str], block_size: int)
             f"{label}: not a valid CSV file: {where}has {got} fields but the header has {expected}; "
             "every row needs one value per header column."
         )
-    if first == "Empty CSV file":
-        return _no_rows(label)
+    if first == "Empty CSV file" or first.startswith("CSV parse error: Empty CSV file or block"):
+        return _no_rows(label)  # the second: only blank lines, or a header without a line break
     if first.startswith("straddling object"):  # one line does not fit in a block
         return DataError(
             f"{label}: not a valid CSV file: a line is longer than {block_size} bytes, far longer than "
@@ -906,6 +906,13 @@ class AtomicVectorWriter:
             raise ValueError(
                 f"keep_schema has columns {keep_schema.names}, the layout keeps {list(layout.keep)}"
             )
+        if format == "csv" and keep_schema is not None:
+            for field in keep_schema:
+                if pa.types.is_nested(field.type):
+                    raise UsageError(
+                        f"{label}: --keep column {field.name!r} holds {field.type}, which a CSV file cannot hold; "
+                        "write Parquet or leave it out of --keep."
+                    )
         self.path = Path(path)
         self.format = format
         self.layout = layout
@@ -1179,6 +1186,12 @@ def _remove(path: Path) -> None:
 
 def _write_failed(label: str, exc: BaseException) -> DataError:
     """The error for an output that could not be written."""
+    if isinstance(exc, pa.ArrowException) and not isinstance(exc, OSError):
+        # Not the disk: pyarrow refused a value (vectors are plain float64, so a --keep column's).
+        return DataError(
+            f"{label}: could not write the file ({_reason(exc)}); a --keep column holds values "
+            "this format cannot store, so write Parquet or leave that column out of --keep."
+        )
     return DataError(
         f"{label}: could not write the file ({_reason(exc)}); "
         "check free disk space and permissions, then run again."

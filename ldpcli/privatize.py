@@ -15,6 +15,7 @@ written anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -116,6 +117,10 @@ def privatize_file(
     side = sidecar_path(target)
     if target.exists() and not overwrite:
         raise UsageError(f"{target} already exists; pass --overwrite to replace it")
+    if side.is_dir():
+        raise UsageError(
+            f"{side}: is a directory, so the sidecar of {target.name} cannot be written there; choose another -o"
+        )
     if side.exists() and not overwrite:
         raise UsageError(
             f"{side} already exists (the sidecar of {target.name}, or of another output with the same stem); "
@@ -134,6 +139,7 @@ def privatize_file(
         mech = mechanism_cls.calibrate(
             reader.layout.d, epsilon, norm_bound=norm_bound, calibration=calibration, **options
         )
+        mech.describe()  # UsageError now, before any row is read, if a number would not be finite
         if on_start is not None:
             on_start(reader.num_rows)
         with AtomicVectorWriter(
@@ -151,8 +157,9 @@ def privatize_file(
                 write_sidecar(side, content, overwrite=overwrite)
             except BaseException:
                 if committed:  # never leave data without its sidecar, nor a sidecar of replaced data
-                    target.unlink(missing_ok=True)
-                    side.unlink(missing_ok=True)
+                    for path in (target, side):
+                        with contextlib.suppress(OSError):  # e.g. a directory: keep the first error
+                            path.unlink(missing_ok=True)
                 raise
     return PrivatizeResult(
         output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, reproducible=seed is not None, n_clipped=n_clipped

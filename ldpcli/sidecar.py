@@ -97,8 +97,10 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         content = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"{path}: no such sidecar; pass the privatized file's sidecar with --sidecar") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a readable ldp sidecar ({exc}); restore it from the privatize run") from exc
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # ValueError: JSONDecodeError, or an integer beyond Python's digit limit; RecursionError: deep nesting.
+        reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise DataError(f"{path}: not a readable ldp sidecar ({reason}); restore it from the privatize run") from exc
     if not isinstance(content, dict) or content.get("format") != FORMAT:
         raise DataError(f"{path}: not an ldp sidecar (no \"format\": \"{FORMAT}\"); pass the right --sidecar")
 
@@ -118,9 +120,14 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
             norm_bound=float(field("norm_bound", (int, float))), calibration=field("calibration", str),
             **{name: content.get(name) for name in cls.options},
         )
+        recomputed = mechanism.describe()
     except LdpError as exc:
         raise DataError(f"{path}: describes no valid mechanism ({exc})") from exc
-    recomputed = mechanism.describe()
+    except (ArithmeticError, ValueError, TypeError) as exc:  # absurd values (d = 10**30) the checks let through
+        raise DataError(
+            f"{path}: describes no valid mechanism (its parameters cannot be evaluated: {type(exc).__name__}: {exc}); "
+            "restore the sidecar from the privatize run"
+        ) from exc
     for name in _CHECKED_FIELDS:
         if name in recomputed:
             recorded, expected = content.get(name), recomputed[name]
