@@ -201,7 +201,7 @@ def params(
 ) -> None:
     """Show a mechanism's calibrated parameters, its exact ε and its expected error, for (d, ε).
 
-    Without --mechanism, compare every vector mechanism at (d, ε) by its worst-case error over the
+    Without --mechanism (and without --calibration, which implies privunit2), compare every vector mechanism at (d, ε) by its worst-case error over the
     ℓ2 ball of radius L, as a ratio to optimal PrivUnit2 (no unbiased ε-LDP mechanism does better).
     """
     with _errors():
@@ -209,9 +209,11 @@ def params(
             raise UsageError(f"--n must be >= 1, got {n}")
         bound = _bound(norm_bound, r_max)
         options = _options(k=k, alpha=alpha, nu=nu, eps_split=eps_split, delta=delta)
+        if mechanism is None and calibration is not None:
+            mechanism = "privunit2"  # a calibration names the default mechanism's, not a comparison
         if mechanism is None:
-            if calibration is not None or set(options) - {"delta"}:
-                raise UsageError("--calibration, --k, --alpha, --nu and --eps-split need --mechanism")
+            if set(options) - {"delta"}:
+                raise UsageError("--k, --alpha, --nu and --eps-split need --mechanism")
             from ldpcli.compare import compare_mechanisms, recommendation
 
             rows = compare_mechanisms(d, eps, norm_bound=bound, delta=delta)

@@ -77,7 +77,7 @@ def test_params_norm_bound_scales_errors_by_l_squared() -> None:
 
 
 def test_params_table_and_reading() -> None:
-    res = ldp("params", "--d", 1068298, "--eps", 100, "-m", "privunit2", "--calibration", "bhowmick")
+    res = ldp("params", "--d", 1068298, "--eps", 100, "--calibration", "bhowmick")  # implies privunit2
     assert res.exit_code == 0
     assert "0.0133065" in res.stdout and "bhowmick" in res.stdout and "Reading:" in res.stdout
     assert res.stderr == ""
@@ -94,7 +94,8 @@ def test_params_table_and_reading() -> None:
         (["--d", "3", "--eps", "1", "--norm-bound", "0"], "norm bound must be a finite number > 0"),
         (["--d", "3", "--eps", "1", "--mechanism", "laplace9"], "unknown mechanism 'laplace9'"),
         (["--d", "3", "--eps", "1", "-m", "privunit2", "--calibration", "fast"], "has no calibration 'fast'"),
-        (["--d", "3", "--eps", "1", "--calibration", "fast"], "need --mechanism"),
+        (["--d", "3", "--eps", "1", "--calibration", "fast"], "mechanism 'privunit2' has no calibration 'fast'"),
+        (["--d", "3", "--eps", "1", "--k", "3"], "need --mechanism"),
         (["--d", "3", "--eps", "1", "-m", "privunit2", "--k", "3"], "takes no option --k"),
         (["--d", "3", "--eps", "1", "--norm-bound", "2", "--r-max", "3"], "disagree"),
         (["--d", "3", "--eps", "1", "--n", "0"], "--n must be >= 1"),
