@@ -97,14 +97,28 @@ def bench_mechanisms(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
     table(["mechanism", "seconds", "× baseline (%.2f s)" % base], rows)
 
 
+_HWM_PROBE = (
+    "import sys\n"
+    "from ldpcli.cli import app\n"
+    "try:\n"
+    "    app(sys.argv[1:], prog_name='ldp')\n"
+    "except SystemExit as exc:\n"
+    "    if exc.code: raise\n"
+    "print([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1], file=sys.stderr)\n"
+)
+
+
 def peak_rss_mb(args: list[str]) -> tuple[float, float]:
-    """(seconds, peak resident MB) of a child process."""
+    """(seconds, peak resident MB) of `ldp ARGS` in a fresh interpreter.
+
+    Read from the process's own VmHWM at exit: ru_maxrss of a child forked from this (large)
+    benchmark process would include the parent's image from before exec.
+    """
     t0 = time.perf_counter()
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "failed")
-    return time.perf_counter() - t0, usage.ru_maxrss / 1024
+    proc = subprocess.run([sys.executable, "-c", _HWM_PROBE, *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr)
+    return time.perf_counter() - t0, int(proc.stderr.strip().splitlines()[-1]) / 1024
 
 
 def bench_memory(tmp: Path, shapes: list[tuple[int, int]]) -> None:
@@ -113,7 +127,7 @@ def bench_memory(tmp: Path, shapes: list[tuple[int, int]]) -> None:
     for n, d in shapes:
         src = input_file(tmp, n, d)
         size = src.stat().st_size / 2**20
-        secs, rss = peak_rss_mb([LDP, "privatize", str(src), "--eps", "8", "-o", str(tmp / "mem.parquet"),
+        secs, rss = peak_rss_mb(["privatize", str(src), "--eps", "8", "-o", str(tmp / "mem.parquet"),
                                  "--overwrite", "--quiet"])
         rows.append([f"{n}×{d}", f"{size:.0f}", f"{rss:.0f}", f"{secs:.1f}"])
     table(["n×d", "input MB", "peak RSS MB", "seconds"], rows)
@@ -135,7 +149,11 @@ def bench_params(repeat: int) -> None:
                 except Exception as exc:  # a limit the mechanism documents
                     rows.append([name, str(d), str(eps), f"n/a ({type(exc).__name__})"])
     table(["mechanism", "d", "ε", "ms"], rows)
-    help_times = [peak_rss_mb([LDP, "--help"])[0] for _ in range(max(3, repeat))]
+    help_times = []
+    for _ in range(max(3, repeat)):
+        t0 = time.perf_counter()
+        subprocess.run([LDP, "--help"], capture_output=True, check=True)
+        help_times.append(time.perf_counter() - t0)
     print(f"`ldp --help` cold start: median {statistics.median(help_times):.3f} s\n")
 
 

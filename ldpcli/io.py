@@ -85,6 +85,8 @@ def file_format(path: str | os.PathLike[str]) -> str:
 
 
 DEFAULT_BATCH_MEMORY = 64 * 2**20
+#: Bytes read from a Parquet file at a time (the reader streams column chunks through this buffer).
+_PARQUET_READ_BUFFER = 8 * 2**20
 
 
 def default_batch_rows(d: int, memory_bytes: int = DEFAULT_BATCH_MEMORY) -> int:
@@ -513,7 +515,8 @@ def _open_parquet(
     """Open a Parquet file: read its schema and row count, resolve the layout."""
     _open_input(path, label)
     try:
-        parquet = pq.ParquetFile(path)
+        # pre_buffer would read every row group ahead (the whole file in memory); stream instead.
+        parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=_PARQUET_READ_BUFFER)
         schema, num_rows = parquet.schema_arrow, parquet.metadata.num_rows
     except _ArrowFailure as exc:
         raise _not_parquet(label, exc) from exc
