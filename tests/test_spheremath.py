@@ -89,10 +89,19 @@ def truncated_cdf(d: int, y: float, in_cap: bool):
     return cdf
 
 
-@pytest.mark.parametrize("d", [2, 3, 4, 10, 500])
+@pytest.mark.parametrize(
+    "d, path",
+    [(2, "closed form"), (3, "closed form")] + [(d, path) for d in (4, 10, 500) for path in ("inverse CDF", "rejection")],
+)
 @pytest.mark.parametrize("gamma", [0.05, 0.5])
-def test_cap_cosine_sampler_follows_the_truncated_law(d: int, gamma: float) -> None:
-    """Kolmogorov–Smirnov against the exact truncated law, both regions, fixed seed."""
+def test_cap_cosine_sampler_follows_the_truncated_law(
+    d: int, path: str, gamma: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kolmogorov–Smirnov against the exact truncated law, both regions, each cap sampler, fixed seed."""
+    if path == "inverse CDF":
+        monkeypatch.setattr(sm, "_LOG_TANGENT_MIN_ACCEPTANCE", math.inf)
+    elif path == "rejection":
+        monkeypatch.setattr(sm, "_LOG_TANGENT_MIN_ACCEPTANCE", -math.inf)
     rng = np.random.default_rng(1234 + d)
     y = sm.cap_logit_from_gamma(gamma)
     log_p = sm.log_cap_probability(y, d)
@@ -185,3 +194,19 @@ def test_log_cap_normaliser_is_exact_at_every_dimension(d: int, y: float) -> Non
 def test_log_cosh_small_and_large() -> None:
     for z in (1e-9, 1e-4, 0.3, 0.99, 1.0, 7.0, 800.0):
         assert sm.log_cosh(z) == pytest.approx(float(mp.log(mp.cosh(mp.mpf(z)))), rel=1e-15)
+
+
+@pytest.mark.parametrize("d, gamma", [(4, 0.3), (64, 0.2), (500, 0.02), (500, 0.2)])
+def test_tangent_acceptance_formula(d: int, gamma: float) -> None:
+    """The acceptance rate that picks the cap sampler equals the simulated one."""
+    a, y = (d - 1) / 2, sm.cap_logit_from_gamma(gamma)
+    log_p = sm.log_cap_probability(y, d)
+    s_gamma = math.exp(sm.log_expit(-y))
+    lam = (a - 1) * (1 - 2 * s_gamma) / (1 - s_gamma)
+    rng = np.random.default_rng(9)
+    n = 200_000
+    v = np.minimum(-np.log1p(rng.random(n) * math.expm1(-lam)) / lam, 1 - 1e-16)
+    ratio = (a - 1) * (np.log1p(-v) + np.log(1 - s_gamma * (1 - v)) - math.log1p(-s_gamma)) + lam * v
+    accepted = np.mean(np.log(rng.random(n)) < ratio)
+    expected = math.exp(sm._log_tangent_acceptance(a, y, log_p))
+    assert abs(accepted - expected) < 6 * math.sqrt(expected * (1 - expected) / n)
