@@ -155,9 +155,26 @@ def _cell_maxima(
 # ---------------------------------------------------------------------------------------------
 
 
+class _GridResponse:
+    """What ScalarDP and ScalarRelDP share: (k + 1)-ary randomized response on a grid of k + 1 points."""
+
+    epsilon: float
+    k: int
+
+    @property
+    def coefficients(self) -> tuple[float, float]:
+        """(A, B) = ((k + 1)/(e^ε − 1), (e^ε + k)/(e^ε − 1)): Z = B·v_Ĵ − A·v̄ (v̄ the grid mean)."""
+        return rr_coefficients(self.epsilon, self.k)
+
+    @property
+    def truth_logit(self) -> float:
+        """logit of P(Ĵ = J) = e^ε/(e^ε + k): ε − log k."""
+        return self.epsilon - math.log(self.k)
+
+
 @register
 @dataclass(frozen=True)
-class ScalarDP(Mechanism):
+class ScalarDP(_GridResponse, Mechanism):
     """ScalarDP (Bhowmick et al. 2018, Alg. 3): one value r ∈ [0, r_max] on the grid {j·r_max/k}.
 
     k defaults to ⌈e^{ε/3}⌉ (Lemma 4.4; ERRATA 7), capped at :data:`K_MAX` = 2⁵² (from
@@ -202,16 +219,6 @@ class ScalarDP(Mechanism):
     def grid_step(self) -> float:
         """g = r_max/k."""
         return self.norm_bound / self.k
-
-    @property
-    def coefficients(self) -> tuple[float, float]:
-        """(A, B) = ((k + 1)/(e^ε − 1), (e^ε + k)/(e^ε − 1)): Z = B·v_Ĵ − A·r_max/2."""
-        return rr_coefficients(self.epsilon, self.k)
-
-    @property
-    def truth_logit(self) -> float:
-        """logit of P(Ĵ = J) = e^ε/(e^ε + k): ε − log k."""
-        return self.epsilon - math.log(self.k)
 
     @property
     def epsilon_exact(self) -> float:
@@ -453,7 +460,7 @@ def _cover_k(alpha: float, nu: float, r_max: float) -> int:
 
 @register
 @dataclass(frozen=True)
-class ScalarRelDP(Mechanism):
+class ScalarRelDP(_GridResponse, Mechanism):
     """ScalarRelDP (Bhowmick et al. 2018, Alg. 4, App. B.2): relative error on a geometric grid.
 
     Grid (27): v_0 = 0 and v_j = α·ν^j, j = 1, …, k, so the cells are E_0 = [0, να] and
@@ -571,16 +578,6 @@ class ScalarRelDP(Mechanism):
         v = self.grid
         mean = float(v.mean())
         return mean, float(np.mean((v - mean) ** 2))
-
-    @property
-    def coefficients(self) -> tuple[float, float]:
-        """(A, B) = ((k + 1)/(e^ε − 1), (e^ε + k)/(e^ε − 1)): Z = B·v_Ĵ − A·v̄."""
-        return rr_coefficients(self.epsilon, self.k)
-
-    @property
-    def truth_logit(self) -> float:
-        """logit of P(Ĵ = J) = e^ε/(e^ε + k): ε − log k."""
-        return self.epsilon - math.log(self.k)
 
     def _cells(self, r: np.ndarray) -> np.ndarray:
         """Index i of the cell [v_i, v_{i+1}] holding r (clamped to 0 … k − 1)."""
