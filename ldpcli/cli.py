@@ -387,6 +387,12 @@ def privatize(
                 on_start=on_start, on_rows=on_rows,
             )
     if not quiet:
+        if column is None and not columns:  # the layout was detected: say which columns became the vector
+            names = result.layout.columns
+            shown = ", ".join(repr(name) for name in names[:6]) + (", …" if len(names) > 6 else "")
+            plural = "s" if len(names) > 1 else ""
+            what = f"list column {shown}" if result.layout.kind == "list" else f"{len(names)} numeric column{plural} {shown}"
+            err.print(f"ldp: note: vectors from {what} (d = {result.d}); pass --column/--columns to choose", markup=False)
         if result.n_clipped:
             err.print(
                 f"ldp: note: {result.n_clipped} of {result.n} rows were outside the {result.mechanism.domain} of "

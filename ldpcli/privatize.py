@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ldpcli.errors import UsageError
-from ldpcli.io import AtomicVectorWriter, VectorReader, file_format, open_vectors
+from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_format, open_vectors
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms.base import check_common
 from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
@@ -56,6 +56,7 @@ class PrivatizeResult:
     n: int
     d: int
     mechanism: Mechanism
+    layout: VectorLayout
     reproducible: bool
     #: Rows whose norm exceeded the bound and were scaled onto it. A statistic of the raw data:
     #: shown to the person running the command, never written to the sidecar.
@@ -162,7 +163,8 @@ def privatize_file(
                             path.unlink(missing_ok=True)
                 raise
     return PrivatizeResult(
-        output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, reproducible=seed is not None, n_clipped=n_clipped
+        output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, layout=reader.layout,
+        reproducible=seed is not None, n_clipped=n_clipped,
     )
 
 

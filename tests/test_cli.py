@@ -393,3 +393,16 @@ def test_console_script_runs_without_traceback(tmp_path: Path) -> None:
     assert res.returncode == 2 and res.stderr.startswith("ldp: error:") and "Traceback" not in res.stderr
     res = subprocess.run([str(exe), "--help"], capture_output=True, text=True, check=False)
     assert res.returncode == 0 and "privatize" in res.stdout and "estimate-mean" in res.stdout
+
+
+def test_detected_columns_are_named_on_stderr(tmp_path: Path) -> None:
+    """A column with one text cell silently leaves the automatic layout: the note shows what d is."""
+    src = tmp_path / "c.csv"
+    src.write_text("a,b,c\n0.1,0.2,x\n0.3,0.1,0.5\n")
+    res = ldp("privatize", src, "--eps", 1)
+    assert res.exit_code == 0
+    assert "vectors from 2 numeric columns 'a', 'b' (d = 2)" in res.stderr
+    quiet = ldp("privatize", src, "--eps", 1, "--overwrite", "--quiet")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    explicit = ldp("privatize", src, "--eps", 1, "--overwrite", "--columns", "a")
+    assert "vectors from" not in explicit.stderr
