@@ -929,6 +929,8 @@ class AtomicVectorWriter:
         descriptor, self._temp = _create_temp(self.path, label)
         self._file: BinaryIO = os.fdopen(descriptor, "wb")
         self._sink = _HashingSink(self._file)
+        #: True once ``path`` holds this writer's file (set atomically with the rename).
+        self.published = False
 
     def __enter__(self) -> AtomicVectorWriter:
         """Return the writer itself."""
@@ -980,13 +982,16 @@ class AtomicVectorWriter:
             writer.close()
             _sync(self._file)
             self._file.close()
-            _publish(self._temp, self.path, self._label, self._overwrite)
+            _publish(self._temp, self.path, self._label, self._overwrite, self._mark_published)
         except BaseException as exc:
             self._discard()
             if isinstance(exc, _ArrowFailure):
                 raise _write_failed(self._label, exc) from exc
             raise
         self._state = "committed"
+
+    def _mark_published(self) -> None:
+        self.published = True
 
     @property
     def sha256(self) -> str:
@@ -1148,8 +1153,14 @@ def _sync(file: BinaryIO) -> None:
     os.fsync(file.fileno())
 
 
-def _publish(temp: Path, target: Path, label: str, overwrite: bool) -> None:
-    """Give the finished temporary file its final permissions and rename it onto ``target``."""
+def _publish(
+    temp: Path, target: Path, label: str, overwrite: bool, on_published: Callable[[], None] | None = None
+) -> None:
+    """Give the finished temporary file its final permissions and rename it onto ``target``.
+
+    ``on_published`` runs together with the rename (signals held back), so a caller interrupted
+    right after it still knows that ``target`` now holds the new file.
+    """
     exists = target.exists()
     if exists and not overwrite:
         raise UsageError(f"{label}: already exists; pass --overwrite to replace it.")
@@ -1158,6 +1169,8 @@ def _publish(temp: Path, target: Path, label: str, overwrite: bool) -> None:
     with _signals_deferred():
         os.replace(temp, target)
         _LIVE_TEMPORARIES.discard(temp)
+        if on_published is not None:
+            on_published()
     _sync_directory(target.parent)
 
 

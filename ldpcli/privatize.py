@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import deque
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from queue import Queue
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -147,17 +148,15 @@ def privatize_file(
             target, reader.layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite
         ) as writer:
             n, n_clipped = _run(reader, writer, mech, seeds, workers, on_rows)
-            committed = False
             try:
                 writer.commit()
-                committed = True
                 content = build_sidecar(
                     mech, n=n, layout=reader.layout, data_path=target, sha256=writer.sha256,
                     reproducible=seed is not None,
                 )
                 write_sidecar(side, content, overwrite=overwrite)
             except BaseException:
-                if committed:  # never leave data without its sidecar, nor a sidecar of replaced data
+                if writer.published:  # never leave data without its sidecar, nor a sidecar of replaced data
                     for path in (target, side):
                         with contextlib.suppress(OSError):  # e.g. a directory: keep the first error
                             path.unlink(missing_ok=True)
@@ -185,34 +184,53 @@ def _run(
     """Privatize every batch of ``reader`` into ``writer`` in order; return (rows, clipped rows).
 
     Batch i is privatized with child i of ``seeds`` whatever the thread count. With several
-    threads at most ``threads`` batches are in flight, and they are written in file order.
+    threads, the calling thread only reads and submits batches to the pool, and a writer thread
+    takes the results in file order and encodes, hashes and writes them, so that reading,
+    privatizing and writing overlap. At most ``threads`` batches wait between reader and writer.
     """
-    n = n_clipped = 0
+    counts = [0, 0]  # rows, clipped rows
 
     def write(result: tuple[np.ndarray, int], keep: Any) -> None:
-        nonlocal n, n_clipped
         values, clipped = result
         writer.write(values, keep)
-        n += values.shape[0]
-        n_clipped += clipped
+        counts[0] += values.shape[0]
+        counts[1] += clipped
         if on_rows is not None:
             on_rows(values.shape[0])
 
     if threads == 1:
         for batch in reader:
             write(_privatize_batch(mech, batch.values, seeds.spawn(1)[0]), batch.keep)
-        return n, n_clipped
-    pending: deque[tuple[Future[tuple[np.ndarray, int]], Any]] = deque()
+        return counts[0], counts[1]
+
+    queue: Queue[tuple[Future[tuple[np.ndarray, int]], Any] | None] = Queue(maxsize=threads)
+    stop = threading.Event()  # set by the reader on failure or interrupt: discard what is queued
+    failure: list[BaseException] = []
+
+    def drain() -> None:
+        while (item := queue.get()) is not None:
+            if stop.is_set() or failure:
+                continue  # keep taking items so that the reader never blocks on a full queue
+            try:
+                write(item[0].result(), item[1])
+            except BaseException as exc:  # re-raised by the reader below
+                failure.append(exc)
+
     pool = ThreadPoolExecutor(max_workers=threads)
+    writing = threading.Thread(target=drain, name="ldp-writer", daemon=True)
+    writing.start()
     try:
         for batch in reader:
-            pending.append((pool.submit(_privatize_batch, mech, batch.values, seeds.spawn(1)[0]), batch.keep))
-            if len(pending) >= threads:
-                future, keep = pending.popleft()
-                write(future.result(), keep)
-        while pending:
-            future, keep = pending.popleft()
-            write(future.result(), keep)
+            if failure:
+                break
+            queue.put((pool.submit(_privatize_batch, mech, batch.values, seeds.spawn(1)[0]), batch.keep))
+    except BaseException:
+        stop.set()
+        raise
     finally:
+        queue.put(None)
+        writing.join()
         pool.shutdown(wait=True, cancel_futures=True)
-    return n, n_clipped
+    if failure:
+        raise failure[0]
+    return counts[0], counts[1]

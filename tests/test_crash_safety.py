@@ -39,16 +39,18 @@ def big_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_killing_privatize_mid_run_leaves_nothing(tmp_path: Path, big_input: Path, signum: int) -> None:
+def test_killing_privatize_mid_run_leaves_nothing(tmp_path: Path, big_input: Path, signum: int, threads: str) -> None:
     src = tmp_path / "in.parquet"
     src.write_bytes(big_input.read_bytes())
     before = digest(src)
     out = tmp_path / "out.parquet"
-    proc = subprocess.Popen([LDP, "privatize", str(src), "--eps", "4", "-o", str(out), "--threads", "1",
+    proc = subprocess.Popen([LDP, "privatize", str(src), "--eps", "4", "-o", str(out), "--threads", threads,
                              "--memory", "8MB"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):  # the output is being written
+    # the data file is being written (the sidecar's temporary file appears only at the very end)
+    while not any(p.name.startswith(".out.parquet.") for p in tmp_path.iterdir()):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "privatize never started writing"
         time.sleep(0.005)
@@ -83,5 +85,28 @@ def test_a_failed_sidecar_write_removes_the_data_too(tmp_path: Path, monkeypatch
     write_rows(src, np.eye(4))
     monkeypatch.setattr(module, "write_sidecar", broken)
     with pytest.raises(OSError):
+        privatize_file(src, tmp_path / "out.parquet", epsilon=1.0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_a_signal_held_back_during_the_rename_still_removes_the_published_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An interrupt that fires right after the data's rename (it was held back during it) must not
+    leave the published data without its sidecar."""
+    import ldpcli.io as io_module
+    from ldpcli.errors import Interrupted
+
+    real_publish = io_module._publish
+
+    def publish_then_interrupted(*args: object, **kwargs: object) -> None:
+        real_publish(*args, **kwargs)
+        if str(args[1]).endswith("out.parquet"):
+            raise Interrupted(15)
+
+    src = tmp_path / "in.parquet"
+    write_rows(src, np.eye(4))
+    monkeypatch.setattr(io_module, "_publish", publish_then_interrupted)
+    with pytest.raises(Interrupted):
         privatize_file(src, tmp_path / "out.parquet", epsilon=1.0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
