@@ -149,7 +149,7 @@ def estimate_mean(
         for path, meta in zip(files, metas):
             digest = hasher.submit(file_sha256, path)  # overlaps with the scan below
             part = RunningMoments(meta.d)
-            with open_vectors(path, layout=meta.layout, batch_rows=batch_rows) as reader:
+            with open_vectors(path, layout=meta.layout, batch_rows=batch_rows, writable=False) as reader:
                 for batch in reader:
                     part.add(batch.values)
                     if on_rows is not None:

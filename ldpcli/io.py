@@ -174,7 +174,8 @@ def _layout_problem(kind: Any, columns: tuple[Any, ...], d: Any, keep: tuple[Any
 class VectorBatch:
     """One batch of vectors read from a file.
 
-    ``values``: shape ``(rows, d)``, float64, C-contiguous, finite, a fresh writable array.
+    ``values``: shape ``(rows, d)``, float64, C-contiguous, finite; a fresh writable array unless
+    the reader was opened with ``writable=False`` (then possibly a read-only view).
     ``keep``: the keep columns for exactly these rows, or ``None`` when the layout keeps none.
     ``first_row``: 0-based index in the file of this batch's first row.
     """
@@ -225,6 +226,8 @@ class VectorReader:
         self._release = release
         self._started = False
         self._closed = False
+        #: Batches are fresh writable arrays; False allows read-only zero-copy views (see open_vectors).
+        self.writable = True
 
     def __enter__(self) -> VectorReader:
         """Return the reader itself."""
@@ -270,7 +273,7 @@ class VectorReader:
         layout = self.layout
         if layout.kind == "list":
             name = layout.columns[0]
-            values = _list_values(record.column(name), name, layout.d, first_row, self._label)
+            values = _list_values(record.column(name), name, layout.d, first_row, self._label, self.writable)
         else:
             values = _column_values(record, layout.columns, first_row, self._label)
         keep = pa.Table.from_batches([record.select(list(layout.keep))]) if layout.keep else None
@@ -286,6 +289,7 @@ def open_vectors(
     layout: VectorLayout | None = None,
     batch_rows: int | None = None,
     memory_bytes: int = DEFAULT_BATCH_MEMORY,
+    writable: bool = True,
 ) -> VectorReader:
     """Open a Parquet or CSV file of vectors for batch-by-batch reading.
 
@@ -294,7 +298,8 @@ def open_vectors(
     order, else the file's only list column of numbers, else all its numeric columns except
     ``keep`` (unnamed columns and pandas ``__index_level_N__`` columns are never picked
     automatically). ``batch_rows`` defaults to :func:`default_batch_rows` for the file's ``d``
-    and ``memory_bytes`` (the budget of one batch's working copies).
+    and ``memory_bytes`` (the budget of one batch's working copies). ``writable=False`` lets
+    read-only consumers (estimators) receive zero-copy views of list columns instead of copies.
     """
     label = os.fspath(path)
     fmt = file_format(path)
@@ -317,8 +322,11 @@ def open_vectors(
     target = Path(path)
     choice = _Choice(column=column, columns=column_names, keep=keep_names, layout=layout)
     if fmt == "parquet":
-        return _open_parquet(target, label, choice, batch_rows, memory_bytes)
-    return _open_csv(target, label, choice, batch_rows, memory_bytes)
+        reader = _open_parquet(target, label, choice, batch_rows, memory_bytes)
+    else:
+        reader = _open_csv(target, label, choice, batch_rows, memory_bytes)
+    reader.writable = writable
+    return reader
 
 
 def _name_option(names: Sequence[str] | None, option: str, label: str) -> tuple[str, ...] | None:
@@ -752,14 +760,18 @@ def _missing_vector(label: str, row: int, name: str) -> DataError:
     )
 
 
-def _float64(array: pa.Array) -> np.ndarray:
-    """A fresh, writable float64 copy of a numeric array without nulls."""
+def _float64(array: pa.Array, writable: bool = True) -> np.ndarray:
+    """The float64 values of a numeric array without nulls: a fresh writable copy, or (for
+    read-only consumers) a zero-copy view where the array already holds float64."""
     if pa.types.is_decimal(array.type):
         array = array.cast(pa.float64())
-    return np.array(array.to_numpy(zero_copy_only=False), dtype=np.float64)
+    values = array.to_numpy(zero_copy_only=False)
+    return np.array(values, dtype=np.float64) if writable else np.asarray(values, dtype=np.float64)
 
 
-def _list_values(array: pa.Array, name: str, d: int, first_row: int, label: str) -> np.ndarray:
+def _list_values(
+    array: pa.Array, name: str, d: int, first_row: int, label: str, writable: bool = True
+) -> np.ndarray:
     """The ``(rows, d)`` float64 values of a list column, checked for nulls, length and finiteness."""
     if array.null_count:
         raise _missing_vector(label, first_row + _first_true(array.is_null()) + 1, name)
@@ -780,7 +792,7 @@ def _list_values(array: pa.Array, name: str, d: int, first_row: int, label: str)
             f"{label}: row {first_row + row + 1}, {where.format(coordinate)}: value is missing; "
             "remove or impute missing values before privatizing."
         )
-    values = _float64(flat).reshape(len(array), d)
+    values = _float64(flat, writable).reshape(len(array), d)
     _check_finite(values, first_row, label, where.format)
     return values
 

@@ -153,3 +153,18 @@ def test_estimate_refuses_a_sidecar_written_for_another_file(tmp_path: Path) -> 
         outs.append(privatize_file(src, epsilon=1.0, seed=i))
     with pytest.raises(DataError, match="written for 'in0.privatized.parquet'"):
         estimate_mean(outs[1].output, sidecar=outs[0].sidecar)
+
+
+def test_read_only_batches_are_views_and_give_the_same_estimate(tmp_path: Path) -> None:
+    from ldpcli.io import open_vectors
+
+    src = tmp_path / "x.parquet"
+    write_rows(src, rows(500, 6))
+    with open_vectors(src) as reader:
+        copies = [batch.values for batch in reader]
+    with open_vectors(src, writable=False) as reader:
+        views = [batch.values for batch in reader]
+    assert all(c.flags.writeable for c in copies)
+    assert np.array_equal(np.vstack(copies), np.vstack(views))
+    result = privatize_file(src, epsilon=2.0, seed=3)
+    assert estimate_mean(result.output).n == 500
