@@ -98,6 +98,8 @@ class Mechanism(ABC):
     baseline: ClassVar[bool] = False
     #: Privatizes vectors of any dimension (False for mechanisms of one scalar column).
     vector: ClassVar[bool] = True
+    #: The largest d the mechanism accepts.
+    max_d: ClassVar[int] = MAX_D
 
     @classmethod
     @abstractmethod
@@ -114,6 +116,19 @@ class Mechanism(ABC):
 
         ``options`` are the mechanism's own (see :attr:`options`); unknown ones are a UsageError.
         """
+
+    @classmethod
+    def check_inputs(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str | None, options: dict[str, Any]
+    ) -> tuple[int, float, float, str]:
+        """Validate what every ``calibrate`` receives; return (d, ε, L, calibration) as int/float/str.
+
+        Unknown options, impossible (d, ε, L) (with d ≤ :attr:`max_d`) and unknown calibrations are
+        UsageErrors; the calibration defaults to the first listed.
+        """
+        cls.check_options(options)
+        check_common(d, epsilon, norm_bound, max_d=cls.max_d)
+        return int(d), float(epsilon), float(norm_bound), cls.check_calibration(calibration)
 
     @classmethod
     def check_options(cls, options: dict[str, Any]) -> None:

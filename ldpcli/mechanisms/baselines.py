@@ -36,7 +36,7 @@ from scipy import special
 
 from ldpcli.errors import UsageError
 from ldpcli import spheremath as sm
-from ldpcli.mechanisms.base import Mechanism, check_common, register
+from ldpcli.mechanisms.base import Mechanism, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_SQRT_HALF_PI = 0.5 * math.log(math.pi / 2.0)
@@ -74,10 +74,7 @@ class Laplace(Mechanism):
         cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> Laplace:
         """Laplace(b) noise with b = 2L√d/ε (``classic``, the only calibration)."""
-        cls.check_options(options)
-        check_common(d, epsilon, norm_bound)
-        calibration = cls.check_calibration(calibration)
-        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         sensitivity = 2.0 * norm_bound * math.sqrt(d)
         b = sensitivity / epsilon
         while sensitivity / b > epsilon:  # never claim less than the realised ratio through rounding
@@ -251,9 +248,7 @@ class Gaussian(Mechanism):
         cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> Gaussian:
         """The analytic Gaussian mechanism at (ε, δ), δ = ``delta`` (required)."""
-        cls.check_options(options)
-        check_common(d, epsilon, norm_bound)
-        calibration = cls.check_calibration(calibration)
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         delta = options.get("delta")
         if delta is None:
             raise UsageError("mechanism 'gaussian' needs --delta (0 < δ < 1), e.g. --delta 1e-6")
@@ -261,7 +256,7 @@ class Gaussian(Mechanism):
             math.isfinite(delta) and 0.0 < delta < 1.0
         ):
             raise UsageError(f"--delta: delta must be a number with 0 < delta < 1, got {delta!r}")
-        d, epsilon, norm_bound, delta = int(d), float(epsilon), float(norm_bound), float(delta)
+        delta = float(delta)
         sigma = analytic_gaussian_sigma(epsilon, delta, 2.0 * norm_bound)
         return cls(d, epsilon, norm_bound, calibration, delta, sigma)
 

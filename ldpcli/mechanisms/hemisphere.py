@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli import spheremath as sm
-from ldpcli.mechanisms.base import Mechanism, check_common, register
+from ldpcli.mechanisms.base import Mechanism, register
 
 _LOG_SQRT_PI = 0.5 * math.log(math.pi)
 def hemisphere_log_scale(d: int, epsilon: float) -> float:
@@ -93,10 +93,7 @@ class DuchiL2(Mechanism):
         cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> DuchiL2:
         """The hemisphere mechanism at level ε in dimension d (its one calibration, ``classic``)."""
-        cls.check_options(options)
-        check_common(d, epsilon, norm_bound)
-        calibration = cls.check_calibration(calibration)
-        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         return cls(d, epsilon, norm_bound, calibration, hemisphere_log_scale(d, epsilon))
 
     @property

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli import spheremath as sm
-from ldpcli.mechanisms.base import Mechanism, check_common, register
+from ldpcli.mechanisms.base import Mechanism, register
 
 #: Loader's Stirling remainder δ(k) = log k! − [(k + ½)·log k − k + ½·log 2π] for k < 16 (δ(0) = 0),
 #: evaluated in 40-digit arithmetic and rounded to double (the same formula in doubles loses ~10
@@ -363,6 +363,7 @@ class _HypercubeThreshold(Mechanism):
     log_one_minus_c: float
 
     domain = "linf-box"
+    max_d = _MAX_D
     options = {}  # noqa: RUF012 - the base class declares it a ClassVar
     baseline = False
     vector = True
@@ -501,10 +502,7 @@ class PrivUnitInf(_HypercubeThreshold):
         cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> PrivUnitInf:
         """PrivUnit∞ at exact level ε: the κ of least error (Duchi et al. Prop. 4.6) with tight p."""
-        cls.check_options(options)
-        check_common(d, epsilon, norm_bound, max_d=_MAX_D)
-        calibration = cls.check_calibration(calibration)
-        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         agree_min, logs = _optimal_channel(d, epsilon)
         return cls._build(d, epsilon, norm_bound, calibration, agree_min, logs)
 
@@ -523,8 +521,5 @@ class DuchiLinf(_HypercubeThreshold):
         cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> DuchiLinf:
         """(49) at level ε: cap {⟨z, s⟩ > 0}, p = e^ε N_in/(e^ε N_in + N_out) (= e^ε/(1 + e^ε) for odd d)."""
-        cls.check_options(options)
-        check_common(d, epsilon, norm_bound, max_d=_MAX_D)
-        calibration = cls.check_calibration(calibration)
-        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         return cls._build(d, epsilon, norm_bound, calibration, agree_min_from_kappa(d, 0))

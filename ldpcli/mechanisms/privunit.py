@@ -44,7 +44,7 @@ import numpy as np
 
 from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms.base import Mechanism, check_common, register
+from ldpcli.mechanisms.base import Mechanism, register
 
 _RTOL = 4 * np.finfo(float).eps
 _Y_HALF = 2.0 * math.atanh(0.5)  # the cap logit of γ = 1/2
@@ -161,10 +161,7 @@ class PrivUnit2(Mechanism):
         cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> PrivUnit2:
         """PrivUnit2 at level ε in dimension d; ``calibration`` is ``optimal`` (default) or ``bhowmick``."""
-        cls.check_options(options)
-        check_common(d, epsilon, norm_bound)
-        calibration = cls.check_calibration(calibration)
-        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         if d == 1:
             # Randomized response on {−1, +1}: P = 1/2 whatever γ, m = 2p − 1 = tanh(logit(p)/2).
             logit_p = epsilon if calibration == "optimal" else 0.01 * epsilon

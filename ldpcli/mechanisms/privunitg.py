@@ -67,7 +67,7 @@ import numpy as np
 from scipy import special
 
 from ldpcli import spheremath as sm
-from ldpcli.mechanisms.base import Mechanism, check_common, register
+from ldpcli.mechanisms.base import Mechanism, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
@@ -244,10 +244,7 @@ class PrivUnitG(Mechanism):
         cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> PrivUnitG:
         """PrivUnitG at level ε in dimension d with the error-minimising tight split (``optimal``)."""
-        cls.check_options(options)
-        check_common(d, epsilon, norm_bound)
-        calibration = cls.check_calibration(calibration)
-        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         s = optimal_split(d, epsilon)
         return cls(d, epsilon, norm_bound, calibration, s.threshold, s.logit_p, s.log_q, s.log_1mq, s.log_mu,
                    s.var_z)

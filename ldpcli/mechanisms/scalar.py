@@ -44,7 +44,7 @@ import numpy as np
 
 from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms.base import Mechanism, check_common, register
+from ldpcli.mechanisms.base import Mechanism, register
 
 #: Largest ScalarDP grid size. The default k = ⌈e^{ε/3}⌉ reaches it at ε = 3·52·log 2 ≈ 108.1 and
 #: stays there: the grid step r_max·2⁻⁵² is one or two float64 units in the last place of r_max,
@@ -204,11 +204,8 @@ class ScalarDP(_GridResponse, Mechanism):
         cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> ScalarDP:
         """ScalarDP at level ε for one column bounded by r_max = ``norm_bound``; option ``k``."""
-        cls.check_options(options)
-        check_common(d, epsilon, norm_bound)
-        calibration = cls.check_calibration(calibration)
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         _check_one_column(cls, d)
-        epsilon, norm_bound = float(epsilon), float(norm_bound)
         k = options.get("k")
         k = default_k(epsilon) if k is None else _check_int_option("k", k, K_MAX)
         return cls(1, epsilon, norm_bound, calibration, k)
@@ -506,11 +503,9 @@ class ScalarRelDP(_GridResponse, Mechanism):
         cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> ScalarRelDP:
         """ScalarRelDP at level ε for one column bounded by r_max; options ``alpha``, ``nu``, ``k``."""
-        cls.check_options(options)
-        check_common(d, epsilon, norm_bound)
-        calibration = cls.check_calibration(calibration)
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         _check_one_column(cls, d)
-        epsilon, r_max = float(epsilon), float(norm_bound)
+        r_max = norm_bound
         alpha, nu, k = options.get("alpha"), options.get("nu"), options.get("k")
         if alpha is not None:
             alpha = _check_float_option("alpha", alpha, 0.0, "> 0")

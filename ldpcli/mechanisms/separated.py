@@ -44,7 +44,7 @@ import numpy as np
 
 from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms.base import Mechanism, check_common, register
+from ldpcli.mechanisms.base import Mechanism, register
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.scalar import K_MAX, ScalarDP
 
@@ -157,10 +157,7 @@ class Separated(Mechanism):
         cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
     ) -> Separated:
         """The separated mechanism at total level ε; options ``eps_split`` and ``k``."""
-        cls.check_options(options)
-        check_common(d, epsilon, norm_bound)
-        calibration = cls.check_calibration(calibration)
-        d, epsilon, norm_bound = int(d), float(epsilon), float(norm_bound)
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         eps_split, k = options.get("eps_split"), options.get("k")
         if k is not None:
             k = ScalarDP.calibrate(1, 1.0, k=k).k  # validates k
