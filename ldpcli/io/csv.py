@@ -1,0 +1,225 @@
+"""CSV: reading with pyarrow's streaming CSV reader (block by block, never the whole file) and
+writing with ``CSVWriter``; registered for ``.csv``.
+
+A CSV file holds one column per coordinate, so it cannot hold a list layout nor nested keep
+columns (:func:`_check_holds`). Every pyarrow CSV failure becomes a one-line message naming the
+data row and column where pyarrow knows them (:func:`_csv_error`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Generator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from ldpcli.errors import DataError, UsageError
+from ldpcli.io.atomic import Sink
+from ldpcli.io.columns import _Choice, _resolve
+from ldpcli.io.formats import register_format
+from ldpcli.io.layout import VectorLayout
+from ldpcli.io.messages import _clip, _no_rows, _reason
+from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, default_batch_rows
+
+# pyarrow's streaming CSV reader reads up to 32 blocks ahead on a background thread, so its memory
+# grows with the block size, not with batch_rows: blocks stay at 1 MiB unless lines are long, when a
+# block holds at least _CSV_BLOCK_LINES of the longest line seen in the first _CSV_SAMPLE bytes.
+#: Decimal text is assumed to carry at least six significant digits (printf's %g); values are
+#: read as float64, but a domain's slack must allow for the rounding of the text.
+CSV_PRECISION = 1e-6
+_CSV_BLOCK = 1 << 20
+_CSV_BLOCK_LINES = 16
+_CSV_SAMPLE = 1 << 20
+# Cells read as missing in a CSV vector column. "nan"/"inf" are not here: they parse as floats
+# and are then reported as non-finite values rather than as missing ones.
+_CSV_NULLS = ["", "NA", "N/A", "n/a", "NULL", "null", "#N/A"]
+_CSV_CONVERSION = re.compile(r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to (\w+): (.*)")
+_CSV_INVALID_VALUE = re.compile(r"invalid value '(.*)'")
+_CSV_FIELD_COUNT = re.compile(r"CSV parse error: (?:Row #(\d+): )?Expected (\d+) columns, got (\d+)")
+
+
+def _open_csv(
+    path: Path, label: str, choice: _Choice, batch_rows: int | None, memory_bytes: int
+) -> VectorReader:
+    """Open a CSV file: infer column types from its first block, resolve the layout, and
+    re-open it converting vector columns to float64 and keep columns to strings.
+
+    Batches are pyarrow's blocks cut to at most ``batch_rows`` rows, so they may be smaller.
+    """
+    block = max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(_open_input(path, label, _CSV_SAMPLE)))
+    schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS)).peek()
+    kind, vector, keep, _ = _resolve(schema, label, choice, check_types=False)
+    layout = VectorLayout(kind, vector, len(vector), keep)
+    rows = batch_rows or default_batch_rows(layout.d, memory_bytes)
+    convert = pacsv.ConvertOptions(
+        column_types={**{name: pa.float64() for name in vector}, **{name: pa.string() for name in keep}},
+        include_columns=[*keep, *vector],
+        null_values=_CSV_NULLS,
+        strings_can_be_null=False,
+    )
+    stream = _CsvStream(path, label, block, convert, header=schema.names)
+    reader = stream.open()
+    return VectorReader(
+        path=path,
+        label=label,
+        format="csv",
+        layout=layout,
+        num_rows=None,
+        batch_rows=rows,
+        keep_schema=pa.schema([pa.field(name, pa.string()) for name in keep]) if keep else None,
+        batches=stream.batches(reader),
+        release=reader.close,
+        precision=CSV_PRECISION,
+    )
+
+
+def _longest_line(sample: bytes) -> int:
+    """The longest line, in bytes with its newline, of a sample from the start of a text file."""
+    ends = np.flatnonzero(np.frombuffer(sample, dtype=np.uint8) == ord("\n"))
+    if ends.size == 0:
+        return len(sample) + 1
+    return int(np.diff(ends, prepend=-1).max())
+
+
+class _CsvStream:
+    """One way of reading a CSV file with pyarrow's streaming reader, and its error messages."""
+
+    def __init__(
+        self,
+        path: Path,
+        label: str,
+        block_size: int,
+        convert: pacsv.ConvertOptions,
+        header: Sequence[str] = (),
+    ) -> None:
+        """``header``: the file's column names, to name a column from pyarrow's column index."""
+        self._path = path
+        self._label = label
+        self._block_size = block_size
+        self._convert = convert
+        self._header = header
+
+    def open(self) -> pacsv.CSVStreamingReader:
+        """Open the reader (pyarrow reads and converts the first block here)."""
+        try:
+            return self._reader(use_threads=True)
+        except _ArrowFailure as exc:
+            raise self._failure(exc) from exc
+
+    def peek(self) -> pa.Schema:
+        """The schema pyarrow infers from the header and first block.
+
+        :class:`DataError` if the file has no rows or its header is not UTF-8.
+        """
+        reader = self.open()
+        with contextlib.closing(reader), contextlib.closing(self.batches(reader)) as batches:
+            schema = reader.schema
+            try:
+                schema.names  # noqa: B018 - pyarrow decodes the header's names here
+            except UnicodeDecodeError as exc:
+                raise DataError(
+                    f"{self._label}: the header row is not valid UTF-8 text ({_reason(exc)}); "
+                    "save the file as UTF-8."
+                ) from exc
+            if any(batch.num_rows for batch in batches):
+                return schema
+        raise _no_rows(self._label)
+
+    def batches(self, reader: pacsv.CSVStreamingReader) -> Generator[pa.RecordBatch, None, None]:
+        """The reader's record batches, with read failures turned into :class:`DataError`."""
+        with contextlib.closing(reader):
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    return
+                except _ArrowFailure as exc:
+                    raise self._failure(exc) from exc
+                yield batch
+
+    def _reader(self, *, use_threads: bool) -> pacsv.CSVStreamingReader:
+        """A fresh pyarrow streaming reader over the whole file."""
+        return pacsv.open_csv(
+            self._path,
+            read_options=pacsv.ReadOptions(block_size=self._block_size, use_threads=use_threads),
+            convert_options=self._convert,
+        )
+
+    def _failure(self, exc: BaseException) -> DataError:
+        """Explain a pyarrow CSV failure in one line, with its row when it can be found."""
+        message = str(exc)
+        if isinstance(exc, pa.ArrowException) and "Row #" not in message:
+            # pyarrow only knows the failing row when it reads on one thread: read again that way.
+            try:
+                with contextlib.closing(self._reader(use_threads=False)) as reader:
+                    for _ in reader:
+                        pass
+            except _ArrowFailure as again:
+                message = str(again)
+        return _csv_error(self._label, message, self._header, self._block_size)
+
+
+def _csv_error(label: str, message: str, header: Sequence[str], block_size: int) -> DataError:
+    """Turn a pyarrow CSV error message into a one-line :class:`DataError`.
+
+    pyarrow's "Row #N" counts the header as row 1, so the data row is N - 1.
+    """
+    lines = message.strip().splitlines()
+    first = lines[0].strip() if lines else message
+    conversion = _CSV_CONVERSION.search(first)
+    if conversion is not None:
+        index, row, target, detail = int(conversion[1]), conversion[2], conversion[3], conversion[4]
+        name = header[index] if index < len(header) else f"#{index + 1}"
+        where = f"{label}: row {int(row) - 1}, column {name!r}" if row else f"{label}: column {name!r}"
+        value = _CSV_INVALID_VALUE.fullmatch(detail)
+        if target == "string":  # only keep columns are read as text
+            return DataError(f"{where}: {_clip(detail, 80)}; save the file as UTF-8 text.")
+        shown = f"value {_clip(value[1])!r}" if value is not None else "a value"
+        return DataError(
+            f"{where}: {shown} is not a number; vector columns must be numeric, "
+            "so fix the value or leave the column out (--columns, --keep)."
+        )
+    field_count = _CSV_FIELD_COUNT.search(first)
+    if field_count is not None:
+        row, expected, got = field_count[1], field_count[2], field_count[3]
+        where = f"row {int(row) - 1} " if row else "a row "
+        return DataError(
+            f"{label}: not a valid CSV file: {where}has {got} fields but the header has {expected}; "
+            "every row needs one value per header column."
+        )
+    if first == "Empty CSV file" or first.startswith("CSV parse error: Empty CSV file or block"):
+        return _no_rows(label)  # the second: only blank lines, or a header without a line break
+    if first.startswith("straddling object"):  # one line does not fit in a block
+        return DataError(
+            f"{label}: not a valid CSV file: a line is longer than {block_size} bytes, far longer than "
+            "the lines at the start of the file; check the file for missing line breaks."
+        )
+    return DataError(
+        f"{label}: not a valid CSV file ({_clip(first, 200)}); "
+        "check that it is a complete comma-separated text file with a header row."
+    )
+
+
+def _check_holds(label: str, layout: VectorLayout, keep_schema: pa.Schema | None) -> None:
+    """:class:`UsageError` for an output a CSV file cannot hold: a list column, a nested keep column."""
+    if layout.kind == "list":
+        raise UsageError(f"{label}: CSV holds one column per coordinate; write Parquet or use --columns.")
+    if keep_schema is not None:
+        for field in keep_schema:
+            if pa.types.is_nested(field.type):
+                raise UsageError(
+                    f"{label}: --keep column {field.name!r} holds {field.type}, which a CSV file cannot hold; "
+                    "write Parquet or leave it out of --keep."
+                )
+
+
+def _open_writer(sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None) -> pacsv.CSVWriter:
+    """A CSV writer into ``sink`` (the layout changes nothing: every column is written as it is)."""
+    return pacsv.CSVWriter(sink, schema)
+
+
+register_format("csv", (".csv",), _open_csv, _open_writer, check_output=_check_holds)

@@ -1,0 +1,141 @@
+"""The registry of file formats: which suffixes name a format, how it is read, how it is written.
+
+A format module registers itself with :func:`register_format` when it is imported: Parquet
+(``.parquet``, ``.pq``) in :mod:`ldpcli.io.parquet`, CSV (``.csv``) in :mod:`ldpcli.io.csv`.
+The built-in ones are imported, in that order, on the first look-up, so this module itself needs
+no pyarrow. ``FORMATS`` is the tuple of registered names, built-in ones first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from ldpcli.errors import UsageError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ldpcli.io.atomic import Sink
+    from ldpcli.io.columns import _Choice
+    from ldpcli.io.layout import VectorLayout
+    from ldpcli.io.read import VectorReader
+
+#: The modules of the built-in formats, in the order the formats are listed.
+_BUILTIN_MODULES = ("ldpcli.io.parquet", "ldpcli.io.csv")
+
+
+class ReaderOpener(Protocol):
+    """Open a file of this format: resolve its layout and return a reader of its batches."""
+
+    def __call__(
+        self, path: Path, label: str, choice: _Choice, batch_rows: int | None, memory_bytes: int
+    ) -> VectorReader: ...
+
+
+class TableEncoder(Protocol):
+    """Writes Arrow tables into a sink in one format (pyarrow's ParquetWriter, CSVWriter)."""
+
+    def write_table(self, table: pa.Table) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Encoder(Protocol):
+    """Start encoding tables of ``schema`` into ``sink``.
+
+    ``layout`` is that of a vector file; ``None`` for a plain table, written with the format's
+    defaults (:func:`~ldpcli.io.write.table_bytes` writes into an in-memory pyarrow stream).
+    """
+
+    def __call__(
+        self, sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None
+    ) -> TableEncoder: ...
+
+
+class OutputCheck(Protocol):
+    """:class:`UsageError` naming ``label`` if the format cannot hold this layout or keep schema."""
+
+    def __call__(self, label: str, layout: VectorLayout, keep_schema: pa.Schema | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class Format:
+    """A file format: its name, the file suffixes (lower case) that select it, and how it is
+    read and written. ``check_output``, if any, refuses outputs the format cannot hold."""
+
+    name: str
+    suffixes: tuple[str, ...]
+    open_reader: ReaderOpener
+    encoder: Encoder
+    check_output: OutputCheck | None = None
+
+
+_FORMATS: dict[str, Format] = {}
+
+
+def register_format(
+    name: str,
+    suffixes: Iterable[str],
+    open_reader: ReaderOpener,
+    encoder: Encoder,
+    *,
+    check_output: OutputCheck | None = None,
+) -> Format:
+    """Register a format for files whose suffix (any case) is one of ``suffixes``, e.g. ``".csv"``.
+
+    :class:`ValueError` if the name or a suffix is already registered.
+    """
+    fmt = Format(name, tuple(suffix.lower() for suffix in suffixes), open_reader, encoder, check_output)
+    if name in _FORMATS:
+        raise ValueError(f"format {name!r} is already registered")
+    for other in _FORMATS.values():
+        taken = [suffix for suffix in fmt.suffixes if suffix in other.suffixes]
+        if taken:
+            raise ValueError(f"suffix {taken[0]!r} already selects format {other.name!r}")
+    _FORMATS[name] = fmt
+    return fmt
+
+
+def _registry() -> dict[str, Format]:
+    """The registered formats by name, the built-in ones imported (so registered) first."""
+    for module in _BUILTIN_MODULES:
+        importlib.import_module(module)
+    return _FORMATS
+
+
+def get_format(name: str) -> Format:
+    """The registered format called ``name``; :class:`ValueError` for an unknown one."""
+    formats = _registry()
+    if name not in formats:
+        raise ValueError(f"format must be one of {tuple(formats)}, got {name!r}")
+    return formats[name]
+
+
+def file_format(path: str | os.PathLike[str]) -> str:
+    """Return ``"parquet"`` for ``.parquet``/``.pq`` and ``"csv"`` for ``.csv`` (any case).
+
+    Raises :class:`UsageError` for any other extension.
+    """
+    suffix = Path(path).suffix.lower()
+    formats = _registry().values()
+    for fmt in formats:
+        if suffix in fmt.suffixes:
+            return fmt.name
+    shown = repr(suffix) if suffix else "no extension"
+    known = [known for fmt in formats for known in fmt.suffixes]
+    raise UsageError(
+        f"{os.fspath(path)}: unsupported file type ({shown}); "
+        f"use a {', '.join(known[:-1])} or {known[-1]} file."
+    )
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """``FORMATS``: the names of the registered formats, looked up when asked for (PEP 562)."""
+    if name == "FORMATS":
+        return tuple(_registry())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

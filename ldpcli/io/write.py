@@ -1,0 +1,275 @@
+"""Writing vectors: :class:`VectorWriter` encodes batches into any :class:`~ldpcli.io.atomic.Sink`
+in a registered format; :class:`AtomicVectorWriter` is that writer over an
+:class:`~ldpcli.io.atomic.AtomicFileSink`, so the file appears on commit or not at all.
+:func:`table_bytes` encodes a small table as a whole file's bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ldpcli.errors import DataError, UsageError
+from ldpcli.io import formats
+from ldpcli.io.atomic import AtomicFileSink, Sink
+from ldpcli.io.layout import VectorLayout
+from ldpcli.io.messages import _reason, _write_failed
+from ldpcli.io.read import _ArrowFailure
+
+
+def _output_format(
+    label: str, layout: VectorLayout, format: str, keep_schema: pa.Schema | None
+) -> formats.Format:
+    """The registered format ``format``, checked to hold ``layout`` and ``keep_schema``."""
+    if format not in formats.FORMATS:
+        raise UsageError(f"{label}: unknown format {format!r}; choose one of: {', '.join(formats.FORMATS)}.")
+    fmt = formats.get_format(format)
+    if fmt.check_output is not None:
+        fmt.check_output(label, layout, keep_schema)
+    if keep_schema is not None and keep_schema.names != list(layout.keep):
+        raise ValueError(
+            f"keep_schema has columns {keep_schema.names}, the layout keeps {list(layout.keep)}"
+        )
+    return fmt
+
+
+class VectorWriter:
+    """Encode vectors batch by batch into a sink in one format; :meth:`commit` makes them final.
+
+    A context manager: leaving the ``with`` block without :meth:`commit` discards the sink. The
+    output columns are those described for :class:`AtomicVectorWriter`.
+    """
+
+    format: str
+    layout: VectorLayout
+    rows_written: int
+
+    def __init__(
+        self, sink: Sink, layout: VectorLayout, format: str, keep_schema: pa.Schema | None = None
+    ) -> None:
+        """Check that ``format`` can hold ``layout``; ``sink.label`` names the output in messages.
+
+        ``keep_schema`` fixes the keep columns' types; without it they come from the first written
+        batch.
+        """
+        self._format = _output_format(sink.label, layout, format, keep_schema)
+        self.format = format
+        self.layout = layout
+        self.rows_written = 0
+        self._sink = sink
+        self._label = sink.label
+        self._keep_schema = keep_schema
+        self._encoder: formats.TableEncoder | None = None
+        self._state = "open"
+
+    def __enter__(self) -> VectorWriter:
+        """Return the writer itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Discard the sink unless :meth:`commit` succeeded."""
+        if self._state == "open":
+            self.discard()
+
+    def write(self, values: np.ndarray, keep: pa.Table | None = None) -> None:
+        """Append one batch: ``values`` of shape ``(rows, d)`` and float64, ``keep`` with ``rows`` rows."""
+        self._check_open()
+        d = self.layout.d
+        if not isinstance(values, np.ndarray):
+            raise ValueError(f"values must be a numpy array, got {type(values).__name__}")
+        if values.dtype != np.float64 or values.ndim != 2 or values.shape[1] != d:
+            raise ValueError(
+                f"values must be a float64 array of shape (rows, {d}), got {values.dtype} {values.shape}"
+            )
+        keep_table = self._keep_table(keep, values.shape[0])
+        arrays: list[pa.Array | pa.ChunkedArray] = list(keep_table.columns) if keep_table is not None else []
+        if self.layout.kind == "list":
+            flat = pa.array(np.ascontiguousarray(values).reshape(-1))
+            arrays.append(pa.FixedSizeListArray.from_arrays(flat, d))
+        else:
+            arrays.extend(pa.array(column) for column in np.ascontiguousarray(values.T))
+        table = pa.Table.from_arrays(arrays, schema=self._schema())
+        try:
+            if self._encoder is None:
+                self._encoder = self._open_encoder(table.schema)
+            if table.num_rows:
+                self._encoder.write_table(table)
+        except _ArrowFailure as exc:
+            raise _encode_failed(self._label, exc) from exc
+        self.rows_written += table.num_rows
+
+    def commit(self) -> None:
+        """Finish the encoding and commit the sink (for a file: flush it and rename it onto its path)."""
+        self._check_open()
+        try:
+            encoder = self._encoder if self._encoder is not None else self._open_encoder(self._schema())
+            self._encoder = None
+            encoder.close()
+            self._sink.commit()
+        except BaseException as exc:
+            self.discard()
+            if isinstance(exc, _ArrowFailure):
+                raise _encode_failed(self._label, exc) from exc
+            raise
+        self._state = "committed"
+
+    def discard(self) -> None:
+        """Abandon the output: close the encoder and discard the sink."""
+        self._state = "discarded"
+        if self._encoder is not None:
+            with contextlib.suppress(Exception):
+                self._encoder.close()
+            self._encoder = None
+        self._sink.discard()
+
+    def _check_open(self) -> None:
+        """Refuse to use a writer after commit or discard."""
+        if self._state != "open":
+            raise RuntimeError(f"{self._label}: the writer is already {self._state}")
+
+    def _keep_table(self, keep: pa.Table | None, rows: int) -> pa.Table | None:
+        """The keep columns in layout order and with the established types."""
+        names = list(self.layout.keep)
+        if not names:
+            if keep is not None:
+                raise ValueError("the layout has no keep columns; pass keep=None")
+            return None
+        if keep is None or keep.num_rows != rows:
+            got = "none" if keep is None else f"{keep.num_rows} rows"
+            raise ValueError(f"keep must be a table with {rows} rows and columns {names}, got {got}")
+        try:
+            keep = keep.select(names)
+            if self._keep_schema is None:
+                self._keep_schema = keep.schema
+            elif not keep.schema.equals(self._keep_schema):
+                keep = keep.cast(self._keep_schema)
+        except (KeyError, pa.ArrowException) as exc:
+            expected = self._keep_schema or names
+            raise ValueError(f"keep columns do not match {expected}: {_reason(exc)}") from exc
+        return keep
+
+    def _schema(self) -> pa.Schema:
+        """The output schema: keep columns (strings until their types are known), then vectors."""
+        if self._keep_schema is not None:
+            fields = list(self._keep_schema)
+        else:
+            fields = [pa.field(name, pa.string()) for name in self.layout.keep]
+        if self.layout.kind == "list":
+            fields.append(pa.field(self.layout.columns[0], pa.list_(pa.float64(), self.layout.d)))
+        else:
+            fields.extend(pa.field(name, pa.float64()) for name in self.layout.columns)
+        return pa.schema(fields)
+
+    def _open_encoder(self, schema: pa.Schema) -> formats.TableEncoder:
+        """The format's pyarrow writer, writing into the sink."""
+        return self._format.encoder(self._sink, schema, self.layout)
+
+
+class AtomicVectorWriter:
+    """Write vectors batch by batch to a temporary file, renamed onto ``path`` by :meth:`commit`.
+
+    A context manager: leaving the ``with`` block without :meth:`commit` (an exception, Ctrl-C,
+    or simply no commit) removes the temporary file, so ``path`` is never left half-written.
+    Output columns: the keep columns (in layout order), then the vector column(s) as float64:
+    one ``FixedSizeList<float64>[d]`` column for a list layout (Parquet only), else one column
+    per coordinate.
+    """
+
+    path: Path
+    format: str
+    layout: VectorLayout
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        layout: VectorLayout,
+        *,
+        format: str | None = None,
+        keep_schema: pa.Schema | None = None,
+        overwrite: bool = False,
+    ) -> None:
+        """Check the target and create the temporary file next to it.
+
+        ``format`` defaults to :func:`file_format` of ``path``. ``keep_schema`` fixes the keep
+        columns' types; without it they come from the first written batch.
+        """
+        if format is None:
+            format = formats.file_format(path)
+        # Checked before the temporary file exists (the VectorWriter checks the same again).
+        _output_format(os.fspath(path), layout, format, keep_schema)
+        self._sink = AtomicFileSink(path, overwrite=overwrite)
+        self._writer = VectorWriter(self._sink, layout, format, keep_schema)
+        self.path = self._sink.path
+        self.format = format
+        self.layout = layout
+
+    def __enter__(self) -> AtomicVectorWriter:
+        """Return the writer itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Remove the temporary file unless :meth:`commit` succeeded."""
+        self._writer.__exit__(exc_type, exc, traceback)
+
+    def write(self, values: np.ndarray, keep: pa.Table | None = None) -> None:
+        """Append one batch: ``values`` of shape ``(rows, d)`` and float64, ``keep`` with ``rows`` rows."""
+        self._writer.write(values, keep)
+
+    def commit(self) -> None:
+        """Finish the file, flush it to disk and rename it onto ``path``."""
+        self._writer.commit()
+
+    @property
+    def rows_written(self) -> int:
+        """Rows written so far."""
+        return self._writer.rows_written
+
+    @property
+    def published(self) -> bool:
+        """True once ``path`` holds this writer's file (set atomically with the rename)."""
+        return self._sink.published
+
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 (hex) of the bytes written; final once :meth:`commit` has run."""
+        return self._sink.sha256
+
+
+def table_bytes(columns: Mapping[str, Any], format: str) -> bytes:
+    """A small in-memory table (column name to 1-D array) as the bytes of a whole Parquet or CSV
+    file, for :func:`atomic_write_bytes`."""
+    fmt = formats.get_format(format)
+    table = pa.table(dict(columns))
+    sink = pa.BufferOutputStream()
+    encoder = fmt.encoder(sink, table.schema, None)
+    encoder.write_table(table)
+    encoder.close()
+    return sink.getvalue().to_pybytes()
+
+
+def _encode_failed(label: str, exc: BaseException) -> DataError:
+    """The error for an output that could not be written."""
+    if isinstance(exc, pa.ArrowException) and not isinstance(exc, OSError):
+        # Not the disk: pyarrow refused a value (vectors are plain float64, so a --keep column's).
+        return DataError(
+            f"{label}: could not write the file ({_reason(exc)}); a --keep column holds values "
+            "this format cannot store, so write Parquet or leave that column out of --keep."
+        )
+    return _write_failed(label, exc)
