@@ -24,13 +24,17 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ldpcli.estimate import RunningMoments
+from ldpcli.estimators.moments import RunningMoments
+from ldpcli.domains import TestPoint
 from ldpcli.mechanisms import Mechanism
+from ldpcli.mechanisms.base import check_count
 
 #: |ε_second_route − ε_exact| must be below this, relative to max(1, ε).
 EPSILON_TOLERANCE = 1e-7
 #: Family-wise false-alarm probability of the statistical tests.
 FAMILY_ALPHA = 1e-4
+#: The fewest trials whose sample variances make the z-tests meaningful.
+MIN_TRIALS = 100
 #: Values privatized per chunk (rows × d), bounding the audit's memory.
 _CHUNK_VALUES = 4_000_000
 
@@ -85,25 +89,9 @@ class AuditResult:
         }
 
 
-def audit_inputs(mech: Mechanism, rng: np.random.Generator) -> list[tuple[str, np.ndarray, bool]]:
+def audit_inputs(mech: Mechanism, rng: np.random.Generator) -> list[TestPoint]:
     """(name, x, on the boundary) for the three fixed inputs of the mechanism's domain."""
-    d, bound = mech.d, mech.norm_bound
-    if mech.domain == "interval":
-        return [("boundary (r = r_max)", np.full(d, bound), True),
-                ("interior (r = 0.37·r_max)", np.full(d, 0.37 * bound), False),
-                ("zero", np.zeros(d), False)]
-    if mech.domain == "linf-box":
-        signs = np.where(rng.random(d) < 0.5, -1.0, 1.0)
-        return [("boundary (a vertex of the box)", bound * signs, True),
-                ("interior", 0.5 * bound * rng.uniform(-1.0, 1.0, d), False),
-                ("zero", np.zeros(d), False)]
-    direction = rng.standard_normal(d)
-    direction /= np.linalg.norm(direction)
-    other = rng.standard_normal(d)
-    other /= np.linalg.norm(other)
-    return [("boundary (‖x‖ = L)", bound * direction, True),
-            ("interior (‖x‖ = L/2)", 0.5 * bound * other, False),
-            ("zero", np.zeros(d), False)]
+    return mech.domain.test_points(mech.d, mech.norm_bound, rng)
 
 
 def _check_input(
@@ -142,7 +130,11 @@ def _check_input(
 
 
 def audit(mech: Mechanism, *, trials: int = 20_000, seed: int | None = None) -> AuditResult:
-    """Audit a calibrated mechanism: its privacy level by a second route, and its statistics."""
+    """Audit a calibrated mechanism: its privacy level by a second route, and its statistics.
+
+    ``trials`` (at least 100) privatized copies of each fixed input; ``seed`` None draws OS entropy.
+    """
+    trials = check_count(trials, "--trials", minimum=MIN_TRIALS)
     rng = np.random.default_rng(seed)
     try:
         eps2, route = mech.audit_epsilon()

@@ -3,7 +3,16 @@
 Registration order is the order of ``mechanism_names()`` (and of ``ldp params`` comparisons).
 """
 
-from ldpcli.mechanisms.base import Mechanism, get_mechanism, mechanism_names, register
+from ldpcli.mechanisms.base import (
+    Mechanism,
+    MechanismSpec,
+    OptionSpec,
+    declare,
+    get_mechanism,
+    mechanism_names,
+    register,
+    unregister,
+)
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.privunitg import PrivUnitG
 from ldpcli.mechanisms.hemisphere import DuchiL2
@@ -18,13 +27,17 @@ __all__ = [
     "Gaussian",
     "Laplace",
     "Mechanism",
+    "MechanismSpec",
+    "OptionSpec",
     "PrivUnit2",
     "PrivUnitG",
     "PrivUnitInf",
     "ScalarDP",
     "ScalarRelDP",
     "Separated",
+    "declare",
     "get_mechanism",
     "mechanism_names",
     "register",
+    "unregister",
 ]

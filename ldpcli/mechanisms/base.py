@@ -1,4 +1,4 @@
-"""The mechanism interface and the registry that maps names to mechanism classes.
+"""The mechanism interface, its declared options, the spec that names a mechanism, and the registry.
 
 A mechanism is a small immutable object: ``calibrate(d, epsilon, ...)`` builds it with its public
 parameters; it knows its exact privacy level (``epsilon_exact``), its exact expected squared error
@@ -6,24 +6,30 @@ parameters; it knows its exact privacy level (``epsilon_exact``), its exact expe
 and privatizes a batch of rows with a given ``numpy.random.Generator``. ``describe()`` is what
 ``ldp params`` prints and the sidecar stores. The CLI, the sidecar and the estimators read
 mechanisms only through this interface, so a new mechanism is one new module plus ``@register``.
+
+Validation happens once, in the template :meth:`Mechanism.calibrate` (after scipy.stats: the public
+method checks, the private one computes): (d, ε, L), the calibration name and every option against
+its :class:`OptionSpec` are checked there, then the mechanism's own ``_calibrate`` receives clean
+values. The options a mechanism declares are all the CLI knows about it: its flags, their help,
+the sidecar's round trip and the property tests come from the declaration.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from ldpcli import spheremath as sm
+from ldpcli.domains import FLOAT64_PRECISION, L2_BALL, Domain
 from ldpcli.errors import UsageError
 
 M = TypeVar("M", bound="Mechanism")
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
-_NORM_SLACK = 1e-9
 #: The largest d any mechanism accepts (tested to 10⁷; some mechanisms set a lower limit).
 MAX_D = 10**8
 #: The largest public bound: L² and the errors must stay finite doubles.
@@ -36,6 +42,11 @@ def register(cls: type[M]) -> type[M]:
         raise ValueError(f"mechanism {cls.name!r} registered twice")
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def unregister(name: str) -> None:
+    """Remove a registered mechanism (for plug-ins and tests that register a throwaway one)."""
+    _REGISTRY.pop(name, None)
 
 
 def mechanism_names() -> list[str]:
@@ -71,11 +82,142 @@ def check_common(d: int, epsilon: float, norm_bound: float, *, max_d: int = MAX_
         )
 
 
+def check_count(value: Any, what: str, minimum: int = 1) -> int:
+    """An integer ≥ ``minimum`` (a row count, a number of trials), else a UsageError naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise UsageError(f"{what} must be >= {minimum} (an integer), got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One calibration option of a mechanism: its type, range, default, help and an example.
+
+    ``name`` is the keyword of ``calibrate`` (``eps_split``) and the flag is ``--eps-split``.
+    ``low``/``high`` bound the value (``low_open``/``high_open``: strictly). ``default`` None
+    means the mechanism computes it (the help says how); ``required`` options have no default.
+    ``example`` is a valid value that the CLI's help shows and the test battery uses.
+    """
+
+    name: str
+    kind: type[int] | type[float]
+    help: str
+    example: int | float
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    default: int | float | None = None
+    required: bool = False
+
+    @property
+    def flag(self) -> str:
+        """The command-line flag: ``--`` and the name with dashes."""
+        return "--" + self.name.replace("_", "-")
+
+    def range_text(self) -> str:
+        """E.g. ``an integer in [1, 1048576]`` or ``a finite number > 0``."""
+        noun = "an integer" if self.kind is int else "a finite number"
+        if self.low is not None and self.high is not None:
+            left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f"{noun} in {left}{self.low:g}, {self.high:g}{right}"
+        if self.low is not None:
+            return f"{noun} {'>' if self.low_open else '>='} {self.low:g}"
+        if self.high is not None:
+            return f"{noun} {'<' if self.high_open else '<='} {self.high:g}"
+        return noun
+
+    def check(self, value: Any) -> int | float:
+        """The value as ``kind`` if it is in range (integral floats from JSON count as integers)."""
+        bad = UsageError(f"{self.flag}: must be {self.range_text()}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise bad
+        if not math.isfinite(value):
+            raise bad
+        if self.kind is int:
+            if not float(value).is_integer():
+                raise bad
+            value = int(value)
+        else:
+            value = float(value)
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            raise bad
+        if self.high is not None and (value > self.high or (self.high_open and value == self.high)):
+            raise bad
+        return value
+
+
+@dataclass(frozen=True)
+class MechanismSpec:
+    """What names a calibrated mechanism apart from the data's dimension: the public choices.
+
+    ``ldp params``, ``privatize``, ``audit``, the comparison and the sidecar all build their
+    mechanism from one of these: ``spec.calibrate(d)``.
+    """
+
+    name: str
+    epsilon: float
+    calibration: str | None = None
+    norm_bound: float = 1.0
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def mechanism_class(self) -> type[Mechanism]:
+        """The registered class (UsageError for an unknown name)."""
+        return get_mechanism(self.name)
+
+    def validated(self) -> MechanismSpec:
+        """This spec with its calibration resolved and its options checked, before any data is read.
+
+        Everything that does not need d is checked here (d is checked by :meth:`calibrate`).
+        """
+        cls = self.mechanism_class
+        options = cls.check_option_values(dict(self.options))
+        check_common(1, self.epsilon, self.norm_bound)
+        calibration = cls.check_calibration(self.calibration)
+        given = {name: value for name, value in options.items() if value is not None}
+        return MechanismSpec(self.name, float(self.epsilon), calibration, float(self.norm_bound), given)
+
+    def calibrate(self, d: int) -> Mechanism:
+        """The mechanism for rows of dimension d."""
+        return self.mechanism_class.calibrate(
+            d, self.epsilon, norm_bound=self.norm_bound, calibration=self.calibration, **dict(self.options)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict: name, epsilon, calibration, norm_bound, options."""
+        return {
+            "name": self.name,
+            "epsilon": self.epsilon,
+            "calibration": self.calibration,
+            "norm_bound": self.norm_bound,
+            "options": dict(self.options),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MechanismSpec:
+        """Inverse of :meth:`to_dict`; ValueError naming the first malformed field."""
+        if not isinstance(data, Mapping):
+            raise ValueError("the mechanism must be an object")
+        name, epsilon, norm_bound = data.get("name"), data.get("epsilon"), data.get("norm_bound")
+        calibration, options = data.get("calibration"), data.get("options", {})
+        if not isinstance(name, str):
+            raise ValueError("'name' must be a mechanism name")
+        for key, value in (("epsilon", epsilon), ("norm_bound", norm_bound)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{key!r} must be a number")
+        if calibration is not None and not isinstance(calibration, str):
+            raise ValueError("'calibration' must be a name")
+        if not isinstance(options, Mapping) or not all(isinstance(key, str) for key in options):
+            raise ValueError("'options' must be an object")
+        return cls(name, float(epsilon), calibration, float(norm_bound), dict(options))
+
+
 @dataclass(frozen=True)
 class Mechanism(ABC):
     """A calibrated ε-LDP randomizer for d-dimensional rows.
 
-    Subclasses set the class attributes, implement ``calibrate``, ``epsilon_exact``,
+    Subclasses set the class attributes, implement ``_calibrate``, ``epsilon_exact``,
     ``expected_error``, ``expected_error_max``, ``parameters`` and ``privatize``.
     """
 
@@ -87,22 +229,23 @@ class Mechanism(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     calibrations: ClassVar[tuple[str, ...]]
-    #: What a row must satisfy, with L = ``norm_bound``: ``l2-ball`` (‖x‖₂ ≤ L), ``linf-box``
-    #: (|x_j| ≤ L) or ``interval`` (d = 1, 0 ≤ x ≤ L). Rows outside are moved onto it by :meth:`clip`.
-    domain: ClassVar[str] = "l2-ball"
-    #: Extra keyword options of ``calibrate`` (name → one-line help). Each is also a dataclass
-    #: field holding its resolved value, reported by ``describe()`` under the same name, so a
-    #: sidecar can re-create the mechanism exactly.
-    options: ClassVar[dict[str, str]] = {}
+    #: The set a row must lie in, scaled by L = ``norm_bound`` (see :mod:`ldpcli.domains`). It
+    #: compares equal to its name: ``l2-ball``, ``linf-box`` or ``interval``.
+    domain: ClassVar[Domain] = L2_BALL
+    #: The options of ``calibrate`` beyond (d, ε, L, calibration), by name (see :func:`declare`).
+    #: Each is also a dataclass field holding its resolved value, reported by ``describe()`` under
+    #: the same name, so a sidecar can re-create the mechanism exactly.
+    options: ClassVar[dict[str, OptionSpec]] = {}
     #: A baseline kept for comparison (Laplace, Gaussian), not a recommended mechanism.
     baseline: ClassVar[bool] = False
     #: Privatizes vectors of any dimension (False for mechanisms of one scalar column).
     vector: ClassVar[bool] = True
     #: The largest d the mechanism accepts.
     max_d: ClassVar[int] = MAX_D
+    #: A valid (d, ε) for the registry-wide test battery and ``--help`` examples.
+    example_d: ClassVar[int] = 8
 
     @classmethod
-    @abstractmethod
     def calibrate(
         cls: type[M],
         d: int,
@@ -114,14 +257,23 @@ class Mechanism(ABC):
     ) -> M:
         """Choose the mechanism's parameters for dimension d and privacy level ε.
 
-        ``options`` are the mechanism's own (see :attr:`options`); unknown ones are a UsageError.
+        Checks (d, ε, L), the calibration and ``options`` (see :attr:`options`; unknown or out
+        of range ones are UsageErrors), then calls the mechanism's own ``_calibrate`` with every
+        declared option (None where not given and without a default).
         """
+        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
+        return cls._calibrate(d, epsilon, norm_bound, calibration, **cls.check_option_values(options))
+
+    @classmethod
+    @abstractmethod
+    def _calibrate(cls: type[M], d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any) -> M:
+        """The mechanism's own calibration, on validated inputs (see :meth:`calibrate`)."""
 
     @classmethod
     def check_inputs(
-        cls, d: int, epsilon: float, norm_bound: float, calibration: str | None, options: dict[str, Any]
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str | None, options: Mapping[str, Any]
     ) -> tuple[int, float, float, str]:
-        """Validate what every ``calibrate`` receives; return (d, ε, L, calibration) as int/float/str.
+        """Validate (d, ε, L) and the calibration; return them as int/float/float/str.
 
         Unknown options, impossible (d, ε, L) (with d ≤ :attr:`max_d`) and unknown calibrations are
         UsageErrors; the calibration defaults to the first listed.
@@ -131,17 +283,39 @@ class Mechanism(ABC):
         return int(d), float(epsilon), float(norm_bound), cls.check_calibration(calibration)
 
     @classmethod
-    def check_options(cls, options: dict[str, Any]) -> None:
+    def check_options(cls, options: Mapping[str, Any]) -> None:
         """UsageError for an option this mechanism does not take (None values are ignored)."""
         unknown = sorted(name for name, value in options.items() if value is not None and name not in cls.options)
         if unknown:
             flags = ", ".join("--" + name.replace("_", "-") for name in unknown)
-            takes = ", ".join("--" + name.replace("_", "-") for name in cls.options) or "none"
+            takes = ", ".join(spec.flag for spec in cls.options.values()) or "none"
             raise UsageError(f"mechanism {cls.name!r} takes no option {flags}; its options: {takes}")
+
+    @classmethod
+    def check_option_values(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Every declared option, checked against its spec: given, its default, or None."""
+        cls.check_options(options)
+        values: dict[str, Any] = {}
+        for name, spec in cls.options.items():
+            value = options.get(name)
+            if value is None:
+                if spec.required:
+                    raise UsageError(
+                        f"mechanism {cls.name!r} needs {spec.flag} ({spec.range_text()}), e.g. {spec.flag} {spec.example}"
+                    )
+                values[name] = spec.default
+            else:
+                values[name] = spec.check(value)
+        return values
 
     def option_values(self) -> dict[str, Any]:
         """The resolved values of :attr:`options`, as ``calibrate`` keywords."""
         return {name: getattr(self, name) for name in self.options}
+
+    @property
+    def spec(self) -> MechanismSpec:
+        """The public choices that re-create this mechanism: ``self.spec.calibrate(self.d) == self``."""
+        return MechanismSpec(self.name, self.epsilon, self.calibration, self.norm_bound, self.option_values())
 
     @classmethod
     def check_calibration(cls, calibration: str | None) -> str:
@@ -179,9 +353,11 @@ class Mechanism(ABC):
 
     @abstractmethod
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Privatize a batch: ``x`` is (n, d) float64 with rows in the domain; returns (n, d).
+        """Privatize a batch: ``x`` is (n, d) float64 with rows in the domain; returns a new (n, d).
 
-        Each output row is an unbiased estimate of its input row and depends on no other row.
+        Rows within the domain's slack beyond L count as on the boundary. ``x`` is never written
+        to (it may be a read-only view of the file's buffer). Each output row is an unbiased
+        estimate of its input row and depends on no other row.
         """
 
     def audit_epsilon(self) -> tuple[float, str]:
@@ -192,36 +368,23 @@ class Mechanism(ABC):
         """
         raise NotImplementedError(f"mechanism {self.name!r} has no second route to its privacy level")
 
-    def clip(self, x: np.ndarray) -> tuple[np.ndarray, int]:
-        """Move rows outside the domain onto it (in place); return (x, number of rows moved).
+    def project(self, x: np.ndarray, precision: float = FLOAT64_PRECISION) -> tuple[np.ndarray, int]:
+        """Rows outside the domain moved onto it, and how many; ``x`` itself is never changed.
 
         ``l2-ball``: rows with ‖x‖₂ > L are scaled onto the sphere of radius L. ``linf-box``:
         coordinates are clamped to [−L, L]. ``interval``: values are clamped to [0, L]. The bound
-        L is a public parameter chosen by the user, never computed from the data. Rows within a
-        relative 1e−9 beyond L (unit-normalised data after rounding) count as on the boundary:
-        they are left as they are, and the mechanisms treat them as on it.
+        L is a public parameter chosen by the user, never computed from the data. Rows beyond L by
+        less than the domain's slack for values of that ``precision`` (unit roundoff of the source
+        type: 2⁻²⁴ for float32) are on the boundary: left as they are and not counted.
         """
-        limit = self.norm_bound * (1.0 + _NORM_SLACK)
-        if self.domain == "l2-ball":
-            norms = sm.row_norms(x)
-            over = norms > limit
-            if over.any():
-                x[over] *= (self.norm_bound / norms[over])[:, None]
-        elif self.domain == "linf-box":
-            over = np.any(np.abs(x) > limit, axis=1)
-            if over.any():
-                np.clip(x, -self.norm_bound, self.norm_bound, out=x)
-        elif self.domain == "interval":
-            over = np.any((x < 0.0) | (x > limit), axis=1)
-            if over.any():
-                np.clip(x, 0.0, self.norm_bound, out=x)
-        else:  # pragma: no cover - a new domain must say how to clip
-            raise NotImplementedError(f"no clipping rule for domain {self.domain!r}")
-        return x, int(np.count_nonzero(over))
+        return self.domain.project(x, self.norm_bound, precision)
+
+    #: The name this method had before domains were objects.
+    clip = project
 
     def expected_error_mean(self, n: int) -> float:
         """Worst-case E‖x̄̂ − x̄‖² of the mean of n independently privatized rows: max error / n."""
-        return self.expected_error_max / n
+        return self.expected_error_max / check_count(n, "--n")
 
     def describe(self) -> dict[str, Any]:
         """The public description that ``ldp params --json`` prints and the sidecar stores.
@@ -247,7 +410,7 @@ class Mechanism(ABC):
             "epsilon": self.epsilon,
             "epsilon_exact": self.epsilon_exact,
             "norm_bound": self.norm_bound,
-            "domain": self.domain,
+            "domain": str(self.domain),
         }
         out.update(self.option_values())
         out.update(self.parameters())
@@ -255,3 +418,8 @@ class Mechanism(ABC):
         out["expected_error"] = self.expected_error
         out["expected_error_max"] = self.expected_error_max
         return out
+
+
+def declare(*specs: OptionSpec) -> dict[str, OptionSpec]:
+    """The ``options`` class attribute of a mechanism, from its option specs in flag order."""
+    return {spec.name: spec for spec in specs}

@@ -2,9 +2,10 @@
 
 Both release Z = x + noise for x in the ℓ2 ball of radius L; they are kept for comparison with
 the sphere mechanisms (``baseline = True``), which are far more accurate for d ≫ 1. Rows must
-lie in the ball (``Mechanism.clip`` moves the others onto it before privatizing); rows that the
-clip tolerance leaves slightly beyond L are scaled onto the sphere here, so the sensitivity used
-in the calibration is never exceeded.
+lie in the ball (``Mechanism.project`` moves the others onto it before privatizing); rows that the
+domain's slack leaves slightly beyond L are scaled onto the sphere by the exact projection
+``domain.nearest`` as part of the mechanism, so the sensitivity used in the calibration is never
+exceeded.
 
 Laplace (Dwork, McSherry, Nissim, Smith 2006): the ℓ1 sensitivity of x ↦ x on the ℓ2 ball is
 sup ‖x − x'‖₁ = 2L√d (Cauchy–Schwarz, attained at x = −x' = L·(1, …, 1)/√d); i.i.d. Laplace(b)
@@ -34,22 +35,10 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ldpcli.errors import UsageError
-from ldpcli import spheremath as sm
-from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_SQRT_HALF_PI = 0.5 * math.log(math.pi / 2.0)
-
-
-def _project_to_ball(x: np.ndarray, radius: float) -> np.ndarray:
-    """A copy of x with rows of norm above ``radius`` scaled onto the sphere of that radius."""
-    out = np.array(x, dtype=np.float64, copy=True)
-    norms = sm.row_norms(out)
-    over = norms > radius
-    if over.any():
-        out[over] *= (radius / norms[over])[:, None]
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,11 +59,10 @@ class Laplace(Mechanism):
     baseline = True
 
     @classmethod
-    def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    def _calibrate(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any
     ) -> Laplace:
         """Laplace(b) noise with b = 2L√d/ε (``classic``, the only calibration)."""
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         sensitivity = 2.0 * norm_bound * math.sqrt(d)
         b = sensitivity / epsilon
         while sensitivity / b > epsilon:  # never claim less than the realised ratio through rounding
@@ -131,8 +119,8 @@ class Laplace(Mechanism):
         return total, "log density ratio at the worst-case pair x = −x' = L·1/√d, z = x, summed over the d coordinates"
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """x + Laplace(b)^d row by row (rows beyond L first scaled onto the sphere)."""
-        out = _project_to_ball(x, self.norm_bound)
+        """x + Laplace(b)^d row by row (rows beyond L, within the slack, first scaled onto the sphere)."""
+        out = self.domain.nearest(x, self.norm_bound)
         out += rng.laplace(0.0, self.b, size=out.shape)
         return out
 
@@ -240,23 +228,18 @@ class Gaussian(Mechanism):
     name = "gaussian"
     title = "Gaussian baseline ((ε, δ)-DP, analytic calibration of Balle & Wang 2018, ℓ2 sensitivity 2L)"
     calibrations = ("analytic",)
-    options = {"delta": "δ of (ε, δ)-DP, required, 0 < δ < 1: the probability mass allowed to exceed e^ε"}
+    options = declare(
+        OptionSpec("delta", float, "δ of (ε, δ)-DP, required, 0 < δ < 1: the probability mass allowed to exceed e^ε",
+                   1e-6, low=0.0, high=1.0, low_open=True, high_open=True, required=True),
+    )
     baseline = True
 
     @classmethod
-    def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    def _calibrate(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any
     ) -> Gaussian:
         """The analytic Gaussian mechanism at (ε, δ), δ = ``delta`` (required)."""
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
-        delta = options.get("delta")
-        if delta is None:
-            raise UsageError("mechanism 'gaussian' needs --delta (0 < δ < 1), e.g. --delta 1e-6")
-        if isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating)) or not (
-            math.isfinite(delta) and 0.0 < delta < 1.0
-        ):
-            raise UsageError(f"--delta: delta must be a number with 0 < delta < 1, got {delta!r}")
-        delta = float(delta)
+        delta = options["delta"]
         sigma = analytic_gaussian_sigma(epsilon, delta, 2.0 * norm_bound)
         return cls(d, epsilon, norm_bound, calibration, delta, sigma)
 
@@ -325,7 +308,7 @@ class Gaussian(Mechanism):
         )
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """x + N(0, σ²I) row by row (rows beyond L first scaled onto the sphere)."""
-        out = _project_to_ball(x, self.norm_bound)
+        """x + N(0, σ²I) row by row (rows beyond L, within the slack, first scaled onto the sphere)."""
+        out = self.domain.nearest(x, self.norm_bound)
         out += self.sigma * rng.standard_normal(out.shape)
         return out

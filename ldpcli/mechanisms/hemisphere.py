@@ -89,11 +89,10 @@ class DuchiL2(Mechanism):
     calibrations = ("classic",)
 
     @classmethod
-    def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    def _calibrate(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any
     ) -> DuchiL2:
         """The hemisphere mechanism at level ε in dimension d (its one calibration, ``classic``)."""
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         return cls(d, epsilon, norm_bound, calibration, hemisphere_log_scale(d, epsilon))
 
     @property

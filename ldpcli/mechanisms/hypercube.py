@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli import spheremath as sm
+from ldpcli.domains import LINF_BOX
 from ldpcli.mechanisms.base import Mechanism, register
 
 #: Loader's Stirling remainder δ(k) = log k! − [(k + ½)·log k − k + ½·log 2π] for k < 16 (δ(0) = 0),
@@ -362,7 +363,7 @@ class _HypercubeThreshold(Mechanism):
     log_c: float
     log_one_minus_c: float
 
-    domain = "linf-box"
+    domain = LINF_BOX
     max_d = _MAX_D
     options = {}  # noqa: RUF012 - the base class declares it a ClassVar
     baseline = False
@@ -498,11 +499,10 @@ class PrivUnitInf(_HypercubeThreshold):
     calibrations = ("optimal",)
 
     @classmethod
-    def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    def _calibrate(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any
     ) -> PrivUnitInf:
         """PrivUnit∞ at exact level ε: the κ of least error (Duchi et al. Prop. 4.6) with tight p."""
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         agree_min, logs = _optimal_channel(d, epsilon)
         return cls._build(d, epsilon, norm_bound, calibration, agree_min, logs)
 
@@ -517,9 +517,8 @@ class DuchiLinf(_HypercubeThreshold):
     calibrations = ("classic",)
 
     @classmethod
-    def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    def _calibrate(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any
     ) -> DuchiLinf:
         """(49) at level ε: cap {⟨z, s⟩ > 0}, p = e^ε N_in/(e^ε N_in + N_out) (= e^ε/(1 + e^ε) for odd d)."""
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         return cls._build(d, epsilon, norm_bound, calibration, agree_min_from_kappa(d, 0))

@@ -157,11 +157,10 @@ class PrivUnit2(Mechanism):
     calibrations = ("optimal", "bhowmick")
 
     @classmethod
-    def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    def _calibrate(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any
     ) -> PrivUnit2:
         """PrivUnit2 at level ε in dimension d; ``calibration`` is ``optimal`` (default) or ``bhowmick``."""
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         if d == 1:
             # Randomized response on {−1, +1}: P = 1/2 whatever γ, m = 2p − 1 = tanh(logit(p)/2).
             logit_p = epsilon if calibration == "optimal" else 0.01 * epsilon

@@ -240,11 +240,10 @@ class PrivUnitG(Mechanism):
     calibrations = ("optimal",)
 
     @classmethod
-    def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    def _calibrate(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any
     ) -> PrivUnitG:
         """PrivUnitG at level ε in dimension d with the error-minimising tight split (``optimal``)."""
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         s = optimal_split(d, epsilon)
         return cls(d, epsilon, norm_bound, calibration, s.threshold, s.logit_p, s.log_q, s.log_1mq, s.log_mu,
                    s.var_z)

@@ -43,8 +43,9 @@ from typing import Any
 import numpy as np
 
 from ldpcli import spheremath as sm
+from ldpcli.domains import INTERVAL
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
 
 #: Largest ScalarDP grid size. The default k = ⌈e^{ε/3}⌉ reaches it at ε = 3·52·log 2 ≈ 108.1 and
 #: stays there: the grid step r_max·2⁻⁵² is one or two float64 units in the last place of r_max,
@@ -81,25 +82,6 @@ def rr_coefficients(epsilon: float, k: int) -> tuple[float, float]:
     return a, 1.0 + a
 
 
-def _check_int_option(name: str, value: Any, upper: int) -> int:
-    """An integer option in [1, upper] (integral floats from JSON are accepted)."""
-    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= upper:
-        raise UsageError(f"--{name}: must be an integer in [1, {upper}], got {value!r}")
-    return int(value)
-
-
-def _check_float_option(name: str, value: Any, lower: float, what: str) -> float:
-    """A finite float option > lower."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise UsageError(f"--{name}: must be a number {what}, got {value!r}")
-    value = float(value)
-    if not (math.isfinite(value) and value > lower):
-        raise UsageError(f"--{name}: must be a finite number {what}, got {value!r}")
-    return value
-
-
 def _check_one_column(cls: type[Mechanism], d: int) -> None:
     if d != 1:
         raise UsageError(
@@ -119,13 +101,6 @@ def randomized_response(j: np.ndarray, k: int, epsilon: float, rng: np.random.Ge
     other = rng.integers(0, k, size=n, dtype=np.int64)
     other += other >= j
     return np.where(truth, j, other)
-
-
-def _clamped(x: np.ndarray, r_max: float) -> np.ndarray:
-    """The one column of an (n, 1) batch, clamped to [0, r_max] (``clip`` leaves a 1e−9 slack)."""
-    if x.ndim != 2 or x.shape[1] != 1:
-        raise ValueError(f"expected an (n, 1) batch, got shape {x.shape}")
-    return np.clip(x[:, 0], 0.0, r_max)
 
 
 def grid_error(
@@ -195,19 +170,22 @@ class ScalarDP(_GridResponse, Mechanism):
     name = "scalar"
     title = "ScalarDP (Bhowmick et al. 2018, Alg. 3): rounding + (k+1)-ary randomized response"
     calibrations = ("bhowmick",)
-    domain = "interval"
+    domain = INTERVAL
     vector = False
-    options = {"k": "grid size (default ⌈e^{ε/3}⌉, Bhowmick et al. Lemma 4.4; at most 2^52)"}
+    options = declare(
+        OptionSpec("k", int, "grid size (default ⌈e^{ε/3}⌉, Bhowmick et al. Lemma 4.4; at most 2^52)", 4,
+                   low=1, high=K_MAX),
+    )
+    example_d = 1
 
     @classmethod
-    def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    def _calibrate(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any
     ) -> ScalarDP:
         """ScalarDP at level ε for one column bounded by r_max = ``norm_bound``; option ``k``."""
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         _check_one_column(cls, d)
-        k = options.get("k")
-        k = default_k(epsilon) if k is None else _check_int_option("k", k, K_MAX)
+        k = options["k"]
+        k = default_k(epsilon) if k is None else k
         return cls(1, epsilon, norm_bound, calibration, k)
 
     # --- parameters ---------------------------------------------------------------------------
@@ -312,7 +290,7 @@ class ScalarDP(_GridResponse, Mechanism):
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """ScalarDP on the one column of ``x`` ((n, 1), values in [0, r_max]); returns (n, 1)."""
-        return self.privatize_values(_clamped(x, self.norm_bound), rng)[:, None]
+        return self.privatize_values(x[:, 0], rng)[:, None]
 
 
 def _check_enumerable(k: int) -> None:
@@ -490,29 +468,26 @@ class ScalarRelDP(_GridResponse, Mechanism):
     name = "scalar-rel"
     title = "ScalarRelDP (Bhowmick et al. 2018, Alg. 4): geometric grid, relative error"
     calibrations = ("bhowmick",)
-    domain = "interval"
+    domain = INTERVAL
     vector = False
-    options = {
-        "alpha": "accuracy α > 0: the grid is 0, αν, αν², …, αν^k (default r_max·e^{-ε/4}, App. B.2)",
-        "nu": "grid ratio ν > 1 (default 1 + (α/r_max)^{-2/3} e^{-ε/3}, App. B.2)",
-        "k": f"number of grid cells (default the smallest with ν^k α ≥ r_max; at most {K_REL_MAX})",
-    }
+    options = declare(
+        OptionSpec("alpha", float, "accuracy α > 0: the grid is 0, αν, αν², …, αν^k (default r_max·e^{-ε/4}, App. B.2)",
+                   0.05, low=0.0, low_open=True),
+        OptionSpec("nu", float, "grid ratio ν > 1 (default 1 + (α/r_max)^{-2/3} e^{-ε/3}, App. B.2)", 1.5,
+                   low=1.0, low_open=True),
+        OptionSpec("k", int, f"number of grid cells (default the smallest with ν^k α ≥ r_max; at most {K_REL_MAX})",
+                   8, low=1, high=K_REL_MAX),
+    )
+    example_d = 1
 
     @classmethod
-    def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    def _calibrate(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any
     ) -> ScalarRelDP:
         """ScalarRelDP at level ε for one column bounded by r_max; options ``alpha``, ``nu``, ``k``."""
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
         _check_one_column(cls, d)
         r_max = norm_bound
-        alpha, nu, k = options.get("alpha"), options.get("nu"), options.get("k")
-        if alpha is not None:
-            alpha = _check_float_option("alpha", alpha, 0.0, "> 0")
-        if nu is not None:
-            nu = _check_float_option("nu", nu, 1.0, "> 1")
-        if k is not None:
-            k = _check_int_option("k", k, K_REL_MAX)
+        alpha, nu, k = options["alpha"], options["nu"], options["k"]
         log_alpha0_default = max(-epsilon / 4.0, math.log(ALPHA0_MIN))
         if alpha is None and nu is None:
             log_alpha0 = log_alpha0_default
@@ -726,4 +701,4 @@ class ScalarRelDP(_GridResponse, Mechanism):
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """ScalarRelDP on the one column of ``x`` ((n, 1), values in [0, r_max]); returns (n, 1)."""
-        return self.privatize_values(_clamped(x, self.norm_bound), rng)[:, None]
+        return self.privatize_values(x[:, 0], rng)[:, None]

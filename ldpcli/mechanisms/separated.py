@@ -44,22 +44,13 @@ import numpy as np
 
 from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.scalar import K_MAX, ScalarDP
 
 #: The optimal split is searched over logit(ε₁/ε) ∈ [−R, R] (ε₁/ε between 4.5e−5 and 1 − 4.5e−5).
 _SPLIT_LOGIT_RANGE = 10.0
 _SPLIT_GRID_POINTS = 81
-
-
-def _check_split(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise UsageError(f"--eps-split: must be a number in (0, 1), got {value!r}")
-    value = float(value)
-    if not (0.0 < value < 1.0):
-        raise UsageError(f"--eps-split: the direction's share ε1/ε must be in (0, 1), got {value!r}")
-    return value
 
 
 def _parts(
@@ -146,29 +137,25 @@ class Separated(Mechanism):
     name = "separated"
     title = "Separated direction × magnitude (Bhowmick et al. 2018, Eq. 22/23): PrivUnit2 · ScalarDP"
     calibrations = ("optimal", "bhowmick")
-    options = {
-        "eps_split": "share ε1/ε of the budget for the direction, in (0, 1) (default: error-minimising; "
-        "required with --calibration bhowmick)",
-        "k": f"magnitude grid size (default ⌈e^{{ε2/3}}⌉, at most {K_MAX})",
-    }
+    options = declare(
+        OptionSpec("eps_split", float, "share ε1/ε of the budget for the direction, in (0, 1) (default: "
+                   "error-minimising; required with --calibration bhowmick)", 0.9,
+                   low=0.0, high=1.0, low_open=True, high_open=True),
+        OptionSpec("k", int, f"magnitude grid size (default ⌈e^{{ε2/3}}⌉, at most {K_MAX})", 2, low=1, high=K_MAX),
+    )
 
     @classmethod
-    def calibrate(
-        cls, d: int, epsilon: float, *, norm_bound: float = 1.0, calibration: str | None = None, **options: Any
+    def _calibrate(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, **options: Any
     ) -> Separated:
         """The separated mechanism at total level ε; options ``eps_split`` and ``k``."""
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
-        eps_split, k = options.get("eps_split"), options.get("k")
-        if k is not None:
-            k = ScalarDP.calibrate(1, 1.0, k=k).k  # validates k
-        if eps_split is not None:
-            eps_split = _check_split(eps_split)
-        elif calibration == "bhowmick":
+        eps_split, k = options["eps_split"], options["k"]
+        if eps_split is None and calibration == "bhowmick":
             raise UsageError(
                 "the bhowmick calibration (Bhowmick et al. Eq. 23) takes the split from you: pass --eps-split "
                 "ε1/ε (e.g. 100/110 for ε1 = 100, ε2 = 10), or use --calibration optimal"
             )
-        else:
+        if eps_split is None:
             eps_split = optimal_split(d, epsilon, 1.0, k)  # the split is scale-free: decide it at r_max = 1
         direction, magnitude = _parts(d, epsilon, norm_bound, calibration, eps_split, k)
         return cls(d, epsilon, norm_bound, calibration, eps_split, magnitude.k, direction, magnitude)
@@ -252,6 +239,6 @@ class Separated(Mechanism):
         # Zero rows stay zero here; PrivUnit2's rounding to the sphere gives them a uniform direction.
         u = x * (1.0 / np.where(norms > 0.0, norms, 1.0))[:, None]
         out = self.direction.privatize(u, rng)
-        r_hat = self.magnitude.privatize_values(np.minimum(norms, self.norm_bound), rng)
+        r_hat = self.magnitude.privatize_values(norms, rng)  # a norm within the slack is r_max
         out *= r_hat[:, None]
         return out
