@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import subprocess
@@ -119,7 +120,7 @@ def test_parquet_list_round_trip_and_sidecar(tmp_path: Path) -> None:
     before = src.read_bytes()
     res = ldp("privatize", src, "--mechanism", "privunit2", "--eps", 3, "--keep", "id")
     assert res.exit_code == 0, res.stderr
-    out, side = tmp_path / "emb.privatized.parquet", tmp_path / "emb.privatized.ldp.json"
+    out, side = tmp_path / "emb.privatized.parquet", tmp_path / "emb.privatized.parquet.ldp.json"
     assert listing(tmp_path) == {"emb.parquet", out.name, side.name}
     assert src.read_bytes() == before
     table = pq.read_table(out)
@@ -130,13 +131,17 @@ def test_parquet_list_round_trip_and_sidecar(tmp_path: Path) -> None:
     mech = PrivUnit2.calibrate(8, 3.0)
     assert np.allclose(np.linalg.norm(z, axis=1), mech.scale, rtol=1e-12)
     sc = json.loads(side.read_text())
-    for key in ("ldp_version", "mechanism", "calibration", "epsilon", "epsilon_exact", "gamma", "p", "cap_probability",
-                "scale", "expected_error", "expected_error_max", "expected_error_mean", "n", "d", "norm_bound", "layout",
-                "data_file", "created", "reproducible"):
-        assert key in sc, key
-    assert sc["n"] == 500 and sc["d"] == 8 and sc["reproducible"] is False and sc["data_file"] == out.name
-    assert sc["layout"] == {"kind": "list", "columns": ["vec"], "d": 8, "keep": ["id"]}
-    assert sc["expected_error_mean"] == pytest.approx(mech.expected_error_max / 500)
+    for key in ("tool.version", "mechanism.spec.name", "mechanism.spec.calibration", "mechanism.spec.epsilon",
+                "mechanism.epsilon_exact", "mechanism.parameters.gamma", "mechanism.parameters.p",
+                "mechanism.parameters.cap_probability", "mechanism.scale", "mechanism.expected_error",
+                "mechanism.expected_error_max", "release.expected_error_mean", "data.n", "mechanism.d",
+                "mechanism.spec.norm_bound", "data.layout", "data.file", "release.created", "release.reproducible"):
+        *section, name = key.split(".")
+        assert name in functools.reduce(dict.__getitem__, section, sc), key
+    assert (sc["data"]["n"] == 500 and sc["mechanism"]["d"] == 8 and sc["release"]["reproducible"] is False
+            and sc["data"]["file"] == out.name)
+    assert sc["data"]["layout"] == {"kind": "list", "columns": ["vec"], "d": 8, "keep": ["id"]}
+    assert sc["release"]["expected_error_mean"] == pytest.approx(mech.expected_error_max / 500)
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
@@ -160,7 +165,7 @@ def test_all_numeric_columns_are_the_default_layout(tmp_path: Path) -> None:
     pacsv.write_csv(pa.table({"a": [0.1, 0.2], "b": [0.3, -0.1], "name": ["x", "y"]}), src)
     res = ldp("privatize", src, "--eps", 1, "--keep", "name")
     assert res.exit_code == 0, res.stderr
-    assert json.loads((tmp_path / "c.privatized.ldp.json").read_text())["layout"]["columns"] == ["a", "b"]
+    assert json.loads((tmp_path / "c.privatized.csv.ldp.json").read_text())["data"]["layout"]["columns"] == ["a", "b"]
 
 
 def test_estimate_mean_error_matches_prediction_on_20k_rows(tmp_path: Path) -> None:
@@ -228,9 +233,9 @@ def test_seed_policy(tmp_path: Path) -> None:
         res = ldp("privatize", src, "--eps", 2, "-o", out, *extra)
         assert res.exit_code == 0, res.stderr
         outs.append(pq.read_table(out).column("vec").to_pylist())
-        sidecar_text = (tmp_path / f"o{i}.ldp.json").read_text()
+        sidecar_text = (tmp_path / f"o{i}.parquet.ldp.json").read_text()
         assert "123456789" not in sidecar_text and "123456789" not in res.stdout + res.stderr
-        assert json.loads(sidecar_text)["reproducible"] is bool(extra)
+        assert json.loads(sidecar_text)["release"]["reproducible"] is bool(extra)
     assert outs[0] == outs[1]
     assert outs[2] != outs[3] and outs[0] != outs[2]
 
@@ -243,9 +248,10 @@ def test_rows_outside_the_ball_are_clipped_and_counted_on_stderr_only(tmp_path: 
     res = ldp("privatize", src, "--eps", 1, "--norm-bound", 2)
     assert res.exit_code == 0
     assert "4 of 10 rows were outside the l2-ball of radius L = 2" in res.stderr
-    sidecar = json.loads((tmp_path / "x.privatized.ldp.json").read_text())
-    assert not any("clip" in key for key in sidecar)
-    assert 4 not in [value for value in sidecar.values() if isinstance(value, int) and not isinstance(value, bool)]
+    pairs: list[tuple[str, object]] = []  # every (key, value) of the nested sidecar, at any depth
+    json.loads((tmp_path / "x.privatized.parquet.ldp.json").read_text(), object_pairs_hook=lambda p: pairs.extend(p) or dict(p))
+    assert not any("clip" in key for key, _ in pairs)
+    assert 4 not in [value for _, value in pairs if isinstance(value, int) and not isinstance(value, bool)]
 
 
 def test_overwrite(tmp_path: Path) -> None:
@@ -345,7 +351,7 @@ def privatized(tmp_path: Path, n: int = 20, d: int = 3) -> Path:
 
 def test_estimate_mean_without_sidecar(tmp_path: Path) -> None:
     out = privatized(tmp_path)
-    (tmp_path / "x.privatized.ldp.json").unlink()
+    (tmp_path / "x.privatized.parquet.ldp.json").unlink()
     res = ldp("estimate-mean", out)
     assert res.exit_code == 1 and "no such sidecar" in res.stderr and "--sidecar" in res.stderr
 
@@ -353,17 +359,20 @@ def test_estimate_mean_without_sidecar(tmp_path: Path) -> None:
 def test_estimate_mean_with_explicit_sidecar(tmp_path: Path) -> None:
     out = privatized(tmp_path)
     moved = tmp_path / "elsewhere.json"
-    (tmp_path / "x.privatized.ldp.json").rename(moved)
+    (tmp_path / "x.privatized.parquet.ldp.json").rename(moved)
     assert ldp("estimate-mean", out, "--sidecar", moved).exit_code == 0
 
 
-@pytest.mark.parametrize("field, value, fragment", [("n", 21, "n = 21"), ("d", 4, "d"), ("gamma", 0.5, "gamma"),
-                                                     ("epsilon", 2.0, "epsilon_exact"), ("format", "x", "not an ldp sidecar")])
+@pytest.mark.parametrize("field, value, fragment", [("data.n", 21, "n = 21"), ("mechanism.d", 4, "d"),
+                                                     ("mechanism.parameters.gamma", 0.5, "gamma"),
+                                                     ("mechanism.spec.epsilon", 2.0, "epsilon_exact"),
+                                                     ("format", "x", "not an ldp sidecar")])
 def test_estimate_mean_refuses_a_sidecar_that_does_not_match(tmp_path: Path, field: str, value: object, fragment: str) -> None:
     out = privatized(tmp_path)
-    side = tmp_path / "x.privatized.ldp.json"
+    side = tmp_path / "x.privatized.parquet.ldp.json"
     content = json.loads(side.read_text())
-    content[field] = value
+    *section, name = field.split(".")
+    functools.reduce(dict.__getitem__, section, content)[name] = value
     side.write_text(json.dumps(content))
     res = ldp("estimate-mean", out)
     assert res.exit_code == 1, res.stderr

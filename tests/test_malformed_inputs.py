@@ -22,6 +22,7 @@ random bytes and random mutations of valid Parquet and CSV files to ``ldp privat
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import math
 import os
@@ -426,11 +427,11 @@ def test_output_in_a_missing_directory(tmp_path: Path) -> None:
 def test_sidecar_path_that_is_a_directory(tmp_path: Path) -> None:
     path = tmp_path / "x.parquet"
     path.write_bytes(valid_parquet())
-    (tmp_path / "x.privatized.ldp.json").mkdir()
+    (tmp_path / "x.privatized.parquet.ldp.json").mkdir()
     before = snapshot(path)
     for extra in ((), ("--overwrite",)):
         res = ldp("privatize", path, "--eps", 1, *extra)
-        assert_clean_error(res, path, before, (2,), ("x.privatized.ldp.json",))
+        assert_clean_error(res, path, before, (2,), ("x.privatized.parquet.ldp.json",))
 
 
 def test_keep_columns_a_csv_cannot_hold(tmp_path: Path) -> None:
@@ -468,11 +469,27 @@ def privatized_file(directory: Path, *args: Any) -> tuple[Path, Path]:
     pq.write_table(pa.table({"c0": x[:, 0], "c1": x[:, 1]}), src)
     res = ldp("privatize", src, "--eps", 2, "--seed", 3, *args)
     assert res.exit_code == 0, res.stderr
-    return directory / "x.privatized.parquet", directory / "x.privatized.ldp.json"
+    return directory / "x.privatized.parquet", directory / "x.privatized.parquet.ldp.json"
 
 
 def edited(field: str, value: Any) -> Callable[[str], str]:
-    return lambda text: json.dumps({**json.loads(text), field: value})
+    """Set the sidecar field at a dotted path (``mechanism.spec.epsilon``)."""
+    def edit(text: str) -> str:
+        content = json.loads(text)
+        *section, name = field.split(".")
+        functools.reduce(dict.__getitem__, section, content)[name] = value
+        return json.dumps(content)
+    return edit
+
+
+def removed(field: str) -> Callable[[str], str]:
+    """Delete the sidecar field at a dotted path."""
+    def edit(text: str) -> str:
+        content = json.loads(text)
+        *section, name = field.split(".")
+        del functools.reduce(dict.__getitem__, section, content)[name]
+        return json.dumps(content)
+    return edit
 
 
 SIDECAR_BAD: dict[str, Callable[[str], str]] = {
@@ -482,27 +499,25 @@ SIDECAR_BAD: dict[str, Callable[[str], str]] = {
     "a list": lambda text: "[1, 2, 3]",
     "deeply nested": lambda text: "[" * 100_000 + "]" * 100_000,
     "a 5000-digit number": lambda text: '{"format": "ldp-sidecar", "n": ' + "9" * 5000 + "}",
-    "d is a string": edited("d", "2"),
-    "d is a float": edited("d", 2.0),
-    "d is 10**30": edited("d", 10**30),
-    "n is a string": edited("n", "30"),
-    "n is 0": edited("n", 0),
-    "epsilon is a string": edited("epsilon", "2"),
-    "epsilon is true": edited("epsilon", True),
+    "d is a string": edited("mechanism.d", "2"),
+    "d is a float": edited("mechanism.d", 2.0),
+    "d is 10**30": edited("mechanism.d", 10**30),
+    "n is a string": edited("data.n", "30"),
+    "n is 0": edited("data.n", 0),
+    "epsilon is a string": edited("mechanism.spec.epsilon", "2"),
+    "epsilon is true": edited("mechanism.spec.epsilon", True),
     "epsilon is NaN": lambda text: text.replace('"epsilon": 2.0', '"epsilon": NaN'),
-    "norm_bound is null": edited("norm_bound", None),
-    "mechanism is a number": edited("mechanism", 5),
-    "unknown mechanism": edited("mechanism", "privunit3"),
-    "calibration is a list": edited("calibration", ["optimal"]),
-    "layout is a list": edited("layout", []),
-    "layout columns are numbers": lambda text: json.dumps(
-        {**json.loads(text), "layout": {**json.loads(text)["layout"], "columns": [1, 2]}}),
-    "layout d is a string": lambda text: json.dumps(
-        {**json.loads(text), "layout": {**json.loads(text)["layout"], "d": "2"}}),
-    "sha256 is a number": edited("sha256", 5),
-    "gamma is a string": edited("gamma", "0.5"),
-    "gamma is missing": lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "gamma"}),
-    "scale is true": edited("scale", True),
+    "norm_bound is null": edited("mechanism.spec.norm_bound", None),
+    "mechanism is a number": edited("mechanism.spec.name", 5),
+    "unknown mechanism": edited("mechanism.spec.name", "privunit3"),
+    "calibration is a list": edited("mechanism.spec.calibration", ["optimal"]),
+    "layout is a list": edited("data.layout", []),
+    "layout columns are numbers": edited("data.layout.columns", [1, 2]),
+    "layout d is a string": edited("data.layout.d", "2"),
+    "sha256 is a number": edited("data.sha256", 5),
+    "gamma is a string": edited("mechanism.parameters.gamma", "0.5"),
+    "gamma is missing": removed("mechanism.parameters.gamma"),
+    "scale is true": edited("mechanism.scale", True),
 }
 
 
@@ -512,7 +527,7 @@ def test_estimate_mean_with_a_damaged_sidecar(tmp_path: Path, kind: str) -> None
     side.write_bytes(SIDECAR_BAD[kind](side.read_text()).encode("utf-8", "surrogateescape"))
     before = snapshot(side)
     res = ldp("estimate-mean", out, "--json")
-    assert_clean_error(res, side, before, (1,), ("x.privatized.ldp.json",))
+    assert_clean_error(res, side, before, (1,), ("x.privatized.parquet.ldp.json",))
     with pytest.raises(DataError):
         load_sidecar(side)
 
@@ -520,12 +535,12 @@ def test_estimate_mean_with_a_damaged_sidecar(tmp_path: Path, kind: str) -> None
 @pytest.mark.parametrize(
     "args, field, value",
     [
-        (("-m", "gaussian", "--delta", "1e-6"), "delta", "x"),
-        (("-m", "gaussian", "--delta", "1e-6"), "delta", None),
-        (("-m", "scalar", "--columns", "c0"), "k", "abc"),
-        (("-m", "scalar", "--columns", "c0"), "k", 2.5),
-        (("-m", "separated",), "eps_split", "x"),
-        (("-m", "separated",), "k", [3]),
+        (("-m", "gaussian", "--delta", "1e-6"), "mechanism.spec.options.delta", "x"),
+        (("-m", "gaussian", "--delta", "1e-6"), "mechanism.spec.options.delta", None),
+        (("-m", "scalar", "--columns", "c0"), "mechanism.spec.options.k", "abc"),
+        (("-m", "scalar", "--columns", "c0"), "mechanism.spec.options.k", 2.5),
+        (("-m", "separated",), "mechanism.spec.options.eps_split", "x"),
+        (("-m", "separated",), "mechanism.spec.options.k", [3]),
     ],
 )
 def test_estimate_mean_with_mechanism_options_of_the_wrong_type(tmp_path: Path, args: tuple[str, ...], field: str,
@@ -533,14 +548,15 @@ def test_estimate_mean_with_mechanism_options_of_the_wrong_type(tmp_path: Path, 
     out, side = privatized_file(tmp_path, *args)
     side.write_text(edited(field, value)(side.read_text()))
     before = snapshot(side)
-    assert_clean_error(ldp("estimate-mean", out), side, before, (1,), ("x.privatized.ldp.json",))
+    assert_clean_error(ldp("estimate-mean", out), side, before, (1,), ("x.privatized.parquet.ldp.json",))
 
 
 def test_estimate_mean_ignores_unknown_extra_sidecar_fields(tmp_path: Path) -> None:
     out, side = privatized_file(tmp_path)
     plain = json.loads(ldp("estimate-mean", out, "--json").stdout)
     content = json.loads(side.read_text())
-    content.update({"zzz_unknown": {"nested": [1, 2, None]}, "comment": "added by hand", "ldp_version": "99.0"})
+    content.update({"zzz_unknown": {"nested": [1, 2, None]}, "comment": "added by hand"})
+    content["tool"]["version"] = "99.0"
     side.write_text(json.dumps(content))
     res = ldp("estimate-mean", out, "--json")
     assert res.exit_code == 0, res.stderr

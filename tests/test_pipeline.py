@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from ldpcli.cli import app
 from ldpcli.errors import DataError, UsageError
-from ldpcli.estimate import RunningMoments, estimate_mean
+from ldpcli.estimate import estimate_mean
+from ldpcli.estimators.moments import RunningMoments
 from ldpcli.privatize import privatize_file
 
 runner = CliRunner()
@@ -119,7 +120,7 @@ def test_shards_from_different_privatizations_are_refused(tmp_path: Path) -> Non
     with pytest.raises(UsageError, match="given twice"):
         estimate_mean([outs[0], outs[0]])
     with pytest.raises(UsageError, match="--sidecar names one sidecar"):
-        estimate_mean(outs, sidecar=tmp_path / "part-0.ldp.json")
+        estimate_mean(outs, sidecar=tmp_path / "part-0.parquet.ldp.json")
 
 
 def test_sidecar_records_the_sha256_of_its_data_file(tmp_path: Path) -> None:
@@ -128,7 +129,7 @@ def test_sidecar_records_the_sha256_of_its_data_file(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
     write_rows(src, rows(100, 4))
     result = privatize_file(src, epsilon=1.0)
-    recorded = json.loads(result.sidecar.read_text())["sha256"]
+    recorded = json.loads(result.sidecar.read_text())["data"]["sha256"]
     assert recorded == hashlib.sha256(result.output.read_bytes()).hexdigest()
 
 
