@@ -9,6 +9,8 @@ start fast.
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 import math
 import signal
@@ -24,7 +26,8 @@ from rich.table import Table
 
 from ldpcli import __version__
 from ldpcli.errors import Interrupted, LdpError, UsageError
-from ldpcli.mechanisms import get_mechanism, mechanism_names
+from ldpcli.mechanisms import MechanismSpec, OptionSpec, get_mechanism, mechanism_names
+from ldpcli.mechanisms.base import check_count
 
 app = typer.Typer(
     name="ldp",
@@ -134,37 +137,100 @@ def _main(
     """
 
 
-MECHANISM_HELP = f"Mechanism: {', '.join(mechanism_names())}."
-CALIBRATION_HELP = (
-    "How the mechanism's parameters are chosen (default: its first). privunit2 and separated: 'optimal' (least "
-    "error at exactly ε; Asi et al. 2022) or 'bhowmick' (Bhowmick et al. 2018 Eq. 23: γ from Thm 1 at 0.99ε, "
-    "p at 0.01ε). Each other mechanism has one calibration; `ldp params -m NAME --json` shows it."
-)
 NORM_HELP = (
     "Public bound L (default 1), chosen before looking at the data, never computed from it: the ℓ2 norm "
     "of each row (ℓ2 mechanisms), each |coordinate| (privunit-inf, duchi-linf) or the value (scalar). "
     "Rows outside are moved onto the bound."
 )
 R_MAX_HELP = "Alias of --norm-bound (the papers' r_max for scalar, scalar-rel and separated)."
-K_HELP = "scalar, scalar-rel, separated: size k of the magnitude grid (default ⌈e^{ε/3}⌉ for scalar)."
-ALPHA_HELP = "scalar-rel: the scale α > 0 of the geometric grid {0, αν, αν², …, αν^k}."
-NU_HELP = "scalar-rel: the ratio ν > 1 of the geometric grid."
-EPS_SPLIT_HELP = "separated: share ε1/ε of the budget spent on the direction (default: the error-minimising split)."
-DELTA_HELP = "gaussian: δ of the (ε, δ) guarantee (the comparison uses 1e-6 when not given)."
 
 
-# Options shared by params, privatize and audit (one definition each).
-MECHANISM_OPTION = typer.Option("privunit2", "--mechanism", "-m", help=MECHANISM_HELP)
+def _mechanism_help() -> str:
+    return f"Mechanism: {', '.join(mechanism_names())}."
+
+
+def _calibration_help() -> str:
+    several = [f"{name}: {' or '.join(get_mechanism(name).calibrations)}" for name in mechanism_names()
+               if len(get_mechanism(name).calibrations) > 1]
+    return (
+        "How the mechanism's parameters are chosen (default: its first). " + "; ".join(several) + " ('optimal': "
+        "least error at exactly ε, Asi et al. 2022; 'bhowmick': Bhowmick et al. 2018 Eq. 23, γ from Thm 1 at 0.99ε, "
+        "p at 0.01ε). Each other mechanism has one calibration; `ldp params -m NAME --json` shows it."
+    )
+
+
+def declared_options() -> dict[str, tuple[type, str]]:
+    """Every option declared by a registered mechanism: name → (type, help naming the mechanisms).
+
+    One flag serves every mechanism that declares an option of that name (``--k``: scalar,
+    scalar-rel, separated); they must agree on its type.
+    """
+    users: dict[str, list[tuple[str, OptionSpec]]] = {}
+    for name in mechanism_names():
+        for option in get_mechanism(name).options.values():
+            users.setdefault(option.name, []).append((name, option))
+    declared: dict[str, tuple[type, str]] = {}
+    for option_name, uses in users.items():
+        kinds = {option.kind for _, option in uses}
+        if len(kinds) > 1:
+            raise TypeError(f"option {option_name!r} is declared with different types: {sorted(k.__name__ for k in kinds)}")
+        text = "; ".join(f"{name}: {option.help} (e.g. {option.flag} {option.example})" for name, option in uses)
+        declared[option_name] = (kinds.pop(), text)
+    return declared
+
+
+class _WithMechanismOptions:
+    """A command whose flags are its own plus one per option any registered mechanism declares.
+
+    Typer reads a command's parameters from ``inspect.signature`` when the app runs, not when it
+    is defined; the signature is built then, from the registry, so a mechanism registered after
+    this module was imported (a plug-in, a test) has its flags and help in every command. The
+    command function receives the given options as one dict, ``options``.
+    """
+
+    def __init__(self, func: Callable[..., None]) -> None:
+        self._func = func
+        self.__name__ = func.__name__
+        self.__doc__ = func.__doc__
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        own = inspect.signature(self._func, eval_str=True)
+        parameters = []
+        for parameter in own.parameters.values():
+            if parameter.name == "options":
+                continue
+            if parameter.name in ("mechanism", "calibration") and isinstance(parameter.default, typer.models.OptionInfo):
+                info = copy.copy(parameter.default)
+                info.help = (_mechanism_help() + (info.help or "")) if parameter.name == "mechanism" else _calibration_help()
+                parameter = parameter.replace(default=info)
+            parameters.append(parameter)
+        for name, (kind, text) in declared_options().items():
+            flag = "--" + name.replace("_", "-")
+            parameters.append(inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=typer.Option(None, flag, help=text),
+                annotation=Optional[kind],
+            ))
+        return own.replace(parameters=parameters)
+
+    @property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        return {name: parameter.annotation for name, parameter in self.__signature__.parameters.items()}
+
+    def __call__(self, **values: Any) -> None:
+        declared = declared_options()
+        options = {name: values.pop(name) for name in list(values) if name in declared}
+        self._func(**values, options={name: value for name, value in options.items() if value is not None})
+
+
+# Options shared by params, privatize and audit (one definition each). The help of --mechanism and
+# --calibration is filled in from the registry when the app runs (_WithMechanismOptions).
+MECHANISM_OPTION = typer.Option("privunit2", "--mechanism", "-m", help="")
 EPS_OPTION = typer.Option(..., "--eps", help="Privacy level ε > 0 per row.")
 D_OPTION = typer.Option(..., "--d", help="Dimension of the vectors (≥ 1).")
-CALIBRATION_OPTION = typer.Option(None, "--calibration", help=CALIBRATION_HELP)
+CALIBRATION_OPTION = typer.Option(None, "--calibration", help="")
 NORM_OPTION = typer.Option(None, "--norm-bound", "-L", help=NORM_HELP)
 R_MAX_OPTION = typer.Option(None, "--r-max", help=R_MAX_HELP)
-K_OPTION = typer.Option(None, "--k", help=K_HELP)
-ALPHA_OPTION = typer.Option(None, "--alpha", help=ALPHA_HELP)
-NU_OPTION = typer.Option(None, "--nu", help=NU_HELP)
-EPS_SPLIT_OPTION = typer.Option(None, "--eps-split", help=EPS_SPLIT_HELP)
-DELTA_OPTION = typer.Option(None, "--delta", help=DELTA_HELP)
 
 
 def _bound(norm_bound: Optional[float], r_max: Optional[float]) -> float:
@@ -176,28 +242,20 @@ def _bound(norm_bound: Optional[float], r_max: Optional[float]) -> float:
     return 1.0 if norm_bound is None else norm_bound
 
 
-def _options(**values: Any) -> dict[str, Any]:
-    """The mechanism options that were given (None means not given)."""
-    return {name: value for name, value in values.items() if value is not None}
-
-
-@app.command()
+@app.command("params")
+@_WithMechanismOptions
 def params(
     d: int = D_OPTION,
     eps: float = EPS_OPTION,
     mechanism: Optional[str] = typer.Option(
-        None, "--mechanism", "-m", help=MECHANISM_HELP + " Without it: a comparison of all vector mechanisms."
+        None, "--mechanism", "-m", help=" Without it: a comparison of all vector mechanisms."
     ),
     calibration: Optional[str] = CALIBRATION_OPTION,
     norm_bound: Optional[float] = NORM_OPTION,
     r_max: Optional[float] = R_MAX_OPTION,
-    k: Optional[int] = K_OPTION,
-    alpha: Optional[float] = ALPHA_OPTION,
-    nu: Optional[float] = NU_OPTION,
-    eps_split: Optional[float] = EPS_SPLIT_OPTION,
-    delta: Optional[float] = DELTA_OPTION,
     n: Optional[int] = typer.Option(None, "--n", help="Number of rows, to report the expected error of their mean."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
+    options: dict[str, Any] = {},  # noqa: B006 - filled by _WithMechanismOptions, never mutated
 ) -> None:
     """Show a mechanism's calibrated parameters, its exact ε and its expected error, for (d, ε).
 
@@ -205,10 +263,9 @@ def params(
     ℓ2 ball of radius L, as a ratio to optimal PrivUnit2 (no unbiased ε-LDP mechanism does better).
     """
     with _errors():
-        if n is not None and n < 1:
-            raise UsageError(f"--n must be >= 1, got {n}")
+        if n is not None:
+            check_count(n, "--n")
         bound = _bound(norm_bound, r_max)
-        options = _options(k=k, alpha=alpha, nu=nu, eps_split=eps_split, delta=delta)
         if mechanism is None and calibration is not None:
             mechanism = "privunit2"  # a calibration names the default mechanism's, not a comparison
         if mechanism is None:
@@ -216,7 +273,7 @@ def params(
                 raise UsageError("--k, --alpha, --nu and --eps-split need --mechanism")
             from ldpcli.compare import compare_mechanisms, recommendation
 
-            rows = compare_mechanisms(d, eps, norm_bound=bound, delta=delta)
+            rows = compare_mechanisms(d, eps, norm_bound=bound, delta=options.get("delta"))
             if n is not None:
                 for row in rows:
                     if "expected_error_max" in row:
@@ -224,7 +281,7 @@ def params(
                         row["expected_error_mean"] = row["expected_error_max"] / n
             _print_comparison(rows, recommendation(rows), as_json)
             return
-        mech = get_mechanism(mechanism).calibrate(d, eps, norm_bound=bound, calibration=calibration, **options)
+        mech = MechanismSpec(mechanism, eps, calibration, bound, options).calibrate(d)
         info = mech.describe()
         if n is not None:
             info["n"] = n
@@ -329,7 +386,8 @@ def _split(value: Optional[str]) -> list[str]:
     return [] if not value else [part.strip() for part in value.split(",") if part.strip()]
 
 
-@app.command()
+@app.command("privatize")
+@_WithMechanismOptions
 def privatize(
     input: Path = typer.Argument(
         ..., help="Input .parquet or .csv file; each row is one vector.", show_default=False, metavar="INPUT"
@@ -346,11 +404,6 @@ def privatize(
     calibration: Optional[str] = CALIBRATION_OPTION,
     norm_bound: Optional[float] = NORM_OPTION,
     r_max: Optional[float] = R_MAX_OPTION,
-    k: Optional[int] = K_OPTION,
-    alpha: Optional[float] = ALPHA_OPTION,
-    nu: Optional[float] = NU_OPTION,
-    eps_split: Optional[float] = EPS_SPLIT_OPTION,
-    delta: Optional[float] = DELTA_OPTION,
     keep: Optional[str] = typer.Option(
         None, "--keep", help="Comma-separated columns (e.g. an id) copied unchanged to the output. Nothing else is."
     ),
@@ -366,8 +419,9 @@ def privatize(
         "256MB", "--memory", help="Memory budget for the batches in flight (e.g. 256MB, 2GB); sets the batch size."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes on stderr."),
+    options: dict[str, Any] = {},  # noqa: B006 - filled by _WithMechanismOptions, never mutated
 ) -> None:
-    """Privatize every row of INPUT and write the privatized file plus its sidecar (.ldp.json).
+    """Privatize every row of INPUT and write the privatized file plus its sidecar (OUTPUT.ldp.json).
 
     The vectors are a list column (the only one, or --column) or one numeric column per
     coordinate (--columns, or all numeric columns). Rows with ‖x‖ > L are scaled onto the ball;
@@ -378,7 +432,6 @@ def privatize(
         from ldpcli.privatize import privatize_file
 
         bound = _bound(norm_bound, r_max)
-        options = _options(k=k, alpha=alpha, nu=nu, eps_split=eps_split, delta=delta)
         with _progress("privatizing", quiet) as (on_start, on_rows):
             result = privatize_file(
                 input, output, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,
@@ -414,28 +467,63 @@ def estimate_mean_cmd(
         ..., help="File(s) written by `ldp privatize`; several files are the shards of one job.", show_default=False,
         metavar="PRIVATIZED...",
     ),
-    sidecar: Optional[Path] = typer.Option(None, "--sidecar", help="Its sidecar. Default: the .ldp.json beside it."),
+    sidecar: Optional[Path] = typer.Option(None, "--sidecar", help="Its sidecar. Default: FILE.ldp.json beside it (or the older <stem>.ldp.json)."),
     confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the per-coordinate intervals."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="Also save the mean: .json, .parquet, .csv (with errors and intervals) or .npy."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
+    where: Optional[list[str]] = typer.Option(
+        None, "--where", help="Keep only rows whose kept column satisfies COLUMN OP VALUE (OP: == != < <= > >=) or "
+        "COLUMN in (V1, V2); repeat to require several. Kept columns are public, so any subset is again unbiased."
+    ),
+    group_by: Optional[str] = typer.Option(
+        None, "--group-by", help="One mean, error bars and n per value of this kept column (e.g. a label)."
+    ),
+    verify: bool = typer.Option(
+        True, "--verify/--no-verify", help="Check each file's row count and SHA-256 against its sidecar (default). "
+        "--no-verify accepts a file filtered or re-encoded after privatization; the estimate is then marked unverified."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
 ) -> None:
     """Estimate the mean of the raw rows from privatized rows alone, with error bars.
 
     Reports n, d, the mean, its guaranteed expected squared ℓ2 error (expected_error_max / n from
     the mechanism), per-coordinate standard errors from the data, and confidence intervals.
-    Several files (e.g. `part-*.parquet`) are combined; their sidecars must agree.
+    Several files (e.g. `part-*.parquet`) are combined; their sidecars must agree. --where and
+    --group-by select rows by kept columns (privatize with --keep).
     """
     with _errors():
-        from ldpcli.estimate import estimate_mean, save_mean
+        from ldpcli.estimate import estimate_group_means, estimate_mean, save_group_means, save_mean
 
+        if not verify:
+            err.print(
+                "ldp: warning: --no-verify: the files are not checked against their sidecars' row counts and "
+                "SHA-256; the estimate is only as sound as the claim that they hold privatized rows of that release",
+                markup=False,
+            )
         with _progress("reading", quiet) as (_, on_rows):
-            est = estimate_mean(privatized, sidecar=sidecar, confidence=confidence, on_rows=on_rows)
+            if group_by is not None:
+                groups = estimate_group_means(
+                    privatized, group_by, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
+                    on_rows=on_rows,
+                )
+            else:
+                est = estimate_mean(
+                    privatized, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
+                    on_rows=on_rows,
+                )
         if output is not None:
-            save_mean(est, output, overwrite=overwrite)
+            if group_by is not None:
+                save_group_means(groups, output, overwrite=overwrite)
+            else:
+                save_mean(est, output, overwrite=overwrite)
+    if group_by is not None:
+        _print_groups(groups, as_json)
+        if output is not None and not as_json:
+            out.print(f"wrote {output}", markup=False)
+        return
     if as_json:
         out.print(json.dumps(est.to_dict(), allow_nan=False), markup=False)
         return
@@ -467,35 +555,48 @@ def estimate_mean_cmd(
         out.print(f"wrote {output}", markup=False)
 
 
-@app.command()
+def _print_groups(groups: Any, as_json: bool) -> None:
+    """The per-group means of ``estimate-mean --group-by``."""
+    if as_json:
+        out.print(json.dumps(groups.to_dict(), allow_nan=False, default=str), markup=False)
+        return
+    first = groups.groups[0][1]
+    table = Table(title=f"Mean estimate per {groups.column} ({first.mechanism}, ε = {_fmt(first.epsilon)}, d = {first.d})",
+                  title_justify="left")
+    shown = min(first.d, 3)
+    for name in (groups.column, "rows n", "RMS ℓ2 error", *(f"mean[{j}]" for j in range(shown))):
+        table.add_column(name, justify="right")
+    for value, est in groups.groups:
+        table.add_row(str(value), str(est.n), _fmt(est.rms_error), *(_fmt(float(est.mean[j])) for j in range(shown)))
+    out.print(table)
+    if groups.missing:
+        out.print(f"{groups.missing} rows with a missing {groups.column} are in no group.", markup=False)
+    out.print("Use --json or -o FILE.json for every coordinate and the intervals.", markup=False)
+
+
+@app.command("audit")
+@_WithMechanismOptions
 def audit(
-    mechanism: str = typer.Option(..., "--mechanism", "-m", help=MECHANISM_HELP),
+    mechanism: str = typer.Option(..., "--mechanism", "-m", help=""),
     d: int = D_OPTION,
     eps: float = EPS_OPTION,
     calibration: Optional[str] = CALIBRATION_OPTION,
     norm_bound: Optional[float] = NORM_OPTION,
     r_max: Optional[float] = R_MAX_OPTION,
-    k: Optional[int] = K_OPTION,
-    alpha: Optional[float] = ALPHA_OPTION,
-    nu: Optional[float] = NU_OPTION,
-    eps_split: Optional[float] = EPS_SPLIT_OPTION,
-    delta: Optional[float] = DELTA_OPTION,
     trials: int = typer.Option(20_000, "--trials", help="Privatized copies of each fixed input."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for a reproducible audit. Default: OS entropy."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    options: dict[str, Any] = {},  # noqa: B006 - filled by _WithMechanismOptions, never mutated
 ) -> None:
     """Check a mechanism's claims: its exact ε by a second, independent route, and by simulation
     that its outputs are unbiased and its errors are the ones it reports. Exit 1 if any check fails.
     """
     with _errors():
-        if trials < 100:
-            raise UsageError(f"--trials must be at least 100, got {trials}")
+        from ldpcli.audit import MIN_TRIALS
         from ldpcli.audit import audit as run_audit
 
-        options = _options(k=k, alpha=alpha, nu=nu, eps_split=eps_split, delta=delta)
-        mech = get_mechanism(mechanism).calibrate(
-            d, eps, norm_bound=_bound(norm_bound, r_max), calibration=calibration, **options
-        )
+        check_count(trials, "--trials", minimum=MIN_TRIALS)
+        mech = MechanismSpec(mechanism, eps, calibration, _bound(norm_bound, r_max), options).calibrate(d)
         result = run_audit(mech, trials=trials, seed=seed)
     if as_json:
         out.print(json.dumps(result.to_dict(), allow_nan=False, default=float), markup=False)

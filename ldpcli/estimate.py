@@ -1,193 +1,126 @@
-"""Estimators computed from privatized rows alone: the mean, with error bars.
+"""Estimates from privatized files: any estimator over a verified scan, the mean, the mean per group.
 
-Each privatized row Z_i is an unbiased estimate of its input x_i (E[Z_i | x_i] = x_i), so the
-plain average is an unbiased estimate of the true mean, with E‖Z̄ − x̄‖² = (1/n²)Σ E‖Z_i − x_i‖²
-≤ expected_error_max / n: the guaranteed error of the mechanism, read from the sidecar.
-Per-coordinate standard errors are estimated from the data (sample variance / n), and the
-confidence intervals use Student's t with n − 1 degrees of freedom.
-
-The scan is streaming: per-batch means and centred sums of squares are merged with the pairwise
-update of Chan, Golub & LeVeque (1983), in float64, so memory stays flat and the sums do not
-lose precision as n grows.
+:func:`estimate` is the one loop every estimator runs through: :func:`ldpcli.scan.scan` checks the
+files against their sidecars and yields their rows; the estimator (:mod:`ldpcli.estimators`) adds
+them and finalizes with the calibrated mechanism. :func:`estimate_mean` and
+:func:`estimate_group_means` are the library calls behind ``ldp estimate-mean``; :func:`save_mean`
+writes a mean to a file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
-import math
 import os
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
-from scipy import special
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.io import atomic_write_bytes, atomic_write_text, file_format, file_sha256, open_vectors, table_bytes
-from ldpcli.sidecar import Sidecar, load_sidecar, sidecar_path
+from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
+from ldpcli.estimators.protocol import Estimator, GroupBy
+from ldpcli.io import atomic_write_bytes, atomic_write_text, file_format, table_bytes
+from ldpcli.scan import Condition, Scan, scan
+
+R = TypeVar("R")
+Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
-@dataclass
-class RunningMoments:
-    """Streaming mean and centred sum of squares per coordinate (Chan et al. pairwise merge)."""
+def estimate(source: Scan, estimator: Estimator[R]) -> tuple[R, int]:
+    """Feed every row of a scan to an estimator; return (its result, the rows it saw).
 
-    d: int
-    n: int = 0
-    mean: np.ndarray = field(init=False)
-    m2: np.ndarray = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.mean = np.zeros(self.d)
-        self.m2 = np.zeros(self.d)
-
-    def add(self, batch: np.ndarray) -> None:
-        """Merge a (rows, d) batch into the running moments."""
-        if batch.shape[0]:
-            centred = batch - batch.mean(axis=0)
-            self._merge(batch.shape[0], batch.mean(axis=0), np.einsum("ij,ij->j", centred, centred))
-
-    def merge(self, other: RunningMoments) -> None:
-        """Merge the moments of another part of the data (e.g. another shard)."""
-        if other.n:
-            self._merge(other.n, other.mean, other.m2)
-
-    def _merge(self, nb: int, mb: np.ndarray, m2b: np.ndarray) -> None:
-        total = self.n + nb
-        delta = mb - self.mean
-        self.mean += delta * (nb / total)
-        self.m2 += m2b + delta**2 * (self.n * nb / total)
-        self.n = total
-
-
-@dataclass(frozen=True)
-class MeanEstimate:
-    """The estimated mean of the raw rows, with its guaranteed and its empirical uncertainty."""
-
-    mean: np.ndarray
-    n: int
-    d: int
-    expected_error: float  # E‖mean − true mean‖² ≤ expected_error_max / n (from the mechanism)
-    std_error: np.ndarray | None  # per-coordinate standard errors from the data (None when n = 1)
-    confidence: float
-    lower: np.ndarray | None
-    upper: np.ndarray | None
-    mechanism: str
-    epsilon: float
-    files: tuple[Path, ...]
-    sidecars: tuple[Path, ...]
-
-    @property
-    def rms_error(self) -> float:
-        """√expected_error: the root-mean-square ℓ2 error of the mean guaranteed by the mechanism."""
-        return math.sqrt(self.expected_error)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able view (lists of floats)."""
-
-        def listed(a: np.ndarray | None) -> list[float] | None:
-            return None if a is None else [float(v) for v in a]
-
-        return {
-            "mean": listed(self.mean),
-            "n": self.n,
-            "d": self.d,
-            "expected_error": self.expected_error,
-            "rms_error": self.rms_error,
-            "std_error": listed(self.std_error),
-            "confidence": self.confidence,
-            "lower": listed(self.lower),
-            "upper": listed(self.upper),
-            "mechanism": self.mechanism,
-            "epsilon": self.epsilon,
-            "files": [str(p) for p in self.files],
-            "sidecars": [str(p) for p in self.sidecars],
-        }
+    The scan's verification happens as each file ends, so a result is only returned for files
+    that match their sidecars (or for a scan opened with ``verify=False``).
+    """
+    n = 0
+    for batch in source:
+        if batch.values.shape[0]:
+            estimator.add(batch.values, batch.keep)
+            n += batch.values.shape[0]
+    if n == 0:
+        raise DataError(
+            f"{source.files[0]}: no rows to estimate from"
+            + (" (no row satisfies --where)" if source.where else "")
+        )
+    return estimator.finalize(source.mechanism, n), n
 
 
 def estimate_mean(
-    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    paths: Paths,
     *,
     sidecar: str | os.PathLike[str] | None = None,
     confidence: float = 0.95,
+    where: Sequence[str | Condition] = (),
+    verify: bool = True,
     batch_rows: int | None = None,
     on_rows: Callable[[int], None] | None = None,
 ) -> MeanEstimate:
     """Estimate the mean of the raw rows from privatized files (one, or the shards of one job).
 
     Each file's sidecar is the one beside it (or ``sidecar``, for a single file). Refuses a
-    sidecar whose n, d or layout do not match its data, and shards whose sidecars disagree on the
-    mechanism, ε, d or parameters. ``on_rows`` is called with the rows of each batch (progress).
+    sidecar whose n, d or layout do not match its data (unless ``verify=False``), and shards whose
+    sidecars disagree on the mechanism, ε, d or parameters. ``where`` keeps the rows whose kept
+    columns satisfy every condition (e.g. ``"label == 3"``). ``on_rows`` is called with the rows of
+    each batch (progress).
     """
-    if not (isinstance(confidence, float | int) and 0.0 < confidence < 1.0):
-        raise UsageError(f"--confidence must be in (0, 1), got {confidence!r}")
-    files = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
-    if not files:
-        raise UsageError("no privatized file given")
-    if sidecar is not None and len(files) > 1:
-        raise UsageError("--sidecar names one sidecar; with several files each needs its own .ldp.json beside it")
-    seen: set[Path] = set()
-    for path in files:
-        key = path.resolve()
-        if key in seen:
-            raise UsageError(f"{path}: given twice; each shard must be counted once")
-        seen.add(key)
-    metas = [load_sidecar(sidecar if sidecar is not None else sidecar_path(path)) for path in files]
-    first = metas[0]
-    for path, meta in zip(files[1:], metas[1:]):
-        if meta.mechanism != first.mechanism or (meta.layout.kind, meta.layout.columns) != (
-            first.layout.kind, first.layout.columns
-        ):
-            raise DataError(
-                f"{path}: its sidecar {meta.path} describes {_summary(meta)} but {first.path} describes "
-                f"{_summary(first)}; shards of one estimate must come from one privatization"
-            )
-    total = RunningMoments(first.d)
-    with ThreadPoolExecutor(max_workers=1) as hasher:
-        for path, meta in zip(files, metas):
-            digest = hasher.submit(file_sha256, path)  # overlaps with the scan below
-            part = RunningMoments(meta.d)
-            with open_vectors(path, layout=meta.layout, batch_rows=batch_rows, writable=False) as reader:
-                for batch in reader:
-                    part.add(batch.values)
-                    if on_rows is not None:
-                        on_rows(batch.values.shape[0])
-            _check_binding(path, meta, part.n, digest.result())
-            total.merge(part)
-    n = total.n
-    std_error = lower = upper = None
-    if n > 1:
-        std_error = np.sqrt(total.m2 / (n - 1) / n)
-        half = float(special.stdtrit(n - 1, 0.5 + confidence / 2.0)) * std_error
-        lower, upper = total.mean - half, total.mean + half
-    return MeanEstimate(
-        mean=total.mean, n=n, d=first.d, expected_error=first.mechanism.expected_error_mean(n),
-        std_error=std_error, confidence=float(confidence), lower=lower, upper=upper,
-        mechanism=first.mechanism.name, epsilon=first.mechanism.epsilon,
-        files=tuple(files), sidecars=tuple(meta.path for meta in metas),
+    source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows)
+    result, _ = estimate(source, MeanEstimator(source.mechanism.d, confidence))
+    return _bind(result, source)
+
+
+@dataclass(frozen=True)
+class GroupMeans:
+    """One mean estimate per value of a kept column."""
+
+    column: str
+    groups: tuple[tuple[Any, MeanEstimate], ...]
+    missing: int  # rows whose value was missing (in no group)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able view: the column, and each group's value with its estimate."""
+        return {
+            "group_by": self.column,
+            "groups": [{"value": value, **estimate.to_dict()} for value, estimate in self.groups],
+            "missing": self.missing,
+        }
+
+
+def estimate_group_means(
+    paths: Paths,
+    column: str,
+    *,
+    sidecar: str | os.PathLike[str] | None = None,
+    confidence: float = 0.95,
+    where: Sequence[str | Condition] = (),
+    verify: bool = True,
+    batch_rows: int | None = None,
+    on_rows: Callable[[int], None] | None = None,
+) -> GroupMeans:
+    """The mean, its error bars and n for each value of the kept column ``column`` (e.g. a label).
+
+    Rows are privatized independently, so each group's estimate has the guarantees of a whole file
+    with that group's n: expected_error_max / n_group.
+    """
+    source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows)
+    if column not in source.sidecars[0].layout.keep:
+        raise UsageError(
+            f"--group-by {column!r}: not a kept column of {source.files[0]} "
+            f"(kept: {', '.join(source.sidecars[0].layout.keep) or 'none'}); privatize with --keep {column}"
+        )
+    grouped = GroupBy(MeanEstimator(source.mechanism.d, confidence), column)
+    results, _ = estimate(source, grouped)
+    return GroupMeans(column, tuple((value, _bind(result, source)) for value, _, result in results), grouped.missing)
+
+
+def _bind(result: MeanEstimate, source: Scan) -> MeanEstimate:
+    """The estimate with the files it came from and whether they were verified."""
+    return dataclasses.replace(
+        result, files=source.files, sidecars=tuple(meta.path for meta in source.sidecars), verified=source.verified
     )
-
-
-def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:
-    """Refuse data that is not exactly the file the sidecar was written for."""
-    if rows != meta.n:
-        raise DataError(
-            f"{path}: has {rows} rows but its sidecar {meta.path} says n = {meta.n}; "
-            "the file was changed after privatization or the sidecar belongs to another file"
-        )
-    if sha256 != meta.sha256:
-        written_for = meta.content.get("data_file")
-        raise DataError(
-            f"{path}: its bytes do not match the SHA-256 in its sidecar {meta.path} (written for {written_for!r}); "
-            "the file was changed after privatization or the sidecar belongs to another file"
-        )
-
-
-def _summary(meta: Sidecar) -> str:
-    mech = meta.mechanism
-    return f"{mech.name} ({mech.calibration}) at ε = {mech.epsilon:g}, d = {mech.d}, L = {mech.norm_bound:g}"
 
 
 def save_mean(estimate: MeanEstimate, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
@@ -213,3 +146,11 @@ def save_mean(estimate: MeanEstimate, path: str | os.PathLike[str], *, overwrite
             "upper": missing if estimate.upper is None else estimate.upper,
         }
         atomic_write_bytes(path, table_bytes(columns, file_format(path)), overwrite=overwrite)
+
+
+def save_group_means(groups: GroupMeans, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
+    """Save per-group means as ``.json`` (every group's estimate); other formats are refused. Atomic."""
+    path = Path(path)
+    if path.suffix.lower() != ".json":
+        raise UsageError(f"{path}: per-group means are saved as .json; give -o FILE.json")
+    atomic_write_text(path, json.dumps(groups.to_dict(), allow_nan=False, default=str) + "\n", overwrite=overwrite)

@@ -3,8 +3,9 @@
 ``privatize_file`` is the library call behind ``ldp privatize``. Rows are streamed in batches
 sized from a memory budget (memory stays flat as files grow, whatever d), batches are privatized
 on a thread pool (numpy and scipy release the GIL in the heavy loops) and written in file order.
-Batch i gets its own ``numpy.random.Generator``, spawned from one ``SeedSequence`` in batch
-order, so a given seed and memory budget give the same output whatever the thread count. The
+Randomness is keyed (:mod:`ldpcli.randomness`): each block of rows has its own generator named by
+(run, input, block index), so a given seed gives the same output whatever the thread count, the
+memory budget or the batch size, and different inputs get independent noise. The
 output and the sidecar are written to temporary files in the target directory and renamed only
 when everything succeeded; the input is only ever read.
 
@@ -28,8 +29,8 @@ import numpy as np
 
 from ldpcli.errors import UsageError
 from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_format, open_vectors
-from ldpcli.mechanisms import Mechanism, get_mechanism
-from ldpcli.mechanisms.base import check_common
+from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.randomness import block_generators, input_key, key_block_rows, root_seed
 from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
 
 
@@ -98,11 +99,7 @@ def privatize_file(
     the size of each finished batch. Raises ``UsageError`` / ``DataError`` with one-line messages; on any
     failure no output or sidecar is left behind.
     """
-    mechanism_cls = get_mechanism(mechanism)
-    options = dict(options or {})
-    mechanism_cls.check_options(options)
-    check_common(1, epsilon, norm_bound)
-    mechanism_cls.check_calibration(calibration)
+    spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise UsageError("--seed must be a non-negative integer")
     threads = available_cores() if threads is None else threads
@@ -125,29 +122,28 @@ def privatize_file(
         )
     if side.exists() and not overwrite:
         raise UsageError(
-            f"{side} already exists (the sidecar of {target.name}, or of another output with the same stem); "
+            f"{side} already exists (the sidecar of {target.name}); "
             "pass --overwrite to replace it, or choose another -o"
         )
 
-    seeds = np.random.SeedSequence(seed)  # seed None: fresh OS entropy
-    # The batch size depends on the memory budget only, never on the thread count (so a seed
-    # gives the same output with any --threads). Batches in flight: one being read, up to
-    # `workers` being privatized, one being written.
+    root = root_seed(seed)  # seed None: fresh OS entropy
+    # Batches in flight: one being read, up to `workers` being privatized, one being written. The
+    # output does not depend on the batch size or the thread count (keyed randomness).
     per_batch = memory // _BATCHES_PER_BUDGET
     workers = min(threads, _BATCHES_PER_BUDGET - 2)
     with open_vectors(
-        source, column=column, columns=columns, keep=keep, batch_rows=batch_rows, memory_bytes=per_batch
+        source, column=column, columns=columns, keep=keep, batch_rows=batch_rows, memory_bytes=per_batch,
+        writable=False, granule=key_block_rows,
     ) as reader:
-        mech = mechanism_cls.calibrate(
-            reader.layout.d, epsilon, norm_bound=norm_bound, calibration=calibration, **options
-        )
+        mech = spec.calibrate(reader.layout.d)
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
+        key = input_key(source, reader.layout.columns, spec) if seed is not None else ()
         if on_start is not None:
             on_start(reader.num_rows)
         with AtomicVectorWriter(
             target, reader.layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite
         ) as writer:
-            n, n_clipped = _run(reader, writer, mech, seeds, workers, on_rows)
+            n, n_clipped = _run(reader, writer, _Privatizer(mech, root, key, reader.precision), workers, on_rows)
             try:
                 writer.commit()
                 content = build_sidecar(
@@ -167,24 +163,38 @@ def privatize_file(
     )
 
 
-def _privatize_batch(mech: Mechanism, values: np.ndarray, seed: np.random.SeedSequence) -> tuple[np.ndarray, int]:
-    """Clip one batch onto the domain and privatize it with its own generator."""
-    values, clipped = mech.clip(values)
-    return mech.privatize(values, np.random.Generator(np.random.PCG64(seed))), clipped
+@dataclass(frozen=True)
+class _Privatizer:
+    """The work on one batch: move rows onto the domain, then privatize each key block with its
+    own generator (:func:`ldpcli.randomness.block_generators`)."""
+
+    mech: Mechanism
+    root: np.random.SeedSequence
+    key: tuple[int, ...]
+    precision: float  # unit roundoff of the input's values (the domain's slack depends on it)
+
+    def __call__(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
+        """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``."""
+        values, moved = self.mech.project(values, self.precision)
+        blocks = list(block_generators(self.root, self.key, first_row, values.shape[0], self.mech.d))
+        if len(blocks) == 1:
+            return self.mech.privatize(values, blocks[0][1]), moved
+        out = np.empty_like(values, dtype=np.float64)
+        for rows, rng in blocks:
+            out[rows] = self.mech.privatize(values[rows], rng)
+        return out, moved
 
 
 def _run(
     reader: VectorReader,
     writer: AtomicVectorWriter,
-    mech: Mechanism,
-    seeds: np.random.SeedSequence,
+    privatize: _Privatizer,
     threads: int,
     on_rows: Callable[[int], None] | None,
 ) -> tuple[int, int]:
     """Privatize every batch of ``reader`` into ``writer`` in order; return (rows, clipped rows).
 
-    Batch i is privatized with child i of ``seeds`` whatever the thread count. With several
-    threads, the calling thread only reads and submits batches to the pool, and a writer thread
+    With several threads, the calling thread only reads and submits batches to the pool, and a writer thread
     takes the results in file order and encodes, hashes and writes them, so that reading,
     privatizing and writing overlap. At most ``threads`` batches wait between reader and writer.
     """
@@ -200,7 +210,7 @@ def _run(
 
     if threads == 1:
         for batch in reader:
-            write(_privatize_batch(mech, batch.values, seeds.spawn(1)[0]), batch.keep)
+            write(privatize(batch.values, batch.first_row), batch.keep)
         return counts[0], counts[1]
 
     queue: Queue[tuple[Future[tuple[np.ndarray, int]], Any] | None] = Queue(maxsize=threads)
@@ -223,7 +233,7 @@ def _run(
         for batch in reader:
             if failure:
                 break
-            queue.put((pool.submit(_privatize_batch, mech, batch.values, seeds.spawn(1)[0]), batch.keep))
+            queue.put((pool.submit(privatize, batch.values, batch.first_row), batch.keep))
     except BaseException:
         stop.set()
         raise

@@ -1,0 +1,210 @@
+"""The one verified scan of privatized files that every estimator reads through.
+
+``scan(paths)`` loads each file's sidecar, re-derives the mechanism from its public parameters,
+checks that the shards of one job agree, and then yields the rows batch by batch with their kept
+columns. When a file has been read to its end its row count and SHA-256 are checked against its
+sidecar (the hash is computed on another thread while the rows are read), so an estimate is only
+ever made from exactly the bytes that were released.
+
+Privatized rows may be post-processed: ``where`` keeps the rows whose *kept* columns (public:
+an id, a label, a split) satisfy conditions such as ``label == 3``, ``split in (train, val)`` or
+``year >= 2020``. A file that was itself filtered or re-encoded after privatization cannot match
+its sidecar's n and hash; ``verify=False`` accepts it, and the scan then says it is unverified
+(``Scan.verified``), which estimates report.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ldpcli.errors import DataError, UsageError
+from ldpcli.io import file_sha256, open_vectors
+from ldpcli.mechanisms import Mechanism
+from ldpcli.sidecar import Sidecar, find_sidecar, load_sidecar
+
+_CONDITION = re.compile(r"^\s*([^\s=!<>]+)\s*(==|!=|<=|>=|<|>|=|\s+in\s+)\s*(.+?)\s*$")
+_COMPARE = {"==": pc.equal, "=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
+            ">": pc.greater, ">=": pc.greater_equal}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One ``--where`` condition on a kept column: ``COLUMN OP VALUE`` or ``COLUMN in (V1, V2, …)``."""
+
+    column: str
+    op: str
+    values: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Condition:
+        """Read ``label == 3``, ``split != test``, ``score >= 0.5`` or ``label in (1, 2)``; quotes optional."""
+        match = _CONDITION.match(text)
+        if match is None:
+            raise UsageError(
+                f"--where {text!r}: write COLUMN OP VALUE with OP one of == != < <= > >=, or COLUMN in (V1, V2)"
+            )
+        column, op, value = match[1], match[2].strip(), match[3]
+        if op == "in":
+            inner = value.strip()
+            if not (inner.startswith("(") and inner.endswith(")")):
+                raise UsageError(f"--where {text!r}: 'in' takes a list in parentheses, e.g. label in (1, 2)")
+            values = tuple(_unquote(part) for part in inner[1:-1].split(",") if part.strip())
+        else:
+            values = (_unquote(value),)
+        if not values:
+            raise UsageError(f"--where {text!r}: no value to compare with")
+        return cls(column, op, values)
+
+    def mask(self, keep: pa.Table | None, label: str) -> np.ndarray:
+        """Boolean per row of ``keep``: the condition holds (a missing value never matches)."""
+        if keep is None or self.column not in keep.column_names:
+            kept = [] if keep is None else keep.column_names
+            raise UsageError(
+                f"{label}: --where needs a kept column, and {self.column!r} is not one (kept: {kept or 'none'})"
+            )
+        column = keep.column(self.column)
+        try:
+            scalars = [pa.scalar(value).cast(column.type) for value in self.values]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise UsageError(
+                f"--where: {', '.join(self.values)} cannot be compared with column {self.column!r} of type {column.type}"
+            ) from exc
+        if self.op == "in":
+            result = pc.is_in(column, value_set=pa.array([s.as_py() for s in scalars], type=column.type))
+        else:
+            result = _COMPARE[self.op](column, scalars[0])
+        return np.asarray(pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _unquote(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+@dataclass(frozen=True)
+class ScanBatch:
+    """Rows of one privatized file (read-only, after ``where``) and their kept columns."""
+
+    values: np.ndarray
+    keep: pa.Table | None
+    file: int  # index in Scan.files
+
+
+class Scan:
+    """Privatized files checked against their sidecars: the mechanism, then the rows (iterate once)."""
+
+    def __init__(
+        self,
+        files: Sequence[Path],
+        sidecars: Sequence[Sidecar],
+        *,
+        verify: bool,
+        where: Sequence[Condition],
+        batch_rows: int | None,
+        on_rows: Callable[[int], None] | None,
+    ) -> None:
+        self.files = tuple(files)
+        self.sidecars = tuple(sidecars)
+        self.verified = verify
+        self.where = tuple(where)
+        self._batch_rows = batch_rows
+        self._on_rows = on_rows
+
+    @property
+    def mechanism(self) -> Mechanism:
+        """The calibrated mechanism that privatized every file."""
+        return self.sidecars[0].mechanism
+
+    def __iter__(self) -> Iterator[ScanBatch]:
+        with ThreadPoolExecutor(max_workers=1) as hasher:
+            for index, (path, meta) in enumerate(zip(self.files, self.sidecars)):
+                digest = hasher.submit(file_sha256, path) if self.verified else None  # overlaps with the read
+                rows = 0
+                with open_vectors(path, layout=meta.layout, batch_rows=self._batch_rows, writable=False) as reader:
+                    for batch in reader:
+                        rows += batch.values.shape[0]
+                        if self._on_rows is not None:
+                            self._on_rows(batch.values.shape[0])
+                        values, keep = batch.values, batch.keep
+                        if self.where:
+                            chosen = np.logical_and.reduce([c.mask(keep, os.fspath(path)) for c in self.where])
+                            values = values[chosen]
+                            keep = keep.filter(pa.array(chosen)) if keep is not None else None
+                        yield ScanBatch(values, keep, index)
+                if digest is not None:
+                    _check_binding(path, meta, rows, digest.result())
+
+
+def scan(
+    paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    sidecar: str | os.PathLike[str] | None = None,
+    verify: bool = True,
+    where: Sequence[str | Condition] = (),
+    batch_rows: int | None = None,
+    on_rows: Callable[[int], None] | None = None,
+) -> Scan:
+    """Open privatized files (one, or the shards of one job) for estimation.
+
+    Each file's sidecar is the one beside it (or ``sidecar``, for a single file). Refuses shards
+    whose sidecars disagree on the mechanism, its parameters or the layout, and (``verify``, the
+    default) a file whose row count or bytes differ from what its sidecar records. ``where``
+    conditions select rows by their kept columns. ``on_rows`` is called with each batch's size
+    before filtering (progress).
+    """
+    files = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
+    if not files:
+        raise UsageError("no privatized file given")
+    if sidecar is not None and len(files) > 1:
+        raise UsageError("--sidecar names one sidecar; with several files each needs its own .ldp.json beside it")
+    seen: set[Path] = set()
+    for path in files:
+        key = path.resolve()
+        if key in seen:
+            raise UsageError(f"{path}: given twice; each shard must be counted once")
+        seen.add(key)
+    conditions = [c if isinstance(c, Condition) else Condition.parse(c) for c in where]
+    metas = [load_sidecar(sidecar if sidecar is not None else find_sidecar(path)) for path in files]
+    first = metas[0]
+    for path, meta in zip(files[1:], metas[1:]):
+        if meta.mechanism != first.mechanism or (meta.layout.kind, meta.layout.columns) != (
+            first.layout.kind, first.layout.columns
+        ):
+            raise DataError(
+                f"{path}: its sidecar {meta.path} describes {_summary(meta)} but {first.path} describes "
+                f"{_summary(first)}; shards of one estimate must come from one privatization"
+            )
+    return Scan(files, metas, verify=verify, where=conditions, batch_rows=batch_rows, on_rows=on_rows)
+
+
+def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:
+    """Refuse data that is not exactly the file the sidecar was written for."""
+    if rows != meta.n:
+        raise DataError(
+            f"{path}: has {rows} rows but its sidecar {meta.path} says n = {meta.n}; "
+            "the file was changed after privatization or the sidecar belongs to another file "
+            "(pass --no-verify to estimate from a file you filtered or re-encoded yourself)"
+        )
+    if sha256 != meta.sha256:
+        raise DataError(
+            f"{path}: its bytes do not match the SHA-256 in its sidecar {meta.path} (written for {meta.data_file!r}); "
+            "the file was changed after privatization or the sidecar belongs to another file "
+            "(pass --no-verify to estimate from a file you filtered or re-encoded yourself)"
+        )
+
+
+def _summary(meta: Sidecar) -> str:
+    mech = meta.mechanism
+    return f"{mech.name} ({mech.calibration}) at ε = {mech.epsilon:g}, d = {mech.d}, L = {mech.norm_bound:g}"
+
