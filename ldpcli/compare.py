@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ldpcli.errors import LdpError
-from ldpcli.mechanisms import PrivUnit2, get_mechanism, mechanism_names
+from ldpcli.mechanisms import MechanismSpec, PrivUnit2, get_mechanism, mechanism_names
 
 #: δ used for the (ε, δ) Gaussian baseline when the caller gives none.
 DEFAULT_DELTA = 1e-6
@@ -35,7 +35,7 @@ def compare_mechanisms(d: int, epsilon: float, *, norm_bound: float = 1.0, delta
             continue
         options = {"delta": DEFAULT_DELTA if delta is None else delta} if "delta" in cls.options else {}
         try:
-            info = cls.calibrate(d, epsilon, norm_bound=norm_bound, **options).describe()
+            info = MechanismSpec(name, epsilon, None, norm_bound, options).calibrate(d).describe()
         except LdpError as exc:
             rows.append({"mechanism": name, "title": cls.title, "baseline": cls.baseline, "error": str(exc)})
             continue

@@ -81,6 +81,7 @@ def _resolve(
                 f"{label}: no column named {name!r} to keep; available columns: {_name_list(names)}."
             )
     kind: Literal["list", "columns"]
+    vector: tuple[str, ...]
     if choice.column is not None:
         kind, vector = "list", (choice.column,)
         dtype = _field_type(schema, choice.column, "--column", label)

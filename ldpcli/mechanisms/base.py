@@ -203,14 +203,16 @@ class MechanismSpec:
         calibration, options = data.get("calibration"), data.get("options", {})
         if not isinstance(name, str):
             raise ValueError("'name' must be a mechanism name")
+        numbers: dict[str, float] = {}
         for key, value in (("epsilon", epsilon), ("norm_bound", norm_bound)):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"{key!r} must be a number")
+            numbers[key] = float(value)
         if calibration is not None and not isinstance(calibration, str):
             raise ValueError("'calibration' must be a name")
         if not isinstance(options, Mapping) or not all(isinstance(key, str) for key in options):
             raise ValueError("'options' must be an object")
-        return cls(name, float(epsilon), calibration, float(norm_bound), dict(options))
+        return cls(name, numbers["epsilon"], calibration, numbers["norm_bound"], dict(options))
 
 
 @dataclass(frozen=True)
