@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ldpcli.estimators.moments import RunningMoments
 from ldpcli.domains import TestPoint
+from ldpcli.estimators.moments import RunningMoments
 from ldpcli.mechanisms import Mechanism
 from ldpcli.mechanisms.base import check_count
 

@@ -20,9 +20,9 @@ import contextlib
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from queue import Queue
 from dataclasses import dataclass
 from pathlib import Path
+from queue import Queue
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -32,7 +32,6 @@ from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_forma
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.randomness import block_generators, input_key, key_block_rows, root_seed
 from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
-
 
 #: Default memory budget (bytes) for the batches in flight, shared by all threads.
 DEFAULT_MEMORY = 256 * 2**20

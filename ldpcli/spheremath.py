@@ -10,7 +10,7 @@ A cap threshold γ ∈ [0, 1) is carried here as its *cap logit*
 
 so that γ = tanh(y/2) keeps full relative precision for γ → 0 and s_γ = expit(−y) keeps it for
 γ → 1 (needed at d ≤ 10 with ε in the hundreds, where 1 − γ underflows). Every probability that
-can be tiny is carried as a logarithm (ERRATA "Numerics"): 2^{d−2}, B(α, α) and (1 − γ²)^α
+can be tiny is carried as a logarithm (docs/errata.md "Numerics"): 2^{d−2}, B(α, α) and (1 − γ²)^α
 overflow or underflow for d ≳ 350, and cap probabilities fall below 1e−300 at large ε.
 
 d = 1 (the sphere is {−1, +1}) has no Beta law and is handled by the mechanisms as randomized
@@ -116,7 +116,7 @@ def log_beta_cdf_small(x: float, log_x: float, log_1mx: float, a: float, b: floa
     """log I_x(a, b) for x < (a + 1)/(a + b + 2), accurate when the result underflows doubles.
 
     Uses the continued fraction of Numerical Recipes (6.4.5) with the modified Lentz method, which
-    converges quickly in that range (ERRATA "Numerics"):
+    converges quickly in that range (docs/errata.md "Numerics"):
     I_x(a, b) = x^a (1 − x)^b / (a·B(a, b)) · CF(x). ``log_x`` and ``log_1mx`` are passed so that
     x may underflow to 0 (d small, ε in the thousands).
     """
@@ -157,7 +157,7 @@ def log_cap_probability(y: float, d: int) -> float:
     """log P(⟨W, u⟩ ≥ γ) for W uniform on S^{d−1}, γ = tanh(y/2), y ≥ 0, d ≥ 2.
 
     P = I_{s_γ}(α, α) with s_γ = (1 − γ)/2 (Bhowmick et al. Eq. 15 with τ = (1 + γ)/2, read as
-    1 − I_τ; ERRATA 5). Closed forms: d = 2, P = (2/π)·arctan(e^{−y/2}) (the arc has angle
+    1 − I_τ; docs/errata.md §5). Closed forms: d = 2, P = (2/π)·arctan(e^{−y/2}) (the arc has angle
     arccos γ); d = 3, P = s_γ (Archimedes).
     """
     if d < 2:
@@ -349,7 +349,7 @@ def sample_cap_cosines(
     least half of its proposals (far from the bulk: most calibrations at ε ≳ 1, and always when
     the cap probability is below 1e−280, where the inverse CDF cannot work); it costs a few
     uniforms per row instead of an inverse incomplete beta. Never rejection from the whole sphere
-    (ERRATA "Numerics").
+    (docs/errata.md "Numerics").
     """
     n = in_cap.shape[0]
     t = np.empty(n)

@@ -5,7 +5,7 @@ paper): round x (‖x‖ ≤ L) without bias to g̃ = ±L·x/‖x‖ with probab
 (``spheremath.round_to_sphere``), draw T ~ Bernoulli(π_ε), π_ε = e^ε/(1 + e^ε), and release Z
 uniform on the half {⟨z, g̃⟩ > 0} of the sphere of radius B if T = 1, on the other half otherwise.
 
-Radius (ERRATA 11: printed twice too large in App. C.2 and in BCDP Mechanism 2):
+Radius (docs/errata.md §11: printed twice too large in App. C.2 and in BCDP Mechanism 2):
 
     B = L · (e^ε + 1)/(e^ε − 1) · √π · Γ((d + 1)/2)/Γ(d/2)
       = L · coth(ε/2) · π / B(d/2, 1/2).
@@ -41,7 +41,7 @@ from ldpcli.mechanisms.base import Mechanism, register
 
 _LOG_SQRT_PI = 0.5 * math.log(math.pi)
 def hemisphere_log_scale(d: int, epsilon: float) -> float:
-    """log(B/L) = log coth(ε/2) + ½ log π + log Γ((d + 1)/2) − log Γ(d/2) (ERRATA 11)."""
+    """log(B/L) = log coth(ε/2) + ½ log π + log Γ((d + 1)/2) − log Γ(d/2) (docs/errata.md §11)."""
     return -sm.log_tanh_half(epsilon) + _LOG_SQRT_PI + sm.log_gamma_half_ratio(d)
 
 

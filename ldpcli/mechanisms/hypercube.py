@@ -7,7 +7,7 @@ Lemma E.2): z is uniform on the "cap" {z: ⟨z, s⟩ > κ} with probability p an
 complement {z: ⟨z, s⟩ ≤ κ} (ties go to the complement) otherwise.
 
 Write A for the number of coordinates where z agrees with s, so ⟨z, s⟩ = 2A − d. The cap is
-{A ≥ a₀} with a₀ = ⌈(d + κ + 1)/2⌉ (Alg. 2 and Thm 2; ERRATA 8), and A ~ Binomial(d, ½) for z
+{A ≥ a₀} with a₀ = ⌈(d + κ + 1)/2⌉ (Alg. 2 and Thm 2; docs/errata.md §8), and A ~ Binomial(d, ½) for z
 uniform on the cube. With P = N_in/2^d = P(A ≥ a₀) (the ``side_probability``):
 
 - Privacy (Bhowmick et al. Thm 2 proof, made exact): q(z|s) takes the two values p/N_in and
@@ -15,7 +15,7 @@ uniform on the cube. With P = N_in/2^d = P(A ≥ a₀) (the ``side_probability``
   s = −z), so the exact worst-case likelihood ratio is e^{ε_exact} = [p/N_in]/[(1 − p)/N_out],
   i.e. ε_exact = logit(p) − logit(P), for p ≥ P. The tight choice logit(p) = ε + logit(P) is the
   channel q ∝ e^ε on the cap, 1 off it: the threshold-k channel of Duchi et al. Lemma 5.8 / E.2,
-  with normaliser e^ε·N_in + N_out = (e^ε − 1)·N_in + 2^d (ERRATA 13).
+  with normaliser e^ε·N_in + N_out = (e^ε − 1)·N_in + 2^d (docs/errata.md §13).
 - Unbiasedness (Bhowmick et al. Lemma 4.2 proof): E[z | s] = c·s with
   c = E[z_j s_j] = t·(p/P − (1 − p)/(1 − P)), t = C(d − 1, a₀ − 1)/2^d (a telescoping binomial
   sum), so B = 1/c and E[Z | x] = x. At the tight p, c = (e^ε − 1)·t/(1 + (e^ε − 1)·P).
@@ -39,7 +39,7 @@ drawn at that rate, never at 0), the agreeing coordinates by an exact per-row sh
 precise re-evaluation of the best candidates. ``duchi-linf`` (calibration ``classic``) is the
 same channel at κ = 0 (a₀ = ⌊d/2⌋ + 1): for odd d this is (49) as printed (P = ½, so
 p = e^ε/(1 + e^ε)); for even d the printed p = e^ε/(1 + e^ε) is not ε-DP (an extra
-log(N_out/N_in), log 3 at d = 2) and its printed B is biased, so the tight p is used (ERRATA 12).
+log(N_out/N_in), log 3 at d = 2) and its printed B is biased, so the tight p is used (docs/errata.md §12).
 d = 1 is randomized response in both: p = e^ε/(1 + e^ε), B = (e^ε + 1)/(e^ε − 1).
 """
 
@@ -166,7 +166,7 @@ def _logsumexp(v: np.ndarray) -> float:
 
 
 def agree_min_from_kappa(d: int, kappa: int) -> int:
-    """a₀ = ⌈(d + κ + 1)/2⌉: ⟨z, s⟩ > κ iff z agrees with s in at least a₀ coordinates (ERRATA 8)."""
+    """a₀ = ⌈(d + κ + 1)/2⌉: ⟨z, s⟩ > κ iff z agrees with s in at least a₀ coordinates (docs/errata.md §8)."""
     return (d + kappa + 2) // 2
 
 
@@ -510,10 +510,10 @@ class PrivUnitInf(_HypercubeThreshold):
 @register
 @dataclass(frozen=True)
 class DuchiLinf(_HypercubeThreshold):
-    """Duchi et al. (49): the threshold-0 channel, tight p (corrected for even d, ERRATA 12)."""
+    """Duchi et al. (49): the threshold-0 channel, tight p (corrected for even d, docs/errata.md §12)."""
 
     name = "duchi-linf"
-    title = "Duchi–Jordan–Wainwright ℓ∞ hypercube mechanism (2014, App. C.1 eq. (49); even d per ERRATA 12)"
+    title = "Duchi–Jordan–Wainwright ℓ∞ hypercube mechanism (2014, App. C.1 eq. (49); even d per docs/errata.md §12)"
     calibrations = ("classic",)
 
     @classmethod

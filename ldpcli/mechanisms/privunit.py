@@ -1,6 +1,6 @@
 """PrivUnit2: the optimal unbiased ε-LDP randomizer for vectors in the ℓ2 ball.
 
-Algorithm (Bhowmick et al. 2018, Alg. 1, Eq. 14–15; Asi et al. 2022, Alg. 1 with ERRATA 1):
+Algorithm (Bhowmick et al. 2018, Alg. 1, Eq. 14–15; Asi et al. 2022, Alg. 1 with docs/errata.md §1):
 round the input x (‖x‖ ≤ L) without bias to a unit vector u = ±x/‖x‖, draw V uniform on the cap
 {v ∈ S^{d−1}: ⟨v, u⟩ ≥ γ} with probability p and uniform on its complement otherwise, and release
 Z = L·V/m, where
@@ -8,9 +8,9 @@ Z = L·V/m, where
     m = c(γ)·[p/P − (1 − p)/(1 − P)],  c(γ) = (1 − γ²)^α / (2^{d−2}(d − 1)·B(α, α)),
 
 α = (d − 1)/2 and P = P(⟨W, u⟩ ≥ γ) for W uniform on the sphere (Eq. 15, sign as corrected in
-ERRATA 1). Then E[Z | x] = x and ‖Z‖ = L/m, so E‖Z − x‖² = L²/m² − ‖x‖².
+docs/errata.md §1). Then E[Z | x] = x and ‖Z‖ = L/m, so E‖Z − x‖² = L²/m² − ‖x‖².
 
-Exact privacy (Asi et al. Thm 1; ERRATA 5): with p ≥ 1/2 and P ≤ 1/2 the worst-case likelihood
+Exact privacy (Asi et al. Thm 1; docs/errata.md §5): with p ≥ 1/2 and P ≤ 1/2 the worst-case likelihood
 ratio is p(1 − P)/((1 − p)P), i.e. ε_exact = logit(p) − logit(P). Writing ε₁ = logit(1 − P),
 this identity gives p − P = (e^{ε_exact} − 1)(1 − p)P, hence the log-space form used here:
 
@@ -28,7 +28,7 @@ Calibrations:
   logit(p) = ε − ε₁ follows. d = 3 gives γ = tanh(ε/4) and error 1/sinh²(ε/4).
 - ``bhowmick`` (Bhowmick et al. Thm 1 and Eq. 23): γ the largest value satisfying (16a) or (16b)
   at 0.99ε, p = e^{0.01ε}/(1 + e^{0.01ε}); sufficient, not tight, so ε_exact < ε. Reproduces
-  Table 1 (ERRATA 6 for its two misprints).
+  Table 1 (docs/errata.md §6 for its two misprints).
 
 d = 1 is randomized response: u = ±1, keep the sign with probability p, m = 2p − 1 = tanh(ε/2)
 at the optimum (error 1/sinh²(ε/2)).
@@ -206,7 +206,7 @@ class PrivUnit2(Mechanism):
 
     @property
     def epsilon_exact(self) -> float:
-        """logit(p) − logit(P) (Asi et al. Thm 1; ERRATA 5); logit(p) for d = 1."""
+        """logit(p) − logit(P) (Asi et al. Thm 1; docs/errata.md §5); logit(p) for d = 1."""
         if self.d == 1:
             return self.logit_p
         return self.logit_p + sm.log1mexp(self.log_cap_probability) - self.log_cap_probability

@@ -10,19 +10,19 @@ threshold γ = σ·c, c = Φ^{-1}(q), draw
 and release Z = L·V/m, where m = E[α] = σφ(c)·(p/(1 − q) − (1 − p)/q) (Alg. 2 line 10 and the
 proof of Prop. 4, Lemma B.1: E[U·1{U ≥ γ}] = σφ(γ/σ)). Then E[Z | x] = x.
 
-Privacy (Prop. 4; Thm 1 for the PrivUnit analogue, ERRATA 2): the output density is
+Privacy (Prop. 4; Thm 1 for the PrivUnit analogue, docs/errata.md §2): the output density is
 p·f_U/(1 − q) on the half-space {⟨·, u⟩ ≥ γ} and (1 − p)·f_U/q off it, so the worst-case ratio is
 exactly pq/((1 − p)(1 − q)): ε_exact = logit(p) + logit(q) (both half-spaces and their
 differences have positive mass for every pair u ≠ u', so it is attained). Mixing over the random
-rounding keeps the bound. Parameters are carried as logits (ERRATA "Numerics"): the split
+rounding keeps the bound. Parameters are carried as logits (docs/errata.md "Numerics"): the split
 ε₁ = logit(q) and logit(p) = ε − ε₁ (tight), never q itself, which rounds to 1 for ε₁ ≳ 37 (the
-float artefact behind the paper's "C* ≈ 0.614", ERRATA 4). The threshold is
+float artefact behind the paper's "C* ≈ 0.614", docs/errata.md §4). The threshold is
 c = −Φ^{-1}(1 − q) with log(1 − q) = log expit(−ε₁), inverted by ``scipy.special.ndtri_exp``
 (valid for 1 − q far below e^{−5000}); the split actually used is recomputed from the stored c,
 ε₁ = log Φ(c) − log Φ(−c) (``log_ndtr``), and logit(p) = ε − ε₁, so ε_exact = ε for the
 threshold the sampler really uses.
 
-Error (Prop. 4, the exact form; ERRATA 3: App. B.3 and the proof of Thm 3 drop terms):
+Error (Prop. 4, the exact form; docs/errata.md §3: App. B.3 and the proof of Thm 3 drop terms):
 
     Err = (E[α²] + (d − 1)/d)/m² − 1 = (Var z + d − 1)/μ²,   z = α/σ,  μ = E[z] = m/σ,
 
@@ -44,7 +44,7 @@ iteration on log Err, a continuous 1-D optimisation (Err grows without bound tow
 dense scans in the tests find one minimum, inside (0, ε)). ε₁ is located to ≈ 1e−8 relative,
 which costs nothing measurable since Err is stationary there; log Err itself is evaluated to
 ≈ 1e−14 (terms of size ε cancel in it). ε·Err/d = C_{ε,d} (Sec. 4.1) decreases towards 1/2 as
-ε → ∞ (ERRATA 4).
+ε → ∞ (docs/errata.md §4).
 
 Sampling is exact: the Bernoulli(p) choice uses ``bernoulli_logit`` (exact for p or 1 − p below
 2^−53), and z is drawn from the truncated normal by the inverse CDF in log space,
@@ -164,7 +164,7 @@ def split_at_threshold(c: float, epsilon: float) -> _Split:
 
 
 def log_error(d: int, split: _Split) -> float:
-    """log Err, Err = (Var z + d − 1)/μ² (Asi et al. Prop. 4, exact form; ERRATA 3), for L = 1."""
+    """log Err, Err = (Var z + d − 1)/μ² (Asi et al. Prop. 4, exact form; docs/errata.md §3), for L = 1."""
     return math.log((d - 1) + split.var_z) - 2.0 * split.log_mu
 
 

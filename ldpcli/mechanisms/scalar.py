@@ -14,7 +14,7 @@ ScalarDP (Alg. 3) uses the arithmetic grid v_j = j·r_max/k, where step 3 is the
 Z = a(Ĵ − b), a = (e^ε + k)/(e^ε − 1)·r_max/k, b = k(k + 1)/(2(e^ε + k)). ScalarRelDP (Alg. 4,
 App. B.2) uses the geometric grid v_0 = 0, v_j = α·ν^j, where step 3 is the paper's
 Z = a(J̃ − b), J̃ = ν^Ĵ·1{Ĵ ≥ 1}, a = α(e^ε + k)/(e^ε − 1), b = Σ_{j=1}^k ν^j/(e^ε + k).
-Z can be negative (ERRATA 10: Ĵ = 0 gives −a·b); that is what makes it unbiased, so it is kept.
+Z can be negative (docs/errata.md §10: Ĵ = 0 gives −a·b); that is what makes it unbiased, so it is kept.
 
 Exact privacy. Given r, P(Ĵ = j | r) = (1 + (e^ε − 1)·P(J = j | r))/(e^ε + k), between 1/(e^ε + k)
 and e^ε/(e^ε + k); both bounds are attained for some j as soon as two grid points lie in [0, r_max]
@@ -70,7 +70,7 @@ _COVER_RTOL = 1e-12
 
 
 def default_k(epsilon: float) -> int:
-    """Bhowmick et al. Lemma 4.4: k = ⌈e^{ε/3}⌉ (ERRATA 7: not ⌈e^{2ε/3}⌉), capped at :data:`K_MAX`."""
+    """Bhowmick et al. Lemma 4.4: k = ⌈e^{ε/3}⌉ (docs/errata.md §7: not ⌈e^{2ε/3}⌉), capped at :data:`K_MAX`."""
     if epsilon / 3.0 >= math.log(K_MAX):
         return K_MAX
     return min(max(1, math.ceil(math.exp(epsilon / 3.0))), K_MAX)
@@ -152,7 +152,7 @@ class _GridResponse:
 class ScalarDP(_GridResponse, Mechanism):
     """ScalarDP (Bhowmick et al. 2018, Alg. 3): one value r ∈ [0, r_max] on the grid {j·r_max/k}.
 
-    k defaults to ⌈e^{ε/3}⌉ (Lemma 4.4; ERRATA 7), capped at :data:`K_MAX` = 2⁵² (from
+    k defaults to ⌈e^{ε/3}⌉ (Lemma 4.4; docs/errata.md §7), capped at :data:`K_MAX` = 2⁵² (from
     ε ≈ 108.1 on; see there), and may be given as the option ``k``. With g = r_max/k,
     A = (k + 1)/(e^ε − 1), B = 1 + A and t = r/g, f = t − ⌊t⌋ (module docstring):
 

@@ -22,13 +22,13 @@ Privacy: Z is a function of (R̂, Û), so ε_exact ≤ ε₁_exact + ε₂_exact
 (R̂, Û) ↦ Z loses nothing at the top magnitude output (no other R̂ value is its negative), so both
 worst cases combine: ε_exact = ε₁_exact + ε₂_exact (a supremum when k = 1, approached by ‖w‖ → 0).
 
-Calibrations (ERRATA 9: the choice is explicit, never mixed):
+Calibrations (docs/errata.md §9: the choice is explicit, never mixed):
 - ``optimal`` (default): PrivUnit2 optimal (Asi et al. 2022) at ε₁, ScalarDP at ε₂ with
   k = ⌈e^{ε₂/3}⌉ (or the ``k`` option), and the split ε₁/ε chosen to minimise
   ``expected_error_max``: a public 1-D minimisation (a grid over logit(ε₁/ε) ∈ [−10, 10], then a
   bounded Brent refinement around the best grid point). ``eps_split`` overrides it.
 - ``bhowmick``: Eq. (23), the paper's experiments: PrivUnit2 with γ(0.99ε₁) from Thm 1 (16) and
-  p = p(0.01ε₁), ScalarDP with k = ⌈e^{ε₂/3}⌉ (ERRATA 7). The split is the user's: ``eps_split``
+  p = p(0.01ε₁), ScalarDP with k = ⌈e^{ε₂/3}⌉ (docs/errata.md §7). The split is the user's: ``eps_split``
   is required. (Eq. (22)'s p = 1/2 is a proof device and is not offered.)
 """
 
