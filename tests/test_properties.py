@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import bonferroni_z
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from scipy import stats
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import Mechanism, get_mechanism, mechanism_names
@@ -250,7 +250,7 @@ def test_monte_carlo_error_and_mean(name: str, calibration: str, data: st.DataOb
         sq.mean(), mech.expected_error, se)
 
     # E[Z] = x, every coordinate, Bonferroni over the d coordinates.
-    z_crit = stats.norm.isf(MC_ALPHA / (2 * d))
+    z_crit = bonferroni_z(MC_ALPHA, d)
     spread = z.std(axis=0, ddof=1) / math.sqrt(MC_ROWS)
     assert (spread > 0).all()
     score = np.abs(z.mean(axis=0) - x) / spread

@@ -13,13 +13,14 @@ from ldpcli.mechanisms.base import (
     register,
     unregister,
 )
-from ldpcli.mechanisms.baselines import Gaussian, Laplace
-from ldpcli.mechanisms.hemisphere import DuchiL2
-from ldpcli.mechanisms.hypercube import DuchiLinf, PrivUnitInf
+# Registration order, not alphabetical: the imports below register in this order.
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.privunitg import PrivUnitG
-from ldpcli.mechanisms.scalar import ScalarDP, ScalarRelDP
+from ldpcli.mechanisms.hemisphere import DuchiL2
+from ldpcli.mechanisms.hypercube import DuchiLinf, PrivUnitInf
 from ldpcli.mechanisms.separated import Separated
+from ldpcli.mechanisms.scalar import ScalarDP, ScalarRelDP
+from ldpcli.mechanisms.baselines import Gaussian, Laplace
 
 __all__ = [
     "DuchiL2",

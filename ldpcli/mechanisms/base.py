@@ -95,7 +95,8 @@ class OptionSpec:
 
     ``name`` is the keyword of ``calibrate`` (``eps_split``) and the flag is ``--eps-split``.
     ``low``/``high`` bound the value (``low_open``/``high_open``: strictly). ``default`` None
-    means the mechanism computes it (the help says how); ``required`` options have no default.
+    means the mechanism computes it (the help says how); ``required`` options have no default,
+    and ``required_by`` names the calibrations that need the option given.
     ``example`` is a valid value that the CLI's help shows and the test battery uses.
     """
 
@@ -109,6 +110,8 @@ class OptionSpec:
     high_open: bool = False
     default: int | float | None = None
     required: bool = False
+    #: Calibrations that need the option given (it is optional with the others).
+    required_by: tuple[str, ...] = ()
 
     @property
     def flag(self) -> str:
@@ -172,9 +175,9 @@ class MechanismSpec:
         Everything that does not need d is checked here (d is checked by :meth:`calibrate`).
         """
         cls = self.mechanism_class
-        options = cls.check_option_values(dict(self.options))
         check_common(1, self.epsilon, self.norm_bound)
         calibration = cls.check_calibration(self.calibration)
+        options = cls.check_option_values(dict(self.options), calibration)
         given = {name: value for name, value in options.items() if value is not None}
         return MechanismSpec(self.name, float(self.epsilon), calibration, float(self.norm_bound), given)
 
@@ -264,7 +267,7 @@ class Mechanism(ABC):
         declared option (None where not given and without a default).
         """
         d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
-        return cls._calibrate(d, epsilon, norm_bound, calibration, **cls.check_option_values(options))
+        return cls._calibrate(d, epsilon, norm_bound, calibration, **cls.check_option_values(options, calibration))
 
     @classmethod
     @abstractmethod
@@ -294,16 +297,18 @@ class Mechanism(ABC):
             raise UsageError(f"mechanism {cls.name!r} takes no option {flags}; its options: {takes}")
 
     @classmethod
-    def check_option_values(cls, options: Mapping[str, Any]) -> dict[str, Any]:
+    def check_option_values(cls, options: Mapping[str, Any], calibration: str) -> dict[str, Any]:
         """Every declared option, checked against its spec: given, its default, or None."""
         cls.check_options(options)
         values: dict[str, Any] = {}
         for name, spec in cls.options.items():
             value = options.get(name)
             if value is None:
-                if spec.required:
+                if spec.required or calibration in spec.required_by:
+                    scope = f" with --calibration {calibration}" if calibration in spec.required_by else ""
                     raise UsageError(
-                        f"mechanism {cls.name!r} needs {spec.flag} ({spec.range_text()}), e.g. {spec.flag} {spec.example}"
+                        f"mechanism {cls.name!r} needs {spec.flag} ({spec.range_text()}){scope}, e.g. "
+                        f"{spec.flag} {spec.example}: {spec.help}"
                     )
                 values[name] = spec.default
             else:

@@ -140,7 +140,7 @@ class Separated(Mechanism):
     options = declare(
         OptionSpec("eps_split", float, "share ε1/ε of the budget for the direction, in (0, 1) (default: "
                    "error-minimising; required with --calibration bhowmick)", 0.9,
-                   low=0.0, high=1.0, low_open=True, high_open=True),
+                   low=0.0, high=1.0, low_open=True, high_open=True, required_by=("bhowmick",)),
         OptionSpec("k", int, f"magnitude grid size (default ⌈e^{{ε2/3}}⌉, at most {K_MAX})", 2, low=1, high=K_MAX),
     )
 
@@ -150,12 +150,7 @@ class Separated(Mechanism):
     ) -> Separated:
         """The separated mechanism at total level ε; options ``eps_split`` and ``k``."""
         eps_split, k = options["eps_split"], options["k"]
-        if eps_split is None and calibration == "bhowmick":
-            raise UsageError(
-                "the bhowmick calibration (Bhowmick et al. Eq. 23) takes the split from you: pass --eps-split "
-                "ε1/ε (e.g. 100/110 for ε1 = 100, ε2 = 10), or use --calibration optimal"
-            )
-        if eps_split is None:
+        if eps_split is None:  # given with --calibration bhowmick (Eq. 23 takes the split from the user)
             eps_split = optimal_split(d, epsilon, 1.0, k)  # the split is scale-free: decide it at r_max = 1
         direction, magnitude = _parts(d, epsilon, norm_bound, calibration, eps_split, k)
         return cls(d, epsilon, norm_bound, calibration, eps_split, magnitude.k, direction, magnitude)

@@ -12,6 +12,7 @@ from fractions import Fraction
 import mpmath as mp
 import numpy as np
 import pytest
+from helpers import bonferroni_z
 from scipy import special, stats
 
 from ldpcli.errors import UsageError
@@ -454,7 +455,7 @@ def check_monte_carlo(mech, x: np.ndarray, reps: int, seed: int) -> None:
     np.testing.assert_allclose(norms, L * mech.scale, rtol=1e-13)
     var = (L * mech.B) ** 2 - x**2  # Var(Z_j) = E[Z_j²] − x_j², E[Z_j²] = L²B²
     zscores = (out.mean(axis=0) - x) / np.sqrt(var / reps)
-    assert np.max(np.abs(zscores)) < stats.norm.isf(1e-6 / (2 * d))
+    assert np.max(np.abs(zscores)) < bonferroni_z(1e-6, d)
     sq = np.einsum("ij,ij->i", out - x, out - x)
     predicted = d * (L * mech.B) ** 2 - float(x @ x)
     if np.all(x == 0):

@@ -7,14 +7,11 @@ import json
 import math
 
 import pytest
-from typer.testing import CliRunner
+from helpers import ldp
 
 from ldpcli import spheremath as sm
 from ldpcli.audit import audit
-from ldpcli.cli import app
 from ldpcli.mechanisms import DuchiL2, PrivUnit2
-
-runner = CliRunner()
 
 
 @pytest.mark.parametrize("d, eps", [(9, 2.0), (500, 8.0), (1, 1.0), (2, 0.5)])
@@ -64,14 +61,14 @@ def test_audit_fails_when_the_second_route_disagrees(monkeypatch: pytest.MonkeyP
 
 
 def test_cli_audit_json_and_exit_codes(monkeypatch: pytest.MonkeyPatch) -> None:
-    res = runner.invoke(app, ["audit", "-m", "privunit2", "--d", "9", "--eps", "2", "--trials", "3000", "--seed", "1", "--json"])
+    res = ldp("audit", "-m", "privunit2", "--d", "9", "--eps", "2", "--trials", "3000", "--seed", "1", "--json")
     assert res.exit_code == 0, res.stderr
     info = json.loads(res.stdout)
     for key in ("mechanism", "epsilon", "epsilon_exact", "epsilon_second_route", "passed", "statistics"):
         assert key in info
     assert info["passed"] is True and len(info["statistics"]) == 3
     monkeypatch.setattr(PrivUnit2, "audit_epsilon", lambda self: (self.epsilon_exact + 0.5, "tampered"))
-    res = runner.invoke(app, ["audit", "-m", "privunit2", "--d", "9", "--eps", "2", "--trials", "1000", "--seed", "1"])
+    res = ldp("audit", "-m", "privunit2", "--d", "9", "--eps", "2", "--trials", "1000", "--seed", "1")
     assert res.exit_code == 1 and "FAILED" in res.stdout
-    res = runner.invoke(app, ["audit", "-m", "privunit2", "--d", "9", "--eps", "2", "--trials", "5"])
+    res = ldp("audit", "-m", "privunit2", "--d", "9", "--eps", "2", "--trials", "5")
     assert res.exit_code == 2 and "--trials" in res.stderr

@@ -39,7 +39,7 @@ from ldpcli.sidecar import (
 )
 
 SHA = "0123456789abcdef" * 4
-SCHEMA_FILE = Path(__file__).resolve().parents[1] / "ldpcli" / "schemas" / "sidecar-v2.schema.json"
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / "ldpcli" / "schemas" / "sidecar-v2.schema.json"
 
 
 def example_mechanisms() -> Iterator[tuple[str, Mechanism]]:

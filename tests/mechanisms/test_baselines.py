@@ -8,7 +8,8 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
-from scipy import optimize, special, stats
+from helpers import D_GRID, EPS_GRID, bonferroni_z
+from scipy import optimize, stats
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import get_mechanism
@@ -22,14 +23,6 @@ from ldpcli.mechanisms.baselines import (
 
 mp.mp.dps = 50
 
-EPS_GRID = [0.01, 0.1, 1.0, 4.0, 8.0, 100.0, 10_000.0]
-D_GRID = [1, 2, 3, 10, 1000, 10**7]
-
-
-def bonferroni_z(d: int, family_alpha: float = 1e-6) -> float:
-    """Per-coordinate |z| threshold so that all d coordinates pass with probability 1 − α."""
-    return float(special.ndtri(1 - family_alpha / (2 * d)))
-
 
 def check_monte_carlo(mech, x: np.ndarray, n: int, rng: np.random.Generator, mean: np.ndarray | None = None) -> None:
     """E[Z] = x (Bonferroni z) and E‖Z − x‖² = expected_error (6 SE): the noise ignores x."""
@@ -37,7 +30,7 @@ def check_monte_carlo(mech, x: np.ndarray, n: int, rng: np.random.Generator, mea
     z = mech.privatize(np.tile(x, (n, 1)), rng)
     target = x if mean is None else mean
     se = z.std(axis=0, ddof=1) / math.sqrt(n)
-    assert np.all(np.abs(z.mean(axis=0) - target) <= bonferroni_z(d) * se)
+    assert np.all(np.abs(z.mean(axis=0) - target) <= bonferroni_z(1e-6, d) * se)
     sq = np.sum((z - target) ** 2, axis=1)
     assert abs(sq.mean() - mech.expected_error) <= 6 * sq.std(ddof=1) / math.sqrt(n)
     assert mech.expected_error_max == mech.expected_error

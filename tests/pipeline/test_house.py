@@ -4,6 +4,7 @@ keyed randomness, domains as objects, options declared once, and library calls t
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -15,10 +16,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
+from helpers import ldp, read_list, write_list
 
 from ldpcli.audit import audit
-from ldpcli.cli import app
 from ldpcli.domains import FLOAT32_PRECISION, INTERVAL, L2_BALL, LINF_BOX, get_domain
 from ldpcli.errors import UsageError
 from ldpcli.estimate import estimate, estimate_mean
@@ -27,19 +27,12 @@ from ldpcli.privatize import privatize_file
 from ldpcli.scan import scan
 from ldpcli.sidecar import load_sidecar, sidecar_path
 
-runner = CliRunner()
-PACKAGE = Path(__file__).resolve().parents[1] / "ldpcli"
+PACKAGE = Path(__file__).resolve().parents[2] / "ldpcli"
 
 
-def write_list(path: Path, rows: np.ndarray, **columns: Any) -> None:
-    flat = pa.array(np.ascontiguousarray(rows).reshape(-1))
-    table = pa.table({**columns, "v": pa.FixedSizeListArray.from_arrays(flat, rows.shape[1])})
-    pq.write_table(table, path)
-
-
-def read_list(path: Path) -> np.ndarray:
-    column = pq.read_table(path).column("v").combine_chunks()
-    return column.flatten().to_numpy().reshape(len(column), -1)
+# This file's inputs keep their vectors in a column named "v" (the helpers' default is "vec").
+write_v = functools.partial(write_list, column="v")
+read_v = functools.partial(read_list, column="v")
 
 
 # --------------------------------------------------------------------------- import direction
@@ -86,9 +79,9 @@ def toy() -> Iterator[type]:
 def test_a_mechanism_from_one_file_is_in_every_command(toy: type, tmp_path: Path) -> None:
     assert "toy-coordinates" in mechanism_names()
     for command in ("params", "privatize", "audit"):
-        shown = runner.invoke(app, [command, "--help"], terminal_width=200).stdout
+        shown = ldp(command, "--help", terminal_width=200).stdout
         assert "--coordinates" in shown and "toy-coordinates" in shown, command
-    res = runner.invoke(app, ["params", "--d", "6", "--eps", "2", "-m", "toy-coordinates", "--coordinates", "3", "--json"])
+    res = ldp("params", "--d", "6", "--eps", "2", "-m", "toy-coordinates", "--coordinates", "3", "--json")
     assert res.exit_code == 0, res.output
     info = json.loads(res.stdout)
     assert info["coordinates"] == 3 and info["domain"] == "linf-box" and info["epsilon_exact"] == 2.0
@@ -96,28 +89,27 @@ def test_a_mechanism_from_one_file_is_in_every_command(toy: type, tmp_path: Path
     rng = np.random.default_rng(0)
     x = rng.uniform(-1.0, 1.0, (4000, 6))
     src = tmp_path / "in.parquet"
-    write_list(src, x)
-    res = runner.invoke(app, ["privatize", str(src), "--eps", "2", "-m", "toy-coordinates", "--coordinates", "3",
-                              "--seed", "1", "-q"])
+    write_v(src, x)
+    res = ldp("privatize", src, "--eps", "2", "-m", "toy-coordinates", "--coordinates", "3", "--seed", "1", "-q")
     assert res.exit_code == 0, res.output
     out = tmp_path / "in.privatized.parquet"
     meta = load_sidecar(sidecar_path(out))
     assert meta.mechanism == toy.calibrate(6, 2.0, coordinates=3)
-    res = runner.invoke(app, ["estimate-mean", str(out), "--json"])
+    res = ldp("estimate-mean", out, "--json")
     assert res.exit_code == 0, res.output
     est = json.loads(res.stdout)
     bound = toy.calibrate(6, 2.0, coordinates=3).expected_error_mean(4000)
     assert est["expected_error"] == pytest.approx(bound)
     # the mean is within 6 RMS errors of the truth (seeded: cannot flake)
     assert np.sum((np.array(est["mean"]) - x.mean(axis=0)) ** 2) <= 36 * bound
-    res = runner.invoke(app, ["audit", "-m", "toy-coordinates", "--d", "5", "--eps", "1.5", "--coordinates", "2",
-                              "--trials", "4000", "--seed", "3", "--json"])
+    res = ldp("audit", "-m", "toy-coordinates", "--d", "5", "--eps", "1.5", "--coordinates", "2",
+              "--trials", "4000", "--seed", "3", "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["passed"] is True
 
 
 def test_option_flags_are_refused_by_mechanisms_that_do_not_declare_them(toy: type) -> None:
-    res = runner.invoke(app, ["params", "--d", "6", "--eps", "2", "-m", "privunit2", "--coordinates", "3"])
+    res = ldp("params", "--d", "6", "--eps", "2", "-m", "privunit2", "--coordinates", "3")
     assert res.exit_code == 2 and "takes no option --coordinates" in res.output
 
 
@@ -149,7 +141,7 @@ class RowCount:
 
 def test_an_estimator_from_one_class(tmp_path: Path) -> None:
     src = tmp_path / "in.parquet"
-    write_list(src, np.random.default_rng(0).standard_normal((300, 4)) * 0.1)
+    write_v(src, np.random.default_rng(0).standard_normal((300, 4)) * 0.1)
     result = privatize_file(src, epsilon=3.0, seed=2)
     (n, first), rows = estimate(scan(result.output), RowCount())
     assert n == rows == 300
@@ -161,12 +153,12 @@ def test_an_estimator_from_one_class(tmp_path: Path) -> None:
 
 def test_a_seed_gives_one_output_whatever_threads_and_memory(tmp_path: Path) -> None:
     src = tmp_path / "in.parquet"
-    write_list(src, np.random.default_rng(0).standard_normal((5000, 300)) * 0.05)
+    write_v(src, np.random.default_rng(0).standard_normal((5000, 300)) * 0.05)
     outputs = []
     for threads, memory in ((1, 2**20), (2, 2**20), (1, 64 * 2**20), (2, 256 * 2**20)):
         out = tmp_path / f"out-{threads}-{memory}.parquet"
         privatize_file(src, out, epsilon=4.0, seed=11, threads=threads, memory=memory)
-        outputs.append(read_list(out))
+        outputs.append(read_v(out))
     for other in outputs[1:]:
         assert np.array_equal(outputs[0], other)
 
@@ -174,9 +166,9 @@ def test_a_seed_gives_one_output_whatever_threads_and_memory(tmp_path: Path) -> 
 def test_a_seed_gives_one_output_whatever_the_file_name(tmp_path: Path) -> None:
     rows = np.random.default_rng(0).standard_normal((200, 8)) * 0.1
     for name in ("a.parquet", "b.parquet"):
-        write_list(tmp_path / name, rows)
+        write_v(tmp_path / name, rows)
         privatize_file(tmp_path / name, epsilon=2.0, seed=5)
-    assert np.array_equal(read_list(tmp_path / "a.privatized.parquet"), read_list(tmp_path / "b.privatized.parquet"))
+    assert np.array_equal(read_v(tmp_path / "a.privatized.parquet"), read_v(tmp_path / "b.privatized.parquet"))
 
 
 def test_one_seed_on_two_inputs_gives_uncorrelated_noise(tmp_path: Path) -> None:
@@ -186,8 +178,8 @@ def test_one_seed_on_two_inputs_gives_uncorrelated_noise(tmp_path: Path) -> None
     noise = []
     for i, rows in enumerate(shards):
         src = tmp_path / f"part-{i}.parquet"
-        write_list(src, rows)
-        noise.append((read_list(privatize_file(src, epsilon=2.0, seed=7).output) - rows).ravel())
+        write_v(src, rows)
+        noise.append((read_v(privatize_file(src, epsilon=2.0, seed=7).output) - rows).ravel())
     corr = float(np.corrcoef(noise[0], noise[1])[0, 1])
     # 10^5 pairs: independent noise gives |corr| ~ 0.003; 6 standard deviations
     assert abs(corr) < 6.0 / np.sqrt(noise[0].size), corr
@@ -196,15 +188,15 @@ def test_one_seed_on_two_inputs_gives_uncorrelated_noise(tmp_path: Path) -> None
 def test_one_seed_with_two_epsilons_gives_uncorrelated_noise(tmp_path: Path) -> None:
     rows = np.random.default_rng(1).standard_normal((2000, 50)) * 0.01
     src = tmp_path / "in.parquet"
-    write_list(src, rows)
-    noise = [(read_list(privatize_file(src, tmp_path / f"o{e}.parquet", epsilon=e, seed=7).output) - rows).ravel()
+    write_v(src, rows)
+    noise = [(read_v(privatize_file(src, tmp_path / f"o{e}.parquet", epsilon=e, seed=7).output) - rows).ravel()
              for e in (2.0, 3.0)]
     assert abs(float(np.corrcoef(*noise)[0, 1])) < 6.0 / np.sqrt(noise[0].size)
 
 
 def test_the_seed_is_written_nowhere(tmp_path: Path) -> None:
     src = tmp_path / "in.parquet"
-    write_list(src, np.eye(3))
+    write_v(src, np.eye(3))
     result = privatize_file(src, epsilon=1.0, seed=987654321)
     for path in (result.output, result.sidecar):
         assert b"987654321" not in path.read_bytes()
@@ -278,7 +270,7 @@ def test_declared_options_have_valid_examples_flags_and_round_trip(name: str) ->
     mech = cls.calibrate(cls.example_d, 3.0, **examples)
     assert mech.spec.calibrate(mech.d) == mech
     assert MechanismSpec.from_dict(json.loads(json.dumps(mech.spec.to_dict()))).calibrate(mech.d) == mech
-    shown = runner.invoke(app, ["privatize", "--help"], terminal_width=200).stdout
+    shown = ldp("privatize", "--help", terminal_width=200).stdout
     for option in cls.options.values():
         assert option.flag in shown
 
@@ -311,13 +303,13 @@ def labelled_release(tmp_path: Path) -> tuple[Path, np.ndarray, np.ndarray]:
     centres = np.array([[0.5, 0, 0, 0], [0, 0.5, 0, 0], [0, 0, 0.5, 0]])
     rows = centres[labels] + rng.standard_normal((6000, 4)) * 0.05
     src = tmp_path / "in.parquet"
-    write_list(src, rows, label=pa.array(labels))
+    write_v(src, rows, label=pa.array(labels))
     return privatize_file(src, epsilon=6.0, keep=["label"], seed=4).output, rows, labels
 
 
 def test_group_by_gives_one_mean_per_label(tmp_path: Path) -> None:
     out, rows, labels = labelled_release(tmp_path)
-    res = runner.invoke(app, ["estimate-mean", str(out), "--group-by", "label", "--json"])
+    res = ldp("estimate-mean", out, "--group-by", "label", "--json")
     assert res.exit_code == 0, res.output
     groups = json.loads(res.stdout)
     assert groups["group_by"] == "label" and [g["value"] for g in groups["groups"]] == [0, 1, 2]
@@ -332,10 +324,10 @@ def test_group_by_gives_one_mean_per_label(tmp_path: Path) -> None:
 
 def test_where_selects_rows_by_a_kept_column(tmp_path: Path) -> None:
     out, _, labels = labelled_release(tmp_path)
-    res = runner.invoke(app, ["estimate-mean", str(out), "--where", "label in (0, 2)", "--json"])
+    res = ldp("estimate-mean", out, "--where", "label in (0, 2)", "--json")
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["n"] == np.isin(labels, [0, 2]).sum()
-    res = runner.invoke(app, ["estimate-mean", str(out), "--where", "id == 3"])
+    res = ldp("estimate-mean", out, "--where", "id == 3")
     assert res.exit_code == 2 and "not one" in res.output
 
 
@@ -345,9 +337,9 @@ def test_a_filtered_file_needs_no_verify_and_says_so(tmp_path: Path) -> None:
     filtered = tmp_path / "filtered.parquet"
     pq.write_table(table.filter(pa.compute.equal(table.column("label"), 1)), filtered, compression="zstd")
     side = sidecar_path(out)
-    res = runner.invoke(app, ["estimate-mean", str(filtered), "--sidecar", str(side), "--json"])
+    res = ldp("estimate-mean", filtered, "--sidecar", side, "--json")
     assert res.exit_code == 1 and "--no-verify" in res.output
-    res = runner.invoke(app, ["estimate-mean", str(filtered), "--sidecar", str(side), "--no-verify", "--json"])
+    res = ldp("estimate-mean", filtered, "--sidecar", side, "--no-verify", "--json")
     assert res.exit_code == 0, res.output
     est = json.loads(res.stdout)
     assert est["verified"] is False and est["n"] == (labels == 1).sum()

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from helpers import ldp
 
 from ldpcli import spheremath as sm
-from ldpcli.cli import app
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import PrivUnit2, PrivUnitInf, get_mechanism
-
-runner = CliRunner()
 
 
 def test_row_norms_survive_overflow_and_underflow() -> None:
@@ -48,7 +45,7 @@ def test_tiny_rows_keep_their_direction(name: str) -> None:
     (["-m", "laplace", "--d", "10000000", "--eps", "0.01", "-L", "1e150"], "not finite in double precision"),
 ])
 def test_unrepresentable_parameters_are_usage_errors(args: list[str], fragment: str) -> None:
-    res = runner.invoke(app, ["params", *args])
+    res = ldp("params", *args)
     assert res.exit_code == 2, (res.stdout, res.stderr, res.exception)
     assert res.stderr.startswith("ldp: error: ") and fragment in res.stderr and res.stderr.count("\n") == 1
 

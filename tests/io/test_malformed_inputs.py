@@ -34,22 +34,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import ldp, write_list
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
-from ldpcli.cli import app
 from ldpcli.errors import DataError
 from ldpcli.io import open_vectors
 from ldpcli.mechanisms import get_mechanism, mechanism_names
 from ldpcli.privatize import privatize_file
 from ldpcli.sidecar import load_sidecar, sidecar_path
-
-runner = CliRunner()
-
-
-def ldp(*args: Any) -> Any:
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def listing(directory: Path) -> list[str]:
@@ -106,9 +99,8 @@ def fresh(tmp_path: Path, name: str) -> Path:
 
 def valid_parquet(x: np.ndarray | None = None) -> bytes:
     x = np.random.default_rng(0).standard_normal((6, 3)) * 0.4 if x is None else x
-    table = pa.table({"id": pa.array(np.arange(len(x))), "vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1])})
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
+    write_list(sink, x, ids=True)
     return sink.getvalue().to_pybytes()
 
 
@@ -235,7 +227,7 @@ def test_huge_and_subnormal_values_give_finite_output(tmp_path: Path, name: str)
     src = tmp_path / "x.parquet"
     if cls.vector:
         rows = np.concatenate([HUGE, TINY])
-        pq.write_table(pa.table({"v": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), 3)}), src)
+        write_list(src, rows, column="v")
     else:
         rows = np.array([[1e308], [1.7976931348623157e308], [-1e308], [5e-324], [0.0], [2e-308]])
         pq.write_table(pa.table({"v": rows[:, 0]}), src)
@@ -249,7 +241,7 @@ def test_rows_whose_norm_overflows_are_clipped_onto_the_sphere(tmp_path: Path) -
     n, direction = 3000, np.array([1.0, -1.0, 0.0]) / math.sqrt(2.0)
     src = tmp_path / "huge.parquet"
     x = np.tile([1e308, -1e308, 0.0], (n, 1))
-    pq.write_table(pa.table({"v": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), 3)}), src)
+    write_list(src, x, column="v")
     for mechanism in ("privunit2", "laplace"):
         out = tmp_path / f"{mechanism}.parquet"
         result = privatize_file(src, out, epsilon=8.0, mechanism=mechanism, norm_bound=2.0, seed=5)

@@ -8,18 +8,14 @@ import math
 
 import numpy as np
 import pytest
-from scipy import special, stats
+from helpers import bonferroni_z
+from scipy import special
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import get_mechanism, mechanism_names
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.scalar import K_MAX, ScalarDP
 from ldpcli.mechanisms.separated import Separated, optimal_split
-
-
-def bonferroni_z(d: int, family_alpha: float = 1e-6) -> float:
-    return float(stats.norm.isf(family_alpha / (2 * d)))
-
 
 # --- Monte Carlo: unbiased, with the exact error --------------------------------------------
 
@@ -52,7 +48,7 @@ def test_monte_carlo_unbiased_with_the_exact_error(d: int, eps: float, radius: f
     if support is not None:  # ‖Z‖ = |R̂|/m with R̂ one of ScalarDP's k + 1 outputs
         assert np.all(np.min(np.abs(norms[:, None] - support[None, :]), axis=1) <= 1e-9 * r_max * support.max())
     se = z.std(axis=0, ddof=1) / math.sqrt(n)
-    assert np.all(np.abs(z.mean(axis=0) - w) <= bonferroni_z(d) * se)
+    assert np.all(np.abs(z.mean(axis=0) - w) <= bonferroni_z(1e-6, d) * se)
     sq = np.sum((z - w) ** 2, axis=1)
     predicted = float(mech.error_at(radius * r_max))
     assert abs(sq.mean() - predicted) <= 6 * sq.std(ddof=1) / math.sqrt(n) + 1e-12 * predicted

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ERRATA = ROOT / "docs" / "errata.md"
 THIS_FILE = Path(__file__).resolve()
 
@@ -28,7 +28,7 @@ CITATION_PATTERNS = [
     re.compile(r"\berratum\s+(\d+)\b", re.IGNORECASE),  # erratum N
 ]
 #: The unnumbered section cited as ERRATA "Numerics".
-NUMERICS_CITATION = re.compile(r"ERRATA\s+\"Numerics\"", re.IGNORECASE)
+NUMERICS_CITATION = re.compile(r"(?:ERRATA|docs/errata\.md)\s+\"Numerics\"", re.IGNORECASE)
 
 HEADING = re.compile(r"^## (\d+)\. (\S.*)$")
 ANY_NUMBERED_HEADING = re.compile(r"^##\s*(\d+)\b")

@@ -9,6 +9,7 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
+from helpers import D_GRID, EPS_GRID, bonferroni_z
 from scipy import integrate, special, stats
 
 from ldpcli import spheremath as sm
@@ -19,14 +20,6 @@ from ldpcli.spheremath import log_gamma_half_ratio
 from ldpcli.mechanisms.privunit import _log_m, _log_one_minus_m
 
 mp.mp.dps = 50
-
-EPS_GRID = [0.01, 0.1, 1.0, 4.0, 8.0, 100.0, 10_000.0]
-D_GRID = [1, 2, 3, 10, 1000, 10**7]
-
-
-def bonferroni_z(d: int, family_alpha: float = 1e-6) -> float:
-    """Per-coordinate |z| threshold so that all d coordinates pass with probability 1 − α."""
-    return float(special.ndtri(1 - family_alpha / (2 * d)))
 
 
 def mp_radius(d: int, eps: float, norm_bound: float = 1.0) -> mp.mpf:
@@ -120,7 +113,7 @@ def test_printed_radius_gives_twice_the_mean(d: int, n: int) -> None:
     for m, target in ((mech, x), (printed, 2 * x)):
         z = m.privatize(np.tile(x, (n, 1)), rng)
         se = z.std(axis=0, ddof=1) / math.sqrt(n)
-        assert np.all(np.abs(z.mean(axis=0) - target) <= bonferroni_z(d) * se)
+        assert np.all(np.abs(z.mean(axis=0) - target) <= bonferroni_z(1e-6, d) * se)
         assert abs(z.mean(axis=0)[0] - (3 * x[0] - target[0])) > 10 * se[0]  # and far from the other
 
 
@@ -245,7 +238,7 @@ def test_monte_carlo_unbiased_with_predicted_error(d: int, eps: float, radius: f
     z = mech.privatize(np.tile(x, (n, 1)), rng)
     assert np.allclose(np.linalg.norm(z, axis=1), mech.radius, rtol=1e-12)
     se = z.std(axis=0, ddof=1) / math.sqrt(n)
-    assert np.all(np.abs(z.mean(axis=0) - x) <= bonferroni_z(d) * se)
+    assert np.all(np.abs(z.mean(axis=0) - x) <= bonferroni_z(1e-6, d) * se)
     sq = np.sum((z - x) ** 2, axis=1)
     predicted = mech.expected_error_max - float(x @ x)
     assert abs(sq.mean() - predicted) <= 6 * sq.std(ddof=1) / math.sqrt(n) + 1e-12 * predicted

@@ -14,32 +14,9 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from scipy import special
-from typer.testing import CliRunner
+from helpers import bonferroni_z, ldp, read_list, unit_rows, write_list
 
-from ldpcli.cli import app
 from ldpcli.mechanisms import PrivUnit2
-
-runner = CliRunner()
-
-
-def ldp(*args: str | Path) -> "Result":
-    return runner.invoke(app, [str(a) for a in args])
-
-
-Result = type(runner.invoke(app, ["--version"]))
-
-
-def unit_rows(n: int, d: int, seed: int = 0, radius: float = 1.0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, d))
-    return radius * x / np.linalg.norm(x, axis=1, keepdims=True)
-
-
-def write_list_parquet(path: Path, x: np.ndarray, ids: bool = True) -> None:
-    arrays = {"id": pa.array(np.arange(len(x)))} if ids else {}
-    arrays["vec"] = pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1])
-    pq.write_table(pa.table(arrays), path)
 
 
 def write_columns(path: Path, x: np.ndarray) -> None:
@@ -116,7 +93,7 @@ def test_params_usage_errors(args: list[str], message: str) -> None:
 def test_parquet_list_round_trip_and_sidecar(tmp_path: Path) -> None:
     x = unit_rows(500, 8)
     src = tmp_path / "emb.parquet"
-    write_list_parquet(src, x)
+    write_list(src, x, ids=True)
     before = src.read_bytes()
     res = ldp("privatize", src, "--mechanism", "privunit2", "--eps", 3, "--keep", "id")
     assert res.exit_code == 0, res.stderr
@@ -127,7 +104,7 @@ def test_parquet_list_round_trip_and_sidecar(tmp_path: Path) -> None:
     assert table.column_names == ["id", "vec"]
     assert table.schema.field("vec").type == pa.list_(pa.float64(), 8)
     assert table.column("id").to_pylist() == list(range(500))
-    z = np.asarray(table.column("vec").combine_chunks().flatten()).reshape(-1, 8)
+    z = read_list(out)
     mech = PrivUnit2.calibrate(8, 3.0)
     assert np.allclose(np.linalg.norm(z, axis=1), mech.scale, rtol=1e-12)
     sc = json.loads(side.read_text())
@@ -174,7 +151,7 @@ def test_estimate_mean_error_matches_prediction_on_20k_rows(tmp_path: Path) -> N
     x = unit_rows(n, d, seed=3) * 0.5 + 0.5 * unit_rows(1, d, seed=4)  # a common direction plus spread
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     src = tmp_path / "x.parquet"
-    write_list_parquet(src, x, ids=False)
+    write_list(src, x)
     assert ldp("privatize", src, "--eps", eps, "--seed", 17).exit_code == 0
     res = ldp("estimate-mean", tmp_path / "x.privatized.parquet", "--json")
     assert res.exit_code == 0, res.stderr
@@ -188,7 +165,7 @@ def test_estimate_mean_error_matches_prediction_on_20k_rows(tmp_path: Path) -> N
     se = np.array(est["std_error"])
     assert float(np.sum(se**2)) == pytest.approx(predicted, rel=6 * math.sqrt(2 / n) + 0.02)
     z = (np.array(est["mean"]) - x.mean(axis=0)) / se
-    assert np.all(np.abs(z) < special.ndtri(1 - 1e-6 / (2 * d)))
+    assert np.all(np.abs(z) < bonferroni_z(1e-6, d))
     lower, upper = np.array(est["lower"]), np.array(est["upper"])
     assert np.all(lower < est["mean"]) and np.all(np.array(est["mean"]) < upper)
 
@@ -196,7 +173,7 @@ def test_estimate_mean_error_matches_prediction_on_20k_rows(tmp_path: Path) -> N
 @pytest.mark.parametrize("suffix", [".json", ".npy", ".parquet", ".csv"])
 def test_estimate_mean_output_files(tmp_path: Path, suffix: str) -> None:
     src = tmp_path / "x.parquet"
-    write_list_parquet(src, unit_rows(50, 3))
+    write_list(src, unit_rows(50, 3), ids=True)
     assert ldp("privatize", src, "--eps", 1).exit_code == 0
     target = tmp_path / f"mean{suffix}"
     res = ldp("estimate-mean", tmp_path / "x.privatized.parquet", "-o", target, "--json")
@@ -217,7 +194,7 @@ def test_estimate_mean_output_files(tmp_path: Path, suffix: str) -> None:
 
 def test_human_estimate_output(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
-    write_list_parquet(src, unit_rows(40, 30))
+    write_list(src, unit_rows(40, 30), ids=True)
     assert ldp("privatize", src, "--eps", 1).exit_code == 0
     res = ldp("estimate-mean", tmp_path / "x.privatized.parquet")
     assert res.exit_code == 0
@@ -226,7 +203,7 @@ def test_human_estimate_output(tmp_path: Path) -> None:
 
 def test_seed_policy(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
-    write_list_parquet(src, unit_rows(100, 4))
+    write_list(src, unit_rows(100, 4), ids=True)
     outs = []
     for i, extra in enumerate([["--seed", "123456789"], ["--seed", "123456789"], [], []]):
         out = tmp_path / f"o{i}.parquet"
@@ -244,7 +221,7 @@ def test_rows_outside_the_ball_are_clipped_and_counted_on_stderr_only(tmp_path: 
     src = tmp_path / "x.parquet"
     x = unit_rows(10, 3)
     x[:4] *= 5.0
-    write_list_parquet(src, x)
+    write_list(src, x, ids=True)
     res = ldp("privatize", src, "--eps", 1, "--norm-bound", 2)
     assert res.exit_code == 0
     assert "4 of 10 rows were outside the l2-ball of radius L = 2" in res.stderr
@@ -256,7 +233,7 @@ def test_rows_outside_the_ball_are_clipped_and_counted_on_stderr_only(tmp_path: 
 
 def test_overwrite(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
-    write_list_parquet(src, unit_rows(10, 3))
+    write_list(src, unit_rows(10, 3), ids=True)
     assert ldp("privatize", src, "--eps", 1).exit_code == 0
     first = (tmp_path / "x.privatized.parquet").read_bytes()
     res = ldp("privatize", src, "--eps", 1)
@@ -276,7 +253,7 @@ def bad_files(tmp_path: Path) -> dict[str, tuple[Path, list[str], int, list[str]
     corrupt.write_bytes(b"PAR1 this is not parquet at all PAR1")
     cases["corrupt"] = (corrupt, [], 1, ["corrupt.parquet", "Parquet"])
     truncated = tmp_path / "truncated.parquet"
-    write_list_parquet(truncated, unit_rows(100, 4))
+    write_list(truncated, unit_rows(100, 4), ids=True)
     truncated.write_bytes(truncated.read_bytes()[:-40])
     cases["truncated"] = (truncated, [], 1, ["truncated.parquet"])
     empty = tmp_path / "empty.csv"
@@ -301,13 +278,13 @@ def bad_files(tmp_path: Path) -> dict[str, tuple[Path, list[str], int, list[str]
     nan.write_text("a,b\n0.1,0.2\n0.3,0.1\nnan,0.2\n")
     cases["nan"] = (nan, [], 1, ["nan.csv", "row 3", "'a'", "NaN"])
     inf = tmp_path / "inf.parquet"
-    write_list_parquet(inf, np.array([[0.1, 0.2], [np.inf, 0.0]]))
+    write_list(inf, np.array([[0.1, 0.2], [np.inf, 0.0]]), ids=True)
     cases["inf"] = (inf, [], 1, ["inf.parquet", "row 2", "'vec'"])
     nulls = tmp_path / "nulls.parquet"
     pq.write_table(pa.table({"v": pa.array([[0.1, 0.2], None], pa.list_(pa.float64()))}), nulls)
     cases["null"] = (nulls, [], 1, ["nulls.parquet", "row 2"])
     good = tmp_path / "good.parquet"
-    write_list_parquet(good, unit_rows(5, 3))
+    write_list(good, unit_rows(5, 3), ids=True)
     cases["missing column"] = (good, ["--column", "emb"], 2, ["'emb'"])
     cases["missing keep"] = (good, ["--keep", "user"], 2, ["'user'"])
     cases["eps 0"] = (good, ["--eps", "0"], 2, ["epsilon"])
@@ -344,7 +321,7 @@ def test_every_bad_input_is_one_clear_line_and_leaves_nothing(tmp_path: Path) ->
 
 def privatized(tmp_path: Path, n: int = 20, d: int = 3) -> Path:
     src = tmp_path / "x.parquet"
-    write_list_parquet(src, unit_rows(n, d))
+    write_list(src, unit_rows(n, d), ids=True)
     assert ldp("privatize", src, "--eps", 1).exit_code == 0
     return tmp_path / "x.privatized.parquet"
 
@@ -381,7 +358,7 @@ def test_estimate_mean_refuses_a_sidecar_that_does_not_match(tmp_path: Path, fie
 
 def test_estimate_mean_refuses_data_that_does_not_match_the_layout(tmp_path: Path) -> None:
     out = privatized(tmp_path, d=3)
-    write_list_parquet(out, unit_rows(20, 4))  # same name, other dimension
+    write_list(out, unit_rows(20, 4), ids=True)  # same name, other dimension
     res = ldp("estimate-mean", out)
     assert res.exit_code == 1 and res.stderr.startswith("ldp: error: ")
 

@@ -7,15 +7,13 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
+from helpers import PRIVUNIT2_D_GRID, PRIVUNIT2_EPS_GRID, bonferroni_z
 from scipy import integrate, optimize, special
 
 from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import PrivUnit2, get_mechanism, mechanism_names
 from ldpcli.mechanisms.privunit import _log_m
-
-EPS_GRID = [0.01, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 50.0, 100.0, 1000.0, 10_000.0]
-D_GRID = [1, 2, 3, 4, 5, 10, 64, 341, 342, 500, 1000, 10**5, 10**7]
 
 
 def test_registry() -> None:
@@ -177,10 +175,10 @@ def test_bhowmick_needs_d_at_least_3() -> None:
 # --- the whole range ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("d", D_GRID)
+@pytest.mark.parametrize("d", PRIVUNIT2_D_GRID)
 def test_finite_exact_and_monotone_over_the_whole_range(d: int) -> None:
     errors = []
-    for eps in EPS_GRID:
+    for eps in PRIVUNIT2_EPS_GRID:
         mech = PrivUnit2.calibrate(d, eps)
         info = mech.describe()
         for key in ("epsilon_exact", "gamma", "p", "cap_probability", "scale", "expected_error", "expected_error_max"):
@@ -211,11 +209,6 @@ def test_impossible_parameters_are_usage_errors(bad: dict) -> None:
 # --- Monte Carlo -------------------------------------------------------------------------------
 
 
-def bonferroni_z(d: int, family_alpha: float = 1e-6) -> float:
-    """Per-coordinate |z| threshold so that all d coordinates pass with probability 1 − α."""
-    return float(special.ndtri(1 - family_alpha / (2 * d)))
-
-
 @pytest.mark.parametrize(
     "d, eps, calibration, radius, norm_bound, n",
     [
@@ -244,7 +237,7 @@ def test_monte_carlo_unbiased_with_predicted_error(
     z = mech.privatize(np.tile(x, (n, 1)), rng)
     assert np.allclose(np.linalg.norm(z, axis=1), norm_bound * mech.scale, rtol=1e-12)
     se = z.std(axis=0, ddof=1) / math.sqrt(n)
-    assert np.all(np.abs(z.mean(axis=0) - x) <= bonferroni_z(d) * se)
+    assert np.all(np.abs(z.mean(axis=0) - x) <= bonferroni_z(1e-6, d) * se)
     sq = np.sum((z - x) ** 2, axis=1)
     predicted = mech.expected_error_max - float(x @ x)
     assert abs(sq.mean() - predicted) <= 6 * sq.std(ddof=1) / math.sqrt(n) + 1e-12 * predicted

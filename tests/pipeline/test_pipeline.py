@@ -6,32 +6,19 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
+from helpers import ldp, read_list, unit_rows, write_list
 
-from ldpcli.cli import app
 from ldpcli.errors import DataError, UsageError
 from ldpcli.estimate import estimate_mean
 from ldpcli.estimators.moments import RunningMoments
 from ldpcli.privatize import privatize_file
 
-runner = CliRunner()
-
-
-def write_rows(path: Path, x: np.ndarray) -> None:
-    pq.write_table(pa.table({"vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1])}), path)
-
-
-def rows(n: int, d: int, seed: int = 0) -> np.ndarray:
-    x = np.random.default_rng(seed).standard_normal((n, d))
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
-
 
 def test_seeded_output_does_not_depend_on_the_thread_count(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
-    write_rows(src, rows(3000, 8))
+    write_list(src, unit_rows(3000, 8))
     outs = []
     for threads in (1, 2, 3):
         result = privatize_file(src, tmp_path / f"o{threads}.parquet", epsilon=2.0, seed=7, threads=threads,
@@ -45,16 +32,16 @@ def test_seeded_output_does_not_depend_on_the_thread_count(tmp_path: Path) -> No
 def test_rows_keep_their_order_with_threads(tmp_path: Path) -> None:
     """With ε huge the output is (almost exactly) the input direction: order is visible."""
     src = tmp_path / "x.parquet"
-    x = rows(2000, 3)
-    write_rows(src, x)
+    x = unit_rows(2000, 3)
+    write_list(src, x)
     result = privatize_file(src, tmp_path / "o.parquet", epsilon=5000.0, threads=2, memory=2**20)
-    z = np.asarray(pq.read_table(result.output).column("vec").combine_chunks().flatten()).reshape(-1, 3)
+    z = read_list(result.output)
     assert np.allclose(z, x, atol=1e-9)
 
 
 def test_memory_budget_sets_the_batch_size(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
-    write_rows(src, rows(4000, 16))
+    write_list(src, unit_rows(4000, 16))
     small = privatize_file(src, tmp_path / "a.parquet", epsilon=1.0, memory=2**20, seed=1)
     large = privatize_file(src, tmp_path / "b.parquet", epsilon=1.0, memory=2**30, seed=1)
     assert pq.ParquetFile(small.output).num_row_groups > pq.ParquetFile(large.output).num_row_groups == 1
@@ -64,16 +51,16 @@ def test_memory_budget_sets_the_batch_size(tmp_path: Path) -> None:
                                               (dict(seed=-1), "--seed")])
 def test_bad_scale_options(tmp_path: Path, kwargs: dict, fragment: str) -> None:
     src = tmp_path / "x.parquet"
-    write_rows(src, rows(10, 3))
+    write_list(src, unit_rows(10, 3))
     with pytest.raises(UsageError, match=fragment):
         privatize_file(src, epsilon=1.0, **kwargs)
 
 
 def test_memory_option_parsing(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
-    write_rows(src, rows(10, 3))
-    assert runner.invoke(app, ["privatize", str(src), "--eps", "1", "--memory", "64MB", "--threads", "2"]).exit_code == 0
-    res = runner.invoke(app, ["privatize", str(src), "--eps", "1", "--memory", "lots", "--overwrite"])
+    write_list(src, unit_rows(10, 3))
+    assert ldp("privatize", src, "--eps", "1", "--memory", "64MB", "--threads", "2").exit_code == 0
+    res = ldp("privatize", src, "--eps", "1", "--memory", "lots", "--overwrite")
     assert res.exit_code == 2 and "--memory" in res.stderr
 
 
@@ -93,11 +80,11 @@ def test_running_moments_match_numpy_and_merge_exactly() -> None:
 
 
 def test_shards_combine_into_one_estimate(tmp_path: Path) -> None:
-    x = rows(900, 6)
+    x = unit_rows(900, 6)
     parts = []
     for i, chunk in enumerate(np.array_split(x, 3)):
         src = tmp_path / f"in-{i}.parquet"
-        write_rows(src, chunk)
+        write_list(src, chunk)
         parts.append(privatize_file(src, tmp_path / f"part-{i}.parquet", epsilon=3.0).output)
     est = estimate_mean(parts)
     assert est.n == 900 and est.files == tuple(parts)
@@ -105,7 +92,7 @@ def test_shards_combine_into_one_estimate(tmp_path: Path) -> None:
     weighted = sum(e.mean * e.n for e in single) / 900
     assert np.allclose(est.mean, weighted, rtol=1e-12)
     assert est.expected_error == pytest.approx(single[0].expected_error * single[0].n / 900)
-    res = runner.invoke(app, ["estimate-mean", *map(str, parts), "--json"])
+    res = ldp("estimate-mean", *parts, "--json")
     assert res.exit_code == 0 and json.loads(res.stdout)["n"] == 900
 
 
@@ -113,7 +100,7 @@ def test_shards_from_different_privatizations_are_refused(tmp_path: Path) -> Non
     outs = []
     for i, eps in enumerate((3.0, 4.0)):
         src = tmp_path / f"in-{i}.parquet"
-        write_rows(src, rows(50, 6, seed=i))
+        write_list(src, unit_rows(50, 6, seed=i))
         outs.append(privatize_file(src, tmp_path / f"part-{i}.parquet", epsilon=eps).output)
     with pytest.raises(DataError, match="shards of one estimate must come from one privatization"):
         estimate_mean(outs)
@@ -127,7 +114,7 @@ def test_sidecar_records_the_sha256_of_its_data_file(tmp_path: Path) -> None:
     import hashlib
 
     src = tmp_path / "x.parquet"
-    write_rows(src, rows(100, 4))
+    write_list(src, unit_rows(100, 4))
     result = privatize_file(src, epsilon=1.0)
     recorded = json.loads(result.sidecar.read_text())["data"]["sha256"]
     assert recorded == hashlib.sha256(result.output.read_bytes()).hexdigest()
@@ -136,12 +123,11 @@ def test_sidecar_records_the_sha256_of_its_data_file(tmp_path: Path) -> None:
 def test_estimate_refuses_data_changed_after_privatization(tmp_path: Path) -> None:
     """Same n, same d, same layout: only the hash can tell."""
     src = tmp_path / "x.parquet"
-    write_rows(src, rows(100, 4))
+    write_list(src, unit_rows(100, 4))
     result = privatize_file(src, epsilon=1.0)
-    table = pq.read_table(result.output)
-    values = np.array(table.column("vec").combine_chunks().flatten()).reshape(-1, 4)
+    values = read_list(result.output)
     values[0, 0] += 1.0
-    write_rows(result.output, values)
+    write_list(result.output, values)
     with pytest.raises(DataError, match="do not match the SHA-256 in its sidecar"):
         estimate_mean(result.output)
 
@@ -150,7 +136,7 @@ def test_estimate_refuses_a_sidecar_written_for_another_file(tmp_path: Path) -> 
     outs = []
     for i in range(2):
         src = tmp_path / f"in{i}.parquet"
-        write_rows(src, rows(100, 4, seed=i))
+        write_list(src, unit_rows(100, 4, seed=i))
         outs.append(privatize_file(src, epsilon=1.0, seed=i))
     with pytest.raises(DataError, match="written for 'in0.privatized.parquet'"):
         estimate_mean(outs[1].output, sidecar=outs[0].sidecar)
@@ -160,7 +146,7 @@ def test_read_only_batches_are_views_and_give_the_same_estimate(tmp_path: Path) 
     from ldpcli.io import open_vectors
 
     src = tmp_path / "x.parquet"
-    write_rows(src, rows(500, 6))
+    write_list(src, unit_rows(500, 6))
     with open_vectors(src) as reader:
         copies = [batch.values for batch in reader]
     with open_vectors(src, writable=False) as reader:

@@ -9,6 +9,7 @@ import time
 import mpmath as mp
 import numpy as np
 import pytest
+from helpers import D_GRID, EPS_GRID, bonferroni_z
 from scipy import optimize, special, stats
 
 from ldpcli.errors import UsageError
@@ -17,14 +18,6 @@ from ldpcli.mechanisms import privunitg as G
 from ldpcli.mechanisms.privunitg import PrivUnitG
 
 mp.mp.dps = 60
-
-EPS_GRID = [0.01, 0.1, 1.0, 4.0, 8.0, 100.0, 10_000.0]
-D_GRID = [1, 2, 3, 10, 1000, 10**7]
-
-
-def bonferroni_z(d: int, family_alpha: float = 1e-6) -> float:
-    """Per-coordinate |z| threshold so that all d coordinates pass with probability 1 − α."""
-    return float(special.ndtri(1 - family_alpha / (2 * d)))
 
 
 def mp_moments(mech: PrivUnitG) -> tuple[mp.mpf, mp.mpf]:
@@ -308,7 +301,7 @@ def test_monte_carlo_unbiased_with_predicted_error(d: int, eps: float, radius: f
     z = mech.privatize(np.tile(x, (n, 1)), rng)
     assert z.shape == (n, d) and np.all(np.isfinite(z))
     se = z.std(axis=0, ddof=1) / math.sqrt(n)
-    assert np.all(np.abs(z.mean(axis=0) - x) <= bonferroni_z(d) * se)
+    assert np.all(np.abs(z.mean(axis=0) - x) <= bonferroni_z(1e-6, d) * se)
     sq = np.sum((z - x) ** 2, axis=1)
     predicted = mech.expected_error_max - float(x @ x)
     assert abs(sq.mean() - predicted) <= 6 * sq.std(ddof=1) / math.sqrt(n)
@@ -335,4 +328,4 @@ def test_rows_are_independent_of_each_other() -> None:
     z = mech.privatize(x, rng)
     for rows, target in ((z[0::2], np.zeros(4)), (z[1::2], np.array([1.0, 0, 0, 0]))):
         se = rows.std(axis=0, ddof=1) / math.sqrt(n)
-        assert np.all(np.abs(rows.mean(axis=0) - target) <= bonferroni_z(4) * se)
+        assert np.all(np.abs(rows.mean(axis=0) - target) <= bonferroni_z(1e-6, 4) * se)

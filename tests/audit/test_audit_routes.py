@@ -12,6 +12,7 @@ import math
 from fractions import Fraction
 
 import pytest
+from helpers import AUDIT_D_GRID, AUDIT_EPS_GRID
 
 from ldpcli.audit import EPSILON_TOLERANCE, audit
 from ldpcli.mechanisms import (
@@ -32,8 +33,6 @@ from ldpcli.mechanisms.scalar import enumerated_rr_epsilon
 
 VECTOR = ["privunitg", "duchi-l2", "separated", "laplace", "gaussian"]
 SCALAR = ["scalar", "scalar-rel"]
-EPS_GRID = [0.1, 2.0, 8.0, 100.0]
-D_GRID = [1, 2, 9, 500, 10**5]
 
 
 def calibrate(name: str, d: int, eps: float, **options: object) -> Mechanism:
@@ -62,14 +61,14 @@ def assert_disagrees(mech: Mechanism) -> None:
 # --- agreement over the grid -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("eps", EPS_GRID)
-@pytest.mark.parametrize("d", D_GRID)
+@pytest.mark.parametrize("eps", AUDIT_EPS_GRID)
+@pytest.mark.parametrize("d", AUDIT_D_GRID)
 @pytest.mark.parametrize("name", VECTOR)
 def test_vector_routes_agree(name: str, d: int, eps: float) -> None:
     assert_agrees(calibrate(name, d, eps))
 
 
-@pytest.mark.parametrize("eps", EPS_GRID)
+@pytest.mark.parametrize("eps", AUDIT_EPS_GRID)
 @pytest.mark.parametrize("name", SCALAR)
 def test_scalar_routes_agree(name: str, eps: float) -> None:
     assert_agrees(calibrate(name, 1, eps))

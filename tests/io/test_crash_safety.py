@@ -11,19 +11,13 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from helpers import unit_rows, write_list
 
 from ldpcli.errors import DataError
 from ldpcli.privatize import privatize_file
 
 LDP = str(Path(sys.executable).with_name("ldp"))
-
-
-def write_rows(path: Path, x: np.ndarray, row_group_size: int | None = None) -> None:
-    table = pa.table({"vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), x.shape[1])})
-    pq.write_table(table, path, row_group_size=row_group_size)
 
 
 def digest(path: Path) -> str:
@@ -34,8 +28,7 @@ def digest(path: Path) -> str:
 def big_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Large enough that privatizing it takes seconds on one thread."""
     path = tmp_path_factory.mktemp("big") / "big.parquet"
-    x = np.random.default_rng(0).standard_normal((300_000, 100))
-    write_rows(path, x / np.linalg.norm(x, axis=1, keepdims=True))
+    write_list(path, unit_rows(300_000, 100, seed=0))
     return path
 
 
@@ -67,7 +60,7 @@ def test_a_bad_row_late_in_the_file_leaves_nothing(tmp_path: Path) -> None:
     x = np.random.default_rng(1).standard_normal((5000, 6))
     x[4321, 2] = np.nan
     src = tmp_path / "in.parquet"
-    write_rows(src, x, row_group_size=500)
+    write_list(src, x, row_group_size=500)
     before = digest(src)
     with pytest.raises(DataError, match="row 4322"):
         privatize_file(src, tmp_path / "out.parquet", epsilon=1.0, batch_rows=400, threads=2)
@@ -82,7 +75,7 @@ def test_a_failed_sidecar_write_removes_the_data_too(tmp_path: Path, monkeypatch
         raise OSError("disk full")
 
     src = tmp_path / "in.parquet"
-    write_rows(src, np.eye(4))
+    write_list(src, np.eye(4))
     monkeypatch.setattr(module, "write_sidecar", broken)
     with pytest.raises(OSError):
         privatize_file(src, tmp_path / "out.parquet", epsilon=1.0)
@@ -105,7 +98,7 @@ def test_a_signal_held_back_during_the_rename_still_removes_the_published_data(
             raise Interrupted(15)
 
     src = tmp_path / "in.parquet"
-    write_rows(src, np.eye(4))
+    write_list(src, np.eye(4))
     monkeypatch.setattr(io_module, "_publish", publish_then_interrupted)
     with pytest.raises(Interrupted):
         privatize_file(src, tmp_path / "out.parquet", epsilon=1.0)

@@ -1,0 +1,86 @@
+"""Helpers shared by the test files: ``from helpers import …`` (tests/conftest.py puts tests/ on sys.path).
+
+- ``bonferroni_z``: the one critical z of the Monte Carlo mean tests;
+- ``ldp``: the command line in process, through one typer ``CliRunner``;
+- the (d, ε) grids the mechanism and audit tests sweep;
+- ``unit_rows``, ``write_list`` and ``read_list``: rows on the sphere, and Parquet files that hold
+  them as one fixed-size list column.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from scipy import stats
+from typer.testing import CliRunner, Result
+
+from ldpcli.cli import app
+
+# --- statistics ------------------------------------------------------------------------------------
+
+
+def bonferroni_z(alpha_family: float, tests: int, two_sided: bool = True) -> float:
+    """The per-test |z| (or z, one-sided) threshold so that all ``tests`` tests pass together with
+    probability at least 1 − ``alpha_family`` (Bonferroni): the upper α/(2·tests) normal quantile
+    (α/tests one-sided), computed from the tail so that it keeps its digits for tiny α/tests."""
+    tail = alpha_family / (2 * tests) if two_sided else alpha_family / tests
+    return float(stats.norm.isf(tail))
+
+
+# --- the command line ------------------------------------------------------------------------------
+
+RUNNER = CliRunner()
+
+
+def ldp(*args: Any, **invoke_options: Any) -> Result:
+    """``ldp ARGS…`` in process: every argument through ``str`` (paths and numbers welcome); stdout and
+    stderr apart, as typer's ``CliRunner`` keeps them. ``invoke_options`` go to ``CliRunner.invoke``
+    (``terminal_width=…``, ``input=…``)."""
+    return RUNNER.invoke(app, [str(a) for a in args], **invoke_options)
+
+
+# --- (d, ε) grids ----------------------------------------------------------------------------------
+
+#: The grid of "finite, exact and monotone over the whole range" for PrivUnitG, duchi-l2 and the
+#: Laplace and Gaussian baselines, from one coordinate to 10^7 and from ε = 0.01 to 10^4.
+EPS_GRID = [0.01, 0.1, 1.0, 4.0, 8.0, 100.0, 10_000.0]
+D_GRID = [1, 2, 3, 10, 1000, 10**7]
+
+#: PrivUnit2's denser grid over the same range.
+PRIVUNIT2_EPS_GRID = [0.01, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 50.0, 100.0, 1000.0, 10_000.0]
+PRIVUNIT2_D_GRID = [1, 2, 3, 4, 5, 10, 64, 341, 342, 500, 1000, 10**5, 10**7]
+
+#: The grid over which every second route to ε must agree with ``epsilon_exact``.
+AUDIT_EPS_GRID = [0.1, 2.0, 8.0, 100.0]
+AUDIT_D_GRID = [1, 2, 9, 500, 10**5]
+
+
+# --- rows and files --------------------------------------------------------------------------------
+
+
+def unit_rows(n: int, d: int, seed: int = 0, radius: float = 1.0) -> np.ndarray:
+    """n seeded rows of norm ``radius``, uniform in direction."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, d))
+    return radius * x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def write_list(path: Path | pa.NativeFile, rows: np.ndarray, *, column: str = "vec", ids: bool = False,
+               row_group_size: int | None = None, **columns: Any) -> Path | pa.NativeFile:
+    """A Parquet file (or stream) with the rows as one fixed-size list column, after an ``id`` column
+    0..n−1 (if ``ids``) and the given ``columns``, in that order."""
+    leading = {"id": pa.array(np.arange(len(rows)))} if ids else {}
+    flat = pa.array(np.ascontiguousarray(rows).reshape(-1))
+    table = pa.table({**leading, **columns, column: pa.FixedSizeListArray.from_arrays(flat, rows.shape[1])})
+    pq.write_table(table, path, row_group_size=row_group_size)
+    return path
+
+
+def read_list(path: Path, column: str = "vec") -> np.ndarray:
+    """The rows of a Parquet file's list column as an (n, d) array of its own (writable)."""
+    values = pq.read_table(path).column(column).combine_chunks()
+    return np.array(values.flatten()).reshape(len(values), -1)
