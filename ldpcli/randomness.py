@@ -28,17 +28,18 @@ import numpy as np
 from ldpcli.io.atomic import file_sha256
 from ldpcli.mechanisms.base import MechanismSpec
 
-#: Values (rows × d) in one key block: 2 MiB of float64, large enough that the per-block cost of a
-#: generator and a mechanism call (~0.1 ms) is lost in the block's own work, small enough to stay
-#: in cache (blocks of this size privatize faster than whole batches; benchmarks/ measure it).
-KEY_BLOCK_VALUES = 2**18
-#: At most this many rows per block, so that small-d files still split into many blocks.
-KEY_BLOCK_MAX_ROWS = 512
+#: Values (rows × d) in one key block: 8 MiB of float64, the batch a default run privatizes at once
+#: (``--memory 256MB``), so that run makes one mechanism call per batch and no extra copy.
+KEY_BLOCK_VALUES = 2**20
+#: Rows of a key block for short rows (d < 64, where 8 MiB would be over 16384 rows): small
+#: enough that even a small file splits into many blocks (and threads), large enough (≥ 512·d
+#: values) that a generator and a mechanism call per block cost little.
+SHORT_ROW_BLOCK = 512
 
 
 def key_block_rows(d: int) -> int:
-    """B: the rows of one key block for dimension d (1 for d ≥ 2¹⁸, 512 for d ≤ 512)."""
-    return max(1, min(KEY_BLOCK_MAX_ROWS, KEY_BLOCK_VALUES // d))
+    """B: the rows of one key block for dimension d: 2²⁰/d rows for d ≥ 64 (1 for d ≥ 2²⁰), 512 below."""
+    return SHORT_ROW_BLOCK if d < 64 else max(1, KEY_BLOCK_VALUES // d)
 
 
 def root_seed(seed: int | None) -> np.random.SeedSequence:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +23,7 @@ from ldpcli.io.columns import _Choice, _resolve
 from ldpcli.io.formats import register_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _clip, _no_rows, _reason
-from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, default_batch_rows
+from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input
 
 # pyarrow's streaming CSV reader reads up to 32 blocks ahead on a background thread, so its memory
 # grows with the block size, not with batch_rows: blocks stay at 1 MiB unless lines are long, when a
@@ -43,7 +43,7 @@ _CSV_FIELD_COUNT = re.compile(r"CSV parse error: (?:Row #(\d+): )?Expected (\d+)
 
 
 def _open_csv(
-    path: Path, label: str, choice: _Choice, batch_rows: int | None, memory_bytes: int
+    path: Path, label: str, choice: _Choice, batch_rows: Callable[[int], int]
 ) -> VectorReader:
     """Open a CSV file: infer column types from its first block, resolve the layout, and
     re-open it converting vector columns to float64 and keep columns to strings.
@@ -54,7 +54,7 @@ def _open_csv(
     schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS)).peek()
     kind, vector, keep, _ = _resolve(schema, label, choice, check_types=False)
     layout = VectorLayout(kind, vector, len(vector), keep)
-    rows = batch_rows or default_batch_rows(layout.d, memory_bytes)
+    rows = batch_rows(layout.d)
     convert = pacsv.ConvertOptions(
         column_types={**{name: pa.float64() for name in vector}, **{name: pa.string() for name in keep}},
         include_columns=[*keep, *vector],

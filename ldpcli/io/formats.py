@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -32,9 +32,9 @@ _BUILTIN_MODULES = ("ldpcli.io.parquet", "ldpcli.io.csv")
 class ReaderOpener(Protocol):
     """Open a file of this format: resolve its layout and return a reader of its batches."""
 
-    def __call__(
-        self, path: Path, label: str, choice: _Choice, batch_rows: int | None, memory_bytes: int
-    ) -> VectorReader: ...
+    def __call__(self, path: Path, label: str, choice: _Choice, batch_rows: Callable[[int], int]) -> VectorReader:
+        """``batch_rows(d)``: the rows of each batch once the file's dimension d is known."""
+        ...
 
 
 class TableEncoder(Protocol):

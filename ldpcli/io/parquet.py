@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,7 +17,7 @@ from ldpcli.io.columns import _Choice, _resolve
 from ldpcli.io.formats import register_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _missing_vector, _no_rows, _reason
-from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, default_batch_rows, source_precision
+from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, source_precision
 
 #: Bytes read from a Parquet file at a time (the reader streams column chunks through this buffer).
 _PARQUET_READ_BUFFER = 8 * 2**20
@@ -32,7 +32,7 @@ def _not_parquet(label: str, exc: BaseException) -> DataError:
 
 
 def _open_parquet(
-    path: Path, label: str, choice: _Choice, batch_rows: int | None, memory_bytes: int
+    path: Path, label: str, choice: _Choice, batch_rows: Callable[[int], int]
 ) -> VectorReader:
     """Open a Parquet file: read its schema and row count, resolve the layout."""
     _open_input(path, label)
@@ -49,7 +49,7 @@ def _open_parquet(
         if d is None or d == 0:  # variable-length lists (or a fixed size of 0): look at row 1
             d = _first_list_length(parquet, vector[0], label)
         layout = VectorLayout(kind, vector, d, keep)
-        rows = batch_rows or default_batch_rows(d, memory_bytes)
+        rows = batch_rows(d)
         keep_schema = pa.schema([schema.field(schema.names.index(name)) for name in keep]) if keep else None
         batches = _parquet_batches(parquet, [*keep, *vector], rows, label)
     except BaseException:

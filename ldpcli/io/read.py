@@ -261,12 +261,18 @@ def open_vectors(
         raise UsageError(f"{label}: the batch size must be at least 1 row, got {batch_rows}.")
     target = Path(path)
     choice = _Choice(column=column, columns=column_names, keep=keep_names, layout=layout)
-    reader = fmt.open_reader(target, label, choice, batch_rows, memory_bytes)
+
+    def rows_for(d: int) -> int:
+        rows = batch_rows or default_batch_rows(d, memory_bytes)
+        if granule is None:
+            return rows
+        step = granule(d)
+        return max(1, rows // step) * step
+
+    reader = fmt.open_reader(target, label, choice, rows_for)
     reader.writable = writable
     if granule is not None:
-        step = granule(reader.layout.d)
-        reader.granule = step
-        reader.batch_rows = max(1, reader.batch_rows // step) * step
+        reader.granule = granule(reader.layout.d)
     return reader
 
 
