@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ldpcli.domains import TestPoint
 from ldpcli.estimators.moments import RunningMoments
 from ldpcli.mechanisms import Mechanism
 from ldpcli.mechanisms.base import check_count
@@ -89,11 +88,6 @@ class AuditResult:
         }
 
 
-def audit_inputs(mech: Mechanism, rng: np.random.Generator) -> list[TestPoint]:
-    """(name, x, on the boundary) for the three fixed inputs of the mechanism's domain."""
-    return mech.domain.test_points(mech.d, mech.norm_bound, rng)
-
-
 def _check_input(
     mech: Mechanism, name: str, x: np.ndarray, boundary: bool, trials: int, z_star: float, rng: np.random.Generator
 ) -> InputCheck:
@@ -145,7 +139,7 @@ def audit(mech: Mechanism, *, trials: int = 20_000, seed: int | None = None) -> 
     except NotImplementedError as exc:
         eps2, route, privacy_ok = None, str(exc), False
     result = AuditResult(mech, route, eps2, bool(privacy_ok))
-    inputs = audit_inputs(mech, rng)
+    inputs = mech.domain.test_points(mech.d, mech.norm_bound, rng)
     # Bonferroni over every coordinate test and every error test of every input.
     tests = len(inputs) * (mech.d + 1)
     z_star = float(special.ndtri(1.0 - FAMILY_ALPHA / (2.0 * tests)))

@@ -184,10 +184,3 @@ def get_domain(name: str) -> Domain:
     """The domain called ``name`` (KeyError for an unknown one)."""
     return _DOMAINS[name]
 
-
-def precision_of(dtype: np.dtype | type) -> float:
-    """The unit roundoff of a source dtype: 2⁻⁵³ for float64 and for exact types (integers)."""
-    kind = np.dtype(dtype)
-    if kind.kind == "f" and kind.itemsize < 8:
-        return float(np.finfo(kind).eps) / 2.0
-    return FLOAT64_PRECISION
