@@ -36,7 +36,7 @@ from privatize_vs_baseline import baseline, make_input  # noqa: E402
 
 from ldpcli.estimate import estimate_mean  # noqa: E402
 from ldpcli.mechanisms import get_mechanism, mechanism_names  # noqa: E402
-from ldpcli.privatize import privatize_file  # noqa: E402
+from ldpcli.pipeline import privatize_file  # noqa: E402
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 

@@ -429,7 +429,7 @@ def privatize(
     unbiased for every row: averaging privatized rows estimates the mean of the raw ones.
     """
     with _errors():
-        from ldpcli.privatize import privatize_file
+        from ldpcli.pipeline import privatize_file
 
         bound = _bound(norm_bound, r_max)
         with _progress("privatizing", quiet) as (on_start, on_rows):

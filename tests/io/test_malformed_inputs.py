@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 from ldpcli.errors import DataError
 from ldpcli.io import open_vectors
 from ldpcli.mechanisms import get_mechanism, mechanism_names
-from ldpcli.privatize import privatize_file
+from ldpcli.pipeline import privatize_file
 from ldpcli.sidecar import load_sidecar, sidecar_path
 
 

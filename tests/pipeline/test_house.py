@@ -23,7 +23,7 @@ from ldpcli.domains import FLOAT32_PRECISION, INTERVAL, L2_BALL, LINF_BOX, get_d
 from ldpcli.errors import UsageError
 from ldpcli.estimate import estimate, estimate_mean
 from ldpcli.mechanisms import MechanismSpec, PrivUnit2, get_mechanism, mechanism_names, unregister
-from ldpcli.privatize import privatize_file
+from ldpcli.pipeline import privatize_file
 from ldpcli.scan import scan
 from ldpcli.sidecar import load_sidecar, sidecar_path
 

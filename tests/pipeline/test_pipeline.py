@@ -13,7 +13,7 @@ from helpers import ldp, read_list, unit_rows, write_list
 from ldpcli.errors import DataError, UsageError
 from ldpcli.estimate import estimate_mean
 from ldpcli.estimators.moments import RunningMoments
-from ldpcli.privatize import privatize_file
+from ldpcli.pipeline import privatize_file
 
 
 def test_seeded_output_does_not_depend_on_the_thread_count(tmp_path: Path) -> None:

@@ -263,7 +263,7 @@ def test_a_seeded_sidecar_holds_no_seed(tmp_path: Path) -> None:
 
 
 def test_a_seeded_privatization_writes_neither_the_seed_nor_clipped_counts(tmp_path: Path) -> None:
-    from ldpcli.privatize import privatize_file
+    from ldpcli.pipeline import privatize_file
 
     src = tmp_path / "x.parquet"
     x = np.random.default_rng(0).standard_normal((50, 4))  # most rows outside the unit ball: clipped
@@ -281,7 +281,7 @@ def test_a_seeded_privatization_writes_neither_the_seed_nor_clipped_counts(tmp_p
 
 
 def test_csv_and_parquet_outputs_of_one_stem_have_their_own_sidecars(tmp_path: Path) -> None:
-    from ldpcli.privatize import privatize_file
+    from ldpcli.pipeline import privatize_file
 
     src = tmp_path / "x.parquet"
     pq.write_table(pa.table({"a": [0.1, 0.2, -0.3], "b": [0.0, 0.5, 0.1]}), src)
@@ -455,7 +455,7 @@ def test_a_v1_sidecar_under_the_old_name_is_found_and_read(tmp_path: Path) -> No
 def test_estimate_mean_reads_a_v1_sidecar_under_the_old_name(tmp_path: Path) -> None:
     """A file privatized before schema version 2: ``<stem>.ldp.json``, flat fields."""
     from ldpcli.estimate import estimate_mean
-    from ldpcli.privatize import privatize_file
+    from ldpcli.pipeline import privatize_file
 
     src = tmp_path / "x.parquet"
     pq.write_table(pa.table({"a": [0.1, 0.2, -0.3, 0.4], "b": [0.0, 0.5, 0.1, -0.2]}), src)
