@@ -141,6 +141,7 @@ def test_calibration_is_finite_private_and_reproducible(name: str, calibration: 
     assert info["epsilon"] == epsilon and info["norm_bound"] == norm_bound
 
     assert 0.0 < mech.epsilon_exact <= epsilon * (1.0 + 1e-12), (mech.epsilon_exact, epsilon)
+    assert mech.epsilon_exact <= epsilon, (mech.epsilon_exact, epsilon)  # exactly, not even an ulp above (issue 13)
     assert info["epsilon_exact"] == mech.epsilon_exact
     if "delta" in cls.options:
         assert 0.0 <= info["delta_exact"] <= options["delta"], (info["delta_exact"], options["delta"])

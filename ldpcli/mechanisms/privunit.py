@@ -25,7 +25,8 @@ Calibrations:
 - ``optimal`` (Asi et al. Thm 1–2): maximise m subject to ε_exact = ε. The stationarity
   condition of log m in the cap threshold is exactly m = γ (Asi et al. Sec. 3), which is solved
   here by a bracketing root-finder on the cap logit y = 2·artanh(γ); the split ε₁ = logit(1 − P),
-  logit(p) = ε − ε₁ follows. d = 3 gives γ = tanh(ε/4) and error 1/sinh²(ε/4).
+  logit(p) = ε − ε₁ follows (moved down by an ulp or two of ε where the recomputed ε_exact would
+  round above ε: ``logit_p_at_most``). d = 3 gives γ = tanh(ε/4) and error 1/sinh²(ε/4).
 - ``bhowmick`` (Bhowmick et al. Thm 1 and Eq. 23): γ the largest value satisfying (16a) or (16b)
   at 0.99ε, p = e^{0.01ε}/(1 + e^{0.01ε}); sufficient, not tight, so ε_exact < ε. Reproduces
   Table 1 (docs/errata.md §6 for its two misprints).
@@ -70,6 +71,34 @@ def _log_one_minus_m(d: int, y: float, logit_p: float, log_p_cap: float) -> floa
             sm.log_expit(-logit_p) + sm.log1mexp(log_j) - sm.log1mexp(log_p_cap),
         )
     )
+
+
+def exact_level(d: int, logit_p: float, log_p_cap: float) -> float:
+    """ε_exact = logit(p) − logit(P) = logit(p) + log(1 − P) − log P (Asi et al. Thm 1; docs/errata.md §5).
+
+    The one expression behind ``PrivUnit2.epsilon_exact`` and the calibration's check of it, summed
+    in this order ((logit p + log(1 − P)) − log P), so that the value the calibration keeps ≤ ε is,
+    to the last bit, the value the mechanism reports. d = 1 (randomized response): logit(p).
+    """
+    if d == 1:
+        return logit_p
+    return logit_p + sm.log1mexp(log_p_cap) - log_p_cap
+
+
+def logit_p_at_most(d: int, logit_p: float, log_p_cap: float, epsilon: float) -> float:
+    """logit p moved down by the least amount that makes ``exact_level`` ≤ ε in floating point.
+
+    A tight calibration solves logit p = ε − logit(1 − P), and the recomputed level can round an
+    ulp or two above ε (issue 13: ε_exact = 0.0010000000000000009 at d = 384, ε = 0.001). The
+    level has slope 1 in logit p, so each step takes off the excess it still has, and at least one
+    ulp of logit p; the result is below the solved value by about an ulp of ε, which changes the
+    error by a relative ~1e−16. Returned unchanged when the level is already ≤ ε.
+    """
+    excess = exact_level(d, logit_p, log_p_cap) - epsilon
+    while excess > 0.0:
+        logit_p = min(math.nextafter(logit_p, -math.inf), logit_p - excess)
+        excess = exact_level(d, logit_p, log_p_cap) - epsilon
+    return logit_p
 
 
 def _cap_epsilon(y: float, d: int) -> float:
@@ -164,16 +193,11 @@ class PrivUnit2(Mechanism):
         if d == 1:
             # Randomized response on {−1, +1}: P = 1/2 whatever γ, m = 2p − 1 = tanh(logit(p)/2).
             logit_p = epsilon if calibration == "optimal" else 0.01 * epsilon
-            log_m = math.log(-math.expm1(-logit_p)) - math.log1p(math.exp(-logit_p))
-            log_1mm = sm.LOG2 + sm.log_expit(-logit_p)  # 1 − m = 2(1 − p)
-            return cls(d, epsilon, norm_bound, calibration, 0.0, logit_p, -sm.LOG2, log_m, log_1mm)
+            return cls.from_parameters(d, epsilon, norm_bound, calibration, 0.0, logit_p)
         if calibration == "optimal":
             y = optimal_cap_logit(d, epsilon)
             log_p_cap = sm.log_cap_probability(y, d)
-            cap_epsilon = sm.log1mexp(log_p_cap) - log_p_cap
-            logit_p = epsilon - cap_epsilon
-            while logit_p + cap_epsilon > epsilon:  # rounding must never claim more than ε
-                logit_p = math.nextafter(logit_p, -math.inf)
+            logit_p = epsilon - (sm.log1mexp(log_p_cap) - log_p_cap)  # tight: ε_exact = ε
         else:
             if d < 3:
                 raise UsageError(
@@ -183,11 +207,32 @@ class PrivUnit2(Mechanism):
             y = bhowmick_cap_logit(d, 0.99 * epsilon)
             log_p_cap = sm.log_cap_probability(y, d)
             logit_p = 0.01 * epsilon
-        log_m = _log_m(d, y, logit_p, log_p_cap)
-        log_1mm = _log_one_minus_m(d, y, logit_p, log_p_cap)
+        # Rounding must never claim more than ε: the reported ε_exact is checked, bit for bit.
+        logit_p = logit_p_at_most(d, logit_p, log_p_cap, epsilon)
+        return cls.from_parameters(d, epsilon, norm_bound, calibration, y, logit_p, log_p_cap)
+
+    @classmethod
+    def from_parameters(
+        cls, d: int, epsilon: float, norm_bound: float, calibration: str, cap_logit: float, logit_p: float,
+        log_p_cap: float | None = None,
+    ) -> PrivUnit2:
+        """PrivUnit2 with the given cap logit y = 2·artanh(γ) and logit p, its normaliser computed.
+
+        No calibration happens here: ``epsilon`` is only recorded, and ε_exact is whatever (y, p)
+        give (``calibrate`` chooses them so that it is ≤ ε). ``log_p_cap`` is log P(⟨W, u⟩ ≥ γ) if
+        already computed. d = 1 is randomized response (y plays no role; P = 1/2).
+        """
+        if d == 1:
+            log_m = math.log(-math.expm1(-logit_p)) - math.log1p(math.exp(-logit_p))
+            log_1mm = sm.LOG2 + sm.log_expit(-logit_p)  # 1 − m = 2(1 − p)
+            return cls(d, epsilon, norm_bound, calibration, 0.0, logit_p, -sm.LOG2, log_m, log_1mm)
+        if log_p_cap is None:
+            log_p_cap = sm.log_cap_probability(cap_logit, d)
+        log_m = _log_m(d, cap_logit, logit_p, log_p_cap)
+        log_1mm = _log_one_minus_m(d, cap_logit, logit_p, log_p_cap)
         if log_1mm < -sm.LOG2:  # m > 1/2: m = 1 − (1 − m) is the better-conditioned route
             log_m = sm.log1mexp(log_1mm)
-        return cls(d, epsilon, norm_bound, calibration, y, logit_p, log_p_cap, log_m, log_1mm)
+        return cls(d, epsilon, norm_bound, calibration, cap_logit, logit_p, log_p_cap, log_m, log_1mm)
 
     @property
     def gamma(self) -> float:
@@ -207,9 +252,7 @@ class PrivUnit2(Mechanism):
     @property
     def epsilon_exact(self) -> float:
         """logit(p) − logit(P) (Asi et al. Thm 1; docs/errata.md §5); logit(p) for d = 1."""
-        if self.d == 1:
-            return self.logit_p
-        return self.logit_p + sm.log1mexp(self.log_cap_probability) - self.log_cap_probability
+        return exact_level(self.d, self.logit_p, self.log_cap_probability)
 
     @property
     def scale(self) -> float:

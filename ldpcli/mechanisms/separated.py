@@ -5,8 +5,9 @@ Bhowmick et al. (2018), Eq. (22) (theory) and Eq. (23) (experiments): for w with
 
     Z = R̂ · Û,   Û = PrivUnit2(w/‖w‖) at ε₁ (unit ball, ‖Û‖ = 1/m),   R̂ = ScalarDP(‖w‖) at ε₂,
 
-with ε₁ + ε₂ = ε. A zero row gets a uniformly random direction (E[Û] = 0 = E[Z]). The two parts
-use independent randomness and are each unbiased, so E[Z] = E[R̂]·E[Û] = ‖w‖·w/‖w‖ = w, and
+with ε₁ + ε₂ = ε (ε₂ = ε − ε₁ rounded down, so that the sum never exceeds ε in floating point).
+A zero row gets a uniformly random direction (E[Û] = 0 = E[Z]). The two parts use independent
+randomness and are each unbiased, so E[Z] = E[R̂]·E[Û] = ‖w‖·w/‖w‖ = w, and
 
     E‖Z − w‖² = E[R̂²]·E‖Û‖² − ‖w‖² = (r² + V(r))/m² − r² = V(r)/m² + r²(1/m² − 1),   r = ‖w‖,
 
@@ -37,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
@@ -56,9 +58,17 @@ _SPLIT_GRID_POINTS = 81
 def _parts(
     d: int, epsilon: float, norm_bound: float, calibration: str, eps_split: float, k: int | None
 ) -> tuple[PrivUnit2, ScalarDP]:
-    """PrivUnit2 at ε₁ = eps_split·ε on the unit ball and ScalarDP at ε₂ = ε − ε₁ on [0, r_max]."""
+    """PrivUnit2 at ε₁ = eps_split·ε on the unit ball and ScalarDP at ε₂ = ε − ε₁ on [0, r_max].
+
+    ε₂ is ε − ε₁ rounded down, so that ε₁ + ε₂ ≤ ε holds exactly (in real numbers, not only after
+    rounding): then any ε₁_exact ≤ ε₁ gives ε₁_exact + ε₂ ≤ ε once rounded, too, and the reported
+    ε_exact = ε₁_exact + ε₂_exact is never above ε. fl(ε − ε₁) can round up when ε₁ < ε/2; one ulp
+    of ε₂ less changes the error by a relative ~1e−16.
+    """
     eps1 = eps_split * epsilon
     eps2 = epsilon - eps1
+    while Fraction(eps1) + Fraction(eps2) > Fraction(epsilon):
+        eps2 = math.nextafter(eps2, 0.0)
     if not (eps1 > 0.0 and eps2 > 0.0):
         raise UsageError(f"--eps-split {eps_split!r} leaves no budget for one part at ε = {epsilon!r}")
     direction = PrivUnit2.calibrate(d, eps1, norm_bound=1.0, calibration=calibration)
@@ -162,7 +172,7 @@ class Separated(Mechanism):
 
     @property
     def epsilon2(self) -> float:
-        """ε₂ = ε − ε₁, the magnitude's budget."""
+        """ε₂ = ε − ε₁ (rounded down: ε₁ + ε₂ ≤ ε exactly), the magnitude's budget."""
         return self.magnitude.epsilon
 
     @property

@@ -156,6 +156,7 @@ def test_exact_enumeration_of_the_pmf(cls, d: int) -> None:
         mech = cls.calibrate(d, eps, norm_bound=1.7)
         L = mech.norm_bound
         assert mech.epsilon_exact <= eps * (1 + 1e-12)
+        assert mech.epsilon_exact <= eps  # exactly, not even an ulp above (issue 13)
         assert mech.epsilon_exact == pytest.approx(eps, rel=1e-12)
         pmfs = []
         for s in inputs:
@@ -417,6 +418,7 @@ def test_finite_exact_and_monotone_over_the_whole_range(cls, d: int) -> None:
     for eps in (0.01, 0.1, 1.0, 4.0, 8.0, 100.0, 10_000.0):
         mech = cls.calibrate(d, eps)
         assert mech.epsilon_exact <= eps * (1 + 1e-12)
+        assert mech.epsilon_exact <= eps  # exactly, not even an ulp above (issue 13)
         assert mech.epsilon_exact == pytest.approx(eps, rel=1e-12)
         values = [mech.expected_error, mech.expected_error_max, mech.B, mech.scale, mech.p, mech.logit_p, mech.log_side]
         assert all(math.isfinite(v) for v in values)

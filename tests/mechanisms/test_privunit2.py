@@ -64,6 +64,7 @@ def test_optimum_is_tight_and_m_equals_gamma(d: int, eps: float) -> None:
     """Asi et al. Thm 1–2: ε_exact = ε at the optimum, and there the normaliser m equals γ."""
     mech = PrivUnit2.calibrate(d, eps)
     assert mech.epsilon_exact == pytest.approx(eps, rel=1e-12)
+    assert mech.epsilon_exact <= eps  # exactly, not even an ulp above (issue 13)
     m = math.exp(mech.log_m)
     assert m == pytest.approx(mech.gamma, rel=1e-8)
 
@@ -102,6 +103,7 @@ def test_epsilon_exact_by_quadrature(d: int, eps: float, calibration: str) -> No
     ratio = math.log(mech.p * (1 - p_cap) / ((1 - mech.p) * p_cap))
     assert mech.epsilon_exact == pytest.approx(ratio, rel=1e-7)
     assert mech.epsilon_exact <= eps * (1 + 1e-12)
+    assert mech.epsilon_exact <= eps  # exactly, not even an ulp above (issue 13)
 
 
 @pytest.mark.parametrize("d", [3, 10, 100])
@@ -184,6 +186,7 @@ def test_finite_exact_and_monotone_over_the_whole_range(d: int) -> None:
         for key in ("epsilon_exact", "gamma", "p", "cap_probability", "scale", "expected_error", "expected_error_max"):
             assert math.isfinite(info[key]), (d, eps, key, info[key])
         assert mech.epsilon_exact == pytest.approx(eps, rel=1e-12)
+        assert mech.epsilon_exact <= eps  # exactly, not even an ulp above (issue 13)
         assert 0 <= mech.gamma < 1 or (mech.gamma == 1.0 and eps >= 100)
         assert mech.expected_error >= 0 and mech.expected_error_max >= 1
         errors.append(mech.expected_error)

@@ -138,6 +138,7 @@ def test_epsilon_exact_is_the_sum_of_the_parts(d: int, eps: float) -> None:
     assert mech.epsilon_exact == mech.direction.epsilon_exact + mech.magnitude.epsilon_exact
     assert mech.magnitude.epsilon_exact == mech.epsilon2
     assert mech.epsilon_exact <= eps * (1 + 1e-12)
+    assert mech.epsilon_exact <= eps and mech.epsilon1 + mech.epsilon2 <= eps  # exactly, not even an ulp above (issue 13)
     info = mech.describe()
     json.dumps(info, allow_nan=False)
     assert all(math.isfinite(info[key]) for key in ("expected_error", "expected_error_max", "epsilon_exact"))
@@ -270,6 +271,7 @@ def test_extremes_are_finite(d: int, eps: float) -> None:
     mech = Separated.calibrate(d, eps)
     assert math.isfinite(mech.expected_error_max) and mech.expected_error_max > 0
     assert mech.epsilon_exact <= eps * (1 + 1e-12)
+    assert mech.epsilon_exact <= eps  # exactly, not even an ulp above (issue 13)
     if d <= 2:
         z = mech.privatize(np.array([[0.6] + [0.0] * (d - 1), [0.0] * d]), np.random.default_rng(0))
         assert np.all(np.isfinite(z))
