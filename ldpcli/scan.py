@@ -11,6 +11,10 @@ an id, a label, a split) satisfy conditions such as ``label == 3``, ``split in (
 ``year >= 2020``. A file that was itself filtered or re-encoded after privatization cannot match
 its sidecar's n and hash; ``verify=False`` accepts it, and the scan then says it is unverified
 (``Scan.verified``), which estimates report.
+
+Vectors may be stored as float64 or float32 (the sidecar's ``data.dtype``); the readers hand out
+float64 either way. Before any row is read, a verified scan also refuses a Parquet file whose
+vector columns are not of the type its sidecar records (CSV text has no types: its hash binds it).
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.io import file_sha256, open_vectors
+from ldpcli.io import file_format, file_sha256, open_vectors
 from ldpcli.mechanisms import Mechanism
 from ldpcli.sidecar import Sidecar, find_sidecar, load_sidecar
 
 _CONDITION = re.compile(r"^\s*([^\s=!<>]+)\s*(==|!=|<=|>=|<|>|=|\s+in\s+)\s*(.+?)\s*$")
+_DTYPE_NAMES = {pa.float16(): "float16", pa.float32(): "float32", pa.float64(): "float64"}
 _COMPARE = {"==": pc.equal, "=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
             ">": pc.greater, ">=": pc.greater_equal}
 
@@ -159,7 +165,8 @@ def scan(
 
     Each file's sidecar is the one beside it (or ``sidecar``, for a single file). Refuses shards
     whose sidecars disagree on the mechanism, its parameters or the layout, and (``verify``, the
-    default) a file whose row count or bytes differ from what its sidecar records. ``where``
+    default) a file whose vector type (before any row is read), row count or bytes differ from
+    what its sidecar records. ``where``
     conditions select rows by their kept columns. ``on_rows`` is called with each batch's size
     before filtering (progress).
     """
@@ -185,6 +192,9 @@ def scan(
                 f"{path}: its sidecar {meta.path} describes {_summary(meta)} but {first.path} describes "
                 f"{_summary(first)}; shards of one estimate must come from one privatization"
             )
+    if verify:
+        for path, meta in zip(files, metas):
+            _check_dtype(path, meta)
     return Scan(files, metas, verify=verify, where=conditions, batch_rows=batch_rows, on_rows=on_rows)
 
 
@@ -202,6 +212,35 @@ def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:
             "the file was changed after privatization or the sidecar belongs to another file "
             "(pass --no-verify to estimate from a file you filtered or re-encoded yourself)"
         )
+
+
+def _check_dtype(path: Path, meta: Sidecar) -> None:
+    """Refuse a Parquet file whose vector columns are not of the type its sidecar's ``data.dtype`` says.
+
+    Only where the sidecar records a dtype, and only for Parquet (CSV text has no types). A file
+    that cannot be opened here is left to the reader, which reports it.
+    """
+    if not meta.dtype_recorded:
+        return
+    try:
+        if file_format(path) != "parquet":
+            return
+        schema = pq.read_schema(path)
+    except (UsageError, pa.ArrowException, OSError, UnicodeDecodeError):
+        return
+    for name in meta.layout.columns:
+        index = schema.get_field_index(name)
+        if index < 0:
+            continue  # missing or repeated: the reader names the column
+        stored = schema.field(index).type
+        value_type = stored.value_type if meta.layout.kind == "list" and hasattr(stored, "value_type") else stored
+        found = _DTYPE_NAMES.get(value_type, str(value_type))
+        if found != meta.dtype:
+            raise DataError(
+                f"{path}: column {name!r} holds {stored}, i.e. {found} values, but its sidecar {meta.path} records "
+                f"data.dtype {meta.dtype!r}; the file was re-encoded after privatization or the sidecar belongs to "
+                "another file (pass --no-verify to estimate from a file you re-encoded yourself)"
+            )
 
 
 def _summary(meta: Sidecar) -> str:

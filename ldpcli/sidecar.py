@@ -10,24 +10,32 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     ``spec`` (``MechanismSpec.to_dict()``: name, ε, calibration, norm bound, options: what
     re-creates the mechanism with d), then what the mechanism reports about itself: d, domain,
     title, the exact ε, its calibrated ``parameters`` (γ, p, …), scale and the expected errors,
-    plus any other key of ``Mechanism.describe()`` (so nothing it reports is lost).
+    plus any other key of ``Mechanism.describe()`` (so nothing it reports is lost), and
+    ``baseline``: whether it is a baseline kept for comparison (laplace, gaussian), not for release.
 ``data``
-    the data file's name, its SHA-256 (computed while it was written), n, d, the column layout
-    and its format (``parquet`` or ``csv``).
+    the data file's name, its SHA-256 (computed while it was written), n, d, the column layout,
+    its format (``parquet`` or ``csv``) and ``dtype``, the type the vectors were written as
+    (``float64`` or ``float32``; rounding to float32 is post-processing, so privacy is unchanged).
 ``release``
-    the creation time (UTC), whether the run was seeded (``reproducible``, then also a ``note``)
-    and the worst-case expected error of the mean of the n rows.
+    the creation time (UTC), whether the run was seeded (``reproducible``, then also a ``note``),
+    the worst-case expected error of the mean of the n rows, ``unprivatized_columns`` (the
+    layout's keep columns: copied to the output as they were, with no privacy protection) and
+    ``warnings`` (sentences for whoever receives the file: for a baseline mechanism
+    :func:`ldpcli.safety.baseline_warning`'s, then the caller's).
 
 It holds only public parameters and counts: never the seed, never a statistic of the raw data
 (not even how many rows were clipped).
 
-``load_sidecar`` reads versions 2 and 1 (the flat format written before; see ``_V1_FIELDS``),
+``load_sidecar`` reads versions 2 and 1 (the flat format written before; see ``_FIELDS``),
 validates by hand (no jsonschema at run time: one-line DataErrors naming the file and the field,
 by its dotted path in version 2) and re-derives the mechanism from the public parameters, so the
 error bars of ``estimate-mean`` come from the code, and a sidecar whose numbers disagree with its
 own parameters is refused. Unknown extra keys are ignored when reading (the schema, for writers,
-is strict). ``find_sidecar`` finds the sidecar of a data file, also under the old name
-``<stem>.ldp.json`` that version 1 used.
+is strict). Version-2 sidecars written before ``data.dtype``, ``mechanism.baseline``,
+``release.unprivatized_columns`` and ``release.warnings`` existed (and version-1 ones) still load:
+the vectors were then always float64, the unprivatized columns are the layout's keep columns,
+``baseline`` is the mechanism's own and no warning was recorded. ``find_sidecar`` finds the
+sidecar of a data file, also under the old name ``<stem>.ldp.json`` that version 1 used.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
@@ -47,6 +56,7 @@ from ldpcli.errors import DataError, LdpError
 from ldpcli.io import VectorLayout, atomic_write_text, file_format
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms.base import MechanismSpec
+from ldpcli.safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
 
 FORMAT = "ldp-sidecar"
 #: The version ``build_sidecar`` writes; ``load_sidecar`` reads this one and every older one.
@@ -75,6 +85,9 @@ _FIELDS = {
     "data_file": ("data_file", "data.file"),
 }
 _MISSING = object()
+#: The types vectors are written as (``data.dtype``); absent from older sidecars: float64.
+DTYPES = ("float32", "float64")
+LEGACY_DTYPE = "float64"
 
 
 def sidecar_path(data_path: str | os.PathLike[str]) -> Path:
@@ -113,15 +126,31 @@ def sidecar_schema() -> dict[str, Any]:
 
 
 def build_sidecar(
-    mechanism: Mechanism, *, n: int, layout: VectorLayout, data_path: Path, sha256: str, reproducible: bool
+    mechanism: Mechanism,
+    *,
+    n: int,
+    layout: VectorLayout,
+    data_path: Path,
+    sha256: str,
+    reproducible: bool,
+    dtype: str = "float64",
+    warnings: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``.
 
     ``sha256`` is the hash of the data file's bytes, computed while writing it; it binds the
-    sidecar to exactly that file. UsageError (from ``describe``) if a number is not finite.
+    sidecar to exactly that file. ``dtype`` is the type the vectors were written as (``float64``
+    or ``float32``). ``warnings`` (sentences) go to ``release.warnings`` after
+    :func:`baseline_warning`'s for a baseline mechanism (a repeated sentence is recorded once);
+    ``release.unprivatized_columns`` are the layout's keep columns. UsageError (from
+    ``describe``) if a number is not finite.
     """
     if layout.d != mechanism.d:
         raise ValueError(f"the layout has d = {layout.d} but the mechanism has d = {mechanism.d}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if isinstance(warnings, str) or not all(isinstance(text, str) and text.strip() for text in warnings):
+        raise ValueError(f"warnings must be a sequence of non-empty strings, got {warnings!r}")
     description = mechanism.describe()
     spec = mechanism.spec.to_dict()
     parameters = mechanism.parameters()
@@ -136,8 +165,13 @@ def build_sidecar(
         "expected_error": description["expected_error"],
         "expected_error_max": description["expected_error_max"],
     }
-    covered = _SPEC_KEYS | section.keys() | spec["options"].keys() | parameters.keys()
+    covered = _SPEC_KEYS | section.keys() | spec["options"].keys() | parameters.keys() | {"baseline"}
     section.update({key: value for key, value in description.items() if key not in covered})
+    section["baseline"] = bool(type(mechanism).baseline)
+    recorded: list[str] = []
+    for text in (baseline_warning(mechanism), *warnings):
+        if text is not None and text not in recorded:
+            recorded.append(text)
     release: dict[str, Any] = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "reproducible": bool(reproducible),
@@ -145,6 +179,8 @@ def build_sidecar(
     if reproducible:
         release["note"] = REPRODUCIBLE_NOTE
     release["expected_error_mean"] = mechanism.expected_error_mean(n)
+    release["unprivatized_columns"] = list(layout.keep)
+    release["warnings"] = recorded
     data_path = Path(data_path)
     return {
         "format": FORMAT,
@@ -158,6 +194,7 @@ def build_sidecar(
             "d": layout.d,
             "layout": layout.to_dict(),
             "format": file_format(data_path),
+            "dtype": dtype,
         },
         "release": release,
     }
@@ -181,6 +218,16 @@ class Sidecar:
     spec: MechanismSpec  # the public choices that re-create the mechanism: spec.calibrate(d)
     version: int  # the schema version it was written in (1 or 2)
     data_file: str  # the name of the data file it was written for
+    #: The type the vectors were written as: "float32" or "float64" (float64 when not recorded).
+    dtype: str = LEGACY_DTYPE
+    #: Whether the sidecar records ``data.dtype`` (version-2 sidecars written since it exists).
+    dtype_recorded: bool = False
+    #: Columns released as they were, with no privacy protection: the layout's keep columns.
+    unprivatized_columns: tuple[str, ...] = ()
+    #: ``release.warnings`` as recorded (none in older sidecars; see :func:`baseline_warning`).
+    warnings: tuple[str, ...] = ()
+    #: Whether the mechanism is a baseline kept for comparison, not for release.
+    baseline: bool = False
 
     @property
     def d(self) -> int:
@@ -279,9 +326,36 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         data_d = _field(path, content, "data.d", int)
         if data_d != mechanism.d:
             raise DataError(f"{path}: field 'data.d' is {data_d} but the mechanism has d = {mechanism.d}")
+    dtype, dtype_recorded = LEGACY_DTYPE, False
+    unprivatized: tuple[str, ...] = layout.keep
+    warnings: tuple[str, ...] = ()
+    baseline = bool(type(mechanism).baseline)
+    if v2:  # fields added within version 2: absent from the sidecars written before them
+        if _lookup(content, "data.dtype") is not _MISSING:
+            dtype, dtype_recorded = _field(path, content, "data.dtype", str), True
+            if dtype not in DTYPES:
+                raise _malformed(path, "data.dtype")
+        if _lookup(content, "release.unprivatized_columns") is not _MISSING:
+            recorded = tuple(_strings(path, content, "release.unprivatized_columns"))
+            if recorded != layout.keep:
+                raise DataError(
+                    f"{path}: field 'release.unprivatized_columns' is {list(recorded)} but the layout keeps "
+                    f"{list(layout.keep)}; the sidecar was edited, restore it from the privatize run"
+                )
+        if _lookup(content, "release.warnings") is not _MISSING:
+            warnings = tuple(_strings(path, content, "release.warnings"))
+        if _lookup(content, "mechanism.baseline") is not _MISSING:
+            recorded_baseline = _field(path, content, "mechanism.baseline", bool)
+            if recorded_baseline != baseline:
+                raise DataError(
+                    f"{path}: field 'mechanism.baseline' is {str(recorded_baseline).lower()} but {mechanism.name} "
+                    f"{'is' if baseline else 'is not'} a baseline; the sidecar was edited or made by an "
+                    "incompatible ldp version"
+                )
     return Sidecar(
         path=path, content=content, mechanism=mechanism, layout=layout, n=n, sha256=sha256,
-        spec=mechanism.spec, version=version, data_file=data_file,
+        spec=mechanism.spec, version=version, data_file=data_file, dtype=dtype, dtype_recorded=dtype_recorded,
+        unprivatized_columns=unprivatized, warnings=warnings, baseline=baseline,
     )
 
 
@@ -299,6 +373,14 @@ def _field(path: Path, content: dict[str, Any], dotted: str, kind: type | tuple[
     """The value at ``dotted`` if it has type ``kind`` (a bool is no number), else a DataError naming it."""
     value = _lookup(content, dotted)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise _malformed(path, dotted)
+    return value
+
+
+def _strings(path: Path, content: dict[str, Any], dotted: str) -> list[str]:
+    """The list of strings at ``dotted``, else a DataError naming it."""
+    value = _field(path, content, dotted, list)
+    if not all(isinstance(item, str) for item in value):
         raise _malformed(path, dotted)
     return value
 

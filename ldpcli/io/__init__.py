@@ -15,7 +15,13 @@ commit, so an interrupted run never leaves a partial file behind.
 
 Every problem is reported as a one-line :class:`~ldpcli.errors.UsageError` (bad options or
 paths) or :class:`~ldpcli.errors.DataError` (unusable file contents) naming the file, and where
-it applies the 1-based data row (header excluded) and the column.
+it applies the data row ("row 3 (counting from 1)": the header is not a row), the column and the
+coordinate of a list ("coordinate 5, counting from 0").
+
+Columns are chosen safely: automatic detection refuses numeric columns that look like an
+identifier or a label, ``columns`` takes exact names, ``A:B`` ranges and globs, and kept text
+columns that look like free text are refused unless ``keep_unsafe`` (:mod:`~ldpcli.io.columns`).
+``skip_invalid`` marks bad rows in :attr:`VectorBatch.valid` instead of raising.
 
 The modules (``layout``, ``messages``, ``atomic`` and ``formats`` load no pyarrow):
 
@@ -25,9 +31,10 @@ The modules (``layout``, ``messages``, ``atomic`` and ``formats`` load no pyarro
   :class:`AtomicFileSink`, :func:`atomic_write_bytes`, :func:`remove_temporaries`.
 - :mod:`~ldpcli.io.formats`: the format registry: :func:`register_format`, :func:`file_format`
   (by suffix), :func:`get_format`, ``FORMATS``.
-- :mod:`~ldpcli.io.columns`: choosing the vector and keep columns from a file's schema.
+- :mod:`~ldpcli.io.columns`: choosing the vector and keep columns from a file's schema, and the
+  checks that keep identifiers out of the vectors and free text out of the kept columns.
 - :mod:`~ldpcli.io.read`: :func:`open_vectors`, :class:`VectorReader`, :class:`VectorBatch` and
-  the checks of every batch's values.
+  the checks of every batch's values; :func:`open_table`, the same rules for an in-memory table.
 - :mod:`~ldpcli.io.parquet`: reading and writing Parquet (``.parquet``, ``.pq``).
 - :mod:`~ldpcli.io.csv`: reading and writing CSV (``.csv``).
 - :mod:`~ldpcli.io.write`: :class:`VectorWriter` (batches encoded into a sink),
@@ -67,6 +74,7 @@ if TYPE_CHECKING:
         VectorBatch,
         VectorReader,
         default_batch_rows,
+        open_table,
         open_vectors,
     )
     from ldpcli.io.write import AtomicVectorWriter, VectorWriter, table_bytes
@@ -90,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "VectorBatch": "read",
     "VectorReader": "read",
     "default_batch_rows": "read",
+    "open_table": "read",
     "open_vectors": "read",
     "AtomicVectorWriter": "write",
     "VectorWriter": "write",
@@ -113,6 +122,7 @@ __all__ = [
     "file_format",
     "file_sha256",
     "get_format",
+    "open_table",
     "open_vectors",
     "register_format",
     "remove_temporaries",

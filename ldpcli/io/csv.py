@@ -4,17 +4,23 @@ writing with ``CSVWriter``; registered for ``.csv``.
 A CSV file holds one column per coordinate, so it cannot hold a list layout nor nested keep
 columns (:func:`_check_holds`). Every pyarrow CSV failure becomes a one-line message naming the
 data row and column where pyarrow knows them (:func:`_csv_error`).
+
+Kept columns keep the type pyarrow infers from the first block (:func:`_keep_types`), so an
+integer id stays an integer in a Parquet output. With ``skip_invalid`` the vector columns are read
+as text and parsed here (:func:`_parse_numbers`), so that a cell that is not a number marks its
+row invalid instead of failing the whole block.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ldpcli.errors import DataError, UsageError
@@ -22,7 +28,7 @@ from ldpcli.io.atomic import Sink
 from ldpcli.io.columns import _Choice, _resolve
 from ldpcli.io.formats import register_format
 from ldpcli.io.layout import VectorLayout
-from ldpcli.io.messages import _clip, _no_rows, _reason
+from ldpcli.io.messages import _clip, _no_rows, _reason, _row
 from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input
 
 # pyarrow's streaming CSV reader reads up to 32 blocks ahead on a background thread, so its memory
@@ -37,16 +43,22 @@ _CSV_SAMPLE = 1 << 20
 # Cells read as missing in a CSV vector column. "nan"/"inf" are not here: they parse as floats
 # and are then reported as non-finite values rather than as missing ones.
 _CSV_NULLS = ["", "NA", "N/A", "n/a", "NULL", "null", "#N/A"]
-_CSV_CONVERSION = re.compile(r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to (\w+): (.*)")
+_CSV_CONVERSION = re.compile(r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to (.+?): (.*)")
 _CSV_INVALID_VALUE = re.compile(r"invalid value '(.*)'")
 _CSV_FIELD_COUNT = re.compile(r"CSV parse error: (?:Row #(\d+): )?Expected (\d+) columns, got (\d+)")
+# An integer written with a leading zero ("007", "-01"): such a kept column stays text.
+_LEADING_ZERO = r"^\s*[+-]?0\d"
+# The number syntax pyarrow's string-to-float cast accepts (after trimming), for marking the cells
+# it refuses with skip_invalid. Only consulted when a whole column fails to cast.
+_NUMBER = r"(?i)^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|nan|inf|infinity)$"
 
 
 def _open_csv(
     path: Path, label: str, choice: _Choice, batch_rows: Callable[[int], int]
 ) -> VectorReader:
     """Open a CSV file: infer column types from its first block, resolve the layout, and
-    re-open it converting vector columns to float64 and keep columns to strings.
+    re-open it converting vector columns to float64 (text with ``skip_invalid``) and keep columns
+    to their inferred types (:func:`_keep_types`).
 
     Batches are pyarrow's blocks cut to at most ``batch_rows`` rows, so they may be smaller.
     """
@@ -55,14 +67,17 @@ def _open_csv(
     kind, vector, keep, _ = _resolve(schema, label, choice, check_types=False)
     layout = VectorLayout(kind, vector, len(vector), keep)
     rows = batch_rows(layout.d)
+    keep_types = _keep_types(path, label, block, schema, keep)
+    vector_type = pa.string() if choice.skip_invalid else pa.float64()
     convert = pacsv.ConvertOptions(
-        column_types={**{name: pa.float64() for name in vector}, **{name: pa.string() for name in keep}},
+        column_types={**{name: vector_type for name in vector}, **keep_types},
         include_columns=[*keep, *vector],
         null_values=_CSV_NULLS,
         strings_can_be_null=False,
     )
-    stream = _CsvStream(path, label, block, convert, header=schema.names)
+    stream = _CsvStream(path, label, block, convert, header=schema.names, keep_types=keep_types)
     reader = stream.open()
+    batches = stream.batches(reader)
     return VectorReader(
         path=path,
         label=label,
@@ -70,11 +85,77 @@ def _open_csv(
         layout=layout,
         num_rows=None,
         batch_rows=rows,
-        keep_schema=pa.schema([pa.field(name, pa.string()) for name in keep]) if keep else None,
-        batches=stream.batches(reader),
+        keep_schema=pa.schema(list(keep_types.items())) if keep else None,
+        batches=_parsed(batches, vector, label) if choice.skip_invalid else batches,
         release=reader.close,
         precision=CSV_PRECISION,
     )
+
+
+def _keep_types(
+    path: Path, label: str, block: int, schema: pa.Schema, keep: Sequence[str]
+) -> dict[str, pa.DataType]:
+    """The type each kept column is read with: the one pyarrow inferred from the first block
+    (int64, float64, bool, date32, timestamp, string...), except text for a column that is all
+    missing there (inferred as null), for one that is not UTF-8 there (inferred as binary: reading
+    it as text reports the row), and for an integer column written with a leading zero in the first
+    block ("007", a zip code), which a number would lose."""
+    types = {name: schema.field(name).type for name in keep}
+    types = {name: pa.string() if _not_typed(dtype) else dtype for name, dtype in types.items()}
+    integers = [name for name, dtype in types.items() if pa.types.is_integer(dtype)]
+    if integers:
+        convert = pacsv.ConvertOptions(
+            column_types={name: pa.string() for name in integers},
+            include_columns=integers,
+            strings_can_be_null=False,
+        )
+        stream = _CsvStream(path, label, block, convert, header=schema.names)
+        first = stream.first_batch()
+        for name in integers:
+            if pc.any(pc.match_substring_regex(first.column(name), _LEADING_ZERO)).as_py():
+                types[name] = pa.string()
+    return types
+
+
+def _not_typed(dtype: pa.DataType) -> bool:
+    """A type inferred for a CSV column that says nothing about its values: null or binary."""
+    return pa.types.is_null(dtype) or pa.types.is_binary(dtype) or pa.types.is_large_binary(dtype)
+
+
+def _parsed(
+    batches: Generator[pa.RecordBatch, None, None], vector: Sequence[str], label: str
+) -> Generator[pa.RecordBatch, None, None]:
+    """The batches with their vector columns, read as text, parsed into float64 (NaN where a cell
+    is missing or not a number, so that the reader marks that row invalid)."""
+    wanted = set(vector)
+    with contextlib.closing(batches):
+        for batch in batches:
+            names = batch.schema.names
+            arrays = [
+                _parse_numbers(column, label, name) if name in wanted else column
+                for name, column in zip(names, batch.columns)
+            ]
+            yield pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _parse_numbers(text: pa.Array, label: str, name: str) -> pa.Array:
+    """A text column as float64 the way the CSV reader parses numbers (surrounding whitespace is
+    ignored, a cell in ``_CSV_NULLS`` is missing), with null for each cell that is not a number.
+
+    Vectorized: one cast, and where that fails a regular expression marks the bad cells first."""
+    missing = pc.is_in(text, value_set=pa.array(_CSV_NULLS))
+    cells = pc.if_else(missing, pa.scalar(None, pa.string()), pc.utf8_trim_whitespace(text))
+    try:
+        return pc.cast(cells, pa.float64())
+    except pa.ArrowInvalid:
+        number = pc.fill_null(pc.match_substring_regex(cells, _NUMBER), False)
+    try:
+        return pc.cast(pc.if_else(number, cells, pa.scalar(None, pa.string())), pa.float64())
+    except pa.ArrowInvalid as exc:  # a cell that _NUMBER accepts and the cast does not
+        raise DataError(
+            f"{label}: column {name!r}: a value could not be read as a number ({_reason(exc)}); "
+            "fix the value, or read the file without --skip-invalid to find its row."
+        ) from exc
 
 
 def _longest_line(sample: bytes) -> int:
@@ -95,13 +176,16 @@ class _CsvStream:
         block_size: int,
         convert: pacsv.ConvertOptions,
         header: Sequence[str] = (),
+        keep_types: Mapping[str, pa.DataType] | None = None,
     ) -> None:
-        """``header``: the file's column names, to name a column from pyarrow's column index."""
+        """``header``: the file's column names, to name a column from pyarrow's column index;
+        ``keep_types``: the kept columns and the types they are read with, for their messages."""
         self._path = path
         self._label = label
         self._block_size = block_size
         self._convert = convert
         self._header = header
+        self._keep_types = keep_types or {}
 
     def open(self) -> pacsv.CSVStreamingReader:
         """Open the reader (pyarrow reads and converts the first block here)."""
@@ -127,6 +211,15 @@ class _CsvStream:
                 ) from exc
             if any(batch.num_rows for batch in batches):
                 return schema
+        raise _no_rows(self._label)
+
+    def first_batch(self) -> pa.RecordBatch:
+        """The first non-empty record batch (that of the first block); :class:`DataError` if none."""
+        reader = self.open()
+        with contextlib.closing(reader), contextlib.closing(self.batches(reader)) as batches:
+            for batch in batches:
+                if batch.num_rows:
+                    return batch
         raise _no_rows(self._label)
 
     def batches(self, reader: pacsv.CSVStreamingReader) -> Generator[pa.RecordBatch, None, None]:
@@ -160,13 +253,20 @@ class _CsvStream:
                         pass
             except _ArrowFailure as again:
                 message = str(again)
-        return _csv_error(self._label, message, self._header, self._block_size)
+        return _csv_error(self._label, message, self._header, self._block_size, self._keep_types)
 
 
-def _csv_error(label: str, message: str, header: Sequence[str], block_size: int) -> DataError:
+def _csv_error(
+    label: str,
+    message: str,
+    header: Sequence[str],
+    block_size: int,
+    keep_types: Mapping[str, pa.DataType] | None = None,
+) -> DataError:
     """Turn a pyarrow CSV error message into a one-line :class:`DataError`.
 
-    pyarrow's "Row #N" counts the header as row 1, so the data row is N - 1.
+    pyarrow's "Row #N" counts the header as row 1, so the data row is N - 1. A kept column's
+    value is never shown (it may be private).
     """
     lines = message.strip().splitlines()
     first = lines[0].strip() if lines else message
@@ -174,10 +274,16 @@ def _csv_error(label: str, message: str, header: Sequence[str], block_size: int)
     if conversion is not None:
         index, row, target, detail = int(conversion[1]), conversion[2], conversion[3], conversion[4]
         name = header[index] if index < len(header) else f"#{index + 1}"
-        where = f"{label}: row {int(row) - 1}, column {name!r}" if row else f"{label}: column {name!r}"
+        where = f"{label}: {_row(int(row) - 1)}, column {name!r}" if row else f"{label}: column {name!r}"
         value = _CSV_INVALID_VALUE.fullmatch(detail)
-        if target == "string":  # only keep columns are read as text
+        if target == "string":  # a text column (kept, or a vector column with skip_invalid)
             return DataError(f"{where}: {_clip(detail, 80)}; save the file as UTF-8 text.")
+        if keep_types and name in keep_types:
+            return DataError(
+                f"{where}: the value is not a valid {target}, the type of this --keep column read from "
+                "the start of the file; convert the file to Parquet, which stores each column's type, "
+                "or fix the value."
+            )
         shown = f"value {_clip(value[1])!r}" if value is not None else "a value"
         return DataError(
             f"{where}: {shown} is not a number; vector columns must be numeric, "
@@ -186,7 +292,7 @@ def _csv_error(label: str, message: str, header: Sequence[str], block_size: int)
     field_count = _CSV_FIELD_COUNT.search(first)
     if field_count is not None:
         row, expected, got = field_count[1], field_count[2], field_count[3]
-        where = f"row {int(row) - 1} " if row else "a row "
+        where = f"{_row(int(row) - 1)} " if row else "a row "
         return DataError(
             f"{label}: not a valid CSV file: {where}has {got} fields but the header has {expected}; "
             "every row needs one value per header column."

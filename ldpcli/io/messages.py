@@ -19,6 +19,16 @@ def _clip(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _row(row: int) -> str:
+    """A 1-based data row for a message, saying how rows are counted (the header is not a row)."""
+    return f"row {row} (counting from 1)"
+
+
+def _coordinate(name: str, coordinate: int) -> str:
+    """A 0-based coordinate of list column ``name`` for a message, saying how it is counted."""
+    return f"column {name!r} (coordinate {coordinate}, counting from 0)"
+
+
 def _no_rows(label: str) -> DataError:
     """The error for a file without data rows."""
     return DataError(f"{label}: has no rows; the file needs at least one data row.")
@@ -27,7 +37,7 @@ def _no_rows(label: str) -> DataError:
 def _missing_vector(label: str, row: int, name: str) -> DataError:
     """The error for a null list in a list column."""
     return DataError(
-        f"{label}: row {row}, column {name!r}: vector is missing (null); "
+        f"{label}: {_row(row)}, column {name!r}: vector is missing (null); "
         "remove rows without a vector before privatizing."
     )
 

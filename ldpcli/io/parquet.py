@@ -16,7 +16,7 @@ from ldpcli.io.atomic import Sink
 from ldpcli.io.columns import _Choice, _resolve
 from ldpcli.io.formats import register_format
 from ldpcli.io.layout import VectorLayout
-from ldpcli.io.messages import _missing_vector, _no_rows, _reason
+from ldpcli.io.messages import _missing_vector, _no_rows, _reason, _row
 from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, source_precision
 
 #: Bytes read from a Parquet file at a time (the reader streams column chunks through this buffer).
@@ -47,7 +47,7 @@ def _open_parquet(
             raise _no_rows(label)
         kind, vector, keep, d = _resolve(schema, label, choice, check_types=True)
         if d is None or d == 0:  # variable-length lists (or a fixed size of 0): look at row 1
-            d = _first_list_length(parquet, vector[0], label)
+            d = _first_list_length(parquet, vector[0], label, choice.skip_invalid)
         layout = VectorLayout(kind, vector, d, keep)
         rows = batch_rows(d)
         keep_schema = pa.schema([schema.field(schema.names.index(name)) for name in keep]) if keep else None
@@ -69,8 +69,11 @@ def _open_parquet(
     )
 
 
-def _first_list_length(parquet: pq.ParquetFile, name: str, label: str) -> int:
-    """The length of the first row's list in column ``name`` (which must be a usable vector)."""
+def _first_list_length(parquet: pq.ParquetFile, name: str, label: str, skip: bool = False) -> int:
+    """The length of the first row's list in column ``name`` (which must be a usable vector), or
+    with ``skip`` (skip_invalid) that of the first non-empty list."""
+    if skip:
+        return _first_usable_length(parquet, name, label)
     try:
         with contextlib.closing(parquet.iter_batches(batch_size=1, columns=[name])) as batches:
             first = next(batches).column(0).slice(0, 1)
@@ -81,9 +84,26 @@ def _first_list_length(parquet: pq.ParquetFile, name: str, label: str) -> int:
     length = pc.list_value_length(first)[0].as_py()
     if length == 0:
         raise DataError(
-            f"{label}: row 1, column {name!r}: vector is empty; vectors need at least one coordinate."
+            f"{label}: {_row(1)}, column {name!r}: vector is empty; vectors need at least one coordinate."
         )
     return int(length)
+
+
+def _first_usable_length(parquet: pq.ParquetFile, name: str, label: str) -> int:
+    """The length of the first non-null, non-empty list in column ``name``, read batch by batch."""
+    try:
+        with contextlib.closing(parquet.iter_batches(batch_size=65_536, columns=[name])) as batches:
+            for batch in batches:
+                lengths = pc.list_value_length(batch.column(0))
+                usable = pc.fill_null(pc.greater(lengths, 0), False)
+                if pc.any(usable).as_py():
+                    return int(lengths[pc.index(usable, True).as_py()].as_py())
+    except _ArrowFailure as exc:
+        raise _not_parquet(label, exc) from exc
+    raise DataError(
+        f"{label}: column {name!r} holds no vector with at least one coordinate in any row; "
+        "check that this is the vector column."
+    )
 
 
 def _parquet_batches(
@@ -105,8 +125,8 @@ def _open_writer(sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLa
     """A Parquet writer into ``sink``; a plain table (no ``layout``) gets pyarrow's defaults."""
     if layout is None:
         return pq.ParquetWriter(sink, schema)
-    # Privatized floats are random: dictionary encoding only costs time there (it nearly
-    # halves the write). The kept columns (ids, labels) keep it.
+    # Privatized floats (float64 or float32, as the schema says) are random: dictionary encoding
+    # only costs time there (it nearly halves the write). The kept columns (ids, labels) keep it.
     return pq.ParquetWriter(sink, schema, use_dictionary=list(layout.keep) or False)
 
 

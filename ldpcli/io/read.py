@@ -3,7 +3,9 @@
 Reading never loads a whole file: :func:`open_vectors` finds the file's format in the registry
 (:mod:`ldpcli.io.formats`) by its suffix and lets that format open it, and every batch is
 checked (missing values, NaN/inf, ragged lists) with vectorized code before it is handed out as
-a :class:`VectorBatch` of float64 values.
+a :class:`VectorBatch` of float64 values. With ``skip_invalid`` a bad row is marked in the batch's
+``valid`` mask instead (its values set to 0.0), and kept text columns are checked for free text
+unless the caller passes ``keep_unsafe`` (:mod:`ldpcli.io.columns`).
 """
 
 from __future__ import annotations
@@ -20,10 +22,18 @@ import pyarrow.compute as pc
 
 from ldpcli.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.errors import DataError, UsageError
-from ldpcli.io.columns import _Choice, _fixed_size, _name_option
+from ldpcli.io.columns import (
+    _check_keep_names,
+    _check_keep_values,
+    _Choice,
+    _fixed_size,
+    _name_option,
+    _resolve,
+    _text_columns,
+)
 from ldpcli.io.formats import file_format, get_format
 from ldpcli.io.layout import VectorLayout
-from ldpcli.io.messages import _missing_vector, _reason
+from ldpcli.io.messages import _coordinate, _missing_vector, _no_rows, _reason, _row
 
 _MAX_BATCH_ROWS = 1_000_000
 # A mechanism holds about this many float64 copies of a batch at once.
@@ -34,6 +44,8 @@ _WORKING_COPIES = 4
 _ArrowFailure = (pa.ArrowException, OSError, UnicodeDecodeError)
 
 DEFAULT_BATCH_MEMORY = 64 * 2**20
+#: How many skipped row numbers a reader keeps (``VectorReader.skipped_rows``).
+SKIPPED_ROWS_SHOWN = 20
 
 
 def default_batch_rows(d: int, memory_bytes: int = DEFAULT_BATCH_MEMORY) -> int:
@@ -56,11 +68,16 @@ class VectorBatch:
     the reader was opened with ``writable=False`` (then possibly a read-only view).
     ``keep``: the keep columns for exactly these rows, or ``None`` when the layout keeps none.
     ``first_row``: 0-based index in the file of this batch's first row.
+    ``valid``: only with ``skip_invalid``: ``None`` when every row is valid, else a boolean array
+    of shape ``(rows,)``, False for each invalid row (missing vector or value, NaN/inf, wrong list
+    length, CSV text in a vector column), whose ``values`` are all 0.0. Invalid rows stay in the
+    batch (and in ``keep``), so rows keep their positions in the file.
     """
 
     values: np.ndarray
     keep: pa.Table | None
     first_row: int
+    valid: np.ndarray | None = None
 
 
 class VectorReader:
@@ -69,7 +86,8 @@ class VectorReader:
     Made by :func:`open_vectors`. ``num_rows`` is known up front for Parquet and ``None`` for
     CSV; ``batch_rows`` is the most rows any batch holds; ``keep_schema`` is the schema of the
     batches' ``keep`` tables (``None`` without keep columns), e.g. for
-    :class:`AtomicVectorWriter`.
+    :class:`AtomicVectorWriter`. With ``skip_invalid``, ``skipped`` counts the invalid rows of the
+    batches handed out so far and ``skipped_rows`` holds the first 20 of them (1-based data rows).
     """
 
     path: Path
@@ -115,6 +133,13 @@ class VectorReader:
         #: When set, every batch but the last has exactly ``batch_rows`` rows, a multiple of this
         #: (see open_vectors' ``granule``): batches start on fixed row boundaries.
         self.granule: int | None = None
+        #: Mark invalid rows in ``VectorBatch.valid`` instead of raising (see open_vectors).
+        self.skip_invalid = False
+        #: Invalid rows marked so far, and the first ``SKIPPED_ROWS_SHOWN`` of them (1-based).
+        self.skipped = 0
+        self.skipped_rows: list[int] = []
+        #: Kept text columns whose values are checked for free text (empty with keep_unsafe).
+        self._text_keep: tuple[str, ...] = ()
 
     def __enter__(self) -> VectorReader:
         """Return the reader itself."""
@@ -174,14 +199,24 @@ class VectorReader:
 
     def _convert(self, record: pa.RecordBatch, first_row: int) -> VectorBatch:
         """Check one record batch and turn it into a :class:`VectorBatch`."""
-        layout = self.layout
+        layout, skip = self.layout, self.skip_invalid
         if layout.kind == "list":
             name = layout.columns[0]
-            values = _list_values(record.column(name), name, layout.d, first_row, self._label, self.writable)
+            values, invalid = _list_values(
+                record.column(name), name, layout.d, first_row, self._label, self.writable, skip
+            )
         else:
-            values = _column_values(record, layout.columns, first_row, self._label)
+            values, invalid = _column_values(record, layout.columns, first_row, self._label, skip)
         keep = pa.Table.from_batches([record.select(list(layout.keep))]) if layout.keep else None
-        return VectorBatch(values=values, keep=keep, first_row=first_row)
+        if keep is not None and self._text_keep:
+            _check_keep_values(self._label, keep, self._text_keep, first_row)
+        if invalid is None:
+            return VectorBatch(values=values, keep=keep, first_row=first_row)
+        rows = np.flatnonzero(invalid)
+        self.skipped += int(rows.size)
+        shown = SKIPPED_ROWS_SHOWN - len(self.skipped_rows)
+        self.skipped_rows.extend(int(row) + first_row + 1 for row in rows[: max(shown, 0)])
+        return VectorBatch(values=values, keep=keep, first_row=first_row, valid=~invalid)
 
 
 def _take(held: list[pa.RecordBatch], rows: int) -> tuple[pa.RecordBatch, list[pa.RecordBatch]]:
@@ -226,6 +261,8 @@ def open_vectors(
     memory_bytes: int = DEFAULT_BATCH_MEMORY,
     writable: bool = True,
     granule: Callable[[int], int] | None = None,
+    keep_unsafe: bool = False,
+    skip_invalid: bool = False,
 ) -> VectorReader:
     """Open a Parquet or CSV file of vectors for batch-by-batch reading.
 
@@ -233,13 +270,28 @@ def open_vectors(
     privatized file), else the list column ``column``, else the numeric ``columns`` in that
     order, else the file's only list column of numbers, else all its numeric columns except
     ``keep`` (unnamed columns and pandas ``__index_level_N__`` columns are never picked
-    automatically). ``batch_rows`` defaults to :func:`default_batch_rows` for the file's ``d``
+    automatically). Automatic detection refuses (:class:`UsageError`, with the options that fix
+    it) numeric columns that look like an identifier or a label
+    (:func:`~ldpcli.io.columns._suspicious_columns`); naming ``columns`` bypasses that. Items of
+    ``columns`` are exact names, ``A:B`` ranges in file order or globs
+    (:func:`~ldpcli.io.columns._expand_columns`). ``batch_rows`` defaults to :func:`default_batch_rows` for the file's ``d``
     and ``memory_bytes`` (the budget of one batch's working copies). ``writable=False`` lets
     read-only consumers (estimators, and the mechanisms, which never write to their input)
     receive zero-copy views of list columns instead of copies. ``granule(d)``: every batch but the
     last then has exactly ``batch_rows`` rows, rounded to a multiple of ``granule(d)`` (at least
     one), so batches start on fixed row boundaries whatever the file's own blocks (keyed
     randomness needs this).
+
+    ``keep_unsafe=False`` refuses (:class:`UsageError`) kept text columns that look like free text,
+    by name when opening and by value in each batch (:func:`~ldpcli.io.columns._check_keep_names`,
+    :func:`~ldpcli.io.columns._check_keep_values`); ``True`` keeps them as they are. With a
+    ``layout`` (re-reading a privatized file, whose kept columns are already out) nothing is checked.
+
+    ``skip_invalid=True`` marks invalid rows (missing vector or value, NaN/inf, list of the wrong
+    length, text in a CSV vector column) in :attr:`VectorBatch.valid` instead of raising, and
+    counts them in ``reader.skipped`` / ``reader.skipped_rows``; batches keep all their rows. A
+    variable-length list column then takes d from its first non-empty vector. Damage to the file
+    itself (a CSV line with the wrong number of fields, a corrupt Parquet page) is still an error.
     """
     label = os.fspath(path)
     fmt = get_format(file_format(path))
@@ -260,7 +312,9 @@ def open_vectors(
     if batch_rows is not None and batch_rows < 1:
         raise UsageError(f"{label}: the batch size must be at least 1 row, got {batch_rows}.")
     target = Path(path)
-    choice = _Choice(column=column, columns=column_names, keep=keep_names, layout=layout)
+    choice = _Choice(
+        column=column, columns=column_names, keep=keep_names, layout=layout, skip_invalid=skip_invalid
+    )
 
     def rows_for(d: int) -> int:
         rows = batch_rows or default_batch_rows(d, memory_bytes)
@@ -271,9 +325,67 @@ def open_vectors(
 
     reader = fmt.open_reader(target, label, choice, rows_for)
     reader.writable = writable
+    reader.skip_invalid = skip_invalid
     if granule is not None:
         reader.granule = granule(reader.layout.d)
+    if layout is None and not keep_unsafe:
+        try:
+            _check_keep_names(label, reader.keep_schema)
+        except BaseException:
+            reader.close()
+            raise
+        reader._text_keep = _text_columns(reader.keep_schema)
     return reader
+
+
+def open_table(
+    table: pa.Table,
+    *,
+    label: str = "table",
+    column: str | None = None,
+    columns: Sequence[str] | None = None,
+    keep: Sequence[str] = (),
+    keep_unsafe: bool = False,
+) -> tuple[np.ndarray, VectorLayout, float]:
+    """The rows of an in-memory table by :func:`open_vectors`' rules: ``(values, layout, precision)``.
+
+    The same column choice (automatic detection and its refusal of identifiers and labels,
+    ``columns`` ranges and globs), the same checks of every row (nothing is skipped) and of the
+    kept columns (free text refused unless ``keep_unsafe``); ``label`` names the table in messages.
+    ``values`` is a fresh ``(rows, d)`` float64 array; ``precision`` as ``VectorReader.precision``.
+    """
+    column_names = _name_option(columns, "--columns", label)
+    keep_names = _name_option(keep, "--keep", label) or ()
+    if column is not None and column_names is not None:
+        raise UsageError(f"{label}: give either column (one list column) or columns, not both.")
+    if column_names == ():
+        raise UsageError(f"{label}: columns needs at least one column name.")
+    if table.num_rows == 0:
+        raise _no_rows(label)
+    choice = _Choice(column=column, columns=column_names, keep=keep_names, layout=None)
+    kind, vector, kept, d = _resolve(table.schema, label, choice, check_types=True)
+    record = table.select([*kept, *vector]).combine_chunks().to_batches()[0]
+    if d is None or d == 0:  # variable-length lists (or a fixed size of 0): the first row's length
+        first = record.column(vector[0]).slice(0, 1)
+        if first.null_count:
+            raise _missing_vector(label, 1, vector[0])
+        d = int(pc.list_value_length(first)[0].as_py())
+        if d == 0:
+            raise DataError(
+                f"{label}: {_row(1)}, column {vector[0]!r}: vector is empty; vectors need at least one coordinate."
+            )
+    layout = VectorLayout(kind, vector, d, kept)
+    keep_schema = pa.schema([record.schema.field(name) for name in kept]) if kept else None
+    if kind == "list":
+        values, _ = _list_values(record.column(vector[0]), vector[0], d, 0, label)
+    else:
+        values, _ = _column_values(record, vector, 0, label)
+    if not keep_unsafe:
+        _check_keep_names(label, keep_schema)
+        text = _text_columns(keep_schema)
+        if text:
+            _check_keep_values(label, pa.Table.from_batches([record.select(list(kept))]), text, 0)
+    return values, layout, source_precision([table.schema.field(name).type for name in vector])
 
 
 def _open_input(path: Path, label: str, sample_bytes: int = 0) -> bytes:
@@ -304,50 +416,83 @@ def _float64(array: pa.Array, writable: bool = True) -> np.ndarray:
 
 
 def _list_values(
-    array: pa.Array, name: str, d: int, first_row: int, label: str, writable: bool = True
-) -> np.ndarray:
-    """The ``(rows, d)`` float64 values of a list column, checked for nulls, length and finiteness."""
+    array: pa.Array, name: str, d: int, first_row: int, label: str, writable: bool = True, skip: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The ``(rows, d)`` float64 values of a list column, checked for nulls, length and finiteness,
+    and (``skip``) the mask of invalid rows, ``None`` when there is none; without ``skip`` the
+    first invalid row raises :class:`DataError`."""
+    bad = None  # with skip: rows whose list is missing or of the wrong length
     if array.null_count:
-        raise _missing_vector(label, first_row + _first_true(array.is_null()) + 1, name)
+        if not skip:
+            raise _missing_vector(label, first_row + _first_true(array.is_null()) + 1, name)
+        bad = array.is_null().to_numpy(zero_copy_only=False)
     if _fixed_size(array.type) != d:
-        lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False)
-        wrong = np.flatnonzero(lengths != d)
-        if wrong.size:
-            i = int(wrong[0])
-            raise DataError(
-                f"{label}: row {first_row + i + 1}, column {name!r}: vector has {lengths[i]} "
-                f"coordinates, expected {d}; every vector must have the same length."
-            )
+        lengths = pc.list_value_length(array).to_numpy(zero_copy_only=False)  # NaN for a null list
+        wrong = lengths != d
+        if wrong.any():
+            if not skip:
+                i = int(np.argmax(wrong))
+                raise DataError(
+                    f"{label}: {_row(first_row + i + 1)}, column {name!r}: vector has {lengths[i]} "
+                    f"coordinates, expected {d}; every vector must have the same length."
+                )
+            bad = wrong if bad is None else bad | wrong
+    if bad is not None:  # fill the good rows around the bad ones, which stay 0.0
+        values = np.zeros((len(array), d), dtype=np.float64)
+        values[~bad] = _float64(array.filter(pa.array(~bad)).flatten()).reshape(-1, d)  # null -> NaN
+        return _mark_invalid(values, bad)
     flat = array.flatten()
-    where = f"column {name!r} (coordinate {{}}, counting from 0)"
-    if flat.null_count:
+    if flat.null_count and not skip:
         row, coordinate = divmod(_first_true(flat.is_null()), d)
         raise DataError(
-            f"{label}: row {first_row + row + 1}, {where.format(coordinate)}: value is missing; "
+            f"{label}: {_row(first_row + row + 1)}, {_coordinate(name, coordinate)}: value is missing; "
             "remove or impute missing values before privatizing."
         )
-    values = _float64(flat, writable).reshape(len(array), d)
-    _check_finite(values, first_row, label, where.format)
-    return values
+    values = _float64(flat, writable).reshape(len(array), d)  # with skip, a missing value is NaN
+    if skip:
+        return _mark_invalid(values, None)
+    _check_finite(values, first_row, label, lambda j: _coordinate(name, j))
+    return values, None
 
 
-def _column_values(record: pa.RecordBatch, names: tuple[str, ...], first_row: int, label: str) -> np.ndarray:
-    """The ``(rows, d)`` float64 values of one numeric column per coordinate, checked."""
+def _column_values(
+    record: pa.RecordBatch, names: tuple[str, ...], first_row: int, label: str, skip: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The ``(rows, d)`` float64 values of one numeric column per coordinate, checked, and
+    (``skip``) the mask of invalid rows as for :func:`_list_values`."""
     arrays = [record.column(name) for name in names]
     nulls = [(_first_true(array.is_null()), j) for j, array in enumerate(arrays) if array.null_count]
-    if nulls:
+    if nulls and not skip:
         row, j = min(nulls)
         raise DataError(
-            f"{label}: row {first_row + row + 1}, column {names[j]!r}: value is missing; "
+            f"{label}: {_row(first_row + row + 1)}, column {names[j]!r}: value is missing; "
             "remove or impute missing values before privatizing."
         )
     values = np.empty((record.num_rows, len(names)), dtype=np.float64)
     for j, array in enumerate(arrays):
         if pa.types.is_decimal(array.type):
             array = array.cast(pa.float64())
-        values[:, j] = array.to_numpy(zero_copy_only=False)
+        values[:, j] = array.to_numpy(zero_copy_only=False)  # a null is NaN
+    if skip:
+        return _mark_invalid(values, None)
     _check_finite(values, first_row, label, lambda j: f"column {names[j]!r}")
-    return values
+    return values, None
+
+
+def _mark_invalid(values: np.ndarray, bad: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``values`` with the rows that are ``bad`` or not finite set to 0.0 (a read-only view is
+    copied first), and the mask of those rows; ``(values, None)`` when every row is valid."""
+    finite = np.isfinite(values)
+    if bad is None:
+        if finite.all():  # the common case: one pass, as without skip_invalid
+            return values, None
+        bad = ~finite.all(axis=1)
+    else:
+        bad = bad | ~finite.all(axis=1)
+    if not values.flags.writeable:
+        values = np.array(values)
+    values[bad] = 0.0
+    return values, bad
 
 
 def _check_finite(values: np.ndarray, first_row: int, label: str, where: Callable[[int], str]) -> None:
@@ -359,6 +504,6 @@ def _check_finite(values: np.ndarray, first_row: int, label: str, where: Callabl
     value = values[row, j]
     shown = "NaN" if np.isnan(value) else ("inf" if value > 0 else "-inf")
     raise DataError(
-        f"{label}: row {first_row + row + 1}, {where(j)}: value is {shown}; "
+        f"{label}: {_row(first_row + row + 1)}, {where(j)}: value is {shown}; "
         "remove or impute non-finite values before privatizing."
     )

@@ -2,6 +2,11 @@
 in a registered format; :class:`AtomicVectorWriter` is that writer over an
 :class:`~ldpcli.io.atomic.AtomicFileSink`, so the file appears on commit or not at all.
 :func:`table_bytes` encodes a small table as a whole file's bytes.
+
+Vectors are written as float64 or float32 (``dtype``, one of :data:`DTYPES`; :func:`output_dtype`
+picks the input's own precision by default). The values handed to a writer are float64; writing
+float32 rounds each to the nearest float32, a fixed function of the privatized values alone
+(post-processing), so it changes no privacy guarantee, only the precision of what is released.
 """
 
 from __future__ import annotations
@@ -16,12 +21,40 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ldpcli.domains import FLOAT32_PRECISION
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import formats
 from ldpcli.io.atomic import AtomicFileSink, Sink
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _reason, _write_failed
-from ldpcli.io.read import _ArrowFailure
+from ldpcli.io.read import VectorReader, _ArrowFailure
+
+#: The value types vectors can be written as (``--dtype``).
+DTYPES = ("float32", "float64")
+_ARROW_TYPES = {"float32": pa.float32(), "float64": pa.float64()}
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def check_dtype(dtype: object) -> str:
+    """``dtype`` if it is one of :data:`DTYPES`, else a :class:`UsageError`."""
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise UsageError(f"--dtype must be float32 or float64, got {dtype!r}")
+    return dtype
+
+
+def output_dtype(dtype: str | None, source: VectorReader | None = None) -> str:
+    """The dtype to write vectors as: ``dtype`` if given (checked by :func:`check_dtype`), else the
+    precision of ``source``'s vector values.
+
+    float32 when the source stores them as float32 (or coarser: float16) in a typed format
+    (Parquet); float64 for float64, integer and decimal values, for CSV text (whose precision is
+    unknown) and without a source. Writing float32 is post-processing: privacy is unchanged.
+    """
+    if dtype is not None:
+        return check_dtype(dtype)
+    if source is not None and source.format != "csv" and source.precision >= FLOAT32_PRECISION:
+        return "float32"
+    return "float64"
 
 
 def _output_format(
@@ -49,16 +82,24 @@ class VectorWriter:
 
     format: str
     layout: VectorLayout
+    dtype: str
     rows_written: int
 
     def __init__(
-        self, sink: Sink, layout: VectorLayout, format: str, keep_schema: pa.Schema | None = None
+        self,
+        sink: Sink,
+        layout: VectorLayout,
+        format: str,
+        keep_schema: pa.Schema | None = None,
+        *,
+        dtype: str = "float64",
     ) -> None:
         """Check that ``format`` can hold ``layout``; ``sink.label`` names the output in messages.
 
         ``keep_schema`` fixes the keep columns' types; without it they come from the first written
-        batch.
+        batch. ``dtype`` (``"float64"`` or ``"float32"``) is the type the vectors are written as.
         """
+        self.dtype = check_dtype(dtype)
         self._format = _output_format(sink.label, layout, format, keep_schema)
         self.format = format
         self.layout = layout
@@ -84,7 +125,11 @@ class VectorWriter:
             self.discard()
 
     def write(self, values: np.ndarray, keep: pa.Table | None = None) -> None:
-        """Append one batch: ``values`` of shape ``(rows, d)`` and float64, ``keep`` with ``rows`` rows."""
+        """Append one batch: ``values`` of shape ``(rows, d)`` and float64, ``keep`` with ``rows`` rows.
+
+        With ``dtype="float32"`` the values are rounded to the nearest float32; a value beyond the
+        float32 range is a :class:`UsageError` (write float64 instead).
+        """
         self._check_open()
         d = self.layout.d
         if not isinstance(values, np.ndarray):
@@ -94,6 +139,8 @@ class VectorWriter:
                 f"values must be a float64 array of shape (rows, {d}), got {values.dtype} {values.shape}"
             )
         keep_table = self._keep_table(keep, values.shape[0])
+        if self.dtype == "float32":
+            values = self._float32(values)
         arrays: list[pa.Array | pa.ChunkedArray] = list(keep_table.columns) if keep_table is not None else []
         if self.layout.kind == "list":
             flat = pa.array(np.ascontiguousarray(values).reshape(-1))
@@ -134,6 +181,18 @@ class VectorWriter:
             self._encoder = None
         self._sink.discard()
 
+    def _float32(self, values: np.ndarray) -> np.ndarray:
+        """``values`` rounded to the nearest float32; :class:`UsageError` if one does not fit."""
+        with np.errstate(over="ignore"):
+            rounded = values.astype(np.float32)
+        if not np.isfinite(rounded).all():
+            worst = float(np.max(np.abs(values)))
+            raise UsageError(
+                f"{self._label}: a privatized value ({worst:.4g}) is beyond the float32 range "
+                f"(±{_FLOAT32_MAX:.4g}); write float64 (--dtype float64)."
+            )
+        return rounded
+
     def _check_open(self) -> None:
         """Refuse to use a writer after commit or discard."""
         if self._state != "open":
@@ -166,10 +225,11 @@ class VectorWriter:
             fields = list(self._keep_schema)
         else:
             fields = [pa.field(name, pa.string()) for name in self.layout.keep]
+        value_type = _ARROW_TYPES[self.dtype]
         if self.layout.kind == "list":
-            fields.append(pa.field(self.layout.columns[0], pa.list_(pa.float64(), self.layout.d)))
+            fields.append(pa.field(self.layout.columns[0], pa.list_(value_type, self.layout.d)))
         else:
-            fields.extend(pa.field(name, pa.float64()) for name in self.layout.columns)
+            fields.extend(pa.field(name, value_type) for name in self.layout.columns)
         return pa.schema(fields)
 
     def _open_encoder(self, schema: pa.Schema) -> formats.TableEncoder:
@@ -182,14 +242,16 @@ class AtomicVectorWriter:
 
     A context manager: leaving the ``with`` block without :meth:`commit` (an exception, Ctrl-C,
     or simply no commit) removes the temporary file, so ``path`` is never left half-written.
-    Output columns: the keep columns (in layout order), then the vector column(s) as float64:
-    one ``FixedSizeList<float64>[d]`` column for a list layout (Parquet only), else one column
-    per coordinate.
+    Output columns: the keep columns (in layout order), then the vector column(s) as ``dtype``
+    (float64 or float32): one ``FixedSizeList<dtype>[d]`` column for a list layout (Parquet only),
+    else one column per coordinate. CSV text holds each value in the fewest digits that read back
+    as the same float64 or float32.
     """
 
     path: Path
     format: str
     layout: VectorLayout
+    dtype: str
 
     def __init__(
         self,
@@ -199,21 +261,28 @@ class AtomicVectorWriter:
         format: str | None = None,
         keep_schema: pa.Schema | None = None,
         overwrite: bool = False,
+        dtype: str | None = None,
+        like: VectorReader | None = None,
     ) -> None:
         """Check the target and create the temporary file next to it.
 
         ``format`` defaults to :func:`file_format` of ``path``. ``keep_schema`` fixes the keep
-        columns' types; without it they come from the first written batch.
+        columns' types; without it they come from the first written batch. ``dtype``
+        (``"float32"`` or ``"float64"``, else a :class:`UsageError`) defaults to the precision of
+        the input ``like`` (:func:`output_dtype`), float64 without one; :attr:`dtype` is the one
+        chosen. Rounding to float32 is post-processing of the privatized values: no privacy cost.
         """
         if format is None:
             format = formats.file_format(path)
+        dtype = output_dtype(dtype, like)
         # Checked before the temporary file exists (the VectorWriter checks the same again).
         _output_format(os.fspath(path), layout, format, keep_schema)
         self._sink = AtomicFileSink(path, overwrite=overwrite)
-        self._writer = VectorWriter(self._sink, layout, format, keep_schema)
+        self._writer = VectorWriter(self._sink, layout, format, keep_schema, dtype=dtype)
         self.path = self._sink.path
         self.format = format
         self.layout = layout
+        self.dtype = dtype
 
     def __enter__(self) -> AtomicVectorWriter:
         """Return the writer itself."""
@@ -229,7 +298,8 @@ class AtomicVectorWriter:
         self._writer.__exit__(exc_type, exc, traceback)
 
     def write(self, values: np.ndarray, keep: pa.Table | None = None) -> None:
-        """Append one batch: ``values`` of shape ``(rows, d)`` and float64, ``keep`` with ``rows`` rows."""
+        """Append one batch: ``values`` of shape ``(rows, d)`` and float64 (written as :attr:`dtype`),
+        ``keep`` with ``rows`` rows."""
         self._writer.write(values, keep)
 
     def commit(self) -> None:
@@ -267,7 +337,7 @@ def table_bytes(columns: Mapping[str, Any], format: str) -> bytes:
 def _encode_failed(label: str, exc: BaseException) -> DataError:
     """The error for an output that could not be written."""
     if isinstance(exc, pa.ArrowException) and not isinstance(exc, OSError):
-        # Not the disk: pyarrow refused a value (vectors are plain float64, so a --keep column's).
+        # Not the disk: pyarrow refused a value (vectors are plain floats, so a --keep column's).
         return DataError(
             f"{label}: could not write the file ({_reason(exc)}); a --keep column holds values "
             "this format cannot store, so write Parquet or leave that column out of --keep."

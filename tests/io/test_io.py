@@ -506,7 +506,7 @@ def test_list_column_data_errors(tmp_path: Path, vectors: list[Any], row: int, f
     with pytest.raises(DataError) as excinfo:
         read_all(source, keep=["id"], batch_rows=1)
     text = message(excinfo)
-    assert text.startswith(f"{source}: row {row},")
+    assert text.startswith(f"{source}: row {row} (counting from 1),")
     for fragment in fragments:
         assert fragment in text
 
@@ -515,11 +515,11 @@ def test_first_row_problems_are_found_when_measuring_d(tmp_path: Path) -> None:
     source = write_parquet(tmp_path / "first.parquet", {"v": [None, [1.0]]})
     with pytest.raises(DataError) as excinfo:
         open_vectors(source)
-    assert "row 1, column 'v'" in message(excinfo)
+    assert "row 1 (counting from 1), column 'v'" in message(excinfo)
     source = write_parquet(tmp_path / "empty_vec.parquet", {"v": [[], [1.0]]})
     with pytest.raises(DataError) as excinfo:
         open_vectors(source)
-    assert "row 1, column 'v'" in message(excinfo) and "empty" in message(excinfo)
+    assert "row 1 (counting from 1), column 'v'" in message(excinfo) and "empty" in message(excinfo)
 
 
 def test_column_data_errors_name_first_bad_row_across_batches(tmp_path: Path) -> None:
@@ -530,13 +530,14 @@ def test_column_data_errors_name_first_bad_row_across_batches(tmp_path: Path) ->
     with pytest.raises(DataError) as excinfo:
         read_all(source, batch_rows=3)
     assert message(excinfo) == (
-        f"{source}: row 8, column 'b': value is inf; remove or impute non-finite values before privatizing."
+        f"{source}: row 8 (counting from 1), column 'b': value is inf; "
+        "remove or impute non-finite values before privatizing."
     )
     nulls = write_parquet(tmp_path / "null.parquet", {"a": [1, 2, 3, None], "b": [1.0, 2.0, None, 4.0]})
     with pytest.raises(DataError) as excinfo:
         read_all(nulls)
     text = message(excinfo)
-    assert text.startswith(f"{nulls}: row 3, column 'b': value is missing")
+    assert text.startswith(f"{nulls}: row 3 (counting from 1), column 'b': value is missing")
 
 
 @pytest.mark.parametrize(
@@ -568,7 +569,7 @@ def test_csv_text_value_found_far_into_a_large_file(tmp_path: Path) -> None:
     with pytest.raises(DataError) as excinfo:
         read_all(source, keep=["id"], batch_rows=10_000)
     text = message(excinfo)
-    assert text.startswith(f"{source}: row 123457, column 'x': value 'oops' is not a number")
+    assert text.startswith(f"{source}: row 123457 (counting from 1), column 'x': value 'oops' is not a number")
 
 
 def test_no_rows(tmp_path: Path) -> None:
@@ -624,7 +625,7 @@ def test_csv_keep_column_that_is_not_utf8(tmp_path: Path) -> None:
     with pytest.raises(DataError) as excinfo:
         read_all(source, keep=["id"])
     text = message(excinfo)
-    assert text.startswith(f"{source}: row 2, column 'id': ") and "UTF-8" in text
+    assert text.startswith(f"{source}: row 2 (counting from 1), column 'id': ") and "UTF-8" in text
 
 
 # --------------------------------------------------------------------------- writing

@@ -29,6 +29,7 @@ from ldpcli.mechanisms.base import Mechanism
 from ldpcli.sidecar import (
     REPRODUCIBLE_NOTE,
     SCHEMA_VERSION,
+    baseline_warning,
     build_sidecar,
     find_sidecar,
     legacy_sidecar_path,
@@ -205,6 +206,12 @@ def test_the_schema_is_strict(tmp_path: Path) -> None:
         lambda c: c["mechanism"]["parameters"].update(gamma=[0.5]),
         lambda c: c["mechanism"].update(d=2.5),
         lambda c: c.update(schema_version=1),
+        lambda c: c["data"].update(dtype="float16"),
+        lambda c: c["mechanism"].update(baseline="yes"),
+        lambda c: c["release"].update(unprivatized_columns="id"),
+        lambda c: c["release"].update(unprivatized_columns=[""]),
+        lambda c: c["release"].update(warnings=[1]),
+        lambda c: c["release"].update(warnings="a warning"),
     ]
     for i, edit in enumerate(bad):
         assert not check.is_valid(broken(edit)), i
@@ -212,6 +219,27 @@ def test_the_schema_is_strict(tmp_path: Path) -> None:
     assert check.is_valid(seeded)
     del seeded["release"]["note"]
     assert not check.is_valid(seeded)
+    # v2 sidecars written before data.dtype, mechanism.baseline, release.unprivatized_columns and
+    # release.warnings existed still validate
+    older = copy.deepcopy(content)
+    del older["data"]["dtype"], older["mechanism"]["baseline"]
+    del older["release"]["unprivatized_columns"], older["release"]["warnings"]
+    assert check.is_valid(older)
+
+
+@pytest.mark.parametrize("case", list(EXAMPLES))
+def test_written_sidecars_record_the_dtype_the_kept_columns_and_the_baseline(tmp_path: Path, case: str) -> None:
+    mech = EXAMPLES[case]
+    _, content = written(tmp_path, mech)
+    assert content["data"]["dtype"] == "float64"
+    assert content["release"]["unprivatized_columns"] == list(layout_for(mech).keep)
+    assert content["mechanism"]["baseline"] is type(mech).baseline
+    assert content["release"]["warnings"] == ([baseline_warning(mech)] if type(mech).baseline else [])
+    data = tmp_path / "f.parquet"
+    f32 = build_sidecar(mech, n=3, layout=layout_for(mech), data_path=data, sha256=SHA, reproducible=False,
+                        dtype="float32", warnings=["w"])
+    assert f32["data"]["dtype"] == "float32" and f32["release"]["warnings"][-1] == "w"
+    assert validator().is_valid(f32)
 
 
 # --- what is written ----------------------------------------------------------------------------
@@ -233,8 +261,10 @@ def test_v2_layout_of_the_sections(tmp_path: Path) -> None:
     assert section["expected_error_max"] == mech.expected_error_max
     assert section["parameters"]["delta_exact"] > 0
     assert content["data"] == {"file": "g.csv", "sha256": SHA, "n": 40, "d": mech.d,
-                               "layout": layout_for(mech).to_dict(), "format": "csv"}
+                               "layout": layout_for(mech).to_dict(), "format": "csv", "dtype": "float64"}
+    assert section["baseline"] is True  # gaussian
     release = content["release"]
+    assert release["unprivatized_columns"] == ["id"] and len(release["warnings"]) == 1
     assert release["reproducible"] is True and "not for release" in release["note"]
     assert release["expected_error_mean"] == pytest.approx(mech.expected_error_max / 40)
     assert release["created"].endswith("+00:00") and len(release["created"]) == len("2025-01-01T00:00:00+00:00")
@@ -306,6 +336,8 @@ def test_v2_round_trip_for_every_mechanism(tmp_path: Path, case: str) -> None:
     assert meta.spec == mech.spec and meta.spec.calibrate(mech.d) == mech
     assert meta.n == 7 and meta.d == mech.d and meta.sha256 == SHA and meta.data_file == "out.parquet"
     assert meta.layout == layout_for(mech)
+    assert meta.dtype == "float64" and meta.dtype_recorded and meta.unprivatized_columns == meta.layout.keep
+    assert meta.baseline is type(mech).baseline and len(meta.warnings) == int(type(mech).baseline)
 
 
 @pytest.mark.parametrize("case", list(EXAMPLES))
@@ -319,6 +351,8 @@ def test_a_v1_sidecar_loads_to_an_equal_mechanism(tmp_path: Path, case: str) -> 
     assert meta.mechanism == mech and meta.spec == mech.spec
     assert meta.n == 12 and meta.d == mech.d and meta.sha256 == SHA and meta.data_file == "old.parquet"
     assert meta.layout == layout_for(mech) and meta.content == content
+    assert meta.dtype == "float64" and not meta.dtype_recorded and meta.unprivatized_columns == ("id",)
+    assert meta.warnings == () and meta.baseline is type(mech).baseline
 
 
 def test_a_frozen_v1_sidecar_still_loads(tmp_path: Path) -> None:
