@@ -10,6 +10,7 @@ start fast.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import json
 import math
@@ -23,22 +24,88 @@ from typing import Any, Callable, Iterator, Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer._click.exceptions import ClickException, NoArgsIsHelpError
+from typer._click.exceptions import UsageError as ClickUsageError
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from ldpcli import __version__
 from ldpcli.errors import Interrupted, LdpError, UsageError
 from ldpcli.mechanisms import MechanismSpec, OptionSpec, get_mechanism, mechanism_names
 from ldpcli.mechanisms.base import check_count
+from ldpcli.safety import check_epsilon, clip_warning, near_exact_warning
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _Argument(TyperArgument):
+    """A positional argument shown by its metavar alone: ``INPUT``, not ``{INPUT}`` and ``<path>``."""
+
+    def _usage_display_name(self) -> str:
+        return self.display_name_raw
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+def _plain_help(params: list[Any]) -> None:
+    """Show no type for flags (``--json``, not ``--json <bool>``) and plain argument names
+    (:class:`_Argument`) in a command's help."""
+    for param in params:
+        if isinstance(param, TyperArgument):
+            param.__class__ = _Argument
+        elif getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+class _Command(TyperCommand):
+    """A command with :func:`_plain_help`."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        _plain_help(params)
+        return params
+
+
+class _Group(TyperGroup):
+    """The ``ldp`` group: usage errors are one ``ldp: error: …`` line (exit 2), like every other error."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        _plain_help(params)
+        return params
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,  # type: ignore[override]
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        run = functools.partial(super().main, args, prog_name, complete_var, standalone_mode=False, **extra)
+        if not standalone_mode:
+            return run()
+        try:
+            code = run()
+        except NoArgsIsHelpError as exc:  # `ldp` alone: the help (rich prints it), exit 2 as a usage error
+            text = exc.ctx.get_help()
+            if text:
+                out.print(text, markup=False)
+            sys.exit(2)
+        except ClickUsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            err.print(f"ldp: error: {exc.format_message()}{hint}", markup=False)
+            sys.exit(2)
+        except ClickException as exc:
+            err.print(f"ldp: error: {exc.format_message()}", markup=False)
+            sys.exit(exc.exit_code)
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 app = typer.Typer(
     name="ldp",
+    cls=_Group,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def _fail(exc: LdpError) -> typer.Exit:
@@ -226,7 +293,7 @@ class _WithMechanismOptions:
 # Options shared by params, privatize and audit (one definition each). The help of --mechanism and
 # --calibration is filled in from the registry when the app runs (_WithMechanismOptions).
 MECHANISM_OPTION = typer.Option("privunit2", "--mechanism", "-m", help="")
-EPS_OPTION = typer.Option(..., "--eps", help="Privacy level ε > 0 per row.")
+EPS_OPTION = typer.Option(..., "--eps", "--epsilon", help="Privacy level ε per row, in [0.01, 10⁴] (outside it only with --force).")
 D_OPTION = typer.Option(..., "--d", help="Dimension of the vectors (≥ 1).")
 CALIBRATION_OPTION = typer.Option(None, "--calibration", help="")
 NORM_OPTION = typer.Option(None, "--norm-bound", "-L", help=NORM_HELP)
@@ -242,7 +309,7 @@ def _bound(norm_bound: Optional[float], r_max: Optional[float]) -> float:
     return 1.0 if norm_bound is None else norm_bound
 
 
-@app.command("params")
+@app.command("params", cls=_Command)
 @_WithMechanismOptions
 def params(
     d: int = D_OPTION,
@@ -266,6 +333,7 @@ def params(
         if n is not None:
             check_count(n, "--n")
         bound = _bound(norm_bound, r_max)
+        _warn(check_epsilon(eps, force=True))  # params touches no data: out of range is a warning here
         if mechanism is None and calibration is not None:
             mechanism = "privunit2"  # a calibration names the default mechanism's, not a comparison
         if mechanism is None:
@@ -283,6 +351,7 @@ def params(
             return
         mech = MechanismSpec(mechanism, eps, calibration, bound, options).calibrate(d)
         info = mech.describe()
+        _warn(near_exact_warning(mech))
         if n is not None:
             info["n"] = n
             info["expected_error_mean"] = mech.expected_error_mean(n)
@@ -386,7 +455,24 @@ def _split(value: Optional[str]) -> list[str]:
     return [] if not value else [part.strip() for part in value.split(",") if part.strip()]
 
 
-@app.command("privatize")
+FORCE_OPTION = typer.Option(
+    False, "--force", help="Allow ε outside [0.01, 10⁴], where ldp's guarantees are not computed and tested."
+)
+
+
+def _warn(text: str | None) -> None:
+    """A warning on stderr; never hidden by --quiet (which is for progress and notes)."""
+    if text:
+        err.print(f"ldp: warning: {text}", markup=False)
+
+
+def _note(text: str, quiet: bool) -> None:
+    """A note on stderr, hidden by --quiet."""
+    if not quiet:
+        err.print(f"ldp: note: {text}", markup=False)
+
+
+@app.command("privatize", cls=_Command)
 @_WithMechanismOptions
 def privatize(
     input: Path = typer.Argument(
@@ -399,18 +485,40 @@ def privatize(
     ),
     column: Optional[str] = typer.Option(None, "--column", help="The list column holding the vectors."),
     columns: Optional[str] = typer.Option(
-        None, "--columns", help="Comma-separated numeric columns, one per coordinate, in order."
+        None, "--columns", metavar="COLUMNS", help="The numeric columns, one per coordinate, in order: names, globs "
+        "(`p*`) and inclusive ranges in file order (`f0:f63`), comma-separated. Default: the only list column, else "
+        "every numeric column not in --keep, refused when one looks like an id or a label (`id`, `*_id`, `index`, "
+        "`label`, `target`, `class`, `y`, or an integer column among floats)."
     ),
     calibration: Optional[str] = CALIBRATION_OPTION,
     norm_bound: Optional[float] = NORM_OPTION,
     r_max: Optional[float] = R_MAX_OPTION,
     keep: Optional[str] = typer.Option(
-        None, "--keep", help="Comma-separated columns (e.g. an id) copied unchanged to the output. Nothing else is."
+        None, "--keep", metavar="COLUMNS", help="Comma-separated columns (e.g. an id, a label) copied to the output "
+        "**unprivatized**: listed on stderr and in the sidecar. Free-text columns (a text, an email) are refused "
+        "without --keep-unsafe. Nothing else is copied."
+    ),
+    keep_unsafe: bool = typer.Option(
+        False, "--keep-unsafe", help="Allow --keep of free-text columns (names, emails, sentences): released as they are."
     ),
     seed: Optional[int] = typer.Option(
         None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output and sidecar."),
+    fail_on_clip: Optional[float] = typer.Option(
+        None, "--fail-on-clip", metavar="FRACTION", help="Fail (exit 1, nothing written) when more than this fraction "
+        "of the rows lies outside the bound L and would be clipped, e.g. 0 or 0.01. Without it, clipping more than 1% "
+        "of the rows is a warning: the release is then of the clipped rows."
+    ),
+    skip_invalid: bool = typer.Option(
+        False, "--skip-invalid", help="Leave out rows with a missing, NaN/inf or wrong-length vector (their count and "
+        "first row numbers go to stderr) instead of failing on the first one."
+    ),
+    dtype: Optional[str] = typer.Option(
+        None, "--dtype", metavar="float32|float64", help="Type of the written vectors. Default: the input's (float64 for "
+        "CSV). Rounding the privatized output is post-processing: the privacy guarantee is unchanged."
+    ),
+    force: bool = FORCE_OPTION,
     threads: Optional[int] = typer.Option(
         None, "--threads", help="Threads privatizing batches (default: the available cores). The output for a "
         "--seed does not depend on it."
@@ -418,15 +526,19 @@ def privatize(
     memory: str = typer.Option(
         "256MB", "--memory", help="Memory budget for the batches in flight (e.g. 256MB, 2GB); sets the batch size."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes on stderr."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary of the run instead of a line."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no notes and no summary line; warnings "
+                               "are still shown."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by _WithMechanismOptions, never mutated
 ) -> None:
     """Privatize every row of INPUT and write the privatized file plus its sidecar (OUTPUT.ldp.json).
 
     The vectors are a list column (the only one, or --column) or one numeric column per
-    coordinate (--columns, or all numeric columns). Rows with ‖x‖ > L are scaled onto the ball;
-    inside the ball each row is rounded without bias to the sphere, then randomized. The output is
-    unbiased for every row: averaging privatized rows estimates the mean of the raw ones.
+    coordinate (--columns, or all numeric columns). Rows with ‖x‖ > L are moved onto the bound, so
+    the release and every estimate from it are of the **clipped** rows: choose a public L that the
+    rows respect (a warning says when more than 1% were clipped; --fail-on-clip refuses). Inside
+    the ball each row is rounded without bias to the sphere, then randomized. The output is
+    unbiased for every row: averaging privatized rows estimates the mean of the (clipped) raw ones.
     """
     with _errors():
         from ldpcli.pipeline import privatize_file
@@ -436,32 +548,43 @@ def privatize(
             result = privatize_file(
                 input, output, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,
                 options=options, threads=threads, memory=_bytes(memory, "--memory"),
-                column=column, columns=_split(columns) or None, keep=_split(keep), seed=seed, overwrite=overwrite,
-                on_start=on_start, on_rows=on_rows,
+                column=column, columns=_split(columns) or None, keep=_split(keep), keep_unsafe=keep_unsafe,
+                seed=seed, overwrite=overwrite, force=force, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid,
+                dtype=dtype, on_start=on_start, on_rows=on_rows,
             )
-    if not quiet:
-        if column is None and not columns:  # the layout was detected: say which columns became the vector
-            names = result.layout.columns
-            shown = ", ".join(repr(name) for name in names[:6]) + (", …" if len(names) > 6 else "")
-            plural = "s" if len(names) > 1 else ""
-            what = f"list column {shown}" if result.layout.kind == "list" else f"{len(names)} numeric column{plural} {shown}"
-            err.print(f"ldp: note: vectors from {what} (d = {result.d}); pass --column/--columns to choose", markup=False)
-        if result.n_clipped:
-            err.print(
-                f"ldp: note: {result.n_clipped} of {result.n} rows were outside the {result.mechanism.domain} of "
-                f"radius L = {_fmt(bound)} and were moved onto it (this count is shown here only, never stored)",
-                markup=False,
-            )
-        if result.reproducible:
-            err.print("ldp: note: seeded run: reproducible by anyone who knows the seed; do not release it", markup=False)
-    out.print(
-        f"wrote {result.output} ({result.n} rows, d = {result.d}, {result.mechanism.name}, "
-        f"ε = {_fmt(result.mechanism.epsilon)}) and {result.sidecar}",
-        markup=False,
-    )
+    if column is None and not columns:  # the layout was detected: say which columns became the vector
+        names = result.layout.columns
+        shown = ", ".join(repr(name) for name in names[:6]) + (", …" if len(names) > 6 else "")
+        plural = "s" if len(names) > 1 else ""
+        what = f"list column {shown}" if result.layout.kind == "list" else f"{len(names)} numeric column{plural} {shown}"
+        _note(f"vectors from {what} (d = {result.d}); pass --column/--columns to choose", quiet)
+    for text in result.warnings:
+        _warn(text)
+    if result.n_skipped:
+        first = ", ".join(str(row) for row in result.skipped_rows)
+        more = ", …" if result.n_skipped > len(result.skipped_rows) else ""
+        _warn(f"--skip-invalid: left out {result.n_skipped} invalid rows (rows {first}{more}, counting from 1); "
+              "this count is shown here only, never stored")
+    clipped = clip_warning(result.n_clipped, result.n, result.mechanism)
+    if clipped is not None:
+        text, loud = clipped
+        if loud:
+            _warn(text)
+        else:
+            _note(text, quiet)
+    if result.reproducible:
+        _warn("seeded run: reproducible by anyone who knows the seed; do not release it")
+    if as_json:
+        out.print(json.dumps(result.summary(), allow_nan=False), markup=False)
+    elif not quiet:
+        out.print(
+            f"wrote {result.output} ({result.n} rows, d = {result.d}, {result.mechanism.name}, "
+            f"ε = {_fmt(result.mechanism.epsilon)}) and {result.sidecar}",
+            markup=False,
+        )
 
 
-@app.command("estimate-mean")
+@app.command("estimate-mean", cls=_Command)
 def estimate_mean_cmd(
     privatized: list[Path] = typer.Argument(
         ..., help="File(s) written by `ldp privatize`; several files are the shards of one job.", show_default=False,
@@ -475,7 +598,7 @@ def estimate_mean_cmd(
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
     where: Optional[list[str]] = typer.Option(
-        None, "--where", help="Keep only rows whose kept column satisfies COLUMN OP VALUE (OP: == != < <= > >=) or "
+        None, "--where", metavar="COND", help="Keep only rows whose kept column satisfies COLUMN OP VALUE (OP: == != < <= > >=) or "
         "COLUMN in (V1, V2); repeat to require several. Kept columns are public, so any subset is again unbiased."
     ),
     group_by: Optional[str] = typer.Option(
@@ -485,7 +608,10 @@ def estimate_mean_cmd(
         True, "--verify/--no-verify", help="Check each file's row count and SHA-256 against its sidecar (default). "
         "--no-verify accepts a file filtered or re-encoded after privatization; the estimate is then marked unverified."
     ),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar on stderr."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Print nothing but the result (no progress bar, notes or 'wrote' line); with -o, "
+        "print nothing."
+    ),
 ) -> None:
     """Estimate the mean of the raw rows from privatized rows alone, with error bars.
 
@@ -498,10 +624,9 @@ def estimate_mean_cmd(
         from ldpcli.estimate import estimate_group_means, estimate_mean, save_group_means, save_mean
 
         if not verify:
-            err.print(
-                "ldp: warning: --no-verify: the files are not checked against their sidecars' row counts and "
-                "SHA-256; the estimate is only as sound as the claim that they hold privatized rows of that release",
-                markup=False,
+            _note(
+                "--no-verify: the files are not checked against their sidecars' row counts and SHA-256; the "
+                "estimate is only as sound as the claim that they hold privatized rows of that release", quiet,
             )
         with _progress("reading", quiet) as (_, on_rows):
             if group_by is not None:
@@ -519,6 +644,8 @@ def estimate_mean_cmd(
                 save_group_means(groups, output, overwrite=overwrite)
             else:
                 save_mean(est, output, overwrite=overwrite)
+    if quiet and output is not None:
+        return  # -o with -q: the file is the result
     if group_by is not None:
         _print_groups(groups, as_json)
         if output is not None and not as_json:
@@ -527,14 +654,26 @@ def estimate_mean_cmd(
     if as_json:
         out.print(json.dumps(est.to_dict(), allow_nan=False), markup=False)
         return
-    summary = Table(title="Mean estimate", show_header=False, title_justify="left")
+    _print_mean(est)
+    if output is not None:
+        out.print(f"wrote {output}", markup=False)
+
+
+def _print_mean(est: Any) -> None:
+    """The human tables of one mean estimate, and a one-line reading of its error against its size."""
+    summary = Table(title="Mean estimate" + ("" if est.verified else " (UNVERIFIED: read with --no-verify)"),
+                    show_header=False, title_justify="left")
     summary.add_column("quantity", style="bold")
     summary.add_column("value", justify="right")
-    summary.add_row("rows n", str(est.n))
-    summary.add_row("dimension d", str(est.d))
-    summary.add_row("mechanism", f"{est.mechanism}, ε = {_fmt(est.epsilon)}")
-    summary.add_row("expected squared error", _fmt(est.expected_error))
-    summary.add_row("RMS ℓ2 error", _fmt(est.rms_error))
+    summary.add_column("meaning")
+    summary.add_row("rows n", str(est.n), "privatized rows averaged")
+    summary.add_row("dimension d", str(est.d), "")
+    summary.add_row("mechanism", f"{est.mechanism}, ε = {_fmt(est.epsilon)}", "from the sidecar")
+    if est.norm_bound is not None:
+        summary.add_row("norm bound L", _fmt(est.norm_bound), "rows were clipped to it: this is the mean of the clipped rows")
+    summary.add_row("‖mean‖", _fmt(est.mean_norm), "ℓ2 norm of the estimate (noise inflates it slightly)")
+    summary.add_row("expected squared error", _fmt(est.expected_error), "E‖mean − true mean‖², guaranteed (max error / n)")
+    summary.add_row("RMS ℓ2 error", _fmt(est.rms_error), "its square root")
     out.print(summary)
     shown = min(est.d, 10)
     coords = Table(title=f"coordinates (first {shown} of {est.d})" if shown < est.d else "coordinates", title_justify="left")
@@ -551,8 +690,18 @@ def estimate_mean_cmd(
     out.print(coords)
     if shown < est.d:
         out.print("Use --json or -o FILE for every coordinate.", markup=False)
-    if output is not None:
-        out.print(f"wrote {output}", markup=False)
+    out.print(_reading(est), markup=False)
+
+
+def _reading(est: Any) -> str:
+    """'RMS error 0.125 on a mean of norm 0.62: …', with what to do when the error dominates."""
+    rms, size = est.rms_error, est.mean_norm
+    text = f"Reading: RMS ℓ2 error {_fmt(rms)} (guaranteed) on a mean of norm {_fmt(size)}"
+    if est.norm_bound is not None:
+        text += f" (rows bounded by L = {_fmt(est.norm_bound)})"
+    if size == 0.0 or rms >= size:
+        return text + ": the error is as large as the mean itself; use more rows (error ∝ 1/√n) or a larger ε."
+    return text + f": the estimate is within about {rms / size:.0%} of the mean's norm."
 
 
 def _print_groups(groups: Any, as_json: bool) -> None:
@@ -574,7 +723,7 @@ def _print_groups(groups: Any, as_json: bool) -> None:
     out.print("Use --json or -o FILE.json for every coordinate and the intervals.", markup=False)
 
 
-@app.command("audit")
+@app.command("audit", cls=_Command)
 @_WithMechanismOptions
 def audit(
     mechanism: str = typer.Option(..., "--mechanism", "-m", help=""),
@@ -596,6 +745,7 @@ def audit(
         from ldpcli.audit import audit as run_audit
 
         check_count(trials, "--trials", minimum=MIN_TRIALS)
+        _warn(check_epsilon(eps, force=True))
         mech = MechanismSpec(mechanism, eps, calibration, _bound(norm_bound, r_max), options).calibrate(d)
         result = run_audit(mech, trials=trials, seed=seed)
     if as_json:

@@ -11,6 +11,7 @@ has smaller error.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ldpcli.errors import LdpError
@@ -48,7 +49,14 @@ def compare_mechanisms(d: int, epsilon: float, *, norm_bound: float = 1.0, delta
 
 
 def recommendation(rows: list[dict[str, Any]]) -> str:
-    """A one-line recommendation from a comparison: the pure ε-LDP mechanism of least error."""
+    """A recommendation computed from the comparison's errors, not from a rule of thumb.
+
+    The pure ε-LDP mechanism of least worst-case error over the ℓ2 ball, then the factor by which
+    each other pure ℓ2 mechanism loses to it (so "separated for gradients" is judged by its number at
+    this (d, ε): every mechanism here is unbiased for every row in the ball, magnitudes included).
+    For data bounded per coordinate by L, the ℓ2 mechanisms need the ball of radius L√d that
+    contains the box, whose error is d times larger; the best ℓ∞-box mechanism is compared with that.
+    """
     pure = [row for row in rows if "ratio_to_optimal" in row and not row["baseline"]]
     best = pure[0]
     line = f"Recommended: {best['mechanism']} (worst-case error {best['expected_error_max']:.6g}"
@@ -56,7 +64,18 @@ def recommendation(rows: list[dict[str, Any]]) -> str:
         line += "; no unbiased ε-LDP mechanism on the sphere does better, Asi et al. 2022 Thm 2)"
     else:
         line += f", {best['ratio_to_optimal']:.4g}× optimal PrivUnit2)"
-    others = [row for row in pure[1:] if row["mechanism"] in ("privunit-inf", "separated")]
+    box = [row for row in pure if row.get("domain") == "linf-box"]
+    ball = [row for row in pure if row.get("domain") == "l2-ball"]
+    others = [f"{row['mechanism']} {row['expected_error_max'] / best['expected_error_max']:.4g}×"
+              for row in ball if row is not best]
     if others:
-        line += ". Use privunit-inf for ℓ∞-bounded data, separated when magnitudes matter (gradients)."
+        line += f". The other ℓ2 mechanisms have more error here: {', '.join(others)}."
+    if box and ball:
+        d = best["d"]
+        ratio = box[0]["expected_error_max"] / (d * ball[0]["expected_error_max"])
+        verdict = "use it" if ratio < 1 else f"use {ball[0]['mechanism']} with --norm-bound L√d instead"
+        line += (
+            f" For data with every |coordinate| ≤ L, {box[0]['mechanism']} has {ratio:.6g}× the error of "
+            f"{ball[0]['mechanism']} on the ball of radius L√d = {math.sqrt(d):.4g}·L that contains the box: {verdict}."
+        )
     return line

@@ -26,11 +26,21 @@ from queue import Queue
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+import pyarrow as pa
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import DataError, UsageError
 from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_format, open_vectors
+from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.randomness import block_generators, input_key, key_block_rows, root_seed
+from ldpcli.safety import (
+    baseline_warning,
+    check_clip_fraction,
+    check_clipping,
+    check_epsilon,
+    near_exact_warning,
+    unprivatized_warning,
+)
 from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
 
 #: Default memory budget (bytes) for the batches in flight, shared by all threads.
@@ -62,6 +72,37 @@ class PrivatizeResult:
     #: Rows whose norm exceeded the bound and were scaled onto it. A statistic of the raw data:
     #: shown to the person running the command, never written to the sidecar.
     n_clipped: int
+    #: The sentences recorded in the sidecar's ``release.warnings`` (ε forced out of range, a
+    #: baseline, a near-exact release, kept columns released unprivatized), to show on stderr.
+    warnings: tuple[str, ...] = ()
+    #: The type the vectors were written as (``"float32"`` or ``"float64"``).
+    dtype: str = "float64"
+    #: With ``skip_invalid``: rows left out, and the first of their row numbers (counting from 1).
+    #: Like ``n_clipped``, shown to the person running the command and never stored.
+    n_skipped: int = 0
+    skipped_rows: tuple[int, ...] = ()
+
+    def summary(self) -> dict[str, Any]:
+        """What ``ldp privatize --json`` prints: the outputs, the public description, and the
+        counts for the operator (``n_clipped``, ``n_skipped``: statistics of the raw data, kept out
+        of the sidecar; do not publish them)."""
+        mech = self.mechanism
+        return {
+            "output": str(self.output),
+            "sidecar": str(self.sidecar),
+            "n": self.n,
+            "d": self.d,
+            "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
+                          "expected_error_max": mech.expected_error_max},
+            "expected_error_mean": mech.expected_error_mean(self.n),
+            "layout": self.layout.to_dict(),
+            "unprivatized_columns": list(self.layout.keep),
+            "dtype": self.dtype,
+            "reproducible": self.reproducible,
+            "warnings": list(self.warnings),
+            "n_clipped": self.n_clipped,
+            "n_skipped": self.n_skipped,
+        }
 
 
 def default_output_path(input_path: str | os.PathLike[str]) -> Path:
@@ -82,23 +123,45 @@ def privatize_file(
     column: str | None = None,
     columns: Sequence[str] | None = None,
     keep: Sequence[str] = (),
+    keep_unsafe: bool = False,
     seed: int | None = None,
     overwrite: bool = False,
+    force: bool = False,
+    fail_on_clip: float | None = None,
+    skip_invalid: bool = False,
     threads: int | None = None,
     memory: int = DEFAULT_MEMORY,
     batch_rows: int | None = None,
     on_rows: Callable[[int], None] | None = None,
     on_start: Callable[[int | None], None] | None = None,
+    dtype: str | None = None,
+    warnings: Sequence[str] = (),
 ) -> PrivatizeResult:
     """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar.
 
     ``options`` are the mechanism's own calibration options (``Mechanism.options``, e.g. ``k``,
     ``delta``). ``threads`` (default: the available cores) privatize batches in parallel;
     ``memory`` bytes bound the batches in flight (``batch_rows`` overrides the batch size). ``on_start`` receives the number of rows when known (progress bars); ``on_rows``
-    the size of each finished batch. Raises ``UsageError`` / ``DataError`` with one-line messages; on any
-    failure no output or sidecar is left behind.
+    the size of each finished batch. ``keep`` columns are copied unprivatized (free-text ones only
+    with ``keep_unsafe``, :func:`ldpcli.io.open_vectors`). ε outside [0.01, 10⁴] needs ``force``
+    (:func:`ldpcli.safety.check_epsilon`). ``fail_on_clip``: a fraction of the rows; when more
+    rows than that lie outside the bound, a DataError and nothing is written. ``skip_invalid``:
+    rows with a missing, NaN/inf or wrong-length vector are left out instead of failing (each
+    kept row's noise stays the one of its position). ``dtype`` (``"float32"`` or ``"float64"``) is the type the
+    vectors are written as; by default the input's own: float32 for float32 (or float16) Parquet
+    vectors, float64 for float64, integer or decimal ones and for CSV input. Rounding the
+    privatized float64 values to float32 is post-processing, so the privacy guarantee is unchanged;
+    the sidecar records it as ``data.dtype``. ``warnings`` (sentences) are recorded in the
+    sidecar's ``release.warnings``, with the reason a baseline mechanism is not for release
+    (:func:`ldpcli.sidecar.baseline_warning`); its ``release.unprivatized_columns`` are ``keep``.
+    Raises ``UsageError`` / ``DataError`` with one-line messages (``--dtype`` other than float32 or
+    float64 is a UsageError); on any failure no output or sidecar is left behind.
     """
     spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
+    forced = check_epsilon(spec.epsilon, force=force)
+    clip_limit = check_clip_fraction(fail_on_clip)
+    if dtype is not None:
+        check_dtype(dtype)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise UsageError("--seed must be a non-negative integer")
     threads = available_cores() if threads is None else threads
@@ -132,22 +195,28 @@ def privatize_file(
     workers = min(threads, _BATCHES_PER_BUDGET - 2)
     with open_vectors(
         source, column=column, columns=columns, keep=keep, batch_rows=batch_rows, memory_bytes=per_batch,
-        writable=False, granule=key_block_rows,
+        writable=False, granule=key_block_rows, keep_unsafe=keep_unsafe, skip_invalid=skip_invalid,
     ) as reader:
         mech = spec.calibrate(reader.layout.d)
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
+        notes = [forced, baseline_warning(mech), near_exact_warning(mech), unprivatized_warning(reader.layout.keep)]
+        recorded = tuple(dict.fromkeys(text for text in (*notes, *warnings) if text))
         key = input_key(source, reader.layout.columns, spec) if seed is not None else ()
         if on_start is not None:
             on_start(reader.num_rows)
         with AtomicVectorWriter(
-            target, reader.layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite
+            target, reader.layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite,
+            dtype=dtype, like=reader,
         ) as writer:
             n, n_clipped = _run(reader, writer, _Privatizer(mech, root, key, reader.precision), workers, on_rows)
+            if n == 0:
+                raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
+            check_clipping(n_clipped, n, clip_limit, os.fspath(source))
             try:
                 writer.commit()
                 content = build_sidecar(
                     mech, n=n, layout=reader.layout, data_path=target, sha256=writer.sha256,
-                    reproducible=seed is not None,
+                    reproducible=seed is not None, dtype=writer.dtype, warnings=recorded,
                 )
                 write_sidecar(side, content, overwrite=overwrite)
             except BaseException:
@@ -158,7 +227,8 @@ def privatize_file(
                 raise
     return PrivatizeResult(
         output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, layout=reader.layout,
-        reproducible=seed is not None, n_clipped=n_clipped,
+        reproducible=seed is not None, n_clipped=n_clipped, warnings=recorded, dtype=writer.dtype,
+        n_skipped=reader.skipped, skipped_rows=tuple(reader.skipped_rows),
     )
 
 
@@ -199,20 +269,24 @@ def _run(
     """
     counts = [0, 0]  # rows, clipped rows
 
-    def write(result: tuple[np.ndarray, int], keep: Any) -> None:
+    def write(result: tuple[np.ndarray, int], keep: Any, valid: np.ndarray | None) -> None:
         values, clipped = result
+        rows = values.shape[0]
+        if valid is not None:  # --skip-invalid: privatized by position, then the invalid rows left out
+            values = values[valid]
+            keep = None if keep is None else keep.filter(pa.array(valid))
         writer.write(values, keep)
         counts[0] += values.shape[0]
         counts[1] += clipped
         if on_rows is not None:
-            on_rows(values.shape[0])
+            on_rows(rows)
 
     if threads == 1:
         for batch in reader:
-            write(privatize(batch.values, batch.first_row), batch.keep)
+            write(privatize(batch.values, batch.first_row), batch.keep, batch.valid)
         return counts[0], counts[1]
 
-    queue: Queue[tuple[Future[tuple[np.ndarray, int]], Any] | None] = Queue(maxsize=threads)
+    queue: Queue[tuple[Future[tuple[np.ndarray, int]], Any, np.ndarray | None] | None] = Queue(maxsize=threads)
     stop = threading.Event()  # set by the reader on failure or interrupt: discard what is queued
     failure: list[BaseException] = []
 
@@ -221,7 +295,7 @@ def _run(
             if stop.is_set() or failure:
                 continue  # keep taking items so that the reader never blocks on a full queue
             try:
-                write(item[0].result(), item[1])
+                write(item[0].result(), item[1], item[2])
             except BaseException as exc:  # re-raised by the reader below
                 failure.append(exc)
 
@@ -232,7 +306,7 @@ def _run(
         for batch in reader:
             if failure:
                 break
-            queue.put((pool.submit(privatize, batch.values, batch.first_row), batch.keep))
+            queue.put((pool.submit(privatize, batch.values, batch.first_row), batch.keep, batch.valid))
     except BaseException:
         stop.set()
         raise

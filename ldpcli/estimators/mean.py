@@ -41,6 +41,13 @@ class MeanEstimate:
     #: False when the files were read with ``verify=False`` (filtered or re-encoded after
     #: privatization): the sidecars' n and SHA-256 could not bind them to the release.
     verified: bool = True
+    #: The public bound L the rows were privatized under (every estimate is of rows clipped to it).
+    norm_bound: float | None = None
+
+    @property
+    def mean_norm(self) -> float:
+        """‖mean‖₂ of the estimate: the scale against which its error is read."""
+        return float(np.linalg.norm(self.mean))
 
     @property
     def rms_error(self) -> float:
@@ -65,6 +72,8 @@ class MeanEstimate:
             "upper": listed(self.upper),
             "mechanism": self.mechanism,
             "epsilon": self.epsilon,
+            "norm_bound": self.norm_bound,
+            "mean_norm": self.mean_norm,
             "files": [str(p) for p in self.files],
             "sidecars": [str(p) for p in self.sidecars],
             "verified": self.verified,
@@ -102,5 +111,5 @@ class MeanEstimator:
         return MeanEstimate(
             mean=self.moments.mean, n=n, d=self.d, expected_error=mechanism.expected_error_mean(n),
             std_error=std_error, confidence=self.confidence, lower=lower, upper=upper,
-            mechanism=mechanism.name, epsilon=mechanism.epsilon,
+            mechanism=mechanism.name, epsilon=mechanism.epsilon, norm_bound=mechanism.norm_bound,
         )

@@ -139,8 +139,8 @@ def test_per_column_round_trip(tmp_path: Path, suffix: str) -> None:
 
 def test_all_numeric_columns_are_the_default_layout(tmp_path: Path) -> None:
     src = tmp_path / "c.csv"
-    pacsv.write_csv(pa.table({"a": [0.1, 0.2], "b": [0.3, -0.1], "name": ["x", "y"]}), src)
-    res = ldp("privatize", src, "--eps", 1, "--keep", "name")
+    pacsv.write_csv(pa.table({"a": [0.1, 0.2], "b": [0.3, -0.1], "tag": ["x", "y"]}), src)
+    res = ldp("privatize", src, "--eps", 1, "--keep", "tag")
     assert res.exit_code == 0, res.stderr
     assert json.loads((tmp_path / "c.privatized.csv.ldp.json").read_text())["data"]["layout"]["columns"] == ["a", "b"]
 

@@ -1,0 +1,154 @@
+"""The checks that stand between a user and an unsafe or wrong release.
+
+Each function returns the sentence to show (or raises), so the file pipeline, the array API and the
+CLI say the same thing in the same words:
+
+- :func:`check_epsilon`: ε outside the range where ldp's guarantees are computed and tested
+  ([0.01, 10⁴]) is refused unless forced; at ε = 10⁶ PrivUnit2 writes the data back almost exactly.
+- :func:`near_exact_warning`: a release whose rows are each within a small RMS distance of the raw
+  rows publishes the data, whatever ε is called; the level is computed from the mechanism's own
+  worst-case error, not from a rule of thumb.
+- :func:`clip_warning` / :func:`check_clipping`: rows outside the public bound are moved onto it,
+  so every estimate is of the clipped rows; past a small fraction this is said loudly, and
+  pipelines can refuse it (``--fail-on-clip``). The count is a statistic of the raw data: it is
+  shown to the person who ran the job and never stored.
+- :func:`baseline_warning`: the two baselines are not for release (Gaussian is (ε, δ)-DP; Laplace
+  adds floating-point noise to the data's own doubles, which is not DP bit for bit, Mironov 2012).
+- :func:`unprivatized_warning`: kept columns are copied as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ldpcli.errors import DataError, LdpError, UsageError
+from ldpcli.mechanisms.base import Mechanism
+
+#: The range of ε over which every quantity ldp reports is computed and tested.
+EPSILON_MIN = 0.01
+EPSILON_MAX = 1e4
+#: A release is "essentially exact" when each row's RMS error is at most this fraction of L.
+NEAR_EXACT_RELATIVE_RMS = 0.1
+#: Clipping more than this fraction of the rows is reported as a warning, not a note.
+CLIP_WARN_FRACTION = 0.01
+
+
+def check_epsilon(epsilon: float, *, force: bool = False, name: str = "--eps") -> str | None:
+    """Refuse ε outside [0.01, 10⁴] with a :class:`UsageError`, unless ``force``.
+
+    With ``force`` an out-of-range ε is allowed and the warning to show is returned; None when ε
+    is in range. ``name`` is how the caller calls the parameter (``--eps``, ``eps``).
+    """
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        return None  # not a privacy level at all: the mechanism's validation says so
+    if EPSILON_MIN <= epsilon <= EPSILON_MAX:
+        return None
+    where = "below" if epsilon < EPSILON_MIN else "above"
+    text = (
+        f"{name} = {epsilon:g} is {where} the supported range [{EPSILON_MIN:g}, {EPSILON_MAX:g}], where ldp's "
+        "guarantees are computed and tested"
+    )
+    if not force:
+        advice = "pass force=True" if not name.startswith("-") else "pass --force"
+        raise UsageError(f"{text}; choose ε in that range, or {advice} to use it anyway")
+    return text
+
+
+def relative_rms(mechanism: Mechanism) -> float:
+    """√(E‖Z − x‖²) / L for a row on the boundary (‖x‖ = L: a unit-normalised embedding with L = 1):
+    a released row's RMS distance from its raw row, in units of L.
+
+    The boundary error, not the worst case: the worst case of the sphere mechanisms is at x = 0,
+    where the unbiased rounding of the norm alone costs L², however large ε is.
+    """
+    return math.sqrt(mechanism.expected_error) / mechanism.norm_bound
+
+
+def near_exact_warning(mechanism: Mechanism) -> str | None:
+    """A warning when a row on the boundary is released within RMS 0.1·L of itself (None otherwise).
+
+    At that accuracy a single row reveals its input; ε-LDP still holds as stated, but the number
+    is large enough that the release publishes the data.
+    """
+    rms = relative_rms(mechanism)
+    if rms > NEAR_EXACT_RELATIVE_RMS:
+        return None
+    return (
+        f"at ε = {mechanism.epsilon:g} each released row is within RMS {rms:.3g}·L of its raw row "
+        f"({mechanism.name}, d = {mechanism.d}): the release essentially publishes the data; choose a smaller ε"
+    )
+
+
+def check_clip_fraction(fraction: float | None, name: str = "--fail-on-clip") -> float | None:
+    """``fraction`` as a float in [0, 1] (None: no limit); UsageError otherwise."""
+    if fraction is None:
+        return None
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
+        raise UsageError(f"{name} must be a fraction of the rows in [0, 1], got {fraction!r}")
+    return float(fraction)
+
+
+def clip_warning(n_clipped: int, n: int, mechanism: Mechanism) -> tuple[str, bool] | None:
+    """(the sentence about clipped rows, whether it is loud) or None when no row was clipped.
+
+    Loud above :data:`CLIP_WARN_FRACTION` of the rows: then the estimate of the mean is of the
+    clipped rows and can be far from the raw mean (gradients of norm 10–100 clipped to L = 1 give
+    a mean 40× too small, with tight error bars around it).
+    """
+    if n_clipped == 0:
+        return None
+    share = n_clipped / n
+    text = (
+        f"{n_clipped} of {n} rows were outside the {mechanism.domain} of radius L = {mechanism.norm_bound:g} and "
+        f"were moved onto it ({share:.1%} of the rows)"
+    )
+    if share <= CLIP_WARN_FRACTION:
+        return text + " (this count is shown here only, never stored)", False
+    return (
+        text + ": the release and every estimate from it are of the clipped rows, not of the raw ones. Choose "
+        "a public bound L that your rows respect (never one computed from the data); this count is shown here "
+        "only, never stored",
+        True,
+    )
+
+
+def check_clipping(n_clipped: int, n: int, limit: float | None, label: str, name: str = "--fail-on-clip") -> None:
+    """:class:`DataError` when more than ``limit`` of the rows were clipped (nothing is written then)."""
+    if limit is None or n == 0 or n_clipped <= limit * n:
+        return
+    raise DataError(
+        f"{label}: {n_clipped} of {n} rows ({n_clipped / n:.1%}) were outside the public bound, more than "
+        f"{name} {limit:g} allows; nothing was written. Choose a larger public bound L, or rescale the data"
+    )
+
+
+def baseline_warning(mechanism: Mechanism) -> str | None:
+    """Why a baseline mechanism's release is not for publication (None for the others), with its
+    worst-case error as a multiple of PrivUnit2's at the same (d, ε, L), computed, not assumed
+    (the Laplace baseline beats PrivUnit2 at d ≤ 2 and large ε)."""
+    if not type(mechanism).baseline:
+        return None
+    from ldpcli.mechanisms import PrivUnit2
+
+    delta = getattr(mechanism, "delta", None)
+    if delta is not None:
+        guarantee = f"(ε, δ)-DP with δ = {delta:g}, not pure ε-LDP"
+    else:
+        guarantee = "ε-LDP in exact arithmetic only"
+    guarantee += ", and it adds floating-point noise to the data's own doubles (Mironov 2012)"
+    text = f"{mechanism.name} is a baseline for comparison, not for release: it is {guarantee}"
+    try:
+        reference = PrivUnit2.calibrate(mechanism.d, mechanism.epsilon, norm_bound=mechanism.norm_bound)
+    except LdpError:
+        return text
+    ratio = mechanism.expected_error_max / reference.expected_error_max
+    return text + f"; its worst-case error is {ratio:.3g}× privunit2's at this (d, ε)"
+
+
+def unprivatized_warning(columns: Sequence[str]) -> str | None:
+    """The sentence listing the kept columns, which are released as they are."""
+    if not columns:
+        return None
+    names = ", ".join(repr(name) for name in columns)
+    return f"released unprivatized (--keep): {names}; keep only columns that are already public"
