@@ -265,3 +265,53 @@ def test_recommendation_is_computed_for_gradients_with_a_large_bound() -> None:
     assert f"separated {separated:.4g}×" in line
     shown = ldp("params", "--d", "500", "--eps", "4", "-L", "100", terminal_width=300).stdout
     assert f"separated {separated:.4g}×" in shown
+
+
+# --- item 9: invalid rows, CSV types; item 13: output dtype, through the command line ----------------
+
+
+def test_skip_invalid_leaves_out_bad_rows_and_names_them(tmp_path: Path) -> None:
+    src = tmp_path / "rows.csv"
+    src.write_text("id,a,b\n1,0.6,0.8\n2,nan,0.1\n3,,0.2\n4,0.0,1.0\n")
+    plain = ldp("privatize", src, "--eps", "2", "--columns", "a,b", "--keep", "id")
+    assert plain.exit_code == 1 and "(counting from 1)" in plain.stderr
+    res = ldp("privatize", src, "--eps", "2", "--columns", "a,b", "--keep", "id", "--skip-invalid", "-q",
+              "-o", tmp_path / "out.parquet")
+    assert res.exit_code == 0, res.stderr
+    assert "left out 2 invalid rows (rows 2, 3, counting from 1)" in res.stderr
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert table.column("id").to_pylist() == [1, 4]  # an integer id from CSV stays an integer
+    assert pa.types.is_integer(table.schema.field("id").type)
+    sidecar = (tmp_path / "out.parquet.ldp.json").read_text()
+    assert json.loads(sidecar)["data"]["n"] == 2 and "invalid" not in sidecar
+
+
+def test_dtype_option_and_its_default(tmp_path: Path) -> None:
+    rows = unit_rows(300, 16).astype(np.float32)
+    src = tmp_path / "emb.parquet"
+    pq.write_table(pa.table({"emb": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), 16)}), src)
+    assert ldp("privatize", src, "--eps", "4", "-q").exit_code == 0
+    default = pq.read_schema(tmp_path / "emb.privatized.parquet").field("emb").type
+    assert default.value_type == pa.float32()
+    res = ldp("privatize", src, "--eps", "4", "-q", "--dtype", "float64", "-o", tmp_path / "wide.parquet")
+    assert res.exit_code == 0
+    assert pq.read_schema(tmp_path / "wide.parquet").field("emb").type.value_type == pa.float64()
+    assert json.loads((tmp_path / "wide.parquet.ldp.json").read_text())["data"]["dtype"] == "float64"
+    bad = ldp("privatize", src, "--eps", "4", "--dtype", "float16", "-o", tmp_path / "bad.parquet")
+    assert bad.exit_code == 2 and "--dtype must be float32 or float64" in bad.stderr
+
+
+def test_digits_csv_is_refused_with_the_command_that_fixes_it(tmp_path: Path) -> None:
+    import shutil
+
+    src = tmp_path / "digits_unit.csv"
+    shutil.copy(Path(__file__).parents[2] / "examples" / "digits_unit.csv", src)
+    res = ldp("privatize", src, "--eps", "4")
+    assert res.exit_code == 2 and "--keep id,label" in res.stderr
+    fixed = ldp("privatize", src, "--eps", "4", "--keep", "id,label", "-q")
+    assert fixed.exit_code == 0
+    sidecar = json.loads((tmp_path / "digits_unit.privatized.csv.ldp.json").read_text())
+    assert sidecar["data"]["d"] == 64
+    assert "outside" not in fixed.stderr  # unit rows: nothing clipped once id and label are out
+    by_range = ldp("privatize", src, "--eps", "4", "--columns", "p00:p63", "-q", "--overwrite")
+    assert by_range.exit_code == 0
