@@ -734,20 +734,29 @@ def audit(
     r_max: Optional[float] = R_MAX_OPTION,
     trials: int = typer.Option(20_000, "--trials", help="Privatized copies of each fixed input."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for a reproducible audit. Default: OS entropy."),
+    lower_bound_trials: Optional[int] = typer.Option(
+        None, "--lower-bound-trials",
+        help="Privatized copies of each input of the privacy lower bound (half choose the event, half measure "
+             "it). Default: 20000, fewer above d = 2500 (at most 5e7 values per input, at least 100).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by _WithMechanismOptions, never mutated
 ) -> None:
-    """Check a mechanism's claims: its exact ε by a second, independent route, and by simulation
-    that its outputs are unbiased and its errors are the ones it reports. Exit 1 if any check fails.
+    """Check a mechanism's claims: its exact ε by a second, independent route; by simulation that its
+    outputs are unbiased, that its errors are the ones it reports and that the outputs follow their
+    exact law; and that no event seen in samples shows more privacy loss than ε (a lower bound).
+    Exit 1 if any check fails. An honest mechanism fails with probability at most 1e-3.
     """
     with _errors():
         from ldpcli.audit import MIN_TRIALS
         from ldpcli.audit import audit as run_audit
 
         check_count(trials, "--trials", minimum=MIN_TRIALS)
+        if lower_bound_trials is not None:
+            check_count(lower_bound_trials, "--lower-bound-trials", minimum=MIN_TRIALS)
         _warn(check_epsilon(eps, force=True))
         mech = MechanismSpec(mechanism, eps, calibration, _bound(norm_bound, r_max), options).calibrate(d)
-        result = run_audit(mech, trials=trials, seed=seed)
+        result = run_audit(mech, trials=trials, seed=seed, lower_bound_trials=lower_bound_trials)
     if as_json:
         out.print(json.dumps(result.to_dict(), allow_nan=False, default=float), markup=False)
     else:
@@ -762,7 +771,8 @@ def audit(
         privacy.add_row("route", result.privacy_route)
         privacy.add_row("agrees", "yes" if result.privacy_ok else "NO")
         out.print(privacy)
-        stats = Table(title=f"Statistics (family α = {result.to_dict()['family_alpha']}, Bonferroni)", title_justify="left")
+        alphas = result.to_dict()["family_alpha"]
+        stats = Table(title=f"Statistics (family α = {alphas['statistics']:g}, Bonferroni)", title_justify="left")
         for name in ("input", "trials", "max |z| (mean)", "E‖Z − x‖² observed", "claimed", "z (error)", "verdict"):
             stats.add_column(name, justify="left" if name == "input" else "right")
         for check in result.inputs:
@@ -773,8 +783,218 @@ def audit(
                 "ok" if ok else "FAILED",
             )
         out.print(stats)
+        if result.law_unavailable is not None:
+            out.print(f"Law of the output: not tested ({result.law_unavailable}).", markup=False)
+        else:
+            law = Table(title=f"Law of the output (family α = {alphas['law_tests']:g}, Bonferroni)", title_justify="left")
+            for name in ("input", "test", "statistic", "p-value", "threshold", "verdict"):
+                law.add_column(name, justify="left" if name in ("input", "test") else "right")
+            for law_check in result.law:
+                verdict = "skipped" if law_check.skipped else ("ok" if law_check.passed else "FAILED")
+                law.add_row(
+                    law_check.input, law_check.test, "—" if law_check.skipped else f"{law_check.statistic:.4g}",
+                    "—" if law_check.skipped else f"{law_check.p_value:.3g}", f"{law_check.threshold:.2g}", verdict,
+                )
+            out.print(law)
+            for law_check in result.law:
+                if law_check.skipped:
+                    out.print(f"  {law_check.input}: {law_check.test}: {law_check.note}", markup=False)
+        bound = result.lower_bound
+        if bound is not None:
+            verdict = "ok" if result.lower_bound_ok else "FAILED: above ε exact"
+            out.print(
+                f"Privacy lower bound: ε_lb = {bound.epsilon:.4f} at confidence {bound.confidence:g} "
+                f"({bound.trials} trials per input) against ε exact = {mech.epsilon_exact!r}: {verdict}",
+                markup=False,
+            )
+            out.print(f"  event: {bound.event}", markup=False)
+        out.print(f"False-failure budget: {alphas['total']:g} = statistics {alphas['statistics']:g} + law "
+                  f"{alphas['law_tests']:g} + lower bound {alphas['lower_bound']:g}", markup=False)
     if not result.passed:
         raise typer.Exit(1)
+
+
+def _print_sweep(rows: list[dict[str, Any]]) -> None:
+    """The human table of ``ldp sweep``: one line per mechanism × d × ε × n (every column: --json or -o)."""
+    simulated = any(row["empirical_error"] is not None for row in rows)
+    boundary = simulated and {row["inputs"] for row in rows} != {"data"}
+    bounds = "/".join(_fmt(bound) for bound in sorted({row["norm_bound"] for row in rows}))
+    table = Table(title=f"Error of the mean E‖mean − true mean‖², predicted worst case (expected_error_max / n), "
+                  f"L = {bounds}", title_justify="left")
+    headers = ["mechanism", "d", "ε", "n", "predicted", "× privunit2"]
+    headers += (["boundary"] if boundary else []) + (["simulated ± 95%"] if simulated else [])
+    baselines = {row["mechanism"]: row for row in rows if row["baseline"]}
+    lines: list[tuple[list[str], str]] = []
+    for row in rows:
+        cells = [row["mechanism"], str(row["d"]), f"{row['epsilon']:.4g}", str(row["n"])]
+        if row["error"] is not None:
+            lines.append((cells + ["—"] * (len(headers) - 4), f"not available: {row['error']}"))
+            continue
+        cells += [f"{row['expected_error_mean']:.4g}",
+                  "—" if row["ratio_to_privunit2"] is None else f"{row['ratio_to_privunit2']:.4g}"]
+        if boundary:
+            cells.append(f"{row['expected_error_mean_boundary']:.4g}")
+        if simulated:
+            low, high = row["empirical_lower"], row["empirical_upper"]
+            cells.append("—" if row["empirical_error"] is None else
+                         f"{row['empirical_error']:.3g} ± {(high - low) / 2:.2g}")
+        if row["guarantee"] != "ε-LDP":
+            cells[0] += " (ε,δ)"
+        lines.append((cells, ""))
+    for k, name in enumerate(headers):  # the grid's own columns are never cut short
+        width = max([len(name)] + [len(cells[k]) for cells, _ in lines]) if k < 4 else None
+        table.add_column(name, justify="left" if k == 0 else "right", no_wrap=True, min_width=width)
+    noted = any(note for _, note in lines)
+    if noted:
+        table.add_column("note", overflow="fold")
+    for cells, note in lines:
+        table.add_row(*cells, *([note] if noted else []))
+    out.print(table)
+    if baselines:
+        said = [f"{name} ({row['guarantee']} with δ = {row['delta']:.3g})" if row["delta"] is not None else name
+                for name, row in baselines.items()]
+        out.print(f"Baselines for comparison, not for release: {', '.join(said)}.", markup=False)
+    if simulated:
+        out.print(
+            "Simulated: the mean of ‖mean − true mean‖² over the --empirical trials, for "
+            + ("inputs on the boundary of each domain: it estimates the boundary column (expected_error / n)."
+               if boundary else "the rows of --data (clipped to L): at most the predicted worst case."),
+            markup=False,
+        )
+
+
+@app.command("sweep", cls=_Command)
+def sweep(
+    eps: str = typer.Option(
+        ..., "--eps", "--epsilon", metavar="GRID", help="Privacy levels: a range such as 0.5:16 (--points log-spaced "
+        "values, ends included), 0.5:16:20 (20 values) or a list 1,2,4. Outside [0.01, 10⁴] is a warning."
+    ),
+    d: Optional[str] = typer.Option(
+        None, "--d", metavar="GRID", help="Dimensions, as --eps (ranges are rounded to integers), e.g. 384 or "
+        "64,384,1024. Not with --data, whose d is used."
+    ),
+    n: Optional[str] = typer.Option(
+        None, "--n", metavar="GRID", help="Rows averaged, as --d, e.g. 10000 or 1000:1000000. Not with --data, "
+        "whose row count is used."
+    ),
+    mechanism: Optional[list[str]] = typer.Option(
+        None, "--mechanism", "-m", metavar="NAME", help="A vector mechanism to include; repeat for several. Default: "
+        "all of them."
+    ),
+    points: int = typer.Option(12, "--points", help="Values of each range A:B."),
+    norm_bound: Optional[float] = NORM_OPTION,
+    r_max: Optional[float] = R_MAX_OPTION,
+    delta: Optional[float] = typer.Option(
+        None, "--delta", help="δ of the gaussian baseline, which is (ε, δ)-DP, not ε-LDP (default 1e-6)."
+    ),
+    empirical: Optional[int] = typer.Option(
+        None, "--empirical", metavar="TRIALS", help="Also simulate: TRIALS times privatize n rows on the boundary "
+        "and measure ‖mean − true mean‖²; adds its mean and 95% interval."
+    ),
+    data: Optional[Path] = typer.Option(
+        None, "--data", metavar="FILE", help="Simulate with the rows of this .parquet or .csv file (clipped to L) "
+        "instead of boundary inputs; d and n are the file's. Needs --empirical."
+    ),
+    column: Optional[str] = typer.Option(None, "--column", help="With --data: the list column holding the vectors."),
+    columns: Optional[str] = typer.Option(
+        None, "--columns", metavar="COLUMNS", help="With --data: the numeric columns, one per coordinate, as for "
+        "`ldp privatize`."
+    ),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the simulation. Default: OS entropy."),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="Threads simulating grid points (default: the available cores); the table does "
+        "not depend on it."
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write the table: .csv, .parquet or .json (by extension)."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
+    as_json: bool = typer.Option(False, "--json", help="Print the table as a JSON list of rows."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no 'wrote' line."),
+) -> None:
+    """Tabulate the error of the mean over a grid of mechanisms × d × ε × n, to choose ε and a mechanism.
+
+    One row per grid point: the predicted E‖mean − true mean‖² of n privatized rows (worst case
+    expected_error_max / n and on the boundary expected_error / n), its ratio to optimal
+    PrivUnit2, and with --empirical the simulated error with a 95% interval. A mechanism that
+    cannot be calibrated at a point gets a row with an error. Draw the table with `ldp plot`.
+    """
+    with _errors():
+        from ldpcli.sweep import save_sweep, to_json
+        from ldpcli.sweep import sweep as run_sweep
+
+        with _progress("simulating", quiet or empirical is None) as (on_start, on_rows):
+            rows = run_sweep(
+                d, eps, n, mechanisms=mechanism, norm_bound=_bound(norm_bound, r_max), delta=delta, points=points,
+                empirical=empirical, data=data, column=column, columns=_split(columns) or None, seed=seed,
+                threads=threads, on_start=on_start, on_rows=on_rows, on_warning=_warn,
+            )
+        if output is not None:
+            save_sweep(rows, output, overwrite=overwrite)
+    if as_json:
+        out.print(to_json(rows), markup=False)
+    elif output is None:
+        _print_sweep(rows)
+    if output is not None and not as_json and not quiet:
+        failed = sum(row["error"] is not None for row in rows)
+        extra = f", {failed} with an error" if failed else ""
+        out.print(f"wrote {output} ({len(rows)} rows{extra})", markup=False)
+
+
+@app.command("plot", cls=_Command)
+def plot(
+    table: Path = typer.Argument(
+        ..., help="A table written by `ldp sweep -o` (.csv, .parquet or .json).", show_default=False, metavar="SWEEP"
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="The figure: .png, .svg or .pdf (needs matplotlib: pip install 'ldp[plot]')."
+    ),
+    x: str = typer.Option("eps", "--x", metavar="eps|d|n", help="The variable along the x axis."),
+    d: Optional[int] = typer.Option(
+        None, "--d", help="Draw the rows at this d when the table has several (default: the middle value)."
+    ),
+    eps: Optional[float] = typer.Option(
+        None, "--eps", "--epsilon", help="Draw the rows at this ε (with --x d or n; default: the middle value)."
+    ),
+    n: Optional[int] = typer.Option(
+        None, "--n", help="Draw the rows at this n when the table has several (default: the middle value)."
+    ),
+    mechanism: Optional[list[str]] = typer.Option(
+        None, "--mechanism", "-m", metavar="NAME", help="Draw only this mechanism; repeat for several. Default: every "
+        "one."
+    ),
+    terminal: bool = typer.Option(
+        False, "--terminal", help="Print a text chart (a log-scale sparkline per mechanism); needs no matplotlib."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No notes and no 'wrote' line."),
+) -> None:
+    """Draw a sweep table: the error of the mean against ε (or d, or n), one line per mechanism, on log axes.
+
+    Simulated points (`ldp sweep --empirical`) are drawn with their 95% intervals over the
+    predicted lines. The other variables are fixed at one value each (--d, --eps, --n; default
+    the middle of the table's values), named in the title.
+    """
+    with _errors():
+        from ldpcli.plot import X_COLUMNS, plot_sweep, require_matplotlib, select_rows, text_chart
+        from ldpcli.sweep import read_sweep
+
+        if output is None and not terminal:
+            raise UsageError("give -o FIGURE (.png, .svg or .pdf), or --terminal for a text chart")
+        if output is not None:
+            require_matplotlib()
+        selection = select_rows(read_sweep(table), x, at={"epsilon": eps, "d": d, "n": n}, mechanisms=mechanism)
+        for column, values in selection.choices.items():
+            if len(values) > 1 and column != X_COLUMNS.get(x):
+                flag = "--eps" if column == "epsilon" else f"--{column}"
+                _note(f"the table has {len(values)} values of {column}; drawing {column} = {selection.fixed[column]:g} "
+                      f"(choose with {flag})", quiet)
+        if output is not None:
+            plot_sweep(selection, output, overwrite=overwrite)
+    if terminal:
+        out.print(text_chart(selection), markup=False)
+    if output is not None and not quiet:
+        out.print(f"wrote {output} ({len(selection.mechanisms)} mechanisms; {selection.title()})", markup=False)
 
 
 def _raise_interrupted(signum: int, frame: object) -> None:

@@ -4,6 +4,7 @@ Registration order is the order of ``mechanism_names()`` (and of ``ldp params`` 
 """
 
 from ldpcli.mechanisms.base import (
+    LawTest,
     Mechanism,
     MechanismSpec,
     OptionSpec,
@@ -27,6 +28,7 @@ __all__ = [
     "DuchiLinf",
     "Gaussian",
     "Laplace",
+    "LawTest",
     "Mechanism",
     "MechanismSpec",
     "OptionSpec",

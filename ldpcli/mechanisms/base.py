@@ -20,7 +20,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -28,6 +28,23 @@ from ldpcli.domains import FLOAT64_PRECISION, L2_BALL, Domain
 from ldpcli.errors import UsageError
 
 M = TypeVar("M", bound="Mechanism")
+
+
+class LawTest(NamedTuple):
+    """One goodness-of-fit test of a mechanism's output against its exact law (``Mechanism.law_tests``).
+
+    ``statistic`` is the test's own (KS distance, χ², a count); ``p_value`` its p-value under the
+    exact law (exact where the docstring of the test says so). A deterministic check (every output
+    on the support, a constant norm) has p-value 1 when it holds and 0 when it does not. A test
+    that cannot be run at these parameters is returned with ``skipped`` set and ``note`` saying
+    why; it counts neither as a pass nor in the Bonferroni family.
+    """
+
+    name: str
+    statistic: float
+    p_value: float
+    note: str = ""
+    skipped: bool = False
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
 #: The largest d any mechanism accepts (tested to 10⁷; some mechanisms set a lower limit).
@@ -374,6 +391,23 @@ class Mechanism(ABC):
         ``epsilon_exact``. A mechanism without such a route reports that it has none.
         """
         raise NotImplementedError(f"mechanism {self.name!r} has no second route to its privacy level")
+
+    def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+        """Goodness-of-fit tests of ``z`` against the exact law of the output for the input ``x``.
+
+        ``x`` is one input row (shape (d,), in the domain), ``z`` the (n, d) privatized copies of
+        it. Each test compares a statistic of the rows (a cosine, an agreement count, a grid value, a
+        standardised noise) with its exact law under the calibrated parameters and returns its
+        p-value; ``ldp audit`` applies a Bonferroni correction over all tests of all inputs. The
+        tests must not depend on ``z`` for their choice (fixed directions are seeded constants).
+        A mechanism without them reports that it has none.
+        """
+        raise NotImplementedError(f"mechanism {self.name!r} has no tests of its output's law")
+
+    @property
+    def delta_exact(self) -> float:
+        """δ of (ε, δ)-DP: 0 for the pure ε-LDP mechanisms (the Gaussian baseline overrides it)."""
+        return 0.0
 
     def project(self, x: np.ndarray, precision: float = FLOAT64_PRECISION) -> tuple[np.ndarray, int]:
         """Rows outside the domain moved onto it, and how many; ``x`` itself is never changed.

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli import spheremath as sm
-from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.base import LawTest, Mechanism, register
 
 _LOG_SQRT_PI = 0.5 * math.log(math.pi)
 def hemisphere_log_scale(d: int, epsilon: float) -> float:
@@ -155,6 +155,17 @@ class DuchiL2(Mechanism):
         return (
             log_p - log_1mp + log_lower - log_upper,
             "worst-case ratio p(1 − P)/((1 − p)P) of the output law, hemisphere mass P by quadrature of sin^{d−2}θ",
+        )
+
+    def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+        """PrivUnit2's tests at γ = 0, P = ½, p = π_ε (``audit_law.sphere_tests``): ‖Z‖ = B, the
+        cosine to u against the two half-sphere laws (× the rounding ±u inside the ball), the
+        direction orthogonal to u uniform; x = 0: uniform direction; d = 1: exact binomial."""
+        from ldpcli import audit_law
+
+        return audit_law.sphere_tests(
+            x, z, norm_bound=self.norm_bound, radius=self.radius, s_gamma=0.5, log_p_cap=-sm.LOG2,
+            logit_p=self.epsilon,
         )
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -54,7 +54,7 @@ import numpy as np
 
 from ldpcli import spheremath as sm
 from ldpcli.domains import LINF_BOX
-from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.base import LawTest, Mechanism, register
 
 #: Loader's Stirling remainder δ(k) = log k! − [(k + ½)·log k − k + ½·log 2π] for k < 16 (δ(0) = 0),
 #: evaluated in 40-digit arithmetic and rounded to double (the same formula in doubles loses ~10
@@ -74,6 +74,8 @@ _EXP_M1 = math.exp(-1.0)
 _MAX_D = 10**7
 #: Largest d for which the audit counts the cap exactly with integers.
 _EXACT_AUDIT_MAX_D = 1 << 11  # 0.1 s; the sums grow as d² digits
+#: Largest d for which the law test of an input inside the box computes its exact law (O(d³)).
+_LAW_DP_MAX_D = 512
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,6 +349,28 @@ def sample_agreements(d: int, agree_min: int, in_cap: np.ndarray, rng: np.random
     return out
 
 
+def _agreement_with_sign_pmf(agreement_pmf: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """P(#{j: z_j = r_j} = k), k = 0, …, d, for a vertex s with P(s_j = r_j) = q_j independently
+    and z agreeing with s on a uniform set of A coordinates, A ~ ``agreement_pmf`` (audits only).
+
+    Per coordinate the generating factor is w·(q_j y + 1 − q_j) (j agreeing: z_j = r_j iff
+    s_j = r_j) + ((1 − q_j) y + q_j) (j not agreeing); the coefficient of w^a y^k divided by
+    C(d, a) is P(k | A = a). O(d³): a dynamic programme over the coordinates.
+    """
+    d = q.size
+    m = np.zeros((d + 1, d + 1))
+    m[0, 0] = 1.0
+    for j, qj in enumerate(q):
+        new = m * qj
+        new[:, 1:] += m[:, :-1] * (1.0 - qj)
+        new[1:, :] += m[:-1, :] * (1.0 - qj)
+        new[1:, 1:] += m[:-1, :-1] * qj
+        m = new
+        m[j + 2 :, :] = 0.0  # rows above a = j + 1 stay empty; keeps round-off out of them
+    binom = np.array([float(math.comb(d, a)) for a in range(d + 1)])
+    return np.asarray(agreement_pmf / binom) @ m
+
+
 # ---------------------------------------------------------------------------------------------
 # The mechanisms
 # ---------------------------------------------------------------------------------------------
@@ -461,6 +485,58 @@ class _HypercubeThreshold(Mechanism):
             "side_probability": self.side_probability,
             "log_side_probability": self.log_side,
         }
+
+    def agreement_pmf(self) -> np.ndarray:
+        """P(A = a), a = 0, …, d: the law of the number of coordinates where z agrees with s.
+
+        C(d, a)/2^d times p/P on the cap {a ≥ a₀} and (1 − p)/(1 − P) off it (module docstring).
+        """
+        lp = log_binomial_pmf(self.d, 0)
+        a = np.arange(self.d + 1)
+        cap = sm.log_expit(self.logit_p) - self.log_side
+        rest = sm.log_expit(-self.logit_p) - self.log_side_c
+        return np.exp(lp + np.where(a >= self.agree_min, cap, rest))
+
+    def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+        """Every output a vertex of the cube scaled by L·B; the agreement count against its exact pmf.
+
+        At a vertex x = L·s (the rounding is then s itself): A = #{j: z_j = s_j} against
+        ``agreement_pmf`` (χ² after pooling, or exact binomial when d = 1) — a per-coordinate
+        flipping sampler with the same marginals gives Binomial(d, (1 + c)/2) instead — and the
+        agreeing positions exchangeable (χ² homogeneity across coordinates, asymptotic). At x = 0
+        the rounded vertex is uniform, so z is uniform on the cube: #{j: z_j = +1} ~ Binomial(d, ½)
+        and exchangeable. Elsewhere (d ≤ 512): the agreement count with r = sign(x), whose exact
+        law mixes the channel's pmf with the independent roundings (``_agreement_with_sign_pmf``).
+        """
+        from ldpcli import audit_law
+
+        n, d = z.shape
+        value = self.norm_bound * self.B
+        off = int(np.count_nonzero(np.any(np.abs(np.abs(z) - value) > 1e-12 * value, axis=1)))
+        tests = [audit_law.deterministic(f"Z ∈ {{±L·B}}^d, L·B = {value:.6g}", off, n, "off the scaled cube")]
+        pos = z > 0.0
+        q = np.clip((1.0 + x / self.norm_bound) / 2.0, 0.0, 1.0)  # P(s_j = +1)
+        if np.all((q == 0.0) | (q == 1.0)):
+            agree = pos == (q == 1.0)
+            counts = np.bincount(agree.sum(axis=1), minlength=d + 1)
+            tests.append(audit_law.counts_test("agreements with x/L ~ channel pmf", counts,
+                                               self.agreement_pmf()))
+            if d >= 2:
+                tests.append(audit_law.homogeneity_test("agreement positions exchangeable", agree))
+        elif np.all(q == 0.5):
+            counts = np.bincount(pos.sum(axis=1), minlength=d + 1)
+            tests.append(audit_law.counts_test("#{z_j > 0} ~ Binomial(d, ½)", counts,
+                                               np.exp(log_binomial_pmf(d, 0))))
+            if d >= 2:
+                tests.append(audit_law.homogeneity_test("coordinates exchangeable", pos))
+        elif d <= _LAW_DP_MAX_D:
+            r = q >= 0.5
+            counts = np.bincount((pos == r).sum(axis=1), minlength=d + 1)
+            probs = _agreement_with_sign_pmf(self.agreement_pmf(), np.where(r, q, 1.0 - q))
+            tests.append(audit_law.counts_test("agreements with sign(x) ~ exact pmf", counts, probs))
+        else:
+            tests.append(audit_law.skipped("agreements with sign(x) ~ exact pmf", f"exact law computed for d <= {_LAW_DP_MAX_D}"))
+        return tests
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Round each row to a vertex s, draw z from the channel, return L·B·z row by row."""

@@ -45,7 +45,7 @@ import numpy as np
 
 from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.base import LawTest, Mechanism, register
 
 _RTOL = 4 * np.finfo(float).eps
 _Y_HALF = 2.0 * math.atanh(0.5)  # the cap logit of γ = 1/2
@@ -293,6 +293,19 @@ class PrivUnit2(Mechanism):
         log_p_cap = sm.log_cap_probability_by_quadrature(self.cap_logit, self.d)
         cap_epsilon = sm.log1mexp(log_p_cap) - log_p_cap
         return self.logit_p + cap_epsilon, "cap probability by adaptive quadrature of the cosine density"
+
+    def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+        """‖Z‖ = L/m for every row; the cosine to u against the exact cap/complement mixture (× the
+        rounding ±u inside the ball), the direction orthogonal to u uniform on S^{d−2} (KS with
+        exact p-values); x = 0: the direction uniform on S^{d−1}; d = 1: an exact binomial test
+        (``audit_law.sphere_tests``)."""
+        from ldpcli import audit_law
+
+        return audit_law.sphere_tests(
+            x, z, norm_bound=self.norm_bound, radius=self.norm_bound * self.scale,
+            s_gamma=math.exp(sm.log_expit(-self.cap_logit)), log_p_cap=self.log_cap_probability,
+            logit_p=self.logit_p,
+        )
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """PrivUnit2 on each row of ``x`` (rows with ‖x‖ ≤ L); returns L·V/m row by row."""

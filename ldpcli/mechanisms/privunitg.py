@@ -67,7 +67,7 @@ import numpy as np
 from scipy import special
 
 from ldpcli import spheremath as sm
-from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.base import LawTest, Mechanism, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
@@ -317,6 +317,49 @@ class PrivUnitG(Mechanism):
             self.logit_p + log_q - log_1mq,
             "Φ(c) by adaptive quadrature of the normal density in log space (no log_ndtr), ε = logit p + logit Φ(c)",
         )
+
+    def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+        """The exact law of Z = (L/μ)·(z·u_s + g⊥) (Alg. 2), u_s = ±u the rounding of x.
+
+        x ≠ 0 (or d = 1): t = ⟨Z, u⟩·μ/L against the mixture, over the rounding sign, of the
+        truncated-normal mixture p·N(0, 1)|[c, ∞) + (1 − p)·N(0, 1)|(−∞, c) (KS, exact p-value; the
+        CDF from ``log_ndtr`` on the side where it is small); the orthogonal part Z⊥·μ/L is
+        N(0, I − uuᵀ) independently: ‖Z⊥‖²μ²/L² ~ χ²_{d−1} and ⟨Z⊥, w_k⟩μ/L ~ N(0, 1) for fixed
+        unit w_k ⊥ u (KS each). x = 0, d ≥ 2: the law is rotation invariant, so the direction
+        Z/‖Z‖ is uniform on the sphere (KS of its cosine with fixed directions).
+        """
+        from scipy import stats
+
+        from ldpcli import audit_law
+
+        n, d = z.shape
+        u, rho = audit_law.rounding_weights(x, self.norm_bound)
+        if u is None:
+            if d >= 2:
+                return audit_law.uniform_direction_tests(audit_law.unit_rows(z)[0], d)
+            u = np.ones(1)
+        scaled = z * (math.exp(self.log_mu) / self.norm_bound)
+        t = scaled @ u
+        c, p, q = self.threshold, math.exp(sm.log_expit(self.logit_p)), math.exp(sm.log_expit(-self.logit_p))
+
+        def cdf(v: np.ndarray) -> np.ndarray:  # P(z ≤ v) for the truncated-normal mixture
+            up = v >= c
+            out = np.empty_like(v)
+            out[up] = 1.0 - p * np.exp(special.log_ndtr(-v[up]) - self.log_one_minus_q)
+            out[~up] = q * np.exp(special.log_ndtr(v[~up]) - self.log_q)
+            return out
+
+        mixture = (1.0 + rho) / 2.0 * cdf(t) + (1.0 - rho) / 2.0 * (1.0 - cdf(-t))
+        sign = "" if rho >= 1.0 - 1e-12 else " × rounding ±u"
+        tests = [audit_law.ks_uniform(f"⟨Z, u⟩μ/L ~ truncated-normal mixture{sign}", mixture)]
+        if d == 1:
+            return tests
+        perp, norms = audit_law.orthogonal_parts(scaled, u)
+        tests.append(audit_law.ks_uniform("‖Z⊥‖²μ²/L² ~ χ²(d − 1)", stats.chi2.cdf(norms**2, d - 1)))
+        for i, w in enumerate(audit_law.fixed_directions(d, orthogonal_to=u)):
+            tests.append(audit_law.ks_uniform(f"⟨Z⊥, w{i + 1}⟩μ/L ~ N(0, 1), w{i + 1} ⊥ u",
+                                              special.ndtr(perp @ w)))
+        return tests
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """PrivUnitG on each row of ``x`` (rows with ‖x‖ ≤ L): L·(α·u + V⊥)/m row by row."""

@@ -45,7 +45,7 @@ import numpy as np
 from ldpcli import spheremath as sm
 from ldpcli.domains import INTERVAL
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
+from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, declare, register
 
 #: Largest ScalarDP grid size. The default k = ⌈e^{ε/3}⌉ reaches it at ε = 3·52·log 2 ≈ 108.1 and
 #: stays there: the grid step r_max·2⁻⁵² is one or two float64 units in the last place of r_max,
@@ -135,6 +135,7 @@ class _GridResponse:
 
     epsilon: float
     k: int
+    norm_bound: float
 
     @property
     def coefficients(self) -> tuple[float, float]:
@@ -145,6 +146,53 @@ class _GridResponse:
     def truth_logit(self) -> float:
         """logit of P(Ĵ = J) = e^ε/(e^ε + k): ε − log k."""
         return self.epsilon - math.log(self.k)
+
+    def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+        """Every output on the k + 1 grid values and their counts against the exact pmf ``pmf(r)``.
+
+        Each output is matched to the nearest value of ``support()`` (off the support: more than
+        1e−6 of the local grid gap away; a deterministic check), then the counts per grid value
+        are compared with ``pmf(r)`` (χ² after pooling adjacent values to an expected count ≥ 5,
+        or exact binomial when they pool into two). For k above 2^20 (ScalarDP at ε ≳ 41.6), where
+        the pmf is not enumerated, an exact binomial test of the share of outputs equal to the
+        value of one of the rounding's two grid points, (2λ + 1)/(1 + (k + 1)λ), λ = 1/(e^ε − 1).
+        """
+        from ldpcli import audit_law
+
+        n = z.shape[0]
+        r = float(np.clip(x[0], 0.0, self.norm_bound))
+        values = z[:, 0]
+        if self.k > K_REL_MAX:
+            return [self._truthful_share_test(r, values)]
+        support = np.asarray(self.support())  # type: ignore[attr-defined]
+        idx = np.clip(np.searchsorted(support, values), 1, support.size - 1)
+        left, right = support[idx - 1], support[idx]
+        idx = np.where(values - left <= right - values, idx - 1, idx)
+        gap = np.min(np.abs(np.diff(support)))
+        off = int(np.count_nonzero(np.abs(values - support[idx]) > 1e-6 * gap))
+        tests = [audit_law.deterministic(f"Z on the grid ({self.k + 1} values)", off, n, "off the grid")]
+        counts = np.bincount(idx, minlength=support.size)
+        tests.append(audit_law.counts_test(f"grid counts ~ pmf(r = {r:.6g})", counts,
+                                           self.pmf(r)[0]))  # type: ignore[attr-defined]
+        return tests
+
+    def _truthful_share_test(self, r: float, values: np.ndarray) -> LawTest:
+        """Large k (ScalarDP only): the share of outputs at the rounding's grid points, exact binomial."""
+        from ldpcli import audit_law
+
+        g = self.norm_bound / self.k
+        a, b = self.coefficients
+        t = r / g
+        lo = min(math.floor(t), self.k - 1)
+        js = {lo, lo + 1} if t > lo else {lo}
+        # the outputs' own expression (``privatize_values``), so that a match is bit for bit
+        hits = np.zeros(values.shape[0], dtype=bool)
+        for j in js:
+            hits |= values == (b * g) * float(j) - a * 0.5 * self.norm_bound
+        lam = math.exp(-sm.log_expm1(self.epsilon))
+        prob = (len(js) * lam + 1.0) / (1.0 + (self.k + 1) * lam)
+        return audit_law.binomial_test(f"share at the rounding's grid points (k = {self.k})",
+                                       int(hits.sum()), values.shape[0], prob)
 
 
 @register

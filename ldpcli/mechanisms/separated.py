@@ -46,9 +46,9 @@ import numpy as np
 
 from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
+from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, declare, register
 from ldpcli.mechanisms.privunit import PrivUnit2
-from ldpcli.mechanisms.scalar import K_MAX, ScalarDP
+from ldpcli.mechanisms.scalar import K_MAX, K_REL_MAX, ScalarDP
 
 #: The optimal split is searched over logit(ε₁/ε) ∈ [−R, R] (ε₁/ε between 4.5e−5 and 1 − 4.5e−5).
 _SPLIT_LOGIT_RANGE = 10.0
@@ -237,6 +237,53 @@ class Separated(Mechanism):
             "magnitude_b": magnitude["b"],
             "worst_norm": self.norm_bound * _worst_norm(self.direction, self._unit_magnitude)[0],
         }
+
+    def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+        """The two parts apart: Z = R̂·Û with ‖Û‖ = 1/m, so |R̂| = ‖Z‖·m.
+
+        Each |R̂| is matched to the magnitude's grid values Z = B·j·g − A·r_max/2 (R̂ can be
+        negative: j = (±|R̂| + A·r_max/2)/(B·g) must be an integer in [0, k] for one sign; a row
+        matching neither is off the support, one matching both cannot be split and is left out of
+        the direction's tests). Then the magnitude's own tests on R̂ at r = ‖w‖ (ScalarDP's exact
+        pmf) and the direction's own on Û = sign(R̂)·Z·(1/m)/‖Z‖ at w/‖w‖ (PrivUnit2's cosine
+        mixture and uniform orthogonal direction), each name prefixed by its part.
+        """
+        from ldpcli import audit_law
+
+        n = z.shape[0]
+        if self.magnitude.k > K_REL_MAX:
+            why = f"magnitude grid k = {self.magnitude.k} > {K_REL_MAX}: too fine to split Z into its parts"
+            return [audit_law.skipped("magnitude", why), audit_law.skipped("direction", why)]
+        norms = np.sqrt(np.einsum("ij,ij->i", z, z))
+        m = math.exp(self.direction.log_m)
+        size = norms * m  # |R̂|
+        a, b = self.magnitude.coefficients
+        step = b * self.magnitude.grid_step
+        shift = a * 0.5 * self.norm_bound
+        signs = []
+        for sign in (1.0, -1.0):
+            j = (sign * size + shift) / step
+            near = np.rint(j)
+            signs.append((np.abs(j - near) <= 1e-6) & (near >= 0) & (near <= self.magnitude.k))
+        pos, neg = signs
+        off = int(np.count_nonzero(~(pos | neg)))
+        tests = [audit_law.deterministic("‖Z‖·m on the magnitude grid (±)", off, n, "off the grid")]
+        both = pos & neg
+        if np.any(both):
+            tests.append(audit_law.skipped("rows whose sign cannot be told", f"{int(both.sum())} rows: |R̂| matches ±"))
+        keep = (pos | neg) & ~both
+        index = np.rint((np.where(pos, size, -size) + shift) / step)[keep]
+        r_hat = step * index - shift  # the grid value itself, as ``privatize_values`` computes it
+        norm = float(np.sqrt(np.dot(x, x)))
+        r = np.array([min(norm, self.norm_bound)])
+        for test in self.magnitude.law_tests(r, r_hat[:, None]):
+            tests.append(test._replace(name="magnitude: " + test.name))
+        nonzero = keep & (norms > 0.0)
+        u_hat = z[nonzero] * (np.where(pos, 1.0, -1.0)[nonzero] / (m * norms[nonzero]))[:, None]
+        unit_x = x / norm if norm > 0.0 else np.zeros_like(x)
+        for test in self.direction.law_tests(unit_x, u_hat)[1:]:  # [0]: ‖Û‖ = 1/m, true by construction here
+            tests.append(test._replace(name="direction: " + test.name))
+        return tests
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Z = ScalarDP(‖w‖)·PrivUnit2(w/‖w‖) for each row w of ``x`` (‖w‖ ≤ r_max); returns (n, d)."""
