@@ -29,20 +29,11 @@ from ldpcli.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.errors import LdpError
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.mechanisms import Mechanism, MechanismSpec
-from ldpcli.safety import (
-    baseline_warning,
-    check_clip_fraction,
-    check_clipping,
-    check_epsilon,
-    clip_warning,
-    near_exact_warning,
-    unprivatized_warning,
-)
+from ldpcli.safety import check_clip_fraction, check_clipping, check_epsilon, clip_warning, release_warnings
 
 #: Rows privatized at once (the memory of a batch is a few copies of rows × d doubles).
 _BATCH_VALUES = 2**22
-_FLAG = re.compile(r"--([a-z][a-z0-9-]*)( (?=[^\s(]))?")
-_DTYPES = ("float32", "float64")
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
 
 
 class LdpWarning(UserWarning):
@@ -114,7 +105,7 @@ class Release:
 
 def _python_words(message: str) -> str:
     """A library message with CLI flags turned into keyword names: ``--norm-bound`` → ``norm_bound``."""
-    return _FLAG.sub(lambda m: m[1].replace("-", "_") + ("=" if m[2] else ""), message)
+    return _FLAG.sub(lambda m: m[1].replace("-", "_"), message)
 
 
 @contextmanager
@@ -178,12 +169,14 @@ def privatize(
     (reproducible: not for release) or None (OS entropy). ε outside [0.01, 10⁴] needs
     ``force=True``. Every output row is an unbiased estimate of its (clipped) input row.
     """
+    from ldpcli.io.write import check_dtype, dtype_of_precision
+
     with _python_errors():
         spec = MechanismSpec(mechanism, eps, calibration, norm_bound, options).validated()
         forced = check_epsilon(spec.epsilon, force=force, name="eps")
         limit = check_clip_fraction(fail_on_clip, "fail_on_clip")
-        if dtype is not None and dtype not in _DTYPES:
-            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
+        if dtype is not None:
+            check_dtype(dtype)
         generator, reproducible = _generator(rng)
         if isinstance(x, np.ndarray) or not (_is_pandas(x) or _is_arrow(x)):
             if column is not None or columns is not None or keep:
@@ -193,15 +186,13 @@ def privatize(
         else:
             values, table_out = _table_rows(x, column, columns, keep, keep_unsafe)
             precision = table_out.precision
-        out_dtype = dtype or ("float32" if precision == FLOAT32_PRECISION else "float64")
+        out_dtype = dtype or dtype_of_precision(precision)
         mech = spec.calibrate(values.shape[1])
         mech.describe()  # a ValueError now if a number would not be finite
         privatized, n_clipped = _privatize_rows(mech, values, generator, precision)
         check_clipping(n_clipped, values.shape[0], limit, "x", "fail_on_clip")
-    notes = [forced, baseline_warning(mech), near_exact_warning(mech)]
     keep_names = table_out.layout.keep if table_out is not None else ()
-    notes.append(unprivatized_warning(keep_names))
-    texts = tuple(text for text in notes if text)
+    texts = release_warnings(mech, keep_names, forced)
     for text in texts:
         _warn(text)
     clipped = clip_warning(n_clipped, values.shape[0], mech)
@@ -213,7 +204,7 @@ def privatize(
     )
     if table_out is None:
         return privatized.astype(out_dtype, copy=False), release
-    return table_out.build(privatized.astype(out_dtype, copy=False), x), release
+    return table_out.build(privatized.astype(out_dtype, copy=False)), release
 
 
 def _array_rows(x: Any) -> tuple[np.ndarray, float]:
@@ -265,14 +256,13 @@ class _TableShape:
     layout: Any  # ldpcli.io.VectorLayout
     precision: float
     pandas: bool
+    table: Any  # the input as a pyarrow Table
 
-    def build(self, values: np.ndarray, source: Any) -> Any:
+    def build(self, values: np.ndarray) -> Any:
         """The output table: privatized vector columns, then the kept columns (as ``ldp privatize``)."""
         import pyarrow as pa
 
-        table = pa.Table.from_pandas(source, preserve_index=False) if self.pandas else source
-        if isinstance(table, pa.RecordBatch):
-            table = pa.Table.from_batches([table])
+        table = self.table
         n, d = values.shape
         arrays: list[pa.Array] = []
         names: list[str] = []
@@ -293,20 +283,25 @@ def _table_rows(
     x: Any, column: str | None, columns: Sequence[str] | None, keep: Sequence[str], keep_unsafe: bool
 ) -> tuple[np.ndarray, _TableShape]:
     """The checked float64 rows of a table, and how to rebuild one, by the file readers' rules."""
-    import pyarrow as pa
-
     from ldpcli.io.read import open_table
 
-    pandas = _is_pandas(x)
-    table = pa.Table.from_pandas(x, preserve_index=False) if pandas else x
-    if isinstance(table, pa.RecordBatch):
-        table = pa.Table.from_batches([table])
-    if not isinstance(table, pa.Table):
-        raise TypeError(f"x must be a numpy array, a pyarrow Table or a pandas DataFrame, got {type(x).__name__}")
+    table = _as_table(x, "x")
     values, layout, precision = open_table(
         table, label="x", column=column, columns=columns, keep=keep, keep_unsafe=keep_unsafe
     )
-    return values, _TableShape(layout, precision, pandas)
+    return values, _TableShape(layout, precision, _is_pandas(x), table)
+
+
+def _as_table(x: Any, name: str) -> Any:
+    """A pyarrow Table from a Table, a RecordBatch or a pandas DataFrame (its index left out)."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(x, preserve_index=False) if _is_pandas(x) else x
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if not isinstance(table, pa.Table):
+        raise TypeError(f"{name} must be a numpy array, a pyarrow Table or a pandas DataFrame, got {type(x).__name__}")
+    return table
 
 
 def _description(description: Any) -> Mechanism:
@@ -360,9 +355,7 @@ def _release_table_values(z: Any, release: Release) -> np.ndarray:
 
     from ldpcli.io.read import open_table
 
-    table = pa.Table.from_pandas(z, preserve_index=False) if _is_pandas(z) else z
-    if isinstance(table, pa.RecordBatch):
-        table = pa.Table.from_batches([table])
+    table = _as_table(z, "z")
     assert release.columns is not None
     names = list(release.columns)
     is_list = len(names) == 1 and names[0] in table.column_names and pa.types.is_nested(

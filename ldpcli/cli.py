@@ -34,8 +34,9 @@ from ldpcli.mechanisms import MechanismSpec, OptionSpec, get_mechanism, mechanis
 from ldpcli.mechanisms.base import check_count
 from ldpcli.safety import check_epsilon, clip_warning, near_exact_warning
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# emoji=False: a message quoting a range such as 'A:B:K' must not turn ':b:' into an emoji.
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 class _Argument(TyperArgument):

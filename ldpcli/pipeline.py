@@ -33,14 +33,7 @@ from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_forma
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.randomness import block_generators, input_key, key_block_rows, root_seed
-from ldpcli.safety import (
-    baseline_warning,
-    check_clip_fraction,
-    check_clipping,
-    check_epsilon,
-    near_exact_warning,
-    unprivatized_warning,
-)
+from ldpcli.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
 from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
 
 #: Default memory budget (bytes) for the batches in flight, shared by all threads.
@@ -199,8 +192,7 @@ def privatize_file(
     ) as reader:
         mech = spec.calibrate(reader.layout.d)
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
-        notes = [forced, baseline_warning(mech), near_exact_warning(mech), unprivatized_warning(reader.layout.keep)]
-        recorded = tuple(dict.fromkeys(text for text in (*notes, *warnings) if text))
+        recorded = release_warnings(mech, reader.layout.keep, forced, warnings)
         key = input_key(source, reader.layout.columns, spec) if seed is not None else ()
         if on_start is not None:
             on_start(reader.num_rows)

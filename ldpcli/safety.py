@@ -146,6 +146,16 @@ def baseline_warning(mechanism: Mechanism) -> str | None:
     return text + f"; its worst-case error is {ratio:.3g}× privunit2's at this (d, ε)"
 
 
+def release_warnings(
+    mechanism: Mechanism, keep: Sequence[str], forced: str | None = None, extra: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """Every sentence a release records and shows, each once: ε forced out of range (``forced``,
+    from :func:`check_epsilon`), a baseline mechanism, a near-exact release, the kept columns, and
+    the caller's ``extra``. Used by the file pipeline and the array API alike."""
+    texts = (forced, baseline_warning(mechanism), near_exact_warning(mechanism), unprivatized_warning(keep), *extra)
+    return tuple(dict.fromkeys(text for text in texts if text))
+
+
 def unprivatized_warning(columns: Sequence[str]) -> str | None:
     """The sentence listing the kept columns, which are released as they are."""
     if not columns:

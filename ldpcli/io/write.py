@@ -52,9 +52,15 @@ def output_dtype(dtype: str | None, source: VectorReader | None = None) -> str:
     """
     if dtype is not None:
         return check_dtype(dtype)
-    if source is not None and source.format != "csv" and source.precision >= FLOAT32_PRECISION:
-        return "float32"
-    return "float64"
+    if source is None or source.format == "csv":
+        return "float64"
+    return dtype_of_precision(source.precision)
+
+
+def dtype_of_precision(precision: float) -> str:
+    """The narrowest written dtype that holds values of this unit roundoff: float32 for float32 (and
+    float16) values, float64 otherwise."""
+    return "float32" if precision >= FLOAT32_PRECISION else "float64"
 
 
 def _output_format(

@@ -315,3 +315,9 @@ def test_digits_csv_is_refused_with_the_command_that_fixes_it(tmp_path: Path) ->
     assert "outside" not in fixed.stderr  # unit rows: nothing clipped once id and label are out
     by_range = ldp("privatize", src, "--eps", "4", "--columns", "p00:p63", "-q", "--overwrite")
     assert by_range.exit_code == 0
+
+
+def test_messages_are_printed_verbatim_not_as_emoji_codes() -> None:
+    """rich turned ':b:' in the grid syntax 'A:B:K' into an emoji; messages are text, not markup."""
+    res = ldp("sweep", "--eps", "a:b", "--d", "3", "--n", "10")
+    assert res.exit_code == 2 and "A:B:K" in res.stderr
