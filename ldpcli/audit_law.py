@@ -12,8 +12,8 @@ share:
   Pearson's χ² after pooling adjacent cells to an expected count of at least 5 (asymptotic).
 - :func:`binomial_test`: the exact two-sided binomial test (``scipy.stats.binomtest``).
 - :func:`deterministic`: a check that holds or not (support, constant norm): p-value 1 or 0.
-- :func:`sphere_tests`: PrivUnit2 and the hemisphere mechanism (and the direction of the separated
-  mechanism): the output is L·V/m with V uniform on a cap {⟨v, u_s⟩ ≥ γ} (probability p) or on its
+- :func:`sphere_tests`: PrivUnit2 (Bhowmick et al. 2018, Alg. 1) and the hemisphere mechanism (Duchi
+  et al. 2014, App. C.2; and the direction of the separated mechanism, Eq. 22): the output is L·V/m with V uniform on a cap {⟨v, u_s⟩ ≥ γ} (probability p) or on its
   complement, u_s = ±u the unbiased rounding of x (sign + with probability (1 + ‖x‖/L)/2). With
   S = (1 − ⟨V, u_s⟩)/2 ~ Beta(α, α) restricted to [0, s_γ] or [s_γ, 1], α = (d − 1)/2, the law of
   S₊ = ‖V − u‖²/4 is the exact two-component mixture

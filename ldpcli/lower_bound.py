@@ -150,7 +150,8 @@ def lower_bound_inputs(mech: Mechanism, rng: np.random.Generator) -> tuple[list[
 
 
 def cp_lower(k: np.ndarray | int, n: int, alpha: float) -> np.ndarray:
-    """One-sided Clopper–Pearson lower bound on p from k successes in n, level α (0 for k = 0)."""
+    """One-sided Clopper–Pearson (Biometrika 1934) lower bound on p from k successes in n, level α (0 for k = 0):
+    the α quantile of Beta(k, n − k + 1)."""
     k = np.asarray(k, dtype=float)
     safe = np.maximum(k, 1.0)
     return np.where(k > 0, special.betaincinv(safe, n - safe + 1.0, alpha), 0.0)
