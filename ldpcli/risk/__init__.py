@@ -1,0 +1,8 @@
+"""What a release costs: reconstruction bounds, the attack demonstration and ε solvers.
+
+Bhowmick et al. 2018 Sec. 2.3: an ε-LDP release multiplies the prior's chance of reconstructing a
+person's data by at most e^ε (Lemma 2.2), so a diffuse prior keeps reconstruction unlikely even at
+large ε. ``diffuse`` (Sec. 2.3.1, Prop. 1) and ``sparse`` (Sec. 2.3.2, Lemma 2.3, Prop. 2) compute
+those bounds; ``attack`` runs the natural reconstruction on a release; ``solvers`` chooses ε from
+an error target.
+"""
