@@ -1,0 +1,643 @@
+"""The data owner's privacy-budget ledger, input fingerprints and input tags.
+
+Releasing the same people's rows twice at ε spends 2ε: this module keeps the account. Composition
+here is *basic composition*: the ε of the releases of one input add up (and, for the (ε, δ)
+Gaussian baseline, so do the δ). For pure ε-LDP the sum is tight in the worst case (a person whose
+rows are released k times at ε can lose exactly kε), so ldp never claims a smaller total.
+
+What the ledger holds
+    one entry per release: the input's *fingerprint* (below), the input and output paths as given
+    (resolved), rows, d, the vector columns, the mechanism, ε asked for, the exact ε, δ, the UTC
+    time, the release's input tag and whether it was seeded; plus a secret 32-byte key. Never the
+    data itself. Paths and fingerprints are as sensitive as the file names and contents they stand
+    for, so the ledger is written with mode 0600 (its directory, when ldp creates it, 0700) and it
+    belongs with the data owner, never next to a release.
+
+Where it lives
+    ``--ledger PATH``, else ``$LDP_LEDGER``, else the user data directory
+    (:func:`default_ledger_path`): ``$XDG_DATA_HOME/ldp/ledger.json`` (``~/.local/share/...``) on
+    Linux and other systems, ``~/Library/Application Support/ldp/ledger.json`` on macOS,
+    ``%APPDATA%\\ldp\\ledger.json`` on Windows. A missing file is an empty ledger; nothing is
+    written until the first release is recorded. A ledger ldp cannot read is never reset or
+    overwritten: the owner fixes or moves it.
+
+The fingerprint
+    :class:`InputFingerprint` is an *unkeyed* SHA-256 of the vector values exactly as read
+    (float64, little-endian), of d and of the row count, so the same values read from CSV or
+    Parquet, in any batch size, give the same fingerprint. Because it is unkeyed, anyone holding a
+    guess of the raw data could test the guess against it: the fingerprint must never leave the
+    ledger: it is never written into a sidecar, and anything that displays it is for the owner only.
+
+The input tag
+    what goes into a release's sidecar instead: ``"ldptag1-" + HMAC-SHA256(key, fingerprint)`` with
+    the ledger's secret key. Two releases of one input recorded in one ledger carry the same tag, so
+    whoever holds both releases can see that they describe the same rows and that their ε add up
+    (``estimate-mean`` explains this). The tag reveals *that* inputs are equal, and nothing else:
+    without the key nobody can test a guess of the raw data against it. With the key, i.e. for the
+    owner of the ledger, a guess can be tested, as it can against the fingerprint itself. Tags from
+    different ledgers (different keys) never match, even for equal inputs.
+
+Concurrency
+    :meth:`Ledger.record` takes an exclusive lock on the sibling file ``<ledger>.lock``
+    (``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows; on a platform with neither it
+    proceeds without a lock), re-reads the ledger under it, appends and rewrites the file
+    atomically, so several ``ldp privatize`` runs may record at once. Readers need no lock: the
+    file is always replaced whole. :meth:`Ledger.check` judges the ledger as it was when opened; a
+    release recorded meanwhile by another run is counted by the next check, not this one.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import hmac
+import json
+import math
+import os
+import re
+import secrets
+import struct
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldpcli.errors import DataError, UsageError
+from ldpcli.io.atomic import atomic_write_text
+from ldpcli.io.messages import _reason
+
+if sys.platform == "win32":
+    import msvcrt
+
+    def _lock(descriptor: int) -> None:
+        """Take the exclusive lock on byte 0 of the lock file, waiting as long as it takes."""
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        while True:
+            try:
+                msvcrt.locking(descriptor, msvcrt.LK_LOCK, 1)  # retries for about 10 s, then raises
+                return
+            except OSError:
+                continue
+
+    def _unlock(descriptor: int) -> None:
+        """Release the lock taken by :func:`_lock`."""
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        msvcrt.locking(descriptor, msvcrt.LK_UNLCK, 1)
+
+else:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - e.g. WebAssembly builds: no locking, documented above
+        fcntl = None  # type: ignore[assignment]
+
+    def _lock(descriptor: int) -> None:
+        """Take the exclusive ``flock`` on the lock file, waiting as long as it takes."""
+        if fcntl is not None:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+
+    def _unlock(descriptor: int) -> None:
+        """Release the lock taken by :func:`_lock`."""
+        if fcntl is not None:
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+
+
+LEDGER_VERSION = 1
+LEDGER_ENV = "LDP_LEDGER"
+
+#: The ``"format"`` of a ledger file.
+LEDGER_FORMAT = "ldp-ledger"
+#: The prefix of every input tag (the 1 is the tag's version: HMAC-SHA256 of the fingerprint).
+TAG_PREFIX = "ldptag1-"
+
+_FINGERPRINT_PREFIX = b"ldp-input-fingerprint-v1\0"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+#: Relative slack of the budget comparison, so that e.g. three releases at ε = 0.1 fit a cap of
+#: 0.3 although 0.1 + 0.1 + 0.1 > 0.3 in floating point. It is far below any meaningful ε.
+_BUDGET_SLACK = 1e-9
+_FIX = "ldp never resets a ledger: fix or move it, or choose another with --ledger PATH"
+
+
+class BudgetError(DataError):
+    """A release would take an input's privacy loss past ``--max-budget`` (nothing was written)."""
+
+    exit_code = 1
+
+
+def utc_now() -> str:
+    """The current time as the ledger (and the sidecar) writes it: UTC ISO-8601 to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def default_ledger_path() -> Path:
+    """Where the ledger lives when no ``--ledger`` is given.
+
+    ``$LDP_LEDGER`` if set and non-empty; else the user data directory: ``%APPDATA%\\ldp`` on
+    Windows, ``~/Library/Application Support/ldp`` on macOS, ``$XDG_DATA_HOME/ldp`` elsewhere
+    (``~/.local/share/ldp`` when ``XDG_DATA_HOME`` is unset, empty or relative, as the XDG
+    specification asks); the file is ``ledger.json`` there.
+    """
+    configured = os.environ.get(LEDGER_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    if sys.platform == "win32":
+        appdata = os.environ.get("APPDATA")
+        base = Path(appdata) if appdata else Path.home() / "AppData" / "Roaming"
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        xdg = os.environ.get("XDG_DATA_HOME")
+        base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "ldp" / "ledger.json"
+
+
+# --- the fingerprint ---------------------------------------------------------------------------------
+
+
+class InputFingerprint:
+    """An incremental, format- and batch-independent SHA-256 of an input's vector values.
+
+    Feed every batch of vectors as read, in order, to :meth:`update`; the bytes hashed are the
+    values as little-endian float64 in row-major order (``np.ascontiguousarray(values, '<f8')``),
+    so float64 values equal in a CSV and a Parquet file, or float32 values widened to float64,
+    give the same fingerprint, and so does any split into batches. NaN payloads and the sign of
+    zero are hashed as they are. :meth:`hexdigest` is the SHA-256 of a domain-separation prefix,
+    d and the row count (``struct '<QQ'``) and the digest of the value stream.
+
+    With ``threaded=True`` the hashing runs in one background thread (hashlib releases the GIL on
+    large buffers), so it overlaps with the caller's work; at most ``max_pending`` batches wait.
+    :meth:`update` may then keep a *reference* to the batch until it is hashed (no copy when the
+    batch is already C-contiguous float64), so the caller must pass an array it will not mutate
+    afterwards, or a copy. The default (``threaded=False``) hashes at once and keeps nothing.
+    """
+
+    def __init__(self, d: int, *, threaded: bool = False, max_pending: int = 4) -> None:
+        """A fingerprint of an input whose vectors have ``d`` coordinates."""
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+            raise ValueError(f"d must be a positive integer, got {d!r}")
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be at least 1, got {max_pending!r}")
+        self._d = int(d)
+        self._rows = 0
+        self._stream = hashlib.sha256()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") if threaded else None
+        self._pending: collections.deque[Future[None]] = collections.deque()
+        self._max_pending = max_pending
+
+    @property
+    def d(self) -> int:
+        """The number of coordinates of each vector."""
+        return self._d
+
+    @property
+    def rows(self) -> int:
+        """The number of rows passed to :meth:`update` so far."""
+        return self._rows
+
+    def update(self, values: np.ndarray) -> None:
+        """Hash a batch: an (n_b, d) array of the vectors as read (any real dtype; n_b may be 0)."""
+        batch = np.ascontiguousarray(values, dtype="<f8")
+        if batch.ndim != 2 or batch.shape[1] != self._d:
+            raise ValueError(f"expected an (n, {self._d}) array of vectors, got shape {batch.shape}")
+        self._rows += batch.shape[0]
+        if self._executor is None:
+            self._stream.update(batch.data)
+            return
+        while len(self._pending) >= self._max_pending:
+            self._pending.popleft().result()
+        self._pending.append(self._executor.submit(self._stream.update, batch.data))
+
+    def _drain(self) -> None:
+        """Wait until every batch passed so far is hashed (raising what the thread raised)."""
+        while self._pending:
+            self._pending.popleft().result()
+
+    def hexdigest(self) -> str:
+        """The fingerprint (64 hex digits) of the rows passed so far; more rows may follow."""
+        self._drain()
+        final = hashlib.sha256(_FINGERPRINT_PREFIX)
+        final.update(struct.pack("<QQ", self._d, self._rows))
+        final.update(self._stream.digest())
+        return final.hexdigest()
+
+    def close(self) -> None:
+        """Stop the background thread, if any, after the pending batches (:meth:`hexdigest` still works)."""
+        if self._executor is not None:
+            self._drain()
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+
+# --- entries and spends ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One release as the ledger records it.
+
+    ``input`` and ``output`` are the paths as given, resolved; ``epsilon`` is the ε asked for and
+    ``epsilon_exact`` the mechanism's exact worst-case ε (what the budget counts); ``delta`` is
+    None for pure ε-LDP; ``created`` is UTC ISO-8601 (:func:`utc_now`); ``tag`` is the input tag
+    written into the release's sidecar; ``reproducible`` says whether the run was seeded.
+    """
+
+    fingerprint: str
+    input: str
+    rows: int
+    d: int
+    columns: list[str]
+    output: str
+    mechanism: str
+    epsilon: float
+    epsilon_exact: float
+    delta: float | None
+    created: str
+    tag: str
+    reproducible: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as the ledger file stores it (JSON-able)."""
+        return {
+            "fingerprint": self.fingerprint,
+            "input": self.input,
+            "rows": self.rows,
+            "d": self.d,
+            "columns": list(self.columns),
+            "output": self.output,
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "epsilon_exact": self.epsilon_exact,
+            "delta": self.delta,
+            "created": self.created,
+            "tag": self.tag,
+            "reproducible": self.reproducible,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, ledger: str | os.PathLike[str], *, index: int | None = None) -> LedgerEntry:
+        """The entry stored as ``data`` in the ledger ``ledger`` (named in the DataError if malformed).
+
+        ``index`` (0-based) names the entry in that message. Extra keys are ignored.
+        """
+        where = "an entry" if index is None else f"entry {index + 1} (counting from 1)"
+        problem = _entry_problem(data)
+        if problem is not None:
+            raise _unreadable(os.fspath(ledger), f"{where}: {problem}")
+        delta = data["delta"]
+        return cls(
+            fingerprint=data["fingerprint"],
+            input=data["input"],
+            rows=int(data["rows"]),
+            d=int(data["d"]),
+            columns=list(data["columns"]),
+            output=data["output"],
+            mechanism=data["mechanism"],
+            epsilon=float(data["epsilon"]),
+            epsilon_exact=float(data["epsilon_exact"]),
+            delta=None if delta is None else float(delta),
+            created=data["created"],
+            tag=data["tag"],
+            reproducible=data["reproducible"],
+        )
+
+
+_ENTRY_FIELDS = tuple(LedgerEntry.__dataclass_fields__)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _entry_problem(data: Any) -> str | None:
+    """Why ``data`` is not a valid stored entry, or None when it is."""
+    if not isinstance(data, Mapping):
+        return "not a JSON object"
+    missing = [name for name in _ENTRY_FIELDS if name not in data]
+    if missing:
+        return f"missing field {', '.join(repr(name) for name in missing)}"
+    fingerprint = data["fingerprint"]
+    if not isinstance(fingerprint, str) or not _HEX64.fullmatch(fingerprint):
+        return "'fingerprint' is not 64 lowercase hex digits"
+    for name in ("input", "output", "mechanism", "created", "tag"):
+        if not isinstance(data[name], str):
+            return f"{name!r} is not a string"
+    if not _is_int(data["rows"]) or data["rows"] < 0:
+        return "'rows' is not a non-negative integer"
+    if not _is_int(data["d"]) or data["d"] < 1:
+        return "'d' is not a positive integer"
+    columns = data["columns"]
+    if not isinstance(columns, (list, tuple)) or not all(isinstance(name, str) for name in columns):
+        return "'columns' is not a list of strings"
+    for name in ("epsilon", "epsilon_exact"):
+        value = data[name]
+        if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            return f"{name!r} is not a positive finite number"
+    delta = data["delta"]
+    if delta is not None and (not _is_number(delta) or not 0 <= delta < 1):
+        return "'delta' is neither null nor a number in [0, 1)"
+    if not isinstance(data["reproducible"], bool):
+        return "'reproducible' is not true or false"
+    return None
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What the releases of one input (one fingerprint) have spent, by basic composition.
+
+    ``epsilon`` is the sum of the exact ε (the privacy loss), ``epsilon_asked`` the sum of the ε
+    asked for, ``delta`` the sum of δ when any release had one (else None: pure ε-LDP);
+    ``inputs`` and ``outputs`` are the distinct paths in the order first seen; ``first`` and
+    ``last`` are the creation times of the first and last release in the ledger.
+    """
+
+    fingerprint: str
+    releases: int
+    epsilon: float
+    epsilon_asked: float
+    delta: float | None
+    inputs: list[str]
+    outputs: list[str]
+    first: str
+    last: str
+
+
+def _spend(entries: list[LedgerEntry]) -> Spend:
+    """The spend of ``entries`` (non-empty, all of one fingerprint, in ledger order)."""
+    deltas = [entry.delta for entry in entries if entry.delta is not None]
+    return Spend(
+        fingerprint=entries[0].fingerprint,
+        releases=len(entries),
+        epsilon=math.fsum(entry.epsilon_exact for entry in entries),
+        epsilon_asked=math.fsum(entry.epsilon for entry in entries),
+        delta=math.fsum(deltas) if deltas else None,
+        inputs=_distinct(entry.input for entry in entries),
+        outputs=_distinct(entry.output for entry in entries),
+        first=entries[0].created,
+        last=entries[-1].created,
+    )
+
+
+def _distinct(values: Iterable[str]) -> list[str]:
+    """``values`` without repeats, in the order first seen."""
+    return list(dict.fromkeys(values))
+
+
+def _fmt(value: float) -> str:
+    """A privacy parameter for a message: 6 significant digits."""
+    return f"{value:.6g}"
+
+
+# --- the ledger ----------------------------------------------------------------------------------
+
+
+def _unreadable(label: str, reason: str) -> DataError:
+    """The error for a ledger file ldp cannot use."""
+    return DataError(f"{label}: cannot read the privacy-budget ledger ({reason}); {_FIX}")
+
+
+def _read_ledger(path: Path, label: str) -> tuple[bytes, list[LedgerEntry]] | None:
+    """The key and entries stored at ``path``; None when there is no file; DataError when unusable."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _unreadable(label, _reason(exc)) from exc
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise _unreadable(label, f"not JSON: {_reason(exc)}") from exc
+    if not isinstance(data, dict):
+        raise _unreadable(label, f"not a JSON object but a {type(data).__name__}")
+    if data.get("format") != LEDGER_FORMAT:
+        raise _unreadable(label, f'no "format": "{LEDGER_FORMAT}"')
+    version = data.get("version")
+    if not _is_int(version):
+        raise _unreadable(label, "no integer \"version\"")
+    if version != LEDGER_VERSION:
+        raise DataError(
+            f"{label}: this privacy-budget ledger is version {version}, and this ldp reads version "
+            f"{LEDGER_VERSION}; use the ldp that wrote it, or choose another ledger with --ledger PATH "
+            "(ldp never resets a ledger)"
+        )
+    key = data.get("key")
+    if not isinstance(key, str) or not _HEX64.fullmatch(key):
+        raise _unreadable(label, 'no "key" of 64 lowercase hex digits')
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        raise _unreadable(label, 'no "entries" list')
+    return bytes.fromhex(key), [LedgerEntry.from_dict(item, label, index=i) for i, item in enumerate(entries)]
+
+
+def _dump(key: bytes, entries: list[LedgerEntry]) -> str:
+    """The ledger file's text (ASCII JSON, so paths that are not valid UTF-8 survive as escapes)."""
+    document = {
+        "format": LEDGER_FORMAT,
+        "version": LEDGER_VERSION,
+        "key": key.hex(),
+        "entries": [entry.to_dict() for entry in entries],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path, label: str) -> Iterator[None]:
+    """Hold the exclusive lock on ``lock_path`` (created 0600 and left in place) for the block."""
+    try:
+        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise DataError(
+            f"{label}: cannot open the ledger's lock file {str(lock_path)!r} ({_reason(exc)}); "
+            "check the directory's permissions, or choose another ledger with --ledger PATH"
+        ) from exc
+    try:
+        try:
+            _lock(descriptor)
+        except OSError as exc:
+            raise DataError(
+                f"{label}: cannot lock the ledger ({_reason(exc)}); "
+                "keep the ledger on a local file system, or choose another with --ledger PATH"
+            ) from exc
+        try:
+            yield
+        finally:
+            _unlock(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def _private_umask() -> Iterator[None]:
+    """Create files 0600 and directories 0700 in this block (the umask is per process, see record)."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+class Ledger:
+    """The data owner's record of releases: open with :meth:`open`, append with :meth:`record`."""
+
+    def __init__(self, path: Path, label: str, key: bytes | None, entries: list[LedgerEntry]) -> None:
+        """Use :meth:`open`."""
+        self._path = path
+        self._label = label
+        self._key = key
+        self._entries = entries
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None) -> Ledger:
+        """The ledger at ``path`` (default :func:`default_ledger_path`); a missing file is empty.
+
+        Writes nothing. DataError when the file exists but cannot be used (it is left as it is).
+        """
+        target = Path(path) if path is not None else default_ledger_path()
+        label = os.fspath(target)
+        state = _read_ledger(target, label)
+        if state is None:
+            return cls(target, label, None, [])
+        key, entries = state
+        return cls(target, label, key, entries)
+
+    @property
+    def path(self) -> Path:
+        """The ledger file."""
+        return self._path
+
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        """Every recorded release, oldest first."""
+        return tuple(self._entries)
+
+    def _secret(self) -> bytes:
+        """The key, created (in memory; :meth:`record` persists it) for a ledger that has none yet."""
+        if self._key is None:
+            self._key = secrets.token_bytes(32)
+        return self._key
+
+    def tag(self, fingerprint: str) -> str:
+        """The input tag for a sidecar: ``"ldptag1-"`` + HMAC-SHA256(key, fingerprint), hex."""
+        return TAG_PREFIX + hmac.new(self._secret(), fingerprint.encode("utf-8"), hashlib.sha256).hexdigest()
+
+    def spent(self, fingerprint: str) -> Spend | None:
+        """What the releases of the input with this fingerprint spent; None if it was never released."""
+        entries = [entry for entry in self._entries if entry.fingerprint == fingerprint]
+        return _spend(entries) if entries else None
+
+    def check(self, fingerprint: str, epsilon: float, *, max_budget: float | None, input_label: str) -> str | None:
+        """Judge a release at ``epsilon`` of the input with this fingerprint, before it is written.
+
+        ``epsilon`` is what the release will spend (its exact ε). Returns a warning sentence when
+        the input was already released, None when it is new. Raises :class:`BudgetError` when the
+        release alone, or with what was spent already (sum of exact ε), exceeds ``max_budget``
+        (UsageError when ``max_budget`` is not positive). δ is summed by :meth:`spent` but not capped.
+        """
+        if max_budget is not None and not max_budget > 0:
+            raise UsageError(f"--max-budget must be a positive ε, got {max_budget!r}; give the largest total ε to allow")
+        if not (math.isfinite(epsilon) and epsilon > 0):
+            raise UsageError(f"--epsilon must be a positive finite number, got {epsilon!r}")
+        spend = self.spent(fingerprint)
+        spent = spend.epsilon if spend is not None else 0.0
+        total = spent + epsilon
+        if max_budget is not None and total > max_budget * (1 + _BUDGET_SLACK):
+            if spend is None:
+                before = "it was never released before"
+            else:
+                before = f"ε spent so far: {_fmt(spent)} over {spend.releases} release(s), with it: {_fmt(total)}"
+            raise BudgetError(
+                f"{input_label}: this release's ε = {_fmt(epsilon)} would exceed --max-budget {_fmt(max_budget)} "
+                f"({before}; ledger {self._label}); nothing was written: choose a smaller --epsilon, "
+                "or a larger --max-budget if you accept the larger privacy loss"
+            )
+        if spend is None:
+            return None
+        return (
+            f"{input_label} was already released {spend.releases} time(s) (ε spent so far: {_fmt(spent)}; "
+            f"with this release: {_fmt(total)}). Each release of the same people's rows adds to their "
+            "privacy loss; see `ldp budget`."
+        )
+
+    def record(self, entry: LedgerEntry) -> None:
+        """Append ``entry`` to the ledger file, atomically and under the ledger's lock.
+
+        Creates the directory (0700) and the file (0600, with a new key unless :meth:`tag` made one
+        already) when missing. Under the lock the file is read again, so releases recorded by other
+        runs since :meth:`open` are kept; if it has become unreadable, DataError and nothing is
+        written. A rewrite keeps the file's mode (``atomic_write_text`` gives the new file the mode
+        of the one it replaces), so 0600 stays 0600. A symbolic link at the ledger's path is
+        followed: the file it points to is rewritten, and the lock file sits beside that file.
+
+        If the file held a different key when re-read (another run created the ledger after this
+        one opened it, or it was swapped), the file's key is kept: tags already handed out with this
+        object's key stay in their entries, and :meth:`by_tag` still finds them there.
+
+        The 0600/0700 modes are set through the process umask while the file and directory are
+        created, which is per process: a file another thread creates at that moment is made
+        private too (never less private).
+        """
+        problem = _entry_problem(entry.to_dict())
+        if problem is not None:
+            raise ValueError(f"not a valid ledger entry: {problem}")
+        target = Path(os.path.realpath(self._path))
+        self._make_directory(target.parent)
+        with _locked(target.with_name(target.name + ".lock"), self._label):
+            state = _read_ledger(target, self._label)
+            entries: list[LedgerEntry]
+            if state is None:
+                key, entries = self._secret(), []
+            else:
+                key, entries = state
+            entries.append(entry)
+            text = _dump(key, entries)
+            if target.exists():
+                atomic_write_text(target, text, overwrite=True)
+            else:
+                with _private_umask():
+                    atomic_write_text(target, text, overwrite=True)
+        self._key = key
+        self._entries = entries
+
+    def _make_directory(self, directory: Path) -> None:
+        """Create the ledger's directory (0700, parents with the usual mode) if it is missing."""
+        if directory.is_dir():
+            return
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataError(
+                f"{self._label}: cannot create the ledger's directory ({_reason(exc)}); "
+                "create it yourself, or choose another ledger with --ledger PATH"
+            ) from exc
+
+    def summary(self) -> list[Spend]:
+        """One :class:`Spend` per input (fingerprint), the input released most recently last."""
+        groups: dict[str, list[LedgerEntry]] = {}
+        for entry in self._entries:
+            groups.setdefault(entry.fingerprint, []).append(entry)
+        order = {entry.fingerprint: index for index, entry in enumerate(self._entries)}
+        return [_spend(groups[fingerprint]) for fingerprint in sorted(groups, key=order.__getitem__)]
+
+    def by_tag(self, tag: str) -> Spend | None:
+        """The spend of the input whose releases carry ``tag`` (from a sidecar); None if unknown here.
+
+        A tag from another ledger (another key) is unknown here, even for an equal input.
+        """
+        for entry in self._entries:
+            if entry.tag == tag:
+                return self.spent(entry.fingerprint)
+        if self._key is None:
+            return None
+        for fingerprint in _distinct(entry.fingerprint for entry in self._entries):
+            if self.tag(fingerprint) == tag:
+                return self.spent(fingerprint)
+        return None
