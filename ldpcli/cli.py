@@ -299,6 +299,23 @@ D_OPTION = typer.Option(..., "--d", help="Dimension of the vectors (≥ 1).")
 CALIBRATION_OPTION = typer.Option(None, "--calibration", help="")
 NORM_OPTION = typer.Option(None, "--norm-bound", "-L", help=NORM_HELP)
 R_MAX_OPTION = typer.Option(None, "--r-max", help=R_MAX_HELP)
+LEDGER_OPTION = typer.Option(
+    None, "--ledger", metavar="PATH", help="The data owner's privacy-budget ledger (default: $LDP_LEDGER, else "
+    "ldp/ledger.json in the user data directory, e.g. ~/.local/share). It holds a secret key and input fingerprints: "
+    "keep it private and never next to a release."
+)
+RISK_K_OPTION = typer.Option(
+    None, "--risk-k", help="Reconstruction section: dimension k of the reconstructed direction (default d, the whole "
+    "row's direction)."
+)
+RISK_RHO0_OPTION = typer.Option(
+    0.0, "--risk-rho0", help="Reconstruction section: the prior's concentration ρ0 ≥ 0 (its density on the direction is "
+    "at most e^ρ0 times uniform; 0: uniform)."
+)
+RISK_A_OPTION = typer.Option(
+    None, "--risk-a", metavar="A,...", help="Reconstruction section: accuracies a in [0, 1] (success: ⟨f(x), v̂⟩ ≥ a), "
+    "comma-separated. Default 0.1,0.3,0.5,0.9."
+)
 
 
 def _bound(norm_bound: Optional[float], r_max: Optional[float]) -> float:
@@ -314,7 +331,10 @@ def _bound(norm_bound: Optional[float], r_max: Optional[float]) -> float:
 @_WithMechanismOptions
 def params(
     d: int = D_OPTION,
-    eps: float = EPS_OPTION,
+    eps: Optional[float] = typer.Option(
+        None, "--eps", "--epsilon", help="Privacy level ε per row, in [0.01, 10⁴]. Required unless --target-rmse or "
+        "--target-error asks for the smallest ε that meets an error target."
+    ),
     mechanism: Optional[str] = typer.Option(
         None, "--mechanism", "-m", help=" Without it: a comparison of all vector mechanisms."
     ),
@@ -322,6 +342,16 @@ def params(
     norm_bound: Optional[float] = NORM_OPTION,
     r_max: Optional[float] = R_MAX_OPTION,
     n: Optional[int] = typer.Option(None, "--n", help="Number of rows, to report the expected error of their mean."),
+    target_rmse: Optional[float] = typer.Option(
+        None, "--target-rmse", help="With --n: the smallest ε at which the guaranteed RMS ℓ2 error of the mean of n "
+        "rows is at most this (solved exactly, per mechanism)."
+    ),
+    target_error: Optional[float] = typer.Option(
+        None, "--target-error", help="Like --target-rmse, for the guaranteed E‖mean − true mean‖² (the RMS squared)."
+    ),
+    risk_k: Optional[int] = RISK_K_OPTION,
+    risk_rho0: float = RISK_RHO0_OPTION,
+    risk_a: Optional[str] = RISK_A_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by _WithMechanismOptions, never mutated
 ) -> None:
@@ -329,37 +359,156 @@ def params(
 
     Without --mechanism (and without --calibration, which implies privunit2), compare every vector mechanism at (d, ε) by its worst-case error over the
     ℓ2 ball of radius L, as a ratio to optimal PrivUnit2 (no unbiased ε-LDP mechanism does better).
+    Vector mechanisms also get bounds on reconstructing a row's direction from one output
+    (Bhowmick et al. 2018 Sec. 2.3.1; --risk-k, --risk-rho0, --risk-a; `ldp risk` for more).
+    With --n and --target-rmse (or --target-error), give instead the smallest ε at which each
+    mechanism's guaranteed error of the mean meets the target.
     """
     with _errors():
         if n is not None:
             check_count(n, "--n")
         bound = _bound(norm_bound, r_max)
-        _warn(check_epsilon(eps, force=True))  # params touches no data: out of range is a warning here
         if mechanism is None and calibration is not None:
             mechanism = "privunit2"  # a calibration names the default mechanism's, not a comparison
+        if target_rmse is not None or target_error is not None:
+            _params_for_target(d, n, eps, target_rmse, target_error, mechanism, calibration, bound, options, as_json)
+            return
+        if eps is None:
+            raise UsageError("Missing option '--eps' (or give --n with --target-rmse / --target-error to solve for ε)")
+        _warn(check_epsilon(eps, force=True))  # params touches no data: out of range is a warning here
+        risk_options: dict[str, Any] = {"k": risk_k, "rho0": risk_rho0, "a": _floats(risk_a, "--risk-a")}
         if mechanism is None:
             if set(options) - {"delta"}:
                 raise UsageError("--k, --alpha, --nu and --eps-split need --mechanism")
             from ldpcli.compare import compare_mechanisms, recommendation
 
-            rows = compare_mechanisms(d, eps, norm_bound=bound, delta=options.get("delta"))
+            rows = compare_mechanisms(d, eps, norm_bound=bound, delta=options.get("delta"), risk=risk_options)
             if n is not None:
                 for row in rows:
                     if "expected_error_max" in row:
                         row["n"] = n
                         row["expected_error_mean"] = row["expected_error_max"] / n
             _print_comparison(rows, recommendation(rows), as_json)
+            if not as_json:
+                _print_risk_line(rows)
             return
+        from ldpcli.risk.release import reconstruction
+
         mech = MechanismSpec(mechanism, eps, calibration, bound, options).calibrate(d)
         info = mech.describe()
         _warn(near_exact_warning(mech))
         if n is not None:
             info["n"] = n
             info["expected_error_mean"] = mech.expected_error_mean(n)
+        section = reconstruction(mech, **risk_options)
+        if section is not None:
+            info["reconstruction"] = section
     if as_json:
         out.print(json.dumps(info, allow_nan=False), markup=False)
         return
     _print_parameters(mech, info, n)
+    if section is not None:
+        _print_reconstruction(section)
+
+
+def _fmt_logp(log_p: float | None) -> str:
+    """A probability given by its natural log: plain when ≥ 1e-4, else as a power of ten."""
+    if log_p is None:
+        return "0"
+    if log_p >= 0.0:
+        return "1"
+    if log_p >= math.log(1e-4):
+        return f"{math.exp(log_p):.4g}"
+    return f"10^{log_p / math.log(10.0):.1f}"
+
+
+def _print_reconstruction(section: dict[str, Any], title: str | None = None) -> None:
+    """The reconstruction bounds of one release: a table per privacy level (``ldp params``, ``ldp risk``)."""
+    for level in section["levels"]:
+        heading = title or "Reconstruction"
+        if level["epsilon"] is None:
+            out.print(f"{heading}: {level['applies']}.", markup=False)
+            continue
+        table = Table(
+            title=f"{heading} of the direction of a k = {section['k']} projection, prior ρ0 = {_fmt(section['rho0'])}, "
+            f"at ε = {_fmt(level['epsilon'])} ({level['name']}: {level['applies']})",
+            title_justify="left",
+        )
+        for name in ("a", "‖f − v̂‖ ≤", "prior alone (≤)", "bound (exact cap)", "Prop. 1 (a ≤ 1/√2)", "Prop. 1 (a ≥ √(2/k))",
+                     "verdict"):
+            table.add_column(name, justify="left" if name == "verdict" else "right")
+        for bound in level["bounds"]:
+            table.add_row(
+                _fmt(bound["a"]), _fmt(math.sqrt(max(0.0, 2.0 - 2.0 * bound["a"]))),
+                _fmt_logp(None if bound["log_prior"] is None else bound["log_prior"] + section["rho0"]),
+                _fmt_logp(bound["log_exact"]), "—" if bound["log_prop1_small"] is None else _fmt_logp(bound["log_prop1_small"]),
+                "—" if bound["log_prop1_large"] is None else _fmt_logp(bound["log_prop1_large"]),
+                "protected" if bound["guarantee"] else "no guarantee",
+            )
+        out.print(table)
+    out.print(
+        "Reading: whatever guess v̂ an onlooker makes from one output, P(⟨f(x), v̂⟩ ≥ a) is at most the bound "
+        "(Lemma 2.2: e^(ε+ρ0) × the prior's own chance); 'no guarantee' where that reaches 1.", markup=False,
+    )
+
+
+def _print_risk_line(rows: list[dict[str, Any]]) -> None:
+    """One line under the comparison: the reconstruction bound at the release's ε (they share it)."""
+    best = next((row for row in rows if row.get("reconstruction") and row["reconstruction"]["levels"][0]["bounds"]), None)
+    if best is None:
+        return
+    section = best["reconstruction"]
+    level = section["levels"][0]
+    parts = [f"a = {_fmt(b['a'])}: {_fmt_logp(b['log_exact'])}" for b in level["bounds"]]
+    out.print(
+        f"Reconstruction (k = {section['k']}, ρ0 = {_fmt(section['rho0'])}, ε = {_fmt(level['epsilon'])}): any guess "
+        f"from one output reaches ⟨f(x), v̂⟩ ≥ a with probability at most {'; '.join(parts)}. See `ldp risk`.",
+        markup=False,
+    )
+
+
+def _params_for_target(
+    d: int, n: int | None, eps: float | None, target_rmse: float | None, target_error: float | None,
+    mechanism: str | None, calibration: str | None, bound: float, options: dict[str, Any], as_json: bool,
+) -> None:
+    """``ldp params --n N --target-rmse T``: the smallest ε per mechanism (ldpcli.risk.solvers)."""
+    from ldpcli.risk.solvers import epsilon_for_error, epsilons_for_error
+
+    if target_rmse is not None and target_error is not None:
+        raise UsageError("give one of --target-rmse and --target-error")
+    if n is None:
+        raise UsageError("--target-rmse and --target-error need --n, the number of rows the mean is taken over")
+    if eps is not None:
+        raise UsageError("--eps and a target exclude each other: the target chooses ε")
+    flag = "--target-rmse" if target_rmse is not None else "--target-error"
+    value = target_rmse if target_rmse is not None else target_error
+    assert value is not None
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} must be a positive number, got {value}")
+    target = value**2 if target_rmse is not None else value
+    if mechanism is None:
+        results = epsilons_for_error(d=d, n=n, target_error=target, norm_bound=bound, delta=options.get("delta"))
+    else:
+        results = [epsilon_for_error(mechanism, d=d, n=n, target_error=target, norm_bound=bound,
+                                     calibration=calibration, options=options, flag=flag)]
+    if as_json:
+        out.print(json.dumps([r.to_dict() for r in results] if mechanism is None else results[0].to_dict(),
+                             allow_nan=False), markup=False)
+        return
+    table = Table(
+        title=f"Smallest ε meeting a guaranteed {'RMS ℓ2 error' if target_rmse is not None else 'E‖mean − true mean‖²'} "
+        f"≤ {_fmt(value)} for the mean of n = {n} rows, d = {d}, L = {_fmt(bound)}",
+        title_justify="left",
+    )
+    for name in ("mechanism", "ε", "ε exact", "RMS error at ε", "note"):
+        table.add_column(name, justify="left" if name in ("mechanism", "note") else "right")
+    for r in results:
+        if r.epsilon is None:
+            table.add_row(r.mechanism, "—", "—", "—", f"not attainable: {r.reason}")
+            continue
+        note = "met already at the smallest ε, 0.01" if r.at_minimum else ""
+        table.add_row(r.mechanism, _fmt(r.epsilon), _fmt(r.epsilon_exact), _fmt(r.rmse), note)
+    out.print(table)
 
 
 def _print_parameters(mech: Any, info: dict[str, Any], n: int | None) -> None:
@@ -461,6 +610,16 @@ FORCE_OPTION = typer.Option(
 )
 
 
+def _floats(value: Optional[str], option: str) -> list[float] | None:
+    """A comma-separated list of numbers (None when not given)."""
+    if value is None:
+        return None
+    try:
+        return [float(part) for part in _split(value)] or None
+    except ValueError:
+        raise UsageError(f"{option} takes comma-separated numbers, e.g. {option} 0.1,0.5; got {value!r}") from None
+
+
 def _warn(text: str | None) -> None:
     """A warning on stderr; never hidden by --quiet (which is for progress and notes)."""
     if text:
@@ -520,6 +679,14 @@ def privatize(
         "CSV). Rounding the privatized output is post-processing: the privacy guarantee is unchanged."
     ),
     force: bool = FORCE_OPTION,
+    ledger: Optional[Path] = LEDGER_OPTION,
+    max_budget: Optional[float] = typer.Option(
+        None, "--max-budget", metavar="EPS", help="Refuse (exit 1, nothing written) when the ε this input has spent "
+        "in the ledger plus this release's would exceed EPS (basic composition: releases of the same rows add up)."
+    ),
+    risk_k: Optional[int] = RISK_K_OPTION,
+    risk_rho0: float = RISK_RHO0_OPTION,
+    risk_a: Optional[str] = RISK_A_OPTION,
     threads: Optional[int] = typer.Option(
         None, "--threads", help="Threads privatizing batches (default: the available cores). The output for a "
         "--seed does not depend on it."
@@ -540,18 +707,26 @@ def privatize(
     rows respect (a warning says when more than 1% were clipped; --fail-on-clip refuses). Inside
     the ball each row is rounded without bias to the sphere, then randomized. The output is
     unbiased for every row: averaging privatized rows estimates the mean of the (clipped) raw ones.
+
+    Each release is recorded in the data owner's privacy-budget ledger (--ledger; see `ldp budget`):
+    releasing the same rows again warns and adds to their ε, --max-budget refuses past a cap. The
+    sidecar carries a keyed tag of the input and bounds on reconstructing a row's direction from its
+    output (Bhowmick et al. 2018 Sec. 2.3; --risk-k, --risk-rho0, --risk-a; see `ldp risk`).
     """
     with _errors():
+        from ldpcli.budget import Ledger
         from ldpcli.pipeline import privatize_file
 
         bound = _bound(norm_bound, r_max)
+        owner_ledger = Ledger.open(ledger)
         with _progress("privatizing", quiet) as (on_start, on_rows):
             result = privatize_file(
                 input, output, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,
                 options=options, threads=threads, memory=_bytes(memory, "--memory"),
                 column=column, columns=_split(columns) or None, keep=_split(keep), keep_unsafe=keep_unsafe,
                 seed=seed, overwrite=overwrite, force=force, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid,
-                dtype=dtype, on_start=on_start, on_rows=on_rows,
+                dtype=dtype, on_start=on_start, on_rows=on_rows, ledger=owner_ledger, max_budget=max_budget,
+                risk_k=risk_k, risk_rho0=risk_rho0, risk_a=_floats(risk_a, "--risk-a"),
             )
     if column is None and not columns:  # the layout was detected: say which columns became the vector
         names = result.layout.columns
@@ -940,6 +1115,307 @@ def sweep(
         failed = sum(row["error"] is not None for row in rows)
         extra = f", {failed} with an error" if failed else ""
         out.print(f"wrote {output} ({len(rows)} rows{extra})", markup=False)
+
+
+@app.command("risk", cls=_Command)
+def risk(
+    eps: Optional[float] = typer.Option(
+        None, "--eps", "--epsilon", help="The release's ε (with --mechanism: the level it is calibrated to)."
+    ),
+    mechanism: Optional[str] = typer.Option(
+        None, "--mechanism", "-m", help="With --d: the bound uses this mechanism's exact ε (its default options; for "
+        "others, `ldp params -m M … --risk-k K` or --sidecar) and says which ε counts."
+    ),
+    calibration: Optional[str] = CALIBRATION_OPTION,
+    sidecar: Optional[Path] = typer.Option(None, "--sidecar", help="Take the mechanism and d from a release's sidecar."),
+    d: Optional[int] = typer.Option(
+        None, "--d", help="Dimension of the rows (with --mechanism; default k). With --model zipf: the dictionary size."
+    ),
+    k: Optional[int] = typer.Option(
+        None, "--k", help="Dimension of the reconstructed direction f(x) = Ax/‖Ax‖, 2 ≤ k ≤ d (default d: the whole "
+        "direction). Low-dimensional views (a few first coordinates, low frequencies) are the hard case."
+    ),
+    rho0: float = typer.Option(
+        0.0, "--rho0", help="The onlooker's prior concentration ρ0 ≥ 0: its density on f(x) is at most e^ρ0 times "
+        "uniform (0: a uniform prior)."
+    ),
+    a: Optional[str] = typer.Option(
+        None, "--a", metavar="A,...", help="Accuracies in [0, 1], comma-separated (default 0.1,0.3,0.5,0.9): a guess "
+        "v̂ succeeds when ⟨f(x), v̂⟩ ≥ a, i.e. ‖f(x) − v̂‖ ≤ √(2 − 2a)."
+    ),
+    max_risk: Optional[float] = typer.Option(
+        None, "--max-risk", metavar="P", help="Instead: the largest ε whose reconstruction bound stays ≤ P, per a "
+        "(needs --k or --d)."
+    ),
+    model: Optional[str] = typer.Option(
+        None, "--model", metavar="zipf", help="Sparse data instead: the Zipfian prior P(word j used) = min(m/j, 1) of "
+        "Bhowmick et al. Sec. 2.3.2 (with --m, --d, --precision, --recall)."
+    ),
+    m: Optional[int] = typer.Option(None, "--m", help="--model zipf: the least number of words a user contributes."),
+    precision: Optional[float] = typer.Option(None, "--precision", help="--model zipf: the guess's precision to reach."),
+    recall: Optional[float] = typer.Option(None, "--recall", help="--model zipf: the guess's recall to reach."),
+    attack: Optional[Path] = typer.Option(
+        None, "--attack", metavar="PRIVATIZED", help="Instead: run the natural reconstruction on a release and compare "
+        "with --raw (the owner's own analysis: it reads raw data, never publish its output)."
+    ),
+    raw: Optional[Path] = typer.Option(None, "--raw", help="--attack: the raw file the release was made from."),
+    basis: str = typer.Option(
+        "coordinates", "--basis", metavar="coordinates|random", help="--attack: project on the first k coordinates, or "
+        "on a seeded public random orthonormal basis."
+    ),
+    basis_seed: int = typer.Option(0, "--basis-seed", help="--attack --basis random: the public basis's seed."),
+    norm_bound: Optional[float] = NORM_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="--attack: no progress bar."),
+) -> None:
+    """What a release costs: the chance that anyone reconstructs a person's data from their output.
+
+    If a release is ε-LDP, no guess made from one output does better than e^ε times the best guess
+    made without it (Bhowmick et al. 2018, Lemma 2.2). With a diffuse prior on the direction of a
+    k-dimensional view of the row, that chance stays tiny even at large ε unless ε is of the order of
+    k (Prop. 1). Reports, per accuracy a, the paper's Prop. 1 bound (two branches) and the sharper
+    exact bound with the uniform cap probability, as probabilities (powers of ten below 1e-4).
+
+    Modes: the bound at --eps, at a --mechanism's exact ε (with --d) or at a --sidecar's release;
+    --max-risk P: the largest ε that keeps the bound ≤ P; --model zipf: sparse histogram data
+    (Lemma 2.3's bound and the exact best guess); --attack PRIVATIZED --raw RAW: the natural
+    reconstruction run on real rows, against the guess the prior alone allows.
+    """
+    with _errors():
+        accuracies = _floats(a, "--a")
+        if attack is not None:
+            _risk_attack(attack, raw, sidecar, k, basis, basis_seed, accuracies, as_json, quiet)
+            return
+        if raw is not None:
+            raise UsageError("--raw goes with --attack PRIVATIZED")
+        if model is not None:
+            _risk_sparse(model, eps, mechanism, sidecar, m, d, precision, recall, as_json, calibration, norm_bound)
+            return
+        if max_risk is not None:
+            if eps is not None or mechanism is not None or sidecar is not None:
+                raise UsageError("--max-risk solves for ε: give --k (or --d) and --a, not --eps, --mechanism or --sidecar")
+            _risk_max_epsilon(max_risk, k, d, rho0, accuracies, as_json)
+            return
+        mech = _risk_mechanism(eps, mechanism, sidecar, d, calibration, norm_bound)
+        from ldpcli.risk.release import reconstruction
+
+        if mech is not None:
+            section = reconstruction(mech, k=k, rho0=rho0, a=accuracies)
+            if section is None:
+                raise UsageError(f"{mech.name} releases one number (d = 1): there is no direction to reconstruct; "
+                                 "see --model zipf for sparse data")
+        else:
+            assert eps is not None
+            section = _plain_section(eps, k, d, rho0, accuracies)
+    if as_json:
+        out.print(json.dumps(section, allow_nan=False), markup=False)
+        return
+    _print_reconstruction(section, title="Reconstruction risk")
+
+
+def _risk_mechanism(
+    eps: float | None, mechanism: str | None, sidecar: Path | None, d: int | None, calibration: str | None,
+    norm_bound: float | None,
+) -> Any:
+    """The release whose exact ε counts: from a sidecar, a mechanism at (d, ε), or None for a bare ε."""
+    if sidecar is not None:
+        if eps is not None or mechanism is not None:
+            raise UsageError("--sidecar gives the mechanism and ε; drop --eps and --mechanism")
+        from ldpcli.sidecar import load_sidecar
+
+        return load_sidecar(sidecar).mechanism
+    if eps is None:
+        raise UsageError("give --eps, --mechanism with --d and --eps, or --sidecar (or --max-risk, --model, --attack)")
+    if mechanism is None:
+        if calibration is not None:
+            raise UsageError("--calibration needs --mechanism")
+        return None
+    if d is None:
+        raise UsageError("--mechanism needs --d, the dimension it is calibrated for")
+    from ldpcli.compare import DEFAULT_DELTA
+
+    options = {"delta": DEFAULT_DELTA} if "delta" in get_mechanism(mechanism).options else {}  # as `ldp params`
+    return MechanismSpec(mechanism, eps, calibration, 1.0 if norm_bound is None else norm_bound, options).calibrate(d)
+
+
+def _plain_section(eps: float, k: int | None, d: int | None, rho0: float, a: list[float] | None) -> dict[str, Any]:
+    """The reconstruction section for a bare ε (any ε-LDP release)."""
+    from ldpcli.mechanisms import RiskEpsilon
+    from ldpcli.risk.release import reconstruction_for
+
+    if not (math.isfinite(eps) and eps >= 0):
+        raise UsageError(f"--eps must be a non-negative number, got {eps}")
+    k = d if k is None else k
+    if k is None:
+        raise UsageError("--k is required with a bare --eps (the dimension of the reconstructed direction), or --d")
+    level = RiskEpsilon("release", eps, f"any {_fmt(eps)}-LDP release, any prior", True)
+    return reconstruction_for([level], k=k, rho0=rho0, a=a, d=d)
+
+
+def _risk_max_epsilon(
+    max_risk: float, k: int | None, d: int | None, rho0: float, a: list[float] | None, as_json: bool
+) -> None:
+    """``ldp risk --max-risk P``: the largest ε per a (closed form, ldpcli.risk.diffuse)."""
+    from ldpcli.risk.diffuse import STANDARD_A, max_epsilon_for_risk
+
+    k = d if k is None else k
+    if k is None:
+        raise UsageError("--max-risk needs --k (the dimension of the reconstructed direction) or --d")
+    if d is not None and k > d:
+        raise UsageError(f"--k must be an integer >= 2 and <= d = {d}, got {k}")
+    results = [max_epsilon_for_risk(max_risk, k=k, a=value, rho0=rho0) for value in (STANDARD_A if a is None else a)]
+    if as_json:
+        out.print(json.dumps([r.to_dict() for r in results], allow_nan=False), markup=False)
+        return
+    table = Table(title=f"Largest ε keeping P(reconstruction) ≤ {_fmt(max_risk)}: direction of a k = {k} projection, "
+                  f"prior ρ0 = {_fmt(rho0)}", title_justify="left")
+    for name in ("a", "largest ε (exact cap)", "largest ε (Prop. 1)", "note"):
+        table.add_column(name, justify="left" if name == "note" else "right")
+    for r in results:
+        table.add_row(_fmt(r.a), _fmt(r.epsilon_max), _fmt(r.epsilon_max_prop1), r.reason or "")
+    out.print(table)
+    out.print("Reading: an ε-LDP release at or below this ε keeps every onlooker's chance of a guess with "
+              "⟨f(x), v̂⟩ ≥ a at most P, whatever the output (Lemma 2.2 with the exact uniform cap probability).",
+              markup=False)
+
+
+def _risk_sparse(
+    model: str, eps: float | None, mechanism: str | None, sidecar: Path | None, m: int | None, d: int | None,
+    precision: float | None, recall: float | None, as_json: bool, calibration: str | None,
+    norm_bound: float | None,
+) -> None:
+    """``ldp risk --model zipf``: Lemma 2.3's bound and the exact best guess, times e^ε (Prop. 2)."""
+    from ldpcli.risk.sparse import sparse_risk
+
+    if model != "zipf":
+        raise UsageError(f"--model must be zipf (the Zipfian prior of Bhowmick et al. Sec. 2.3.2), got {model!r}")
+    missing = [flag for flag, value in (("--m", m), ("--d", d), ("--precision", precision), ("--recall", recall))
+               if value is None]
+    if missing:
+        raise UsageError(f"--model zipf needs {', '.join(missing)}")
+    assert m is not None and d is not None and precision is not None and recall is not None
+    if mechanism is not None or sidecar is not None:
+        mech = _risk_mechanism(eps, mechanism, sidecar, d if sidecar is None else None, calibration, norm_bound)
+        level = mech.risk_epsilons()[0]
+        if level.epsilon is None:
+            raise UsageError(f"{mech.name}: {level.applies}")
+        epsilon = level.epsilon
+    elif eps is None:
+        raise UsageError("--model zipf needs --eps (or --sidecar)")
+    else:
+        epsilon = eps
+    result = sparse_risk(epsilon, m=m, d=d, precision=precision, recall=recall)
+    info = result.to_dict()
+    if as_json:
+        out.print(json.dumps(info, allow_nan=False), markup=False)
+        return
+    table = Table(title=f"Reconstruction of a sparse histogram (Zipfian prior, m = {m}, d = {d}): precision ≥ "
+                  f"{_fmt(precision)} and recall ≥ {_fmt(recall)}, at ε = {_fmt(epsilon)}", title_justify="left")
+    for name in ("route", "prior alone", "after the release", "note"):
+        table.add_column(name, justify="left" if name in ("route", "note") else "right")
+    table.add_row("Lemma 2.3 (Bernstein, proof's constants)", _fmt_logp(result.log_prior_lemma),
+                  _fmt_logp(result.log_bound_lemma), f"γ = {_fmt(result.gamma)}")
+    if result.log_prior_exact is None:
+        table.add_row("exact best guess", "—", "—", result.exact_reason or "")
+    else:
+        table.add_row("exact best guess", _fmt_logp(result.log_prior_exact), _fmt_logp(result.log_bound_exact),
+                      f"the {result.best_size} most frequent words")
+    out.print(table)
+    out.print("Reading: no guess made from one output reaches both precision and recall with more than the "
+              "'after the release' probability (Lemma 2.2: e^ε × the prior's best guess).", markup=False)
+
+
+def _risk_attack(
+    privatized: Path, raw: Path | None, sidecar: Path | None, k: int | None, basis: str, basis_seed: int,
+    a: list[float] | None, as_json: bool, quiet: bool,
+) -> None:
+    """``ldp risk --attack PRIVATIZED --raw RAW``: the natural reconstruction (ldpcli.risk.attack)."""
+    from ldpcli.risk.attack import attack
+
+    if raw is None:
+        raise UsageError("--attack needs --raw RAW, the file the release was made from")
+    kwargs: dict[str, Any] = {"k": k, "basis": basis, "basis_seed": basis_seed, "sidecar": sidecar}
+    if a is not None:
+        kwargs["a"] = a
+    with _progress("attacking", quiet) as (_, on_rows):
+        report = attack(privatized, raw, on_rows=on_rows, **kwargs)
+    info = report.to_dict()
+    if as_json:
+        out.print(json.dumps(info, allow_nan=False), markup=False)
+        return
+    _print_attack(info)
+
+
+def _print_attack(info: dict[str, Any]) -> None:
+    """The attack's tables: how close the natural reconstruction came, against the prior-only guess."""
+    basis = "first k coordinates" if info["basis"] == "coordinates" else f"random basis, seed {info['basis_seed']}"
+    table = Table(
+        title=f"Reconstruction attack on {info['privatized']} ({info['mechanism']}, ε = {_fmt(info['epsilon'])}, "
+        f"n = {info['n']}): ⟨f(x), v̂⟩ for the direction of k = {info['k']} of d = {info['d']} ({basis})",
+        title_justify="left",
+    )
+    for name in ("guess", *info["release"].keys()):
+        table.add_column(name, justify="left" if name == "guess" else "right")
+    table.add_row("from the release", *(_fmt(v) for v in info["release"].values()))
+    table.add_row("prior only", *(_fmt(v) for v in info["prior"].values()))
+    out.print(table)
+    success = Table(title=f"Fraction of rows reconstructed to ⟨f(x), v̂⟩ ≥ a ({info['interval']} intervals)",
+                    title_justify="left")
+    for name in ("a", "from the release", "prior only", "bound, uniform prior"):
+        success.add_column(name, justify="right")
+    for row in info["success"]:
+        release, prior = row["release"], row["prior"]
+        success.add_row(
+            _fmt(row["a"]), f"{_fmt(release['fraction'])} [{_fmt(release['low'])}, {_fmt(release['high'])}]",
+            f"{_fmt(prior['fraction'])} [{_fmt(prior['low'])}, {_fmt(prior['high'])}]", _fmt(row["uniform_bound"]),
+        )
+    out.print(success)
+    out.print("Reading: 'prior only' is the best single guess made without the release (the rows' mean direction); "
+              "the release adds what lies between the two columns. The bound holds for a prior uniform on the "
+              "directions (ρ0 = 0), which real data is not.", markup=False)
+    _warn(info["notice"])
+
+
+@app.command("budget", cls=_Command)
+def budget(
+    ledger: Optional[Path] = LEDGER_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """The privacy budget each input has spent: every release recorded in the data owner's ledger.
+
+    Releasing the same people's rows k times at ε₁, …, ε_k is (ε₁ + … + ε_k)-LDP (basic composition;
+    for the Gaussian baseline also δ₁ + … + δ_k). Inputs are identified by a fingerprint of their
+    values, so a copy or a re-encoded file counts as the same input. `ldp privatize` records every
+    release; --max-budget there refuses one that would go past a cap.
+    """
+    with _errors():
+        from ldpcli.budget import Ledger
+
+        book = Ledger.open(ledger)
+        spends = book.summary()
+    if as_json:
+        out.print(json.dumps({"ledger": str(book.path), "inputs": [_spend_dict(s) for s in spends]}, allow_nan=False),
+                  markup=False)
+        return
+    if not spends:
+        out.print(f"No release recorded in {book.path}.", markup=False)
+        return
+    table = Table(title=f"Privacy budget spent per input ({book.path})", title_justify="left")
+    for name in ("input", "releases", "ε spent", "δ", "last release", "outputs"):
+        table.add_column(name, justify="right" if name in ("releases", "ε spent", "δ") else "left")
+    for spend in spends:
+        table.add_row(", ".join(spend.inputs), str(spend.releases), _fmt(spend.epsilon),
+                      "—" if spend.delta is None else _fmt(spend.delta), spend.last, ", ".join(spend.outputs))
+    out.print(table)
+    out.print("Reading: each person in an input has lost at most 'ε spent' of privacy across its releases "
+              "(the sum of their exact ε).", markup=False)
+
+
+def _spend_dict(spend: Any) -> dict[str, Any]:
+    """One input's line of ``ldp budget --json`` (the fingerprint stays in the ledger)."""
+    return {"inputs": list(spend.inputs), "releases": spend.releases, "epsilon": spend.epsilon,
+            "epsilon_asked": spend.epsilon_asked, "delta": spend.delta, "first": spend.first, "last": spend.last,
+            "outputs": list(spend.outputs)}
 
 
 @app.command("plot", cls=_Command)

@@ -12,21 +12,28 @@ has smaller error.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from ldpcli.errors import LdpError
 from ldpcli.mechanisms import MechanismSpec, PrivUnit2, get_mechanism, mechanism_names
+from ldpcli.risk.release import reconstruction
 
 #: δ used for the (ε, δ) Gaussian baseline when the caller gives none.
 DEFAULT_DELTA = 1e-6
 
 
-def compare_mechanisms(d: int, epsilon: float, *, norm_bound: float = 1.0, delta: float | None = None) -> list[dict[str, Any]]:
+def compare_mechanisms(
+    d: int, epsilon: float, *, norm_bound: float = 1.0, delta: float | None = None,
+    risk: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """One object per vector mechanism (its ``describe()`` plus ``ratio_to_optimal``), best first.
 
     A mechanism that cannot be calibrated at (d, ε) gets ``{"mechanism": …, "error": reason}``.
     Baselines carry ``"baseline": true``; the Gaussian one is (ε, δ)-DP with ``delta`` (default
-    1e-6), not ε-LDP, and says so.
+    1e-6), not ε-LDP, and says so. With ``risk`` (the keywords of
+    :func:`ldpcli.risk.release.reconstruction`: k, rho0, a) each row also gets its
+    ``reconstruction`` section.
     """
     reference = PrivUnit2.calibrate(d, epsilon, norm_bound=norm_bound).expected_error_max
     rows: list[dict[str, Any]] = []
@@ -36,13 +43,16 @@ def compare_mechanisms(d: int, epsilon: float, *, norm_bound: float = 1.0, delta
             continue
         options = {"delta": DEFAULT_DELTA if delta is None else delta} if "delta" in cls.options else {}
         try:
-            info = MechanismSpec(name, epsilon, None, norm_bound, options).calibrate(d).describe()
+            mech = MechanismSpec(name, epsilon, None, norm_bound, options).calibrate(d)
+            info = mech.describe()
         except LdpError as exc:
             rows.append({"mechanism": name, "title": cls.title, "baseline": cls.baseline, "error": str(exc)})
             continue
         info["title"] = cls.title
         info["baseline"] = cls.baseline
         info["ratio_to_optimal"] = info["expected_error_max"] / reference
+        if risk is not None:
+            info["reconstruction"] = reconstruction(mech, **risk)
         rows.append(info)
     rows.sort(key=lambda row: row.get("ratio_to_optimal", float("inf")))
     return rows

@@ -28,11 +28,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ldpcli.budget import InputFingerprint, Ledger, LedgerEntry
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_format, open_vectors
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.randomness import block_generators, input_key, key_block_rows, root_seed
+from ldpcli.risk.release import reconstruction
 from ldpcli.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
 from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
 
@@ -66,7 +68,8 @@ class PrivatizeResult:
     #: shown to the person running the command, never written to the sidecar.
     n_clipped: int
     #: The sentences recorded in the sidecar's ``release.warnings`` (ε forced out of range, a
-    #: baseline, a near-exact release, kept columns released unprivatized), to show on stderr.
+    #: baseline, a near-exact release, kept columns released unprivatized), to show on stderr; then,
+    #: for the operator only (not in the sidecar), the ledger's notice that the input was released before.
     warnings: tuple[str, ...] = ()
     #: The type the vectors were written as (``"float32"`` or ``"float64"``).
     dtype: str = "float64"
@@ -74,6 +77,8 @@ class PrivatizeResult:
     #: Like ``n_clipped``, shown to the person running the command and never stored.
     n_skipped: int = 0
     skipped_rows: tuple[int, ...] = ()
+    #: The sidecar's ``release.input_tag`` (None without a ledger).
+    input_tag: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """What ``ldp privatize --json`` prints: the outputs, the public description, and the
@@ -93,6 +98,7 @@ class PrivatizeResult:
             "dtype": self.dtype,
             "reproducible": self.reproducible,
             "warnings": list(self.warnings),
+            "input_tag": self.input_tag,
             "n_clipped": self.n_clipped,
             "n_skipped": self.n_skipped,
         }
@@ -129,6 +135,11 @@ def privatize_file(
     on_start: Callable[[int | None], None] | None = None,
     dtype: str | None = None,
     warnings: Sequence[str] = (),
+    ledger: Ledger | None = None,
+    max_budget: float | None = None,
+    risk_k: int | None = None,
+    risk_rho0: float = 0.0,
+    risk_a: Sequence[float] | None = None,
 ) -> PrivatizeResult:
     """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar.
 
@@ -147,6 +158,14 @@ def privatize_file(
     the sidecar records it as ``data.dtype``. ``warnings`` (sentences) are recorded in the
     sidecar's ``release.warnings``, with the reason a baseline mechanism is not for release
     (:func:`ldpcli.sidecar.baseline_warning`); its ``release.unprivatized_columns`` are ``keep``.
+    ``ledger`` (:class:`ldpcli.budget.Ledger`; ``ldp privatize`` passes the user's) fingerprints the
+    input's values while they are read, refuses the release before anything is published when the
+    input's spent ε plus this release's would exceed ``max_budget`` (which needs a ledger), warns
+    (in ``warnings`` of the result, not in the sidecar) when the input was released before, writes
+    the input's keyed tag to the sidecar and records the release once output and sidecar are
+    published (if recording fails, both are removed). Without a ledger nothing is recorded and the
+    sidecar has no tag. ``risk_k``, ``risk_rho0`` and ``risk_a`` choose the sidecar's
+    reconstruction section (:func:`ldpcli.risk.release.reconstruction`; default k = d, ρ0 = 0).
     Raises ``UsageError`` / ``DataError`` with one-line messages (``--dtype`` other than float32 or
     float64 is a UsageError); on any failure no output or sidecar is left behind.
     """
@@ -155,6 +174,8 @@ def privatize_file(
     clip_limit = check_clip_fraction(fail_on_clip)
     if dtype is not None:
         check_dtype(dtype)
+    if max_budget is not None and ledger is None:
+        raise UsageError("--max-budget needs the privacy-budget ledger (it counts what each input has spent)")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise UsageError("--seed must be a non-negative integer")
     threads = available_cores() if threads is None else threads
@@ -192,7 +213,11 @@ def privatize_file(
     ) as reader:
         mech = spec.calibrate(reader.layout.d)
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
+        risk = reconstruction(mech, k=risk_k, rho0=risk_rho0, a=risk_a)
         recorded = release_warnings(mech, reader.layout.keep, forced, warnings)
+        # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL);
+        # the reader's arrays are read-only views that nothing writes to.
+        fingerprint = InputFingerprint(reader.layout.d, threaded=workers > 1) if ledger is not None else None
         key = input_key(source, reader.layout.columns, spec) if seed is not None else ()
         if on_start is not None:
             on_start(reader.num_rows)
@@ -200,17 +225,39 @@ def privatize_file(
             target, reader.layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite,
             dtype=dtype, like=reader,
         ) as writer:
-            n, n_clipped = _run(reader, writer, _Privatizer(mech, root, key, reader.precision), workers, on_rows)
+            try:
+                n, n_clipped = _run(
+                    reader, writer, _Privatizer(mech, root, key, reader.precision), workers, on_rows, fingerprint
+                )
+            finally:
+                if fingerprint is not None:
+                    fingerprint.close()
             if n == 0:
                 raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
             check_clipping(n_clipped, n, clip_limit, os.fspath(source))
+            notices: tuple[str, ...] = ()
+            tag = None
+            if ledger is not None and fingerprint is not None:
+                digest = fingerprint.hexdigest()
+                already = ledger.check(digest, mech.epsilon_exact, max_budget=max_budget, input_label=str(source))
+                notices = () if already is None else (already,)
+                tag = ledger.tag(digest)
             try:
                 writer.commit()
                 content = build_sidecar(
                     mech, n=n, layout=reader.layout, data_path=target, sha256=writer.sha256,
-                    reproducible=seed is not None, dtype=writer.dtype, warnings=recorded,
+                    reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=tag,
+                    reconstruction=risk,
                 )
                 write_sidecar(side, content, overwrite=overwrite)
+                if ledger is not None and fingerprint is not None and tag is not None:
+                    ledger.record(LedgerEntry(
+                        fingerprint=digest, input=str(source.resolve()), rows=fingerprint.rows, d=mech.d,
+                        columns=list(reader.layout.columns), output=str(target.resolve()), mechanism=mech.name,
+                        epsilon=mech.epsilon, epsilon_exact=mech.epsilon_exact,
+                        delta=mech.delta_exact if mech.delta_exact > 0 else None,
+                        created=content["release"]["created"], tag=tag, reproducible=seed is not None,
+                    ))
             except BaseException:
                 if writer.published:  # never leave data without its sidecar, nor a sidecar of replaced data
                     for path in (target, side):
@@ -219,8 +266,8 @@ def privatize_file(
                 raise
     return PrivatizeResult(
         output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, layout=reader.layout,
-        reproducible=seed is not None, n_clipped=n_clipped, warnings=recorded, dtype=writer.dtype,
-        n_skipped=reader.skipped, skipped_rows=tuple(reader.skipped_rows),
+        reproducible=seed is not None, n_clipped=n_clipped, warnings=(*recorded, *notices), dtype=writer.dtype,
+        n_skipped=reader.skipped, skipped_rows=tuple(reader.skipped_rows), input_tag=tag,
     )
 
 
@@ -252,8 +299,11 @@ def _run(
     privatize: _Privatizer,
     threads: int,
     on_rows: Callable[[int], None] | None,
+    fingerprint: InputFingerprint | None = None,
 ) -> tuple[int, int]:
     """Privatize every batch of ``reader`` into ``writer`` in order; return (rows, clipped rows).
+
+    ``fingerprint`` (the ledger's) is fed every batch's values as read, in file order.
 
     With several threads, the calling thread only reads and submits batches to the pool, and a writer thread
     takes the results in file order and encodes, hashes and writes them, so that reading,
@@ -275,6 +325,8 @@ def _run(
 
     if threads == 1:
         for batch in reader:
+            if fingerprint is not None:
+                fingerprint.update(batch.values)
             write(privatize(batch.values, batch.first_row), batch.keep, batch.valid)
         return counts[0], counts[1]
 
@@ -298,6 +350,8 @@ def _run(
         for batch in reader:
             if failure:
                 break
+            if fingerprint is not None:
+                fingerprint.update(batch.values)
             queue.put((pool.submit(privatize, batch.values, batch.first_row), batch.keep, batch.valid))
     except BaseException:
         stop.set()

@@ -192,10 +192,32 @@ def scan(
                 f"{path}: its sidecar {meta.path} describes {_summary(meta)} but {first.path} describes "
                 f"{_summary(first)}; shards of one estimate must come from one privatization"
             )
+    _check_distinct_inputs(files, metas)
     if verify:
         for path, meta in zip(files, metas):
             _check_dtype(path, meta)
     return Scan(files, metas, verify=verify, where=conditions, batch_rows=batch_rows, on_rows=on_rows)
+
+
+def _check_distinct_inputs(files: Sequence[Path], metas: Sequence[Sidecar]) -> None:
+    """Refuse two releases of one input given as shards (their sidecars carry the same input tag).
+
+    Shards are disjoint sets of people; two releases of the same rows are not, and averaging them
+    would count each person twice while their privacy loss adds up (basic composition).
+    """
+    seen: dict[str, tuple[Path, Sidecar]] = {}
+    for path, meta in zip(files, metas):
+        if meta.input_tag is None:
+            continue
+        if meta.input_tag in seen:
+            other, first = seen[meta.input_tag]
+            total = first.mechanism.epsilon_exact + meta.mechanism.epsilon_exact
+            raise DataError(
+                f"{other} and {path} are two releases of the same input (their sidecars carry the same input tag), "
+                f"not shards of one: together they spend ε = {total:.6g} per person (basic composition) and an "
+                "estimate from both would count every person twice; estimate from one of them"
+            )
+        seen[meta.input_tag] = (path, meta)
 
 
 def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:

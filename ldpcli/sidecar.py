@@ -21,7 +21,12 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     the worst-case expected error of the mean of the n rows, ``unprivatized_columns`` (the
     layout's keep columns: copied to the output as they were, with no privacy protection) and
     ``warnings`` (sentences for whoever receives the file: for a baseline mechanism
-    :func:`ldpcli.safety.baseline_warning`'s, then the caller's).
+    :func:`ldpcli.safety.baseline_warning`'s, then the caller's), and ``input_tag`` when the release
+    was recorded in the data owner's ledger (:mod:`ldpcli.budget`: a keyed hash, equal for two
+    releases of one input, useless to anyone without the ledger's key).
+``reconstruction`` (optional, d ≥ 2)
+    bounds on reconstructing the row's direction from one output, from public parameters only
+    (:mod:`ldpcli.risk`; Bhowmick et al. 2018 Sec. 2.3.1).
 
 It holds only public parameters and counts: never the seed, never a statistic of the raw data
 (not even how many rows were clipped).
@@ -32,7 +37,8 @@ by its dotted path in version 2) and re-derives the mechanism from the public pa
 error bars of ``estimate-mean`` come from the code, and a sidecar whose numbers disagree with its
 own parameters is refused. Unknown extra keys are ignored when reading (the schema, for writers,
 is strict). Version-2 sidecars written before ``data.dtype``, ``mechanism.baseline``,
-``release.unprivatized_columns`` and ``release.warnings`` existed (and version-1 ones) still load:
+``release.unprivatized_columns``, ``release.warnings``, ``release.input_tag`` and
+``reconstruction`` existed (and version-1 ones) still load:
 the vectors were then always float64, the unprivatized columns are the layout's keep columns,
 ``baseline`` is the mechanism's own and no warning was recorded. ``find_sidecar`` finds the
 sidecar of a data file, also under the old name ``<stem>.ldp.json`` that version 1 used.
@@ -65,6 +71,8 @@ READABLE_VERSIONS = (1, 2)
 SUFFIX = ".ldp.json"
 #: The JSON Schema of version 2, inside the package (``sidecar_schema()`` loads it).
 SCHEMA_RESOURCE = "schemas/sidecar-v2.schema.json"
+#: ``release.input_tag``: "ldptag1-" and an HMAC-SHA256 in hex (:meth:`ldpcli.budget.Ledger.tag`).
+INPUT_TAG_PATTERN = r"ldptag1-[0-9a-f]{64}"
 REPRODUCIBLE_NOTE = "seeded run: reproducible by whoever knows the seed; not for release"
 # Numbers recomputed from the public parameters must agree with the recorded ones to this
 # relative tolerance (they differ only if the file was edited or another version computed them).
@@ -135,6 +143,8 @@ def build_sidecar(
     reproducible: bool,
     dtype: str = "float64",
     warnings: Sequence[str] = (),
+    input_tag: str | None = None,
+    reconstruction: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``.
 
@@ -142,9 +152,13 @@ def build_sidecar(
     sidecar to exactly that file. ``dtype`` is the type the vectors were written as (``float64``
     or ``float32``). ``warnings`` (sentences) go to ``release.warnings`` after
     :func:`baseline_warning`'s for a baseline mechanism (a repeated sentence is recorded once);
-    ``release.unprivatized_columns`` are the layout's keep columns. UsageError (from
-    ``describe``) if a number is not finite.
+    ``release.unprivatized_columns`` are the layout's keep columns. ``input_tag`` (from the data
+    owner's ledger, :meth:`ldpcli.budget.Ledger.tag`) goes to ``release.input_tag``;
+    ``reconstruction`` (:func:`ldpcli.risk.release.reconstruction`) is the top-level section of
+    reconstruction bounds. UsageError (from ``describe``) if a number is not finite.
     """
+    if input_tag is not None and not re.fullmatch(INPUT_TAG_PATTERN, input_tag):
+        raise ValueError(f"input_tag must match {INPUT_TAG_PATTERN}, got {input_tag!r}")
     if layout.d != mechanism.d:
         raise ValueError(f"the layout has d = {layout.d} but the mechanism has d = {mechanism.d}")
     if dtype not in DTYPES:
@@ -181,8 +195,10 @@ def build_sidecar(
     release["expected_error_mean"] = mechanism.expected_error_mean(n)
     release["unprivatized_columns"] = list(layout.keep)
     release["warnings"] = recorded
+    if input_tag is not None:
+        release["input_tag"] = input_tag
     data_path = Path(data_path)
-    return {
+    content = {
         "format": FORMAT,
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "ldp", "version": __version__},
@@ -198,6 +214,9 @@ def build_sidecar(
         },
         "release": release,
     }
+    if reconstruction is not None:
+        content["reconstruction"] = reconstruction
+    return content
 
 
 def write_sidecar(path: Path, content: dict[str, Any], *, overwrite: bool = False) -> None:
@@ -228,6 +247,8 @@ class Sidecar:
     warnings: tuple[str, ...] = ()
     #: Whether the mechanism is a baseline kept for comparison, not for release.
     baseline: bool = False
+    #: ``release.input_tag``: equal for two releases of one input (None when not recorded).
+    input_tag: str | None = None
 
     @property
     def d(self) -> int:
@@ -330,6 +351,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     unprivatized: tuple[str, ...] = layout.keep
     warnings: tuple[str, ...] = ()
     baseline = bool(type(mechanism).baseline)
+    input_tag: str | None = None
     if v2:  # fields added within version 2: absent from the sidecars written before them
         if _lookup(content, "data.dtype") is not _MISSING:
             dtype, dtype_recorded = _field(path, content, "data.dtype", str), True
@@ -344,6 +366,10 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
                 )
         if _lookup(content, "release.warnings") is not _MISSING:
             warnings = tuple(_strings(path, content, "release.warnings"))
+        if _lookup(content, "release.input_tag") is not _MISSING:
+            input_tag = _field(path, content, "release.input_tag", str)
+            if not re.fullmatch(INPUT_TAG_PATTERN, input_tag):
+                raise _malformed(path, "release.input_tag")
         if _lookup(content, "mechanism.baseline") is not _MISSING:
             recorded_baseline = _field(path, content, "mechanism.baseline", bool)
             if recorded_baseline != baseline:
@@ -355,7 +381,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     return Sidecar(
         path=path, content=content, mechanism=mechanism, layout=layout, n=n, sha256=sha256,
         spec=mechanism.spec, version=version, data_file=data_file, dtype=dtype, dtype_recorded=dtype_recorded,
-        unprivatized_columns=unprivatized, warnings=warnings, baseline=baseline,
+        unprivatized_columns=unprivatized, warnings=warnings, baseline=baseline, input_tag=input_tag,
     )
 
 

@@ -5,6 +5,7 @@ Registration order is the order of ``mechanism_names()`` (and of ``ldp params`` 
 
 from ldpcli.mechanisms.base import (
     LawTest,
+    RiskEpsilon,
     Mechanism,
     MechanismSpec,
     OptionSpec,
@@ -29,6 +30,7 @@ __all__ = [
     "Gaussian",
     "Laplace",
     "LawTest",
+    "RiskEpsilon",
     "Mechanism",
     "MechanismSpec",
     "OptionSpec",

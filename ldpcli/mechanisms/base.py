@@ -46,6 +46,23 @@ class LawTest(NamedTuple):
     note: str = ""
     skipped: bool = False
 
+
+class RiskEpsilon(NamedTuple):
+    """A privacy level that bounds reconstruction (``Mechanism.risk_epsilons``), and when it applies.
+
+    Bhowmick et al. 2018, Lemma 2.2: if the release is ε-LDP, the chance of reconstructing f(X)
+    after seeing any output is at most e^ε times the prior's. ``epsilon`` is None when the
+    mechanism gives no such per-output guarantee (an (ε, δ) mechanism with δ > 0: Sec. 4.4.1, "these
+    weakenings can never actually protect against a reconstruction breach for all possible
+    observations z"). ``conservative`` marks the level that holds with no assumption on the prior.
+    """
+
+    name: str
+    epsilon: float | None
+    applies: str
+    conservative: bool
+
+
 _REGISTRY: dict[str, type[Mechanism]] = {}
 #: The largest d any mechanism accepts (tested to 10⁷; some mechanisms set a lower limit).
 MAX_D = 10**8
@@ -403,6 +420,16 @@ class Mechanism(ABC):
         A mechanism without them reports that it has none.
         """
         raise NotImplementedError(f"mechanism {self.name!r} has no tests of its output's law")
+
+    def risk_epsilons(self) -> list[RiskEpsilon]:
+        """The levels that bound reconstruction from this release, the conservative one first.
+
+        Every pure ε-LDP mechanism: ``epsilon_exact``, for every target f(X) and every prior
+        (Bhowmick et al. 2018, Lemma 2.2). Mechanisms with more structure add levels that hold
+        under a stated assumption (``separated``: the direction's ε₁).
+        """
+        return [RiskEpsilon("release", self.epsilon_exact, "any target and any prior (Lemma 2.2: the release is "
+                            f"{self.epsilon_exact:.6g}-LDP)", True)]
 
     @property
     def delta_exact(self) -> float:

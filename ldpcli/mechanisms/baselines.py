@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, declare, register
+from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, RiskEpsilon, declare, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_SQRT_HALF_PI = 0.5 * math.log(math.pi / 2.0)
@@ -265,6 +265,13 @@ class Gaussian(Mechanism):
     def l2_sensitivity(self) -> float:
         """sup ‖x − x'‖₂ over the ℓ2 ball of radius L: 2L."""
         return 2.0 * self.norm_bound
+
+    def risk_epsilons(self) -> list[RiskEpsilon]:
+        """None: with δ > 0 some outputs reveal more than e^ε (Bhowmick et al. 2018 Sec. 4.4.1), so
+        Def. 2.3's protection for every output z does not hold."""
+        return [RiskEpsilon("release", None, f"no per-output guarantee: (ε, δ)-DP with δ = {self.delta_exact:.3g} > 0 "
+                            "bounds reconstruction only outside an event of probability about δ "
+                            "(Bhowmick et al. 2018 Sec. 4.4.1)", True)]
 
     @property
     def delta_exact(self) -> float:

@@ -46,7 +46,7 @@ import numpy as np
 
 from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, declare, register
+from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, RiskEpsilon, declare, register
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.scalar import K_MAX, K_REL_MAX, ScalarDP
 
@@ -179,6 +179,24 @@ class Separated(Mechanism):
     def epsilon_exact(self) -> float:
         """ε₁_exact + ε₂_exact (see the module docstring for why the sum is attained)."""
         return self.direction.epsilon_exact + self.magnitude.epsilon_exact
+
+    def risk_epsilons(self) -> list[RiskEpsilon]:
+        """ε₁ + ε₂ for any target (the default), and ε₁ for the direction under an assumption.
+
+        The direction release Z₁ = M₁(x/‖x‖) is ε₁-LDP and the magnitude release Z₂ sees only ‖x‖
+        (Bhowmick et al. 2018, Def. 4.1 and the Markov structure of Fig. 1). When ‖x‖ and x/‖x‖ are
+        independent under the prior, (x/‖x‖, Z₁) is independent of Z₂, so the posterior of any
+        target that depends on the direction only (f_A(x) = Ax/‖Ax‖ of Sec. 2.3.1) is its posterior
+        given Z₁ alone, and Lemma 2.2 applies with ε₁. Without that assumption only ε₁ + ε₂ holds.
+        """
+        total, direction = self.epsilon_exact, self.direction.epsilon_exact
+        return [
+            RiskEpsilon("release", total, f"any target and any prior (the release is {total:.6g}-LDP: "
+                        "ε₁ + ε₂ by basic composition)", True),
+            RiskEpsilon("direction", direction, "the direction x/‖x‖ only, and only when the prior makes the "
+                        "magnitude ‖x‖ independent of the direction (separated DP, Bhowmick et al. 2018 Def. 4.1, "
+                        f"Fig. 1: the direction's release is {direction:.6g}-LDP)", False),
+        ]
 
     def audit_epsilon(self) -> tuple[float, str]:
         """The sum of the two parts' own second routes (PrivUnit2's cap probability by quadrature,

@@ -245,8 +245,10 @@ def _env() -> dict[str, str]:
 def _run(argv: list[str], workdir: Path) -> Result:
     start = time.perf_counter()
     try:
+        # One privacy-budget ledger per document, beside its copy of examples/ (never the user's).
+        env = {**_env(), "LDP_LEDGER": str(workdir / "ledger.json")}
         proc = subprocess.run(
-            argv, cwd=workdir, env=_env(), capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL
+            argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL
         )
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""

@@ -40,7 +40,8 @@ read_v = functools.partial(read_list, column="v")
 
 @pytest.mark.parametrize(
     "module", ["ldpcli.mechanisms", "ldpcli.audit", "ldpcli.domains", "ldpcli.spheremath", "ldpcli.estimators.moments",
-               "ldpcli.io.layout", "ldpcli.io.atomic", "ldpcli.randomness"],
+               "ldpcli.io.layout", "ldpcli.io.atomic", "ldpcli.randomness", "ldpcli.risk.diffuse", "ldpcli.risk.sparse",
+               "ldpcli.risk.release", "ldpcli.risk.solvers", "ldpcli.compare", "ldpcli.budget"],
 )
 def test_math_modules_do_not_load_pyarrow(module: str) -> None:
     code = f"import sys, {module}; sys.exit('pyarrow' in sys.modules)"

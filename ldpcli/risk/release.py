@@ -1,0 +1,55 @@
+"""The reconstruction section of ``ldp params``, ``ldp risk`` and every sidecar: Prop. 1 for a release.
+
+For each level of :meth:`ldpcli.mechanisms.Mechanism.risk_epsilons` (the conservative one first),
+the bounds of :func:`ldpcli.risk.diffuse.diffuse_risks` on reconstructing the direction of a
+k-dimensional orthonormal projection of one row (default k = d: the whole direction) under a prior
+whose density is at most e^ρ0 times uniform (default ρ0 = 0), at a few accuracies a
+(Bhowmick et al. 2018, Sec. 2.3.1, Lemma 2.2, Prop. 1). Public parameters only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ldpcli.mechanisms import Mechanism, RiskEpsilon
+from ldpcli.risk.diffuse import STANDARD_A, TARGET, diffuse_risks
+
+#: How errors name the section's choices in ``ldp params`` and ``ldp privatize``.
+RISK_FLAGS: Mapping[str, str] = {"k": "--risk-k", "a": "--risk-a", "rho0": "--risk-rho0", "d": "--d"}
+
+
+def reconstruction_for(
+    levels: Sequence[RiskEpsilon], *, k: int, rho0: float = 0.0, a: Sequence[float] | None = None,
+    d: int | None = None, flags: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The section for the given privacy levels: ``{"target", "k", "rho0", "a", "levels": [...]}``.
+
+    A level without an ε (no per-output guarantee) gets no bounds. UsageError (from
+    :func:`~ldpcli.risk.diffuse.diffuse_risk`) when k is not in [2, d], an a is not in [0, 1] or
+    ρ0 < 0, whatever the levels, naming the option as ``flags`` says (default: ``ldp risk``'s).
+    """
+    accuracies = list(STANDARD_A if a is None else a)
+    diffuse_risks(0.0, k=k, a=accuracies, rho0=rho0, d=d, flags=flags)  # checks k, a and ρ0 even when no level has an ε
+    out: list[dict[str, Any]] = []
+    for level in levels:
+        bounds = [] if level.epsilon is None else [
+            risk.to_dict(with_parameters=False)
+            for risk in diffuse_risks(level.epsilon, k=k, a=accuracies, rho0=rho0, d=d, flags=flags)
+        ]
+        out.append({"name": level.name, "epsilon": level.epsilon, "applies": level.applies,
+                    "conservative": level.conservative, "bounds": bounds})
+    return {"target": TARGET, "k": k, "rho0": rho0, "a": accuracies, "levels": out}
+
+
+def reconstruction(
+    mech: Mechanism, *, k: int | None = None, rho0: float = 0.0, a: Sequence[float] | None = None
+) -> dict[str, Any] | None:
+    """The section for ``mech`` (k defaults to its d), or None when it has no direction (d = 1, no k).
+
+    Errors name ``--risk-k``, ``--risk-a`` and ``--risk-rho0`` (:data:`RISK_FLAGS`).
+    """
+    if mech.d < 2 and k is None:
+        return None
+    return reconstruction_for(mech.risk_epsilons(), k=mech.d if k is None else k, rho0=rho0, a=a, d=mech.d,
+                              flags=RISK_FLAGS)
