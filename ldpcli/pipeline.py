@@ -215,9 +215,9 @@ def privatize_file(
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
         risk = reconstruction(mech, k=risk_k, rho0=risk_rho0, a=risk_a)
         recorded = release_warnings(mech, reader.layout.keep, forced, warnings)
-        # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL);
-        # the reader's arrays are read-only views that nothing writes to.
-        fingerprint = InputFingerprint(reader.layout.d, threaded=workers > 1) if ledger is not None else None
+        # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL), so
+        # it overlaps with the privatizing; the reader's arrays are read-only views that nothing writes to.
+        fingerprint = InputFingerprint(reader.layout.d, threaded=True) if ledger is not None else None
         key = input_key(source, reader.layout.columns, spec) if seed is not None else ()
         if on_start is not None:
             on_start(reader.num_rows)
