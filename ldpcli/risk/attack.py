@@ -317,8 +317,10 @@ def attack(
         raise DataError(f"{raw_path}: changed while it was read (it had {n} rows, then {prior_cos.shape[0]})")
 
     epsilon = float(mech.epsilon_exact)
+    level = mech.risk_epsilons()[0].epsilon  # None: no per-output guarantee (the Gaussian baseline), bound 1
     success = tuple(
-        SuccessAt(value, _fraction(release_cos, value), _fraction(prior_cos, value), uniform_bound(epsilon, value, k))
+        SuccessAt(value, _fraction(release_cos, value), _fraction(prior_cos, value),
+                  1.0 if level is None else uniform_bound(level, value, k))
         for value in accuracies
     )
     return AttackReport(

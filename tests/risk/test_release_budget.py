@@ -278,3 +278,11 @@ def test_risk_attack_through_the_cli(tmp_path: Path) -> None:
     assert ldp("risk", "--attack", tmp_path / "a.parquet").exit_code == 2  # needs --raw
     other = rows_file(tmp_path, "other.parquet", n=300, d=8)
     assert ldp("risk", "--attack", tmp_path / "a.parquet", "--raw", other).exit_code == 1  # row counts differ
+
+
+def test_attack_on_a_gaussian_release_claims_no_bound(tmp_path: Path) -> None:
+    """An (ε, δ) release has no per-output guarantee: the attack's bound column is 1, not e^ε·P_cap."""
+    src = rows_file(tmp_path, n=200, d=8)
+    release(src, tmp_path / "g.parquet", "-m", "gaussian", "--delta", "1e-6", eps=2.0)
+    info = json.loads(ldp("risk", "--attack", tmp_path / "g.parquet", "--raw", src, "--json").stdout)
+    assert [row["uniform_bound"] for row in info["success"]] == [1.0] * 4
