@@ -62,7 +62,6 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -127,11 +126,6 @@ class BudgetError(DataError):
     """A release would take an input's privacy loss past ``--max-budget`` (nothing was written)."""
 
     exit_code = 1
-
-
-def utc_now() -> str:
-    """The current time as the ledger (and the sidecar) writes it: UTC ISO-8601 to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def default_ledger_path() -> Path:
@@ -242,7 +236,7 @@ class LedgerEntry:
 
     ``input`` and ``output`` are the paths as given, resolved; ``epsilon`` is the ε asked for and
     ``epsilon_exact`` the mechanism's exact worst-case ε (what the budget counts); ``delta`` is
-    None for pure ε-LDP; ``created`` is UTC ISO-8601 (:func:`utc_now`); ``tag`` is the input tag
+    None for pure ε-LDP; ``created`` is UTC ISO-8601 (the release's ``created``, as its sidecar records it); ``tag`` is the input tag
     written into the release's sidecar; ``reproducible`` says whether the run was seeded.
     """
 

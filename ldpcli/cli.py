@@ -1232,9 +1232,9 @@ def _risk_mechanism(
         return None
     if d is None:
         raise UsageError("--mechanism needs --d, the dimension it is calibrated for")
-    from ldpcli.compare import DEFAULT_DELTA
+    from ldpcli.compare import comparison_options
 
-    options = {"delta": DEFAULT_DELTA} if "delta" in get_mechanism(mechanism).options else {}  # as `ldp params`
+    options = comparison_options(get_mechanism(mechanism))  # δ for the Gaussian baseline, as `ldp params`
     return MechanismSpec(mechanism, eps, calibration, 1.0 if norm_bound is None else norm_bound, options).calibrate(d)
 
 
@@ -1243,8 +1243,6 @@ def _plain_section(eps: float, k: int | None, d: int | None, rho0: float, a: lis
     from ldpcli.mechanisms import RiskEpsilon
     from ldpcli.risk.release import reconstruction_for
 
-    if not (math.isfinite(eps) and eps >= 0):
-        raise UsageError(f"--eps must be a non-negative number, got {eps}")
     k = d if k is None else k
     if k is None:
         raise UsageError("--k is required with a bare --eps (the dimension of the reconstructed direction), or --d")

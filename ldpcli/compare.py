@@ -16,11 +16,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from ldpcli.errors import LdpError
-from ldpcli.mechanisms import MechanismSpec, PrivUnit2, get_mechanism, mechanism_names
+from ldpcli.mechanisms import Mechanism, MechanismSpec, PrivUnit2, get_mechanism, mechanism_names
 from ldpcli.risk.release import reconstruction
 
 #: δ used for the (ε, δ) Gaussian baseline when the caller gives none.
 DEFAULT_DELTA = 1e-6
+
+
+def comparison_options(cls: type[Mechanism], delta: float | None = None) -> dict[str, Any]:
+    """The options a mechanism is compared with when the user gave none: δ for the (ε, δ) Gaussian
+    baseline (``delta``, default :data:`DEFAULT_DELTA`), nothing for the others (their defaults).
+    Used by ``params``, ``sweep``, ``risk`` and the ε solver alike."""
+    return {"delta": DEFAULT_DELTA if delta is None else delta} if "delta" in cls.options else {}
 
 
 def compare_mechanisms(
@@ -41,7 +48,7 @@ def compare_mechanisms(
         cls = get_mechanism(name)
         if not cls.vector:
             continue
-        options = {"delta": DEFAULT_DELTA if delta is None else delta} if "delta" in cls.options else {}
+        options = comparison_options(cls, delta)
         try:
             mech = MechanismSpec(name, epsilon, None, norm_bound, options).calibrate(d)
             info = mech.describe()

@@ -50,6 +50,16 @@ def log_expit(x: float) -> float:
     return -softplus(-x)
 
 
+def logsumexp(v: np.ndarray) -> float:
+    """log Σ e^{v_i} (−inf for an empty v or all −inf); pairwise summation, so ~1 ulp relative."""
+    if v.size == 0:
+        return -math.inf
+    top = float(np.max(v))
+    if top == -math.inf:
+        return -math.inf
+    return top + math.log(float(np.sum(np.exp(v - top))))
+
+
 def log1mexp(log_q: float) -> float:
     """log(1 − e^{log_q}) for log_q ≤ 0 (Mächler 2012: switch at −log 2)."""
     if log_q > -LOG2:

@@ -48,6 +48,8 @@ from typing import Any
 
 import numpy as np
 
+from ldpcli.compare import DEFAULT_DELTA as DEFAULT_DELTA  # re-exported: the sweep table's δ is params'
+from ldpcli.compare import comparison_options
 from ldpcli.errors import DataError, LdpError, UsageError
 from ldpcli.mechanisms import Mechanism, MechanismSpec, PrivUnit2, get_mechanism, mechanism_names
 from ldpcli.mechanisms.base import check_common, check_count
@@ -57,8 +59,6 @@ from ldpcli.safety import check_epsilon, clip_warning
 DEFAULT_POINTS = 12
 #: The most values one grid may hold.
 MAX_POINTS = 1000
-#: δ of the (ε, δ) Gaussian baseline when none is given (as ``ldp params``).
-DEFAULT_DELTA = 1e-6
 #: Confidence level of the empirical intervals.
 CONFIDENCE = 0.95
 _Z = 1.959963984540054  # the two-sided 95% normal quantile
@@ -263,7 +263,7 @@ def sweep(
     references: dict[tuple[int, float], float | None] = {}
     for name in names:
         cls = get_mechanism(name)
-        options = {"delta": DEFAULT_DELTA if delta is None else delta} if "delta" in cls.options else {}
+        options = comparison_options(cls, delta)
         for dim in d_grid:
             for eps in eps_grid:
                 common = {

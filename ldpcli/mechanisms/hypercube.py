@@ -152,16 +152,6 @@ def log_binomial_pmf(d: int, lo: int = 0) -> np.ndarray:
     return out
 
 
-def _logsumexp(v: np.ndarray) -> float:
-    """log Σ e^{v_i} (−inf for an empty v); pairwise summation, so ~1 ulp relative."""
-    if v.size == 0:
-        return -math.inf
-    top = float(np.max(v))
-    if top == -math.inf:
-        return -math.inf
-    return top + math.log(float(np.sum(np.exp(v - top))))
-
-
 # ---------------------------------------------------------------------------------------------
 # The threshold channel: κ ↔ a₀, its parameters and the optimal threshold
 # ---------------------------------------------------------------------------------------------
@@ -319,8 +309,8 @@ def _complement_split_logit(d: int, agree_min: int) -> float:
     if agree_min <= mode:
         return -math.inf
     lp = log_binomial_pmf(d, d // 2)
-    upper = _logsumexp(lp[mode - d // 2 : agree_min - d // 2])  # a ∈ [⌈d/2⌉, a₀ − 1]
-    lower = _logsumexp(lp[1:])  # a ∈ [0, ⌈d/2⌉ − 1], by symmetry a ∈ [⌊d/2⌋ + 1, d]
+    upper = sm.logsumexp(lp[mode - d // 2 : agree_min - d // 2])  # a ∈ [⌈d/2⌉, a₀ − 1]
+    lower = sm.logsumexp(lp[1:])  # a ∈ [0, ⌈d/2⌉ − 1], by symmetry a ∈ [⌊d/2⌋ + 1, d]
     return upper - lower
 
 

@@ -26,7 +26,6 @@ published with a release, nor written beside it where the release goes.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -38,6 +37,8 @@ import numpy as np
 from ldpcli import spheremath as sm
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import VectorLayout, VectorReader, open_vectors
+from ldpcli.lower_bound import cp_lower, cp_upper
+from ldpcli.risk.diffuse import diffuse_risk
 from ldpcli.scan import scan
 
 #: The accuracies a reported by default (cosines; ‖f(x) − v̂‖ ≤ √(2 − 2a)).
@@ -180,31 +181,6 @@ def random_basis(k: int, d: int, seed: int = 0) -> np.ndarray:
     return np.ascontiguousarray((q * signs).T)
 
 
-def uniform_success_probability(a: float, k: int) -> float:
-    """P(⟨Y, v0⟩ ≥ a) for Y uniform on S^{k−1} and a fixed unit v0: I_{(1−a)/2}((k−1)/2, (k−1)/2)."""
-    if a >= 1.0:
-        return 0.0
-    return math.exp(sm.log_cap_probability(sm.cap_logit_from_gamma(a), k))
-
-
-def uniform_bound(epsilon: float, a: float, k: int) -> float:
-    """min(1, e^ε·P(⟨Y, v0⟩ ≥ a)): Lemma 2.2 / Prop. 1 (Bhowmick et al. 2018) with ρ0 = 0, in logs."""
-    if a >= 1.0:
-        return 0.0
-    log_bound = epsilon + sm.log_cap_probability(sm.cap_logit_from_gamma(a), k)
-    return 1.0 if log_bound >= 0.0 else math.exp(log_bound)
-
-
-def clopper_pearson(count: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """The exact two-sided interval for a binomial proportion (Clopper and Pearson 1934)."""
-    from scipy import stats
-
-    tail = (1.0 - confidence) / 2.0
-    low = 0.0 if count == 0 else float(stats.beta.ppf(tail, count, n - count + 1))
-    high = 1.0 if count == n else float(stats.beta.ppf(1.0 - tail, count + 1, n - count))
-    return low, high
-
-
 def attack(
     privatized: str | os.PathLike[str],
     raw: str | os.PathLike[str],
@@ -320,7 +296,7 @@ def attack(
     level = mech.risk_epsilons()[0].epsilon  # None: no per-output guarantee (the Gaussian baseline), bound 1
     success = tuple(
         SuccessAt(value, _fraction(release_cos, value), _fraction(prior_cos, value),
-                  1.0 if level is None else uniform_bound(level, value, k))
+                  1.0 if level is None else diffuse_risk(level, k=k, a=value).probability_bound)
         for value in accuracies
     )
     return AttackReport(
@@ -387,7 +363,8 @@ def _fraction(cosines: np.ndarray, a: float) -> SuccessFraction:
     n = cosines.shape[0]
     with np.errstate(invalid="ignore"):
         count = int(np.count_nonzero(cosines >= a))  # NaN (undefined) is never a success
-    low, high = clopper_pearson(count, n) if n else (0.0, 1.0)
+    tail = (1.0 - CONFIDENCE) / 2.0  # two-sided Clopper–Pearson: each one-sided bound at level tail
+    low, high = (float(cp_lower(count, n, tail)), float(cp_upper(count, n, tail))) if n else (0.0, 1.0)
     return SuccessFraction(count, n, low, high)
 
 

@@ -60,43 +60,45 @@ def _flag(name: str, flags: Mapping[str, str] | None) -> str:
     return DEFAULT_FLAGS.get(name, f"--{name}")
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
+    """An integer, not a bool (True is an int to Python, not a dimension)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_real(value: object) -> bool:
+def is_real(value: object) -> bool:
+    """A real number, not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def check_epsilon(epsilon: float, flags: Mapping[str, str] | None = None) -> float:
     """ε as a float; UsageError unless it is a finite number ≥ 0."""
-    if not (_is_real(epsilon) and math.isfinite(epsilon) and epsilon >= 0.0):
+    if not (is_real(epsilon) and math.isfinite(epsilon) and epsilon >= 0.0):
         raise UsageError(f"{_flag('epsilon', flags)} must be a finite number >= 0, got {epsilon!r}")
     return float(epsilon)
 
 
 def _check_k(k: int, d: int | None, flags: Mapping[str, str] | None) -> int:
-    if d is not None and not (_is_int(d) and d >= 1):
+    if d is not None and not (is_int(d) and d >= 1):
         raise UsageError(f"{_flag('d', flags)} must be an integer >= 1, got {d!r}")
-    if not _is_int(k) or k < 2 or (d is not None and k > d):
+    if not is_int(k) or k < 2 or (d is not None and k > d):
         upper = "d" if d is None else f"d = {d}"
         raise UsageError(f"{_flag('k', flags)} must be an integer >= 2 and <= {upper}, got {k!r}")
     return int(k)
 
 
 def _check_a(a: float, flags: Mapping[str, str] | None) -> float:
-    if not (_is_real(a) and 0.0 <= a <= 1.0):
+    if not (is_real(a) and 0.0 <= a <= 1.0):
         raise UsageError(f"{_flag('a', flags)} must be a number in [0, 1], got {a!r}")
     return float(a)
 
 
 def _check_rho0(rho0: float, flags: Mapping[str, str] | None) -> float:
-    if not (_is_real(rho0) and math.isfinite(rho0) and rho0 >= 0.0):
+    if not (is_real(rho0) and math.isfinite(rho0) and rho0 >= 0.0):
         raise UsageError(f"{_flag('rho0', flags)} must be a finite number >= 0, got {rho0!r}")
     return float(rho0)
 
 
-def _finite_or_none(x: float | None) -> float | None:
+def finite_or_none(x: float | None) -> float | None:
     """A JSON-ready float: None for None, ±∞ and NaN."""
     if x is None or not math.isfinite(x):
         return None
@@ -234,15 +236,15 @@ class DiffuseRisk:
             {
                 "a": self.a,
                 "alpha": self.alpha,
-                "log_prior": _finite_or_none(self.log_prior),
-                "log_exact": _finite_or_none(self.log_exact),
-                "log_bound": _finite_or_none(self.log_bound),
+                "log_prior": finite_or_none(self.log_prior),
+                "log_exact": finite_or_none(self.log_exact),
+                "log_bound": finite_or_none(self.log_bound),
                 "probability_bound": self.probability_bound,
                 "guarantee": self.guarantee,
                 "impossible": self.impossible,
-                "log_prop1_small": _finite_or_none(self.log_prop1_small),
-                "log_prop1_large": _finite_or_none(self.log_prop1_large),
-                "log_prop1": _finite_or_none(self.log_prop1),
+                "log_prop1_small": finite_or_none(self.log_prop1_small),
+                "log_prop1_large": finite_or_none(self.log_prop1_large),
+                "log_prop1": finite_or_none(self.log_prop1),
             }
         )
         return out
@@ -323,8 +325,8 @@ class RiskBudget:
             "k": self.k,
             "a": self.a,
             "rho0": self.rho0,
-            "epsilon_max": _finite_or_none(self.epsilon_max),
-            "epsilon_max_prop1": _finite_or_none(self.epsilon_max_prop1),
+            "epsilon_max": finite_or_none(self.epsilon_max),
+            "epsilon_max_prop1": finite_or_none(self.epsilon_max_prop1),
             "unbounded": self.epsilon_max == math.inf,
             "reason": self.reason,
         }
@@ -365,7 +367,7 @@ def max_epsilon_for_risk(
     ``diffuse_risk(ε_max, k=k, a=a, rho0=rho0).log_exact <= log(max_risk)`` holds exactly. The Prop. 1
     variant uses the smaller applicable branch in place of log P. max_risk ∈ (0, 1].
     """
-    if not (_is_real(max_risk) and 0.0 < max_risk <= 1.0):
+    if not (is_real(max_risk) and 0.0 < max_risk <= 1.0):
         raise UsageError(f"{_flag('max_risk', flags)} must be a number in (0, 1], got {max_risk!r}")
     k = _check_k(k, None, flags)
     a = _check_a(a, flags)

@@ -30,7 +30,8 @@ def reconstruction_for(
     ρ0 < 0, whatever the levels, naming the option as ``flags`` says (default: ``ldp risk``'s).
     """
     accuracies = list(STANDARD_A if a is None else a)
-    diffuse_risks(0.0, k=k, a=accuracies, rho0=rho0, d=d, flags=flags)  # checks k, a and ρ0 even when no level has an ε
+    if all(level.epsilon is None for level in levels):  # nothing below checks k, a and ρ0 then
+        diffuse_risks(0.0, k=k, a=accuracies, rho0=rho0, d=d, flags=flags)
     out: list[dict[str, Any]] = []
     for level in levels:
         bounds = [] if level.epsilon is None else [

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ldpcli.compare import comparison_options
 from ldpcli.errors import LdpError, UsageError
 from ldpcli.mechanisms import MechanismSpec, get_mechanism, mechanism_names
 from ldpcli.mechanisms.base import Mechanism, check_common, check_count
@@ -311,8 +312,6 @@ def epsilons_for_error(
     (ε, δ)-DP, not ε-LDP, and its entry says it is a baseline. Mechanisms with no ε in range come
     last (by name order of registration), each with its reason.
     """
-    from ldpcli.compare import DEFAULT_DELTA  # compare imports the risk package; imported here to keep it one-way
-
     target = check_target(target_error, flag)
     d = check_count(d, "--d")
     n = check_count(n, "--n")
@@ -321,7 +320,7 @@ def epsilons_for_error(
         cls = get_mechanism(name)
         if not cls.vector:
             continue
-        options = {"delta": DEFAULT_DELTA if delta is None else delta} if "delta" in cls.options else {}
+        options = comparison_options(cls, delta)
         results.append(
             epsilon_for_error(name, d=d, n=n, target_error=target, norm_bound=norm_bound, options=options, flag=flag)
         )

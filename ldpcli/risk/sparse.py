@@ -27,7 +27,6 @@ precision ≥ 0.3 with 10 guessed words means at least 3 hits, with no float tol
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -36,7 +35,8 @@ import numpy as np
 from scipy import optimize
 
 from ldpcli.errors import UsageError
-from ldpcli.risk.diffuse import check_epsilon
+from ldpcli.risk.diffuse import check_epsilon, finite_or_none, is_int, is_real
+from ldpcli.spheremath import logsumexp
 
 EXACT_MAX_D = 20_000
 """Largest d for the exact route (:func:`log_best_guess`): 1–3 s at d = 20000 on one core (0.1 s at
@@ -49,26 +49,22 @@ the Lemma 2.3 route still works."""
 # ---------------------------------------------------------------------------------------------
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _check_md(m: int, d: int) -> tuple[int, int]:
-    if not (_is_int(m) and m >= 1):
+    if not (is_int(m) and m >= 1):
         raise UsageError(f"--m must be an integer >= 1, got {m!r}")
-    if not (_is_int(d) and d > m):
+    if not (is_int(d) and d > m):
         raise UsageError(f"--d must be an integer > m = {m}, got {d!r}")
     return int(m), int(d)
 
 
 def _check_fraction(value: float, flag: str) -> float:
-    if not (isinstance(value, numbers.Real) and not isinstance(value, bool) and 0.0 < value <= 1.0):
+    if not (is_real(value) and 0.0 < value <= 1.0):
         raise UsageError(f"{flag} must be a number in (0, 1], got {value!r}")
     return float(value)
 
 
 def _check_gamma(gamma: float) -> float:
-    if not (isinstance(gamma, numbers.Real) and math.isfinite(gamma) and gamma >= 2.0):
+    if not (is_real(gamma) and math.isfinite(gamma) and gamma >= 2.0):
         raise UsageError(f"gamma must be a finite number >= 2 (Lemma 2.3), got {gamma!r}")
     return float(gamma)
 
@@ -229,15 +225,6 @@ def _log_zipf(m: int, d: int) -> tuple[np.ndarray, np.ndarray]:
     return log_hit, log_miss
 
 
-def _logsumexp(x: np.ndarray) -> float:
-    if x.size == 0:
-        return -math.inf
-    top = float(np.max(x))
-    if top == -math.inf:
-        return -math.inf
-    return top + math.log(float(np.sum(np.exp(x - top))))
-
-
 @dataclass
 class _Law:
     """log pmf of a count N on offset..offset + len(logpmf) − 1, plus the log of the mass cut away so far.
@@ -275,7 +262,7 @@ class _Law:
             last = new.shape[0] - int(np.argmax(keep[::-1]))
             if first > 0 or last < new.shape[0]:
                 dropped = np.concatenate([new[:first], new[last:]])
-                log_cut = float(np.logaddexp(log_cut, _logsumexp(dropped)))
+                log_cut = float(np.logaddexp(log_cut, logsumexp(dropped)))
                 new = new[first:last]
                 offset += first
         return _Law(offset, new, log_cut)
@@ -334,7 +321,7 @@ def _success_logs(m: int, d: int, pf: Fraction, rf: Fraction, margin: float) -> 
             cdf = np.logaddexp.accumulate(out.logpmf)
             pos = out_max[s - k] - out.offset
             terms = misses.logpmf[: k.shape[0]] + np.where(pos >= 0, cdf[np.clip(pos, 0, cdf.shape[0] - 1)], -np.inf)
-            lower[s - 1] = _logsumexp(terms)
+            lower[s - 1] = logsumexp(terms)
         start = stop + 1
     return lower, shortfall
 
@@ -420,12 +407,6 @@ def log_best_guess(m: int, d: int, precision: float, recall: float, *, margin: f
 # ---------------------------------------------------------------------------------------------
 
 
-def _finite_or_none(x: float | None) -> float | None:
-    if x is None or not math.isfinite(x):
-        return None
-    return float(x)
-
-
 @dataclass(frozen=True)
 class SparseRisk:
     """Lemma 2.2 × the Zipfian prior's best chance, by Lemma 2.3 and exactly (Bhowmick et al. 2018, Prop. 2).
@@ -491,15 +472,15 @@ class SparseRisk:
             "precision": self.precision,
             "recall": self.recall,
             "gamma": self.gamma,
-            "log_prior_lemma": _finite_or_none(self.log_prior_lemma),
-            "log_bound_lemma": _finite_or_none(self.log_bound_lemma),
+            "log_prior_lemma": finite_or_none(self.log_prior_lemma),
+            "log_bound_lemma": finite_or_none(self.log_bound_lemma),
             "guarantee_lemma": self.guarantee_lemma,
-            "log_prior_exact": _finite_or_none(self.log_prior_exact),
-            "log_bound_exact": _finite_or_none(self.log_bound_exact),
+            "log_prior_exact": finite_or_none(self.log_prior_exact),
+            "log_bound_exact": finite_or_none(self.log_bound_exact),
             "guarantee_exact": self.guarantee_exact,
             "best_size": self.best_size,
             "exact_reason": self.exact_reason,
-            "log_bound": _finite_or_none(self.log_bound),
+            "log_bound": finite_or_none(self.log_bound),
             "probability_bound": math.exp(self.log_bound),
             "guarantee": self.guarantee,
         }
