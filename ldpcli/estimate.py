@@ -68,7 +68,7 @@ def estimate_mean(
     each batch (progress).
     """
     source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows)
-    result, _ = estimate(source, MeanEstimator(source.mechanism.d, confidence))
+    result, _ = estimate(source, MeanEstimator(source.mechanism.d, confidence, copies=source.copies))
     return _bind(result, source)
 
 
@@ -111,7 +111,7 @@ def estimate_group_means(
             f"--group-by {column!r}: not a kept column of {source.files[0]} "
             f"(kept: {', '.join(source.sidecars[0].layout.keep) or 'none'}); privatize with --keep {column}"
         )
-    grouped = GroupBy(MeanEstimator(source.mechanism.d, confidence), column)
+    grouped = GroupBy(MeanEstimator(source.mechanism.d, confidence, copies=source.copies), column)
     results, _ = estimate(source, grouped)
     return GroupMeans(column, tuple((value, _bind(result, source)) for value, _, result in results), grouped.missing)
 

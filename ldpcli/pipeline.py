@@ -92,7 +92,8 @@ class PrivatizeResult:
             "d": self.d,
             "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
                           "expected_error_max": mech.expected_error_max},
-            "expected_error_mean": mech.expected_error_mean(self.n),
+            "expected_error_mean": mech.expected_error_mean(self.n) / self.layout.copies,
+            "copies": self.layout.copies,
             "layout": self.layout.to_dict(),
             "unprivatized_columns": list(self.layout.keep),
             "dtype": self.dtype,
@@ -140,6 +141,7 @@ def privatize_file(
     risk_k: int | None = None,
     risk_rho0: float = 0.0,
     risk_a: Sequence[float] | None = None,
+    copies: int = 1,
 ) -> PrivatizeResult:
     """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar.
 
@@ -166,11 +168,16 @@ def privatize_file(
     published (if recording fails, both are removed). Without a ledger nothing is recorded and the
     sidecar has no tag. ``risk_k``, ``risk_rho0`` and ``risk_a`` choose the sidecar's
     reconstruction section (:func:`ldpcli.risk.release.reconstruction`; default k = d, ρ0 = 0).
+    ``copies`` (default 1): release that many independent privatized copies of each row, side by
+    side (:meth:`ldpcli.io.VectorLayout.with_copies`), each with the spec's
+    :meth:`~ldpcli.mechanisms.MechanismSpec.for_copies` so that together they spend the requested
+    privacy; estimators that need two independent copies of a row (``ldp regress``) read them.
     Raises ``UsageError`` / ``DataError`` with one-line messages (``--dtype`` other than float32 or
     float64 is a UsageError); on any failure no output or sidecar is left behind.
     """
     spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
     forced = check_epsilon(spec.epsilon, force=force)
+    copy_spec = spec.for_copies(copies)
     clip_limit = check_clip_fraction(fail_on_clip)
     if dtype is not None:
         check_dtype(dtype)
@@ -211,9 +218,16 @@ def privatize_file(
         source, column=column, columns=columns, keep=keep, batch_rows=batch_rows, memory_bytes=per_batch,
         writable=False, granule=key_block_rows, keep_unsafe=keep_unsafe, skip_invalid=skip_invalid,
     ) as reader:
-        mech = spec.calibrate(reader.layout.d)
+        names = reader.layout.columns if reader.layout.kind == "columns" else None
+        bound_spec, bound_notes = copy_spec.bind_columns(names, reader.layout.d)
+        mech = bound_spec.calibrate(reader.layout.d)
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
-        risk = reconstruction(mech, k=risk_k, rho0=risk_rho0, a=risk_a)
+        try:
+            layout = reader.layout.with_copies(copies)
+        except ValueError as exc:
+            raise UsageError(f"{source}: --copies {copies}: {exc}; rename that column") from exc
+        spent = copies * mech.epsilon_exact
+        risk = reconstruction(mech, k=risk_k, rho0=risk_rho0, a=risk_a, copies=copies)
         recorded = release_warnings(mech, reader.layout.keep, forced, warnings)
         # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL), so
         # it overlaps with the privatizing; the reader's arrays are read-only views that nothing writes to.
@@ -222,12 +236,13 @@ def privatize_file(
         if on_start is not None:
             on_start(reader.num_rows)
         with AtomicVectorWriter(
-            target, reader.layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite,
+            target, layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite,
             dtype=dtype, like=reader,
         ) as writer:
             try:
                 n, n_clipped = _run(
-                    reader, writer, _Privatizer(mech, root, key, reader.precision), workers, on_rows, fingerprint
+                    reader, writer, _Privatizer(mech, root, key, reader.precision, copies), workers, on_rows,
+                    fingerprint,
                 )
             finally:
                 if fingerprint is not None:
@@ -235,17 +250,17 @@ def privatize_file(
             if n == 0:
                 raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
             check_clipping(n_clipped, n, clip_limit, os.fspath(source))
-            notices: tuple[str, ...] = ()
+            notices: tuple[str, ...] = bound_notes
             tag = None
             if ledger is not None and fingerprint is not None:
                 digest = fingerprint.hexdigest()
-                already = ledger.check(digest, mech.epsilon_exact, max_budget=max_budget, input_label=str(source))
-                notices = () if already is None else (already,)
+                already = ledger.check(digest, spent, max_budget=max_budget, input_label=str(source))
+                notices = notices if already is None else (*notices, already)
                 tag = ledger.tag(digest)
             try:
                 writer.commit()
                 content = build_sidecar(
-                    mech, n=n, layout=reader.layout, data_path=target, sha256=writer.sha256,
+                    mech, n=n, layout=layout, data_path=target, sha256=writer.sha256,
                     reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=tag,
                     reconstruction=risk,
                 )
@@ -254,7 +269,7 @@ def privatize_file(
                     ledger.record(LedgerEntry(
                         fingerprint=digest, input=str(source.resolve()), rows=fingerprint.rows, d=mech.d,
                         columns=list(reader.layout.columns), output=str(target.resolve()), mechanism=mech.name,
-                        epsilon=mech.epsilon, epsilon_exact=mech.epsilon_exact,
+                        epsilon=copies * mech.epsilon, epsilon_exact=spent,
                         delta=mech.delta_exact if mech.delta_exact > 0 else None,
                         created=content["release"]["created"], tag=tag, reproducible=seed is not None,
                     ))
@@ -265,7 +280,7 @@ def privatize_file(
                             path.unlink(missing_ok=True)
                 raise
     return PrivatizeResult(
-        output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, layout=reader.layout,
+        output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, layout=layout,
         reproducible=seed is not None, n_clipped=n_clipped, warnings=(*recorded, *notices), dtype=writer.dtype,
         n_skipped=reader.skipped, skipped_rows=tuple(reader.skipped_rows), input_tag=tag,
     )
@@ -280,16 +295,19 @@ class _Privatizer:
     root: np.random.SeedSequence
     key: tuple[int, ...]
     precision: float  # unit roundoff of the input's values (the domain's slack depends on it)
+    copies: int = 1  # independent outputs per row, side by side, drawn one after the other per block
 
     def __call__(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
         """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``."""
         values, moved = self.mech.project(values, self.precision)
         blocks = list(block_generators(self.root, self.key, first_row, values.shape[0], self.mech.d))
-        if len(blocks) == 1:
+        if len(blocks) == 1 and self.copies == 1:
             return self.mech.privatize(values, blocks[0][1]), moved
-        out = np.empty_like(values, dtype=np.float64)
+        d = self.mech.d
+        out = np.empty((values.shape[0], self.copies * d), dtype=np.float64)
         for rows, rng in blocks:
-            out[rows] = self.mech.privatize(values[rows], rng)
+            for copy in range(self.copies):
+                out[rows, copy * d: (copy + 1) * d] = self.mech.privatize(values[rows], rng)
         return out, moved
 
 

@@ -119,18 +119,30 @@ class Scan:
         where: Sequence[Condition],
         batch_rows: int | None,
         on_rows: Callable[[int], None] | None,
+        combine_copies: bool = True,
     ) -> None:
         self.files = tuple(files)
         self.sidecars = tuple(sidecars)
         self.verified = verify
         self.where = tuple(where)
+        self.combine_copies = combine_copies
         self._batch_rows = batch_rows
         self._on_rows = on_rows
 
     @property
     def mechanism(self) -> Mechanism:
-        """The calibrated mechanism that privatized every file."""
+        """The calibrated mechanism that privatized every file (each copy, in a release of copies)."""
         return self.sidecars[0].mechanism
+
+    @property
+    def copies(self) -> int:
+        """Independent privatized copies of each row in the files (``privatize --copies``; 1 usually).
+
+        With ``combine_copies`` (the default) each batch holds one row per person, the average of
+        its copies: unbiased, with the per-copy error divided by ``copies``. Without, the copies
+        side by side, shape ``(rows, copies·d)``.
+        """
+        return self.sidecars[0].layout.copies
 
     def __iter__(self) -> Iterator[ScanBatch]:
         with ThreadPoolExecutor(max_workers=1) as hasher:
@@ -143,6 +155,8 @@ class Scan:
                         if self._on_rows is not None:
                             self._on_rows(batch.values.shape[0])
                         values, keep = batch.values, batch.keep
+                        if self.combine_copies and meta.layout.copies > 1:
+                            values = values.reshape(values.shape[0], meta.layout.copies, meta.layout.d).mean(axis=1)
                         if self.where:
                             chosen = np.logical_and.reduce([c.mask(keep, os.fspath(path)) for c in self.where])
                             values = values[chosen]
@@ -160,6 +174,7 @@ def scan(
     where: Sequence[str | Condition] = (),
     batch_rows: int | None = None,
     on_rows: Callable[[int], None] | None = None,
+    combine_copies: bool = True,
 ) -> Scan:
     """Open privatized files (one, or the shards of one job) for estimation.
 
@@ -168,7 +183,9 @@ def scan(
     default) a file whose vector type (before any row is read), row count or bytes differ from
     what its sidecar records. ``where``
     conditions select rows by their kept columns. ``on_rows`` is called with each batch's size
-    before filtering (progress).
+    before filtering (progress). A release of several copies of each row (``privatize --copies``)
+    is read as the average of the copies, or with ``combine_copies=False`` as the copies side by
+    side (:attr:`Scan.copies`).
     """
     files = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
     if not files:
@@ -196,7 +213,8 @@ def scan(
     if verify:
         for path, meta in zip(files, metas):
             _check_dtype(path, meta)
-    return Scan(files, metas, verify=verify, where=conditions, batch_rows=batch_rows, on_rows=on_rows)
+    return Scan(files, metas, verify=verify, where=conditions, batch_rows=batch_rows, on_rows=on_rows,
+                combine_copies=combine_copies)
 
 
 def _check_distinct_inputs(files: Sequence[Path], metas: Sequence[Sidecar]) -> None:

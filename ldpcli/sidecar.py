@@ -18,7 +18,9 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     (``float64`` or ``float32``; rounding to float32 is post-processing, so privacy is unchanged).
 ``release``
     the creation time (UTC), whether the run was seeded (``reproducible``, then also a ``note``),
-    the worst-case expected error of the mean of the n rows, ``unprivatized_columns`` (the
+    the worst-case expected error of the mean of the n rows (of the average of each row's copies,
+    with ``copies`` and the whole release's ``epsilon_total`` for a release of several independent
+    copies of each row: ``ldp privatize --copies``), ``unprivatized_columns`` (the
     layout's keep columns: copied to the output as they were, with no privacy protection) and
     ``warnings`` (sentences for whoever receives the file: for a baseline mechanism
     :func:`ldpcli.safety.baseline_warning`'s, then the caller's), and ``input_tag`` when the release
@@ -27,6 +29,10 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
 ``reconstruction`` (optional, d ≥ 2)
     bounds on reconstructing the row's direction from one output, from public parameters only
     (:mod:`ldpcli.risk`; Bhowmick et al. 2018 Sec. 2.3.1).
+``features`` (optional: ``bcdp``)
+    each group of features by its level: the level asked for, the budget c, the BCDP level the
+    release grants (recomputed by Prop. 4) and its error, and the sub-releases
+    (:meth:`ldpcli.mechanisms.Mechanism.feature_section`).
 
 It holds only public parameters and counts: never the seed, never a statistic of the raw data
 (not even how many rows were clipped).
@@ -192,7 +198,10 @@ def build_sidecar(
     }
     if reproducible:
         release["note"] = REPRODUCIBLE_NOTE
-    release["expected_error_mean"] = mechanism.expected_error_mean(n)
+    release["expected_error_mean"] = mechanism.expected_error_mean(n) / layout.copies
+    if layout.copies > 1:
+        release["copies"] = layout.copies
+        release["epsilon_total"] = layout.copies * mechanism.epsilon_exact
     release["unprivatized_columns"] = list(layout.keep)
     release["warnings"] = recorded
     if input_tag is not None:
@@ -216,6 +225,9 @@ def build_sidecar(
     }
     if reconstruction is not None:
         content["reconstruction"] = reconstruction
+    features = mechanism.feature_section()
+    if features is not None:
+        content["features"] = features
     return content
 
 

@@ -43,6 +43,9 @@ class MeanEstimate:
     verified: bool = True
     #: The public bound L the rows were privatized under (every estimate is of rows clipped to it).
     norm_bound: float | None = None
+    #: Privatized copies of each row averaged into it (``privatize --copies``): the guaranteed
+    #: error is the per-copy one divided by this.
+    copies: int = 1
 
     @property
     def mean_norm(self) -> float:
@@ -77,21 +80,24 @@ class MeanEstimate:
             "files": [str(p) for p in self.files],
             "sidecars": [str(p) for p in self.sidecars],
             "verified": self.verified,
+            "copies": self.copies,
         }
 
 
 class MeanEstimator:
     """The :class:`~ldpcli.estimators.protocol.Estimator` of the mean: streaming moments, then t-intervals."""
 
-    def __init__(self, d: int, confidence: float = 0.95) -> None:
+    def __init__(self, d: int, confidence: float = 0.95, copies: int = 1) -> None:
+        """``copies``: each row added is the average of that many independent privatized copies."""
         if not (isinstance(confidence, float | int) and 0.0 < confidence < 1.0):
             raise UsageError(f"--confidence must be in (0, 1), got {confidence!r}")
         self.d = d
         self.confidence = float(confidence)
+        self.copies = copies
         self.moments = RunningMoments(d)
 
     def empty(self) -> MeanEstimator:
-        return MeanEstimator(self.d, self.confidence)
+        return MeanEstimator(self.d, self.confidence, self.copies)
 
     def add(self, values: np.ndarray, keep: Any | None) -> None:
         self.moments.add(values)
@@ -109,7 +115,7 @@ class MeanEstimator:
             half = float(special.stdtrit(n - 1, 0.5 + self.confidence / 2.0)) * std_error
             lower, upper = self.moments.mean - half, self.moments.mean + half
         return MeanEstimate(
-            mean=self.moments.mean, n=n, d=self.d, expected_error=mechanism.expected_error_mean(n),
+            mean=self.moments.mean, n=n, d=self.d, expected_error=mechanism.expected_error_mean(n) / self.copies,
             std_error=std_error, confidence=self.confidence, lower=lower, upper=upper,
-            mechanism=mechanism.name, epsilon=mechanism.epsilon, norm_bound=mechanism.norm_bound,
+            mechanism=mechanism.name, epsilon=mechanism.epsilon, norm_bound=mechanism.norm_bound, copies=self.copies,
         )

@@ -65,8 +65,8 @@ def _open_csv(
     block = max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(_open_input(path, label, _CSV_SAMPLE)))
     schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS)).peek()
     kind, vector, keep, _ = _resolve(schema, label, choice, check_types=False)
-    layout = VectorLayout(kind, vector, len(vector), keep)
-    rows = batch_rows(layout.d)
+    layout = choice.layout if choice.layout is not None else VectorLayout(kind, vector, len(vector), keep)
+    rows = batch_rows(layout.width)
     keep_types = _keep_types(path, label, block, schema, keep)
     vector_type = pa.string() if choice.skip_invalid else pa.float64()
     convert = pacsv.ConvertOptions(

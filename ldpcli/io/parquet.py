@@ -48,8 +48,8 @@ def _open_parquet(
         kind, vector, keep, d = _resolve(schema, label, choice, check_types=True)
         if d is None or d == 0:  # variable-length lists (or a fixed size of 0): look at row 1
             d = _first_list_length(parquet, vector[0], label, choice.skip_invalid)
-        layout = VectorLayout(kind, vector, d, keep)
-        rows = batch_rows(d)
+        layout = choice.layout if choice.layout is not None else VectorLayout(kind, vector, d, keep)
+        rows = batch_rows(layout.width)
         keep_schema = pa.schema([schema.field(schema.names.index(name)) for name in keep]) if keep else None
         batches = _parquet_batches(parquet, [*keep, *vector], rows, label)
     except BaseException:

@@ -64,7 +64,7 @@ def default_batch_rows(d: int, memory_bytes: int = DEFAULT_BATCH_MEMORY) -> int:
 class VectorBatch:
     """One batch of vectors read from a file.
 
-    ``values``: shape ``(rows, d)``, float64, C-contiguous, finite; a fresh writable array unless
+    ``values``: shape ``(rows, d)`` (``(rows, copies·d)`` for a release of copies), float64, C-contiguous, finite; a fresh writable array unless
     the reader was opened with ``writable=False`` (then possibly a read-only view).
     ``keep``: the keep columns for exactly these rows, or ``None`` when the layout keeps none.
     ``first_row``: 0-based index in the file of this batch's first row.
@@ -200,11 +200,19 @@ class VectorReader:
     def _convert(self, record: pa.RecordBatch, first_row: int) -> VectorBatch:
         """Check one record batch and turn it into a :class:`VectorBatch`."""
         layout, skip = self.layout, self.skip_invalid
-        if layout.kind == "list":
+        if layout.kind == "list" and layout.copies == 1:
             name = layout.columns[0]
             values, invalid = _list_values(
                 record.column(name), name, layout.d, first_row, self._label, self.writable, skip
             )
+        elif layout.kind == "list":  # the copies of a release side by side
+            parts = [
+                _list_values(record.column(name), name, layout.d, first_row, self._label, self.writable, skip)
+                for name in layout.columns
+            ]
+            values = np.concatenate([part[0] for part in parts], axis=1)
+            masks = [part[1] for part in parts if part[1] is not None]
+            invalid = np.logical_or.reduce(masks) if masks else None
         else:
             values, invalid = _column_values(record, layout.columns, first_row, self._label, skip)
         keep = pa.Table.from_batches([record.select(list(layout.keep))]) if layout.keep else None

@@ -131,26 +131,30 @@ class VectorWriter:
             self.discard()
 
     def write(self, values: np.ndarray, keep: pa.Table | None = None) -> None:
-        """Append one batch: ``values`` of shape ``(rows, d)`` and float64, ``keep`` with ``rows`` rows.
+        """Append one batch: ``values`` of shape ``(rows, copies·d)`` and float64, ``keep`` with ``rows`` rows.
 
         With ``dtype="float32"`` the values are rounded to the nearest float32; a value beyond the
         float32 range is a :class:`UsageError` (write float64 instead).
         """
         self._check_open()
-        d = self.layout.d
+        d, width = self.layout.d, self.layout.width
         if not isinstance(values, np.ndarray):
             raise ValueError(f"values must be a numpy array, got {type(values).__name__}")
-        if values.dtype != np.float64 or values.ndim != 2 or values.shape[1] != d:
+        if values.dtype != np.float64 or values.ndim != 2 or values.shape[1] != width:
             raise ValueError(
-                f"values must be a float64 array of shape (rows, {d}), got {values.dtype} {values.shape}"
+                f"values must be a float64 array of shape (rows, {width}), got {values.dtype} {values.shape}"
             )
         keep_table = self._keep_table(keep, values.shape[0])
         if self.dtype == "float32":
             values = self._float32(values)
         arrays: list[pa.Array | pa.ChunkedArray] = list(keep_table.columns) if keep_table is not None else []
-        if self.layout.kind == "list":
+        if self.layout.kind == "list" and self.layout.copies == 1:
             flat = pa.array(np.ascontiguousarray(values).reshape(-1))
             arrays.append(pa.FixedSizeListArray.from_arrays(flat, d))
+        elif self.layout.kind == "list":
+            for copy in range(self.layout.copies):
+                flat = pa.array(np.ascontiguousarray(values[:, copy * d: (copy + 1) * d]).reshape(-1))
+                arrays.append(pa.FixedSizeListArray.from_arrays(flat, d))
         else:
             arrays.extend(pa.array(column) for column in np.ascontiguousarray(values.T))
         table = pa.Table.from_arrays(arrays, schema=self._schema())
@@ -233,7 +237,7 @@ class VectorWriter:
             fields = [pa.field(name, pa.string()) for name in self.layout.keep]
         value_type = _ARROW_TYPES[self.dtype]
         if self.layout.kind == "list":
-            fields.append(pa.field(self.layout.columns[0], pa.list_(value_type, self.layout.d)))
+            fields.extend(pa.field(name, pa.list_(value_type, self.layout.d)) for name in self.layout.columns)
         else:
             fields.extend(pa.field(name, value_type) for name in self.layout.columns)
         return pa.schema(fields)

@@ -44,13 +44,21 @@ def reconstruction_for(
 
 
 def reconstruction(
-    mech: Mechanism, *, k: int | None = None, rho0: float = 0.0, a: Sequence[float] | None = None
+    mech: Mechanism, *, k: int | None = None, rho0: float = 0.0, a: Sequence[float] | None = None,
+    copies: int = 1,
 ) -> dict[str, Any] | None:
     """The section for ``mech`` (k defaults to its d), or None when it has no direction (d = 1, no k).
 
-    Errors name ``--risk-k``, ``--risk-a`` and ``--risk-rho0`` (:data:`RISK_FLAGS`).
+    ``copies``: the release holds that many independent outputs of ``mech`` for each row, so each
+    level is multiplied by it (basic composition). Errors name ``--risk-k``, ``--risk-a`` and
+    ``--risk-rho0`` (:data:`RISK_FLAGS`).
     """
     if mech.d < 2 and k is None:
         return None
-    return reconstruction_for(mech.risk_epsilons(), k=mech.d if k is None else k, rho0=rho0, a=a, d=mech.d,
-                              flags=RISK_FLAGS)
+    levels = mech.risk_epsilons()
+    if copies > 1:
+        levels = [level._replace(
+            epsilon=None if level.epsilon is None else copies * level.epsilon,
+            applies=f"{level.applies}; times {copies} copies of each row (basic composition)",
+        ) for level in levels]
+    return reconstruction_for(levels, k=mech.d if k is None else k, rho0=rho0, a=a, d=mech.d, flags=RISK_FLAGS)
