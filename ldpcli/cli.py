@@ -30,7 +30,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from ldpcli import __version__
 from ldpcli.errors import Interrupted, LdpError, UsageError
-from ldpcli.mechanisms import MechanismSpec, OptionSpec, get_mechanism, mechanism_names
+from ldpcli.mechanisms import BCDP, MechanismSpec, OptionSpec, get_mechanism, mechanism_names
 from ldpcli.mechanisms.base import check_count
 from ldpcli.safety import check_epsilon, clip_warning, near_exact_warning
 
@@ -394,7 +394,10 @@ def params(
             return
         from ldpcli.risk.release import reconstruction
 
-        mech = MechanismSpec(mechanism, eps, calibration, bound, options).calibrate(d)
+        bound_spec, notes = MechanismSpec(mechanism, eps, calibration, bound, options).bind_columns(None, d)
+        for note in notes:
+            _warn(note)
+        mech = bound_spec.calibrate(d)
         info = mech.describe()
         _warn(near_exact_warning(mech))
         if n is not None:
@@ -403,12 +406,40 @@ def params(
         section = reconstruction(mech, **risk_options)
         if section is not None:
             info["reconstruction"] = section
+        if isinstance(mech, BCDP):
+            info["features"] = mech.feature_section()
+            info["alternatives"] = mech.alternatives()
     if as_json:
         out.print(json.dumps(info, allow_nan=False), markup=False)
         return
     _print_parameters(mech, info, n)
+    if isinstance(mech, BCDP):
+        _print_features(info["features"], info["alternatives"])
     if section is not None:
         _print_reconstruction(section)
+
+
+def _print_features(features: dict[str, Any], alternatives: list[dict[str, Any]]) -> None:
+    """bcdp: each group of features with its level, budget, granted level and error; then the alternatives."""
+    table = Table(title=f"Features by level (most sensitive first; q = {_fmt(features['q'])}, base "
+                  f"{features['base']}, c_d = {_fmt(features['c_total'])})", title_justify="left")
+    for name in ("coordinates", "features", "δ asked", "c", "BCDP level (Prop. 4)", "expected error"):
+        table.add_column(name, justify="left" if name == "coordinates" else "right")
+    for group in features["groups"]:
+        table.add_row(group["coordinates"], str(group["count"]), _fmt(group["delta"]), _fmt(group["c"]),
+                      _fmt(group["bcdp_level"]), _fmt(group["expected_error"]))
+    out.print(table)
+    choices = Table(title="The same levels by other choices (error at a vertex of the box / worst case over it)",
+                    title_justify="left")
+    for name in ("choice", "c_d", "expected error", "expected error max", "meets the levels"):
+        choices.add_column(name, justify="left" if name == "choice" else "right")
+    for row in alternatives:
+        if "error" in row:
+            choices.add_row(row["choice"], "—", "—", "—", row["error"])
+        else:
+            choices.add_row(row["choice"], _fmt(row["c_total"]), _fmt(row["expected_error"]),
+                            _fmt(row["expected_error_max"]), "yes" if row["meets_levels"] else "no")
+    out.print(choices)
 
 
 def _fmt_logp(log_p: float | None) -> str:
@@ -687,6 +718,12 @@ def privatize(
     risk_k: Optional[int] = RISK_K_OPTION,
     risk_rho0: float = RISK_RHO0_OPTION,
     risk_a: Optional[str] = RISK_A_OPTION,
+    copies: int = typer.Option(
+        1, "--copies", min=1, max=16, help="Release this many independent privatized copies of each row, side by side "
+        "(copy j ≥ 2 in columns named NAME_copyJ), each at the share of the privacy that makes the whole release "
+        "satisfy --eps (ε/copies; bcdp: its budget vector divided by copies). `ldp regress` needs two; "
+        "`ldp estimate-mean` averages them."
+    ),
     threads: Optional[int] = typer.Option(
         None, "--threads", help="Threads privatizing batches (default: the available cores). The output for a "
         "--seed does not depend on it."
@@ -726,10 +763,10 @@ def privatize(
                 column=column, columns=_split(columns) or None, keep=_split(keep), keep_unsafe=keep_unsafe,
                 seed=seed, overwrite=overwrite, force=force, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid,
                 dtype=dtype, on_start=on_start, on_rows=on_rows, ledger=owner_ledger, max_budget=max_budget,
-                risk_k=risk_k, risk_rho0=risk_rho0, risk_a=_floats(risk_a, "--risk-a"),
+                risk_k=risk_k, risk_rho0=risk_rho0, risk_a=_floats(risk_a, "--risk-a"), copies=copies,
             )
     if column is None and not columns:  # the layout was detected: say which columns became the vector
-        names = result.layout.columns
+        names = result.layout.copy_columns(0)
         shown = ", ".join(repr(name) for name in names[:6]) + (", …" if len(names) > 6 else "")
         plural = "s" if len(names) > 1 else ""
         what = f"list column {shown}" if result.layout.kind == "list" else f"{len(names)} numeric column{plural} {shown}"
@@ -753,9 +790,12 @@ def privatize(
     if as_json:
         out.print(json.dumps(result.summary(), allow_nan=False), markup=False)
     elif not quiet:
+        copied = "" if copies == 1 else (
+            f", {copies} copies of each row, ε = {_fmt(copies * result.mechanism.epsilon_exact)} in all"
+        )
         out.print(
             f"wrote {result.output} ({result.n} rows, d = {result.d}, {result.mechanism.name}, "
-            f"ε = {_fmt(result.mechanism.epsilon)}) and {result.sidecar}",
+            f"ε = {_fmt(result.mechanism.epsilon)}{copied}) and {result.sidecar}",
             markup=False,
         )
 
@@ -845,6 +885,8 @@ def _print_mean(est: Any) -> None:
     summary.add_row("rows n", str(est.n), "privatized rows averaged")
     summary.add_row("dimension d", str(est.d), "")
     summary.add_row("mechanism", f"{est.mechanism}, ε = {_fmt(est.epsilon)}", "from the sidecar")
+    if est.copies > 1:
+        summary.add_row("copies", str(est.copies), "privatized copies of each row, averaged (error ÷ copies)")
     if est.norm_bound is not None:
         summary.add_row("norm bound L", _fmt(est.norm_bound), "rows were clipped to it: this is the mean of the clipped rows")
     summary.add_row("‖mean‖", _fmt(est.mean_norm), "ℓ2 norm of the estimate (noise inflates it slightly)")
@@ -897,6 +939,88 @@ def _print_groups(groups: Any, as_json: bool) -> None:
     if groups.missing:
         out.print(f"{groups.missing} rows with a missing {groups.column} are in no group.", markup=False)
     out.print("Use --json or -o FILE.json for every coordinate and the intervals.", markup=False)
+
+
+@app.command("regress", cls=_Command)
+def regress_cmd(
+    privatized: list[Path] = typer.Argument(
+        ..., help="File(s) written by `ldp privatize --copies 2`; several files are the shards of one job.",
+        show_default=False, metavar="PRIVATIZED...",
+    ),
+    label: str = typer.Option(
+        ..., "--label", help="The privatized coordinate that is the label: a column name, or a 0-based coordinate of a "
+        "list column (-1: the last). The features are the other coordinates."
+    ),
+    radius: Optional[float] = typer.Option(
+        None, "--radius", help="Fit over the ball ‖θ‖₂ ≤ R (Thm 3's Θ). Default: √p for p features (every θ with "
+        "|θ_j| ≤ 1)."
+    ),
+    sidecar: Optional[Path] = typer.Option(None, "--sidecar", help="Its sidecar. Default: FILE.ldp.json beside it."),
+    where: Optional[list[str]] = typer.Option(
+        None, "--where", metavar="COND", help="Keep only rows whose kept column satisfies COLUMN OP VALUE; repeatable."
+    ),
+    verify: bool = typer.Option(
+        True, "--verify/--no-verify", help="Check each file's row count and SHA-256 against its sidecar (default)."
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Also save the coefficients: .json (everything) or .csv / .parquet (one row per "
+        "feature)."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar; with -o, print nothing."),
+) -> None:
+    """Least-squares regression from two private copies of each row (Aliakbarpour et al. 2024, Alg. 3).
+
+    Each row [features, label] was privatized twice, independently (`ldp privatize --copies 2`, any
+    vector mechanism; bcdp gives each copy half its budget vector). Products of the two copies give an
+    unbiased estimate f̂(θ) = ½θᵀAθ − bᵀθ of the least-squares loss; A may be indefinite, so θ̂ is the
+    exact minimiser over the ball ‖θ‖ ≤ R (trust-region secular equation, Moré–Sorensen 1983), not
+    an unconstrained solve. Prints θ̂ per feature, f̂(θ̂) and Thm 3's rate for E[f(θ̂) − f*].
+    """
+    with _errors():
+        from ldpcli.regress import regress, save_coefficients
+
+        with _progress("reading", quiet) as (_, on_rows):
+            result = regress(privatized, label=label, radius=radius, sidecar=sidecar, where=where or (),
+                             verify=verify, on_rows=on_rows)
+        if output is not None:
+            save_coefficients(result, output, overwrite=overwrite)
+    if quiet and output is not None:
+        return
+    if as_json:
+        out.print(json.dumps(result.to_dict(), allow_nan=False), markup=False)
+        return
+    _print_regression(result)
+    if output is not None:
+        out.print(f"wrote {output}", markup=False)
+
+
+def _print_regression(result: Any) -> None:
+    """The human tables of a private least-squares fit."""
+    fit = result.fit
+    summary = Table(title="Least squares from two private copies" + ("" if result.verified else " (UNVERIFIED)"),
+                    show_header=False, title_justify="left")
+    summary.add_column("quantity", style="bold")
+    summary.add_column("value", justify="right")
+    summary.add_column("meaning")
+    summary.add_row("rows n", str(fit.n), "people, each privatized twice")
+    summary.add_row("label", result.label, f"{len(result.features)} features")
+    summary.add_row("mechanism", f"{result.mechanism}, ε = {_fmt(result.epsilon_total)} in all", "both copies together")
+    summary.add_row("radius R", _fmt(fit.radius), "θ̂ minimises f̂ over ‖θ‖ ≤ R" + (" (on the boundary)" if fit.on_boundary else ""))
+    summary.add_row("f̂(θ̂)", _fmt(fit.objective), "unbiased estimate of (1/2n)Σ(θ̂ᵀz − l)²")
+    summary.add_row("A indefinite", "yes" if fit.indefinite else "no", "the noisy quadratic; handled exactly")
+    summary.add_row("Thm 3 rate", _fmt(result.rate.rate), result.rate.statement)
+    out.print(summary)
+    shown = min(len(result.features), 20)
+    coefficients = Table(title="coefficients" + (f" (first {shown})" if shown < len(result.features) else ""),
+                         title_justify="left")
+    coefficients.add_column("feature")
+    coefficients.add_column("θ̂", justify="right")
+    for name, value in list(zip(result.features, fit.theta))[:shown]:
+        coefficients.add_row(name, _fmt(float(value)))
+    out.print(coefficients)
+    out.print(f"Note: {result.intercept_note}.", markup=False)
 
 
 @app.command("audit", cls=_Command)

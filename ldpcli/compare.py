@@ -46,7 +46,7 @@ def compare_mechanisms(
     rows: list[dict[str, Any]] = []
     for name in mechanism_names():
         cls = get_mechanism(name)
-        if not cls.vector:
+        if not (cls.vector and cls.compared):
             continue
         options = comparison_options(cls, delta)
         try:

@@ -175,7 +175,7 @@ def _range(text: str, option: str, points: int, syntax: str) -> list[float]:
 
 def vector_mechanisms() -> list[str]:
     """The registered mechanisms that privatize vectors, in registration order (the default sweep)."""
-    return [name for name in mechanism_names() if get_mechanism(name).vector]
+    return [name for name in mechanism_names() if get_mechanism(name).vector and get_mechanism(name).compared]
 
 
 def _available_cores() -> int:
@@ -238,7 +238,7 @@ def sweep(
             raise UsageError(f"--delta applies to {', '.join(_delta_users()) or 'no registered mechanism'}, "
                              "which the sweep does not include")
         for name in takes_delta:
-            delta = get_mechanism(name).options["delta"].check(delta)
+            delta = float(get_mechanism(name).options["delta"].check(delta))
     trials = None if empirical is None else check_count(empirical, "--empirical", minimum=2)
     if threads is not None:
         threads = check_count(threads, "--threads")

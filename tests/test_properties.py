@@ -73,6 +73,10 @@ def option_values(name: str, calibration: str) -> st.SearchStrategy[dict[str, An
         return st.fixed_dictionaries({"delta": log_uniform(1e-12, 0.5)})
     if name == "separated" and calibration == "bhowmick":
         return st.fixed_dictionaries({"eps_split": st.floats(0.05, 0.95)})
+    if name == "bcdp":  # the first feature more sensitive than the rest (two releases when d ≥ 2); Thm 2's ζ rule
+        # with a sensitive feature is not monotone in ε by design (test_bcdp_zeta_rule_is_not_monotone_in_epsilon)
+        levels = ["", "0=0.05"] if calibration == "optimal" else [""]
+        return st.fixed_dictionaries({"q": st.floats(0.0, 1.0), "feature_eps": st.sampled_from(levels)})
     return st.just({})
 
 
@@ -326,3 +330,15 @@ def test_known_exemptions_name_registered_mechanisms() -> None:
     assert set(FIXED_PARAMETERS) <= names
     with pytest.raises(UsageError):
         calibrate("privunit2", 2, 1.0, 1.0, "bhowmick")  # MIN_D is a real constraint
+
+
+def test_bcdp_zeta_rule_is_not_monotone_in_epsilon() -> None:
+    """Thm 2 (16) with a sensitive feature: a larger ε raises c_d = min(log((e^{ζδ̃₁} + q − 1)/q), ε) and so
+    lowers c₁ = δ̃₁ − log(1 + q·e^{c_d} − q): the first feature's error, and here the total, grows (+115%).
+    The default calibration (c_d optimised over a feasible set that grows with ε) has no such jump."""
+    options = {"q": 0.0078125, "feature_eps": "0=0.05"}
+    low, high = (calibrate("bcdp", 3, eps, 1.0, "zeta", **options) for eps in (1.0, math.e))
+    assert high.expected_error > 2.0 * low.expected_error
+    best_low, best_high = (calibrate("bcdp", 3, eps, 1.0, "optimal", **options) for eps in (1.0, math.e))
+    assert best_high.expected_error <= best_low.expected_error * (1 + 1e-9)  # the same c_d, up to the search
+

@@ -23,8 +23,10 @@ from ldpcli.mechanisms.hypercube import DuchiLinf, PrivUnitInf
 from ldpcli.mechanisms.separated import Separated
 from ldpcli.mechanisms.scalar import ScalarDP, ScalarRelDP
 from ldpcli.mechanisms.baselines import Gaussian, Laplace
+from ldpcli.mechanisms.bcdp import BCDP
 
 __all__ = [
+    "BCDP",
     "DuchiL2",
     "DuchiLinf",
     "Gaussian",

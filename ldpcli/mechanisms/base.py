@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
@@ -128,24 +128,31 @@ class OptionSpec:
     """One calibration option of a mechanism: its type, range, default, help and an example.
 
     ``name`` is the keyword of ``calibrate`` (``eps_split``) and the flag is ``--eps-split``.
-    ``low``/``high`` bound the value (``low_open``/``high_open``: strictly). ``default`` None
-    means the mechanism computes it (the help says how); ``required`` options have no default,
-    and ``required_by`` names the calibrations that need the option given.
-    ``example`` is a valid value that the CLI's help shows and the test battery uses.
+    ``low``/``high`` bound a number (``low_open``/``high_open``: strictly). A text option
+    (``kind=str``) is one of ``choices`` (a base mechanism's name) or, with ``normalize``, any text
+    that function accepts: it returns the canonical form stored in the spec and the sidecar (or
+    raises a UsageError saying what is wrong). ``default`` None means the mechanism computes it
+    (the help says how); ``required`` options have no default, and ``required_by`` names the
+    calibrations that need the option given. ``example`` is a valid value that the CLI's help
+    shows and the test battery uses.
     """
 
     name: str
-    kind: type[int] | type[float]
+    kind: type[int] | type[float] | type[str]
     help: str
-    example: int | float
+    example: int | float | str
     low: float | None = None
     high: float | None = None
     low_open: bool = False
     high_open: bool = False
-    default: int | float | None = None
+    default: int | float | str | None = None
     required: bool = False
     #: Calibrations that need the option given (it is optional with the others).
     required_by: tuple[str, ...] = ()
+    #: The values a text option may take (empty: any text ``normalize`` accepts).
+    choices: tuple[str, ...] = ()
+    #: A text option's canonical form (a UsageError for text it does not accept).
+    normalize: Callable[[str], str] | None = field(default=None, compare=False)
 
     @property
     def flag(self) -> str:
@@ -153,7 +160,9 @@ class OptionSpec:
         return "--" + self.name.replace("_", "-")
 
     def range_text(self) -> str:
-        """E.g. ``an integer in [1, 1048576]`` or ``a finite number > 0``."""
+        """E.g. ``an integer in [1, 1048576]``, ``a finite number > 0`` or ``one of: a, b``."""
+        if self.kind is str:
+            return "one of: " + ", ".join(self.choices) if self.choices else "text"
         noun = "an integer" if self.kind is int else "a finite number"
         if self.low is not None and self.high is not None:
             left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
@@ -164,9 +173,13 @@ class OptionSpec:
             return f"{noun} {'<' if self.high_open else '<='} {self.high:g}"
         return noun
 
-    def check(self, value: Any) -> int | float:
+    def check(self, value: Any) -> int | float | str:
         """The value as ``kind`` if it is in range (integral floats from JSON count as integers)."""
         bad = UsageError(f"{self.flag}: must be {self.range_text()}, got {value!r}")
+        if self.kind is str:
+            if not isinstance(value, str) or (self.choices and value not in self.choices):
+                raise bad
+            return self.normalize(value) if self.normalize is not None else value
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise bad
         if not math.isfinite(value):
@@ -214,6 +227,21 @@ class MechanismSpec:
         options = cls.check_option_values(dict(self.options), calibration)
         given = {name: value for name, value in options.items() if value is not None}
         return MechanismSpec(self.name, float(self.epsilon), calibration, float(self.norm_bound), given)
+
+    def bind_columns(self, names: Sequence[str] | None, d: int) -> tuple[MechanismSpec, tuple[str, ...]]:
+        """This spec with options that name the data's columns resolved for rows of dimension d.
+
+        ``names`` are the coordinates' column names (None for a list column). Returns the spec and
+        notes for the operator (e.g. a level clipped to ε); see :meth:`Mechanism.bind_options`.
+        """
+        options, notes = self.mechanism_class.bind_options(dict(self.options), names, d, self.epsilon)
+        return MechanismSpec(self.name, self.epsilon, self.calibration, self.norm_bound, options), notes
+
+    def for_copies(self, copies: int) -> MechanismSpec:
+        """The spec of each of ``copies`` independent releases of one row that together spend this
+        spec's privacy (``privatize --copies``): see :meth:`Mechanism.copy_spec`."""
+        copies = check_count(copies, "--copies")
+        return self if copies == 1 else self.mechanism_class.copy_spec(self, copies)
 
     def calibrate(self, d: int) -> Mechanism:
         """The mechanism for rows of dimension d."""
@@ -279,6 +307,9 @@ class Mechanism(ABC):
     baseline: ClassVar[bool] = False
     #: Privatizes vectors of any dimension (False for mechanisms of one scalar column).
     vector: ClassVar[bool] = True
+    #: In the all-mechanism comparisons (``ldp params`` without ``-m``, the default ``ldp sweep``,
+    #: the ε solver): False for a mechanism that needs the user's own claims to calibrate (bcdp).
+    compared: ClassVar[bool] = True
     #: The largest d the mechanism accepts.
     max_d: ClassVar[int] = MAX_D
     #: A valid (d, ε) for the registry-wide test battery and ``--help`` examples.
@@ -359,6 +390,25 @@ class Mechanism(ABC):
         return MechanismSpec(self.name, self.epsilon, self.calibration, self.norm_bound, self.option_values())
 
     @classmethod
+    def bind_options(
+        cls, options: dict[str, Any], names: Sequence[str] | None, d: int, epsilon: float
+    ) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """Resolve options that refer to the data's columns (``names``; None for a list column).
+
+        The default has none. bcdp turns ``--feature-eps age=0.5`` into coordinates.
+        """
+        return options, ()
+
+    @classmethod
+    def copy_spec(cls, spec: MechanismSpec, copies: int) -> MechanismSpec:
+        """The spec of one of ``copies`` independent releases of a row that together satisfy ``spec``.
+
+        Basic composition: ``copies`` releases at ε/copies are ε-LDP together. A mechanism whose
+        privacy is more than one ε (per-feature levels) overrides this.
+        """
+        return MechanismSpec(spec.name, spec.epsilon / copies, spec.calibration, spec.norm_bound, dict(spec.options))
+
+    @classmethod
     def check_calibration(cls, calibration: str | None) -> str:
         """The calibration to use (the first listed by default); UsageError for an unknown one."""
         if calibration is None:
@@ -430,6 +480,24 @@ class Mechanism(ABC):
         """
         return [RiskEpsilon("release", self.epsilon_exact, "any target and any prior (Lemma 2.2: the release is "
                             f"{self.epsilon_exact:.6g}-LDP)", True)]
+
+    def feature_section(self) -> dict[str, Any] | None:
+        """Per-feature guarantees and errors for a mechanism whose features differ (bcdp), else None.
+
+        ``ldp params`` prints it and the sidecar stores it as its ``features`` section.
+        """
+        return None
+
+    def second_moments(self) -> tuple[float, float]:
+        """(E⟨Z, u⟩², E⟨Z, w⟩²) for the unit direction u of the (rounded) input and any unit w ⊥ u.
+
+        For a mechanism that rounds its input to ±L·u without bias and is rotation-equivariant, the
+        second-moment matrix of the output is E[ZZᵀ] = a·uuᵀ + b·(I − uuᵀ) for every input in the
+        ball, whatever its norm: this gives (a, b), and a + (d − 1)·b = E‖Z‖². A mechanism whose
+        output covariance has no such form raises NotImplementedError. :mod:`ldpcli.mechanisms.bcdp`
+        uses it for the exact worst case of its combined estimate.
+        """
+        raise NotImplementedError(f"mechanism {self.name!r} does not report its output's second moments")
 
     @property
     def delta_exact(self) -> float:

@@ -130,6 +130,12 @@ class DuchiL2(Mechanism):
         """B², attained at x = 0."""
         return self.norm_bound**2 * math.exp(2.0 * self.log_scale)
 
+    def second_moments(self) -> tuple[float, float]:
+        """(B²/d, B²/d): Z is uniform on a hemisphere of radius B, and z ↦ −z maps it onto the other
+        half without changing zzᵀ, so E[ZZᵀ] is that of the whole sphere, (B²/d)·I."""
+        each = self.expected_error_max / self.d
+        return each, (each if self.d > 1 else 0.0)
+
     def parameters(self) -> dict[str, Any]:
         """p = π_ε (and its logit), γ = 0 and the radius B."""
         return {"p": self.p, "p_logit": self.logit_p, "gamma": 0.0, "B": self.radius}

@@ -270,6 +270,22 @@ class PrivUnit2(Mechanism):
         """L²/m², attained at x = 0."""
         return self.norm_bound**2 * math.exp(-2.0 * self.log_m)
 
+    def second_moments(self) -> tuple[float, float]:
+        """(L²/m²)·((1 + (d − 1)γm)/d, (1 − γm)/d): E⟨Z, u⟩² and E⟨Z, w⟩² for w ⊥ u.
+
+        Z = (L/m)·V with t = ⟨V, u⟩ of density ∝ (1 − t²)^{(d−3)/2} on the cap or its complement.
+        Integrating by parts, ∫ t²(1 − t²)^{(d−3)/2} = [−t(1 − t²)^{(d−1)/2}]/(d − 1) + ∫ (1 − t²)^{(d−1)/2}/(d − 1)
+        over either side of γ gives E[t² | side] = (1 + (d − 1)·γ·E[t | side])/d; averaging the sides
+        with p, E[t] = m (the normaliser, Bhowmick et al. Alg. 1), so E[t²] = (1 + (d − 1)γm)/d,
+        and the rest of E‖V‖² = 1 is shared by the d − 1 orthogonal directions.
+        """
+        total = self.expected_error_max  # E‖Z‖² = L²/m²
+        if self.d == 1:
+            return total, 0.0
+        gamma, m = self.gamma, math.exp(self.log_m)
+        one_minus_gm = 2.0 * math.exp(sm.log_expit(-self.cap_logit)) + gamma * math.exp(self.log_one_minus_m)
+        return total * (1.0 + (self.d - 1) * gamma * m) / self.d, total * one_minus_gm / self.d
+
     def parameters(self) -> dict[str, Any]:
         """γ, p and the cap probability, with their logs/logits for values that round to 0 or 1."""
         return {

@@ -288,6 +288,11 @@ class PrivUnitG(Mechanism):
         """L²·(E[α²] + (d − 1)/d)/m² = expected_error + L², attained at x = 0."""
         return self.expected_error + self.norm_bound**2
 
+    def second_moments(self) -> tuple[float, float]:
+        """(L²·(Var z/μ² + 1), L²/μ²): Z = (L/μ)·(z·u + g⊥) with E[z] = μ and g⊥ ~ N(0, I − uuᵀ) (Alg. 2)."""
+        across = self.norm_bound**2 * math.exp(-2.0 * self.log_mu)
+        return self.norm_bound**2 + self.var_z * across, (across if self.d > 1 else 0.0)
+
     def parameters(self) -> dict[str, Any]:
         """p, the split logits, γ, σ and m (the output norm is not constant: ``scale`` is None)."""
         return {

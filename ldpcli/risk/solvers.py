@@ -318,7 +318,7 @@ def epsilons_for_error(
     results: list[EpsilonForError] = []
     for name in mechanism_names():
         cls = get_mechanism(name)
-        if not cls.vector:
+        if not (cls.vector and cls.compared):
             continue
         options = comparison_options(cls, delta)
         results.append(

@@ -245,6 +245,8 @@ def _calibrate(name: str, calibration: str, d: int, eps: float) -> Mechanism:
         options["delta"] = 1e-6
     if name == "separated" and calibration == "bhowmick":
         options["eps_split"] = 0.7
+    if name == "bcdp":  # one release (every level ε): the base's law (several releases: test_bcdp.py)
+        options["q"] = 0.1
     return get_mechanism(name).calibrate(d, eps, calibration=calibration, **options)
 
 

@@ -224,6 +224,7 @@ TINY = np.array([[5e-324, 0.0, 0.0], [0.0, 0.0, 0.0], [1e-310, -1e-310, 2e-308],
 def test_huge_and_subnormal_values_give_finite_output(tmp_path: Path, name: str) -> None:
     cls = get_mechanism(name)
     options = ["--delta", "1e-6"] if "delta" in cls.options else []
+    options += [str(item) for spec in cls.options.values() if spec.required for item in (spec.flag, spec.example)]
     src = tmp_path / "x.parquet"
     if cls.vector:
         rows = np.concatenate([HUGE, TINY])

@@ -34,6 +34,8 @@ CASE_IDS = [f"{name}-{calibration}" for name, calibration in CASES]
 #: Whether each calibration claims ε_exact = ε (tight) or only ε_exact ≤ ε (a sufficient rule).
 #: Every registered (mechanism, calibration) must be listed: a new one has to say which it is.
 TIGHT = {
+    ("bcdp", "optimal"): True,  # every level ε (the grid's default): one release of optimal PrivUnit2 at ε
+    ("bcdp", "zeta"): False,  # Thm 2 (16): c_d = log((e^{ζε} + q − 1)/q) < ε for large ε, whatever the levels
     ("privunit2", "optimal"): True,  # Asi et al. Thm 1-2: logit p = ε − logit(1 − P)
     ("privunit2", "bhowmick"): False,  # Bhowmick Thm 1 (16a)/(16b) are sufficient (docs/errata.md §5)
     ("privunitg", "optimal"): True,  # logit p = ε − logit q

@@ -280,7 +280,10 @@ def test_declared_options_have_valid_examples_flags_and_round_trip(name: str) ->
 def test_out_of_range_options_are_usage_errors(name: str) -> None:
     cls = get_mechanism(name)
     for key, option in cls.options.items():
-        bad = (option.low - 1) if option.low is not None else (option.high + 1)
+        if option.kind is str:  # a text option: one of its choices, or what its normaliser accepts
+            bad = "no such choice" if option.choices else 3.0
+        else:
+            bad = (option.low - 1) if option.low is not None else (option.high + 1)
         with pytest.raises(UsageError, match=option.flag):
             cls.calibrate(cls.example_d, 3.0, **{**{k: o.example for k, o in cls.options.items()}, key: bad})
 
