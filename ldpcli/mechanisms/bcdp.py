@@ -65,11 +65,6 @@ CANDIDATES = 16
 BASES = ("privunit2", "privunitg", "duchi-l2")
 
 
-def _canonical_levels(text: str) -> str:
-    """The canonical text of ``--feature-eps`` given as coordinates (what the spec stores)."""
-    return fl.canonical_coordinates(text)
-
-
 @register
 @dataclass(frozen=True)
 class BCDP(Mechanism):
@@ -101,7 +96,7 @@ class BCDP(Mechanism):
             "feature_eps", str, "bcdp: per-feature levels δ, e.g. 'age=0.5,income=0.5', '0:3=0.2' "
             "(0-based coordinates, inclusive ranges), or a .json/.csv file; unnamed features get ε, levels "
             "above ε are clipped to it",
-            example="0=0.5", default="", normalize=_canonical_levels,
+            example="0=0.5", default="", normalize=fl.canonical_coordinates,
         ),
         OptionSpec(
             "base", str, "bcdp: the ℓ2 mechanism each sub-release uses (privunit2: the least error; duchi-l2: "
@@ -200,6 +195,11 @@ class BCDP(Mechanism):
     def order(self) -> np.ndarray:
         """The features sorted by level, most sensitive first (stable)."""
         return fl.sort_order(self.levels)
+
+    @functools.cached_property
+    def _in_order(self) -> bool:
+        """The columns are already sorted by level (no gather and scatter of each batch)."""
+        return bool(np.all(self.order == np.arange(self.d)))
 
     @functools.cached_property
     def budget(self) -> np.ndarray:
@@ -375,12 +375,14 @@ class BCDP(Mechanism):
         """ν̂ for each row of ``x`` (rows in [−L, L]^d): the weighted sub-releases, in column order."""
         n = x.shape[0]
         order = self.order
-        xs = x[:, order]
+        xs = x if self._in_order else x[:, order]
         lengths, log_total = self._segments
         combined = np.zeros((n, self.d))
         for k, (start, part, log_w) in enumerate(zip(self.starts, self.parts, self._log_weights)):
             weights = np.repeat(np.exp(log_w - log_total[k:]), lengths[k:])
             combined[:, start:] += part.privatize(np.ascontiguousarray(xs[:, start:]), rng) * weights
+        if self._in_order:
+            return combined
         out = np.empty_like(combined)
         out[:, order] = combined
         return out
