@@ -19,6 +19,7 @@ from ldpcli.mechanisms.base import (
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.privunitg import PrivUnitG
 from ldpcli.mechanisms.hemisphere import DuchiL2
+from ldpcli.mechanisms.gaussian_sign import GaussianSign
 from ldpcli.mechanisms.hypercube import DuchiLinf, PrivUnitInf
 from ldpcli.mechanisms.separated import Separated
 from ldpcli.mechanisms.scalar import ScalarDP, ScalarRelDP
@@ -30,6 +31,7 @@ __all__ = [
     "DuchiL2",
     "DuchiLinf",
     "Gaussian",
+    "GaussianSign",
     "Laplace",
     "LawTest",
     "RiskEpsilon",

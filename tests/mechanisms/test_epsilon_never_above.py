@@ -40,6 +40,7 @@ TIGHT = {
     ("privunit2", "bhowmick"): False,  # Bhowmick Thm 1 (16a)/(16b) are sufficient (docs/errata.md §5)
     ("privunitg", "optimal"): True,  # logit p = ε − logit q
     ("duchi-l2", "classic"): True,  # ε_exact = ε for every d
+    ("gaussian-sign", "tanh"): True,  # the sign is kept with logit ε: ratio (1 + b)/(1 − b) = e^ε, attained
     ("privunit-inf", "optimal"): True,  # tight p on the optimal threshold
     ("duchi-linf", "classic"): True,  # tight p (corrected for even d, docs/errata.md §12)
     ("separated", "optimal"): True,  # tight PrivUnit2 at ε₁ plus ScalarDP at ε₂ = ε − ε₁
