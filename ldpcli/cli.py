@@ -820,6 +820,13 @@ def estimate_mean_cmd(
     group_by: Optional[str] = typer.Option(
         None, "--group-by", help="One mean, error bars and n per value of this kept column (e.g. a label)."
     ),
+    project: Optional[str] = typer.Option(
+        None, "--project", metavar="SET", help="Also report the mean projected onto a public convex set that contains "
+        "the true mean: ball[:R] (ℓ2 ball; R defaults to L), box[:L] or box:LO,HI, simplex[:S] (probability vectors "
+        "summing to S, for histograms), nonneg, hull:FILE (convex hull of a public file's rows), or domain (the "
+        "mechanism's own ball or box). Never further from the truth than the raw mean (Lemma 5.3 of Błasiok et al."
+        " 2019); the intervals stay those of the raw mean."
+    ),
     verify: bool = typer.Option(
         True, "--verify/--no-verify", help="Check each file's row count and SHA-256 against its sidecar (default). "
         "--no-verify accepts a file filtered or re-encoded after privatization; the estimate is then marked unverified."
@@ -848,13 +855,17 @@ def estimate_mean_cmd(
             if group_by is not None:
                 groups = estimate_group_means(
                     privatized, group_by, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
-                    on_rows=on_rows,
+                    on_rows=on_rows, project=project,
                 )
             else:
                 est = estimate_mean(
                     privatized, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
-                    on_rows=on_rows,
+                    on_rows=on_rows, project=project,
                 )
+        first = groups.groups[0][1] if group_by is not None and groups.groups else (est if group_by is None else None)
+        if first is not None and first.projection is not None and not first.projection["contains_domain"]:
+            _warn(f"--project {project}: {first.projection['description']} does not contain the mechanism's domain; "
+                  "the projected mean is closer to the truth only if the truth lies in it (a claim about the data)")
         if output is not None:
             if group_by is not None:
                 save_group_means(groups, output, overwrite=overwrite)
@@ -892,20 +903,28 @@ def _print_mean(est: Any) -> None:
     summary.add_row("‖mean‖", _fmt(est.mean_norm), "ℓ2 norm of the estimate (noise inflates it slightly)")
     summary.add_row("expected squared error", _fmt(est.expected_error), "E‖mean − true mean‖², guaranteed (max error / n)")
     summary.add_row("RMS ℓ2 error", _fmt(est.rms_error), "its square root")
+    if est.projection is not None:
+        summary.add_row("projected onto", est.projection["description"], "a public convex set (--project)")
+        summary.add_row("distance moved", _fmt(est.projection["distance_moved"]),
+                        "the guaranteed error holds for the projected mean too (Lemma 5.3)")
     out.print(summary)
     shown = min(est.d, 10)
     coords = Table(title=f"coordinates (first {shown} of {est.d})" if shown < est.d else "coordinates", title_justify="left")
-    for name in ("j", "mean", "std error", f"{est.confidence:.0%} interval"):
+    projected = est.projected
+    for name in ("j", "mean", "std error", f"{est.confidence:.0%} interval", *(("projected",) if projected is not None else ())):
         coords.add_column(name, justify="right")
     for j in range(shown):
+        extra = () if projected is None else (_fmt(float(projected[j])),)
         if est.std_error is None or est.lower is None or est.upper is None:
-            coords.add_row(str(j), _fmt(float(est.mean[j])), "—", "—")
+            coords.add_row(str(j), _fmt(float(est.mean[j])), "—", "—", *extra)
         else:
             coords.add_row(
                 str(j), _fmt(float(est.mean[j])), _fmt(float(est.std_error[j])),
-                f"[{_fmt(float(est.lower[j]))}, {_fmt(float(est.upper[j]))}]",
+                f"[{_fmt(float(est.lower[j]))}, {_fmt(float(est.upper[j]))}]", *extra,
             )
     out.print(coords)
+    if projected is not None:
+        out.print("The intervals are for the raw mean; the projected mean has no interval of its own.", markup=False)
     if shown < est.d:
         out.print("Use --json or -o FILE for every coordinate.", markup=False)
     out.print(_reading(est), markup=False)
@@ -1594,6 +1613,184 @@ def plot(
         out.print(text_chart(selection), markup=False)
     if output is not None and not quiet:
         out.print(f"wrote {output} ({len(selection.mechanisms)} mechanisms; {selection.title()})", markup=False)
+
+
+queries_app = typer.Typer(
+    cls=_Group, no_args_is_help=True, rich_markup_mode="markdown",
+    help="Answer a public workload of queries over a finite universe: locally (encode, privatize, answer) or "
+    "centrally (release). Błasiok, Bun, Nikolov, Steinke 2019.",
+)
+app.add_typer(queries_app, name="queries")
+
+_WORKLOAD_HELP = (
+    "The public workload: one row per item of the universe, a key column naming the item and one numeric column per "
+    "query with its value on that item, in [0, 1] or [−1, 1]."
+)
+
+
+@queries_app.command("encode", cls=_Command)
+def queries_encode(
+    data: Path = typer.Argument(..., help="The private data: one row per person, with a key column.", show_default=False),
+    workload: Path = typer.Option(..., "--workload", "-w", help=_WORKLOAD_HELP, show_default=False),
+    key: str = typer.Option(..., "--key", help="The column naming each row's item, in the data and in the workload.",
+                            show_default=False),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Where to write the vectors (.parquet or .csv). Default: DATA.queries.parquet."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes."),
+) -> None:
+    """Map each row to its query-answer vector minus the workload's public centroid, for `ldp privatize`.
+
+    The output has one column per query and is as private as DATA: privatize it with the printed
+    --norm-bound (any vector mechanism) and answer with `ldp queries answer`, which adds the
+    centroid back. Centring shrinks the norm bound to the workload's radius about its centroid.
+    """
+    with _errors():
+        from ldpcli.queries import encode_queries, read_workload
+
+        target = output or data.with_name(data.name.split(".")[0] + ".queries.parquet")
+        loaded = read_workload(workload, key=key)
+        with _progress("encoding", quiet) as (_, on_rows):
+            encoded = encode_queries(data, loaded, key, target, overwrite=overwrite, on_rows=on_rows)
+    if as_json:
+        out.print(json.dumps(encoded.to_dict(), allow_nan=False), markup=False)
+        return
+    out.print(f"wrote {target}: {encoded.rows} rows × {encoded.queries} queries (answers minus the workload's centroid)",
+              markup=False)
+    out.print(f"next: ldp privatize {target} --norm-bound {encoded.norm_bound:.7g} --eps EPS "
+              f"(ℓ∞-box mechanisms: --norm-bound {encoded.box_bound:.7g}); then "
+              f"ldp queries answer PRIVATIZED --workload {workload}", markup=False)
+    _note(f"{target} is the private data re-expressed: keep it as private as {data} and publish only the privatized "
+          "file", quiet)
+
+
+@queries_app.command("answer", cls=_Command)
+def queries_answer(
+    privatized: list[Path] = typer.Argument(
+        ..., help="The privatized encoded file(s) (`ldp privatize` of `ldp queries encode`'s output).",
+        show_default=False, metavar="PRIVATIZED...",
+    ),
+    workload: Path = typer.Option(..., "--workload", "-w", help=_WORKLOAD_HELP, show_default=False),
+    sidecar: Optional[Path] = typer.Option(None, "--sidecar", help="Its sidecar. Default: FILE.ldp.json beside it."),
+    confidence: float = typer.Option(0.95, "--confidence", help="Confidence level of the raw answers' intervals."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also save the answers as .json."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes."),
+) -> None:
+    """Every query's answer from a local release: the raw average and its projection onto the workload's hull.
+
+    The local projection mechanism (Błasiok et al. 2019, Sec. 5.1, Thm 5.1) when the rows were
+    privatized with gaussian-sign; any vector mechanism works, and PrivUnit2 is the most accurate.
+    The guaranteed error (expected_error_max / n) bounds both; the intervals are the raw answers'.
+    """
+    with _errors():
+        from ldpcli.queries import answer_queries
+
+        with _progress("reading", quiet) as (_, on_rows):
+            answers = answer_queries(privatized, workload, sidecar=sidecar, confidence=confidence, on_rows=on_rows)
+        if output is not None:
+            if output.suffix.lower() != ".json":
+                raise UsageError(f"{output}: save the answers as .json")
+            from ldpcli.io import atomic_write_text
+
+            atomic_write_text(output, json.dumps(answers.to_dict(), allow_nan=False) + "\n", overwrite=overwrite)
+    for text in answers.warnings:
+        _warn(text)
+    info = answers.to_dict()
+    if as_json:
+        out.print(json.dumps(info, allow_nan=False), markup=False)
+        return
+    est = answers.estimate
+    summary = Table(title="Query answers (local release)", show_header=False, title_justify="left")
+    summary.add_column("quantity", style="bold")
+    summary.add_column("value", justify="right")
+    summary.add_column("meaning")
+    summary.add_row("rows n", str(est.n), "privatized rows averaged")
+    summary.add_row("queries m", str(answers.m), f"workload {workload}")
+    summary.add_row("mechanism", f"{est.mechanism}, ε = {_fmt(est.epsilon)}", "from the sidecar")
+    summary.add_row("RMS error per query", _fmt(answers.rms_error), "guaranteed, raw and projected (expected_error_max / n)")
+    summary.add_row("moved by projection", _fmt(info["projection"]["distance_moved"]), "ℓ2 distance from raw to projected")
+    summary.add_row("Thm 5.1 form", _fmt(answers.theorem_bound), "(Δ·g(𝒳)/(ε√(nm)))^½, up to an unspecified constant")
+    out.print(summary)
+    table = Table(title="answers" + (f" (first 20 of {answers.m})" if answers.m > 20 else ""), title_justify="left")
+    for name in ("query", "projected", "raw", f"{est.confidence:.0%} interval (raw)"):
+        table.add_column(name, justify="right")
+    for row in info["queries"][:20]:
+        interval = f"[{_fmt(row['lower'])}, {_fmt(row['upper'])}]" if "lower" in row else "—"
+        table.add_row(row["query"], _fmt(row["projected"]), _fmt(row["raw"]), interval)
+    out.print(table)
+    if output is not None:
+        out.print(f"wrote {output}", markup=False)
+
+
+@queries_app.command("release", cls=_Command)
+def queries_release(
+    data: Path = typer.Argument(..., help="The private data: one row per person, with a key column.", show_default=False),
+    workload: Path = typer.Option(..., "--workload", "-w", help=_WORKLOAD_HELP, show_default=False),
+    key: str = typer.Option(..., "--key", help="The column naming each row's item, in the data and in the workload.",
+                            show_default=False),
+    rho: float = typer.Option(..., "--rho", help="The zCDP level ρ of the release (central model).", show_default=False),
+    delta: float = typer.Option(1e-6, "--delta", help="δ at which the equivalent (ε, δ) is printed."),
+    cover: Optional[float] = typer.Option(
+        None, "--cover", metavar="ALPHA", help="The coarse projection mechanism: round items to a public α/2-separated "
+        "cover of the universe (RMS per-query distance α/2) and project onto its hull. Default: the plain projection "
+        "mechanism."
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="The answers (.json, .csv or .parquet), with a sidecar OUTPUT.ldp.json. "
+        "Default: DATA.answers.json."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace existing outputs."),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", help="Seed the noise (reproducible, NOT for release; the sidecar says so). Default: OS entropy."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes."),
+) -> None:
+    """Release every query's answer centrally (a curator holds DATA): the projection mechanism, ρ-zCDP.
+
+    Gaussian noise on the true answers with σ = diam/(n√(2ρ)) (the universe's ℓ2 diameter), then
+    the projection onto the convex hull of the universe (or of a public cover with --cover). Prints
+    the answers, the error bounds with their constants, and ρ as (ε, δ).
+    """
+    with _errors():
+        from ldpcli.queries import read_workload, release_queries, save_central_release
+
+        target = output or data.with_name(data.name.split(".")[0] + ".answers.json")
+        loaded = read_workload(workload, key=key)
+        with _progress("counting", quiet) as (_, on_rows):
+            release = release_queries(data, loaded, key, rho=rho, delta=delta, alpha=cover, seed=seed, on_rows=on_rows)
+        side = save_central_release(release, loaded, target, overwrite=overwrite)
+    info = release.to_dict()
+    if as_json:
+        out.print(json.dumps({**info, "output": str(target), "sidecar": str(side)}, allow_nan=False), markup=False)
+        return
+    privacy, bounds = info["privacy"], info["bounds"]
+    summary = Table(title=f"Central release ({info['mechanism']} mechanism)", show_header=False, title_justify="left")
+    summary.add_column("quantity", style="bold")
+    summary.add_column("value", justify="right")
+    summary.add_column("meaning")
+    summary.add_row("rows n", str(release.n), "the dataset's size (public)")
+    summary.add_row("privacy", f"ρ = {_fmt(release.rho)}-zCDP", "central model: one person's item may change")
+    summary.add_row("as (ε, δ)", f"({_fmt(privacy['epsilon_exact_gaussian'])}, {release.delta:g})",
+                    f"exact for this Gaussian release; Bun–Steinke Prop. 1.3 gives ε = {_fmt(privacy['epsilon_bun_steinke'])}")
+    summary.add_row("noise σ", _fmt(release.sigma), f"diameter {_fmt(release.diameter)} / (n√(2ρ))")
+    if release.alpha is not None:
+        summary.add_row("cover", f"{release.items} of {release.distinct_items} items", f"α = {release.alpha:g}")
+    summary.add_row("RMS error per query (noisy)", _fmt(bounds["noisy_rms_per_query"]), "√(σ²): before the projection")
+    summary.add_row("RMS error per query (bound)", _fmt(bounds["projected_rms_per_query"]),
+                    "√(σ·g(K)/m)" + (" + α/2" if release.alpha is not None else "") + ", g bounded by R√(2 log N)")
+    out.print(summary)
+    table = Table(title="answers" + (f" (first 20 of {release.m})" if release.m > 20 else ""), title_justify="left")
+    for name in ("query", "answer", "noisy"):
+        table.add_column(name, justify="right")
+    for row in info["queries"][:20]:
+        table.add_row(row["query"], _fmt(row["answer"]), _fmt(row["noisy"]))
+    out.print(table)
+    out.print(f"wrote {target} and {side}", markup=False)
 
 
 def _raise_interrupted(signum: int, frame: object) -> None:

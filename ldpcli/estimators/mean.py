@@ -46,6 +46,10 @@ class MeanEstimate:
     #: Privatized copies of each row averaged into it (``privatize --copies``): the guaranteed
     #: error is the per-copy one divided by this.
     copies: int = 1
+    #: The mean projected onto a public convex set (``estimate-mean --project``), else None.
+    projected: np.ndarray | None = None
+    #: What it was projected onto and how far it moved (:func:`ldpcli.estimate.project_mean`).
+    projection: dict[str, Any] | None = None
 
     @property
     def mean_norm(self) -> float:
@@ -81,6 +85,7 @@ class MeanEstimate:
             "sidecars": [str(p) for p in self.sidecars],
             "verified": self.verified,
             "copies": self.copies,
+            **({} if self.projection is None else {"projected": {"mean": listed(self.projected), **self.projection}}),
         }
 
 

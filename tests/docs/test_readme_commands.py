@@ -133,11 +133,15 @@ def is_synopsis(command: str) -> bool:
     return any(PLACEHOLDER.match(word) for word in command.split()[1:])
 
 
+#: Subcommands that are groups: their synopses name the group and the command (``queries encode``).
+GROUPS = ("queries",)
+
+
 def _subcommand(command: str) -> str | None:
-    for word in command.split()[1:]:
-        if not word.startswith("-"):
-            return word
-    return None
+    words = [word for word in command.split()[1:] if not word.startswith("-")]
+    if not words:
+        return None
+    return " ".join(words[:2]) if words[0] in GROUPS and len(words) > 1 else words[0]
 
 
 def _logical_lines(block: Block) -> list[tuple[int, str, list[str] | None]]:
@@ -278,7 +282,7 @@ def run_document(doc: str, workdir: Path) -> dict[int, Result]:
         elif step.kind == "synopsis":
             sub = _subcommand(step.text) or ""
             if sub not in help_cache:
-                argv = [sys.executable, "-m", "ldpcli.cli", *([sub] if sub else []), "--help"]
+                argv = [sys.executable, "-m", "ldpcli.cli", *sub.split(), "--help"]
                 help_cache[sub] = _run(argv, workdir)
             found = help_cache[sub]
             results[step.index] = Result(
