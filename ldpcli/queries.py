@@ -28,7 +28,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -333,7 +333,6 @@ class CentralRelease:
     width: MeanWidth
     reproducible: bool
     distinct_items: int = 0
-    sidecar: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def m(self) -> int:

@@ -75,7 +75,10 @@ class ConvexSet(abc.ABC):
         """A JSON-able description."""
 
     def check_dimension(self, d: int) -> None:
-        """ValueError if the set lives in a dimension other than d (only a hull has one)."""
+        """ValueError if the set lives in a dimension other than d (only a hull has one; the
+        others exist in every dimension d ≥ 1)."""
+        if d < 1:
+            raise ValueError(f"a set lives in dimension >= 1, not {d}")
 
 
 @dataclass(frozen=True)

@@ -126,10 +126,6 @@ class Workload:
         """The Gaussian mean width of K (:func:`mean_width`)."""
         return mean_width(self.distinct)
 
-    def delta(self) -> float:
-        """Δ of 𝒳 ⊆ Δ√m·B₂^m for the centred universe: radius/√m (Thm 5.1, Lemma 2.2)."""
-        return self.radius / math.sqrt(self.m)
-
 
 def diameter(points: np.ndarray) -> float:
     """max ‖v_i − v_j‖₂ over pairs of rows, exactly, by blocks of ‖v_i‖² + ‖v_j‖² − 2⟨v_i, v_j⟩.
