@@ -886,13 +886,18 @@ def estimate_mean_cmd(
         out.print(f"wrote {output}", markup=False)
 
 
-def _print_mean(est: Any) -> None:
-    """The human tables of one mean estimate, and a one-line reading of its error against its size."""
-    summary = Table(title="Mean estimate" + ("" if est.verified else " (UNVERIFIED: read with --no-verify)"),
-                    show_header=False, title_justify="left")
+def _summary_table(title: str) -> Table:
+    """A headerless three-column table (quantity, value, meaning): the summary of a result."""
+    summary = Table(title=title, show_header=False, title_justify="left")
     summary.add_column("quantity", style="bold")
     summary.add_column("value", justify="right")
     summary.add_column("meaning")
+    return summary
+
+
+def _print_mean(est: Any) -> None:
+    """The human tables of one mean estimate, and a one-line reading of its error against its size."""
+    summary = _summary_table("Mean estimate" + ("" if est.verified else " (UNVERIFIED: read with --no-verify)"))
     summary.add_row("rows n", str(est.n), "privatized rows averaged")
     summary.add_row("dimension d", str(est.d), "")
     summary.add_row("mechanism", f"{est.mechanism}, ε = {_fmt(est.epsilon)}", "from the sidecar")
@@ -1018,11 +1023,7 @@ def regress_cmd(
 def _print_regression(result: Any) -> None:
     """The human tables of a private least-squares fit."""
     fit = result.fit
-    summary = Table(title="Least squares from two private copies" + ("" if result.verified else " (UNVERIFIED)"),
-                    show_header=False, title_justify="left")
-    summary.add_column("quantity", style="bold")
-    summary.add_column("value", justify="right")
-    summary.add_column("meaning")
+    summary = _summary_table("Least squares from two private copies" + ("" if result.verified else " (UNVERIFIED)"))
     summary.add_row("rows n", str(fit.n), "people, each privatized twice")
     summary.add_row("label", result.label, f"{len(result.features)} features")
     summary.add_row("mechanism", f"{result.mechanism}, ε = {_fmt(result.epsilon_total)} in all", "both copies together")
@@ -1689,11 +1690,11 @@ def queries_answer(
     with _errors():
         from ldpcli.queries import answer_queries
 
+        if output is not None and output.suffix.lower() != ".json":
+            raise UsageError(f"{output}: save the answers as .json")
         with _progress("reading", quiet) as (_, on_rows):
             answers = answer_queries(privatized, workload, sidecar=sidecar, confidence=confidence, on_rows=on_rows)
         if output is not None:
-            if output.suffix.lower() != ".json":
-                raise UsageError(f"{output}: save the answers as .json")
             from ldpcli.io import atomic_write_text
 
             atomic_write_text(output, json.dumps(answers.to_dict(), allow_nan=False) + "\n", overwrite=overwrite)
@@ -1704,10 +1705,7 @@ def queries_answer(
         out.print(json.dumps(info, allow_nan=False), markup=False)
         return
     est = answers.estimate
-    summary = Table(title="Query answers (local release)", show_header=False, title_justify="left")
-    summary.add_column("quantity", style="bold")
-    summary.add_column("value", justify="right")
-    summary.add_column("meaning")
+    summary = _summary_table("Query answers (local release)")
     summary.add_row("rows n", str(est.n), "privatized rows averaged")
     summary.add_row("queries m", str(answers.m), f"workload {workload}")
     summary.add_row("mechanism", f"{est.mechanism}, ε = {_fmt(est.epsilon)}", "from the sidecar")
@@ -1769,10 +1767,7 @@ def queries_release(
         out.print(json.dumps({**info, "output": str(target), "sidecar": str(side)}, allow_nan=False), markup=False)
         return
     privacy, bounds = info["privacy"], info["bounds"]
-    summary = Table(title=f"Central release ({info['mechanism']} mechanism)", show_header=False, title_justify="left")
-    summary.add_column("quantity", style="bold")
-    summary.add_column("value", justify="right")
-    summary.add_column("meaning")
+    summary = _summary_table(f"Central release ({info['mechanism']} mechanism)")
     summary.add_row("rows n", str(release.n), "the dataset's size (public)")
     summary.add_row("privacy", f"ρ = {_fmt(release.rho)}-zCDP", "central model: one person's item may change")
     summary.add_row("as (ε, δ)", f"({_fmt(privacy['epsilon_exact_gaussian'])}, {release.delta:g})",

@@ -208,8 +208,7 @@ def encode_queries(
         if rows == 0:
             raise DataError(f"{os.fspath(data)}: no rows to encode")
         writer.commit()
-    box = float(np.max(np.abs(workload.distinct - workload.center)))
-    return Encoded(Path(output), rows, workload.m, _bound(workload.radius), _bound(box))
+    return Encoded(Path(output), rows, workload.m, _bound(workload.radius), _bound(workload.box_radius))
 
 
 @dataclass(frozen=True)
@@ -291,11 +290,7 @@ def answer_queries(
     result, _ = estimate(source, MeanEstimator(mech.d, confidence, copies=source.copies))
     est = _bind(result, source)
     warnings = []
-    shifted = workload.distinct - workload.center
-    if str(mech.domain) == "l2-ball":
-        needed = workload.radius
-    else:
-        needed = float(np.max(np.abs(shifted)))
+    needed = workload.radius if str(mech.domain) == "l2-ball" else workload.box_radius
     if mech.norm_bound < needed * (1.0 - 1e-9):
         warnings.append(
             f"the release's norm bound L = {mech.norm_bound:g} is below the encoded vectors' bound {needed:.7g} for "
@@ -461,7 +456,8 @@ def central_sidecar(release: CentralRelease, output: Path, sha256: str, workload
 def save_central_release(release: CentralRelease, workload: Workload, output: PathLike, *,
                          overwrite: bool = False) -> Path:
     """Write the answers (``.json``, ``.csv`` or ``.parquet``: query, answer, noisy) and the sidecar
-    ``OUTPUT.ldp.json`` beside them; both atomic. Returns the sidecar's path."""
+    ``OUTPUT.ldp.json`` beside them; both atomic, and the answers are removed again if the sidecar
+    cannot be written. Returns the sidecar's path."""
     import hashlib
 
     from ldpcli.sidecar import sidecar_path
@@ -480,7 +476,11 @@ def save_central_release(release: CentralRelease, workload: Workload, output: Pa
         for target in (path, side):
             if target.exists():
                 raise UsageError(f"{target} exists; pass --overwrite to replace it")
-    atomic_write_bytes(path, payload, overwrite=overwrite)
     content = central_sidecar(release, path, hashlib.sha256(payload).hexdigest(), workload)
-    atomic_write_text(side, json.dumps(content, indent=2, allow_nan=False) + "\n", overwrite=overwrite)
+    atomic_write_bytes(path, payload, overwrite=overwrite)
+    try:
+        atomic_write_text(side, json.dumps(content, indent=2, allow_nan=False) + "\n", overwrite=overwrite)
+    except BaseException:
+        path.unlink(missing_ok=True)  # answers without their sidecar are never left behind
+        raise
     return side

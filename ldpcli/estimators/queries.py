@@ -117,6 +117,11 @@ class Workload:
         return float(np.sqrt(np.max(np.einsum("ij,ij->i", shifted, shifted))))
 
     @cached_property
+    def box_radius(self) -> float:
+        """max |Q(x) − c|_j over the universe and the queries: the ℓ∞ bound of the centred encoding."""
+        return float(np.max(np.abs(self.distinct - self.center)))
+
+    @cached_property
     def diameter(self) -> float:
         """The exact ℓ2 diameter of the distinct answer vectors (blocks of the Gram matrix)."""
         return diameter(self.distinct)

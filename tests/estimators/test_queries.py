@@ -14,6 +14,7 @@ from ldpcli.estimators.queries import (
     diameter,
     gaussian_epsilon,
     greedy_cover,
+    local_bound,
     marginal_workload,
     mean_width,
     nearest_rows,
@@ -130,3 +131,9 @@ def test_workload_keys_default_to_none_and_items_map_to_distinct_rows() -> None:
     w = Workload(("q0", "q1"), values)
     assert w.keys is None and w.distinct.shape == (2, 2)
     assert np.array_equal(w.distinct[w.item_rows], values)
+
+
+def test_theorem_5_1_form() -> None:
+    """(Δ·g/(ε√(nm)))^{1/2}: halves when n grows 16-fold, and matches the formula by hand."""
+    assert local_bound(0.5, 3.0, 2.0, 100, 4) == pytest.approx(math.sqrt(0.5 * 3.0 / (2.0 * 20.0)), rel=1e-15)
+    assert local_bound(0.5, 3.0, 2.0, 1600, 4) == pytest.approx(0.5 * local_bound(0.5, 3.0, 2.0, 100, 4), rel=1e-15)
