@@ -1,0 +1,285 @@
+"""Locally private stochastic gradient and mirror descent: the optimiser behind ``ldp train``.
+
+One step (Duchi, Jordan, Wainwright 2014, Sec. 3.1 and App. C; Bhowmick et al. 2018, Sec. 4.4):
+the server sends θ_k; each of the step's B rows computes its gradient ∇ℓ(θ_k; x, y), clips it to
+the mechanism's domain of public size L (the ℓ2 ball, or the ℓ∞ box of the box mechanisms) and
+privatizes it; the server averages the B releases into ĝ_k (unbiased for the mean clipped
+gradient, since every mechanism is unbiased on its domain) and moves
+
+- ``l2`` geometry (projected stochastic gradient): θ_{k+1} = Π_R(θ_k − η_k ĝ_k), Π_R the projection
+  onto the ball ‖θ‖₂ ≤ R;
+- ``l1`` geometry (stochastic mirror descent with the entropy, Nemirovski et al. 2009 Sec. 2.3, the
+  method of Duchi et al. 2014's bound (14a)): θ = R(w⁺ − w⁻) with w = (w⁺, w⁻) on the simplex of
+  dimension 2p, w_{k+1} ∝ w_k·exp(−η_k R (ĝ_k, −ĝ_k)); every θ with ‖θ‖₁ ≤ R is reachable and no
+  projection is needed.
+
+Step sizes are η_k = η₀·k^{−β}. The output is the average θ̄_T = (1/T)Σ_{k=1}^{T} θ_k of the
+iterates after each step (Polyak and Juditsky 1992, the averaging Bhowmick et al.'s Cor. 3.2 and
+Thm. 3 assume, with β ∈ (1/2, 1)). Defaults: ``l2``: β = 0.51 and η₀ = √(ε/p) (Bhowmick et al.
+Sec. 5.1, p the number of parameters); ``l1``: β = 1/2 and η₀ = √(2 log 2p)/(R·M∞), M∞² a bound
+on E‖ĝ‖∞² (the entropic setup's step, Nemirovski et al. 2009 Eq. 2.47, per step).
+
+A non-private twin (:class:`Iterate` fed the exact mean gradient of the same rows, same steps, same
+set) runs on the same pass as the baseline. :func:`empirical_minimizer` computes θ̂, the minimiser
+of the empirical loss over the same set, for the distance ‖θ̄ − θ̂‖.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ldpcli.domains import L2_BALL, LINF_BOX
+from ldpcli.estimators.projection import Simplex
+from ldpcli.learn.losses import Loss
+from ldpcli.mechanisms.base import Mechanism
+
+GEOMETRIES = ("l2", "l1")
+#: β of η_k = η₀·k^{−β} by geometry: Bhowmick et al. Sec. 5.1 (β = .51); the entropic setup's 1/2.
+DEFAULT_BETA = {"l2": 0.51, "l1": 0.5}
+
+
+@dataclass(frozen=True)
+class StepRule:
+    """η_k = η₀·k^{−β} for steps k = 1, 2, …"""
+
+    eta0: float
+    beta: float
+
+    def eta(self, k: int) -> float:
+        """The step size of step k (1-based)."""
+        return self.eta0 * k ** (-self.beta)
+
+    def describe(self) -> str:
+        return f"η_k = {self.eta0:.6g}·k^−{self.beta:g}"
+
+
+def gradient_moment_bounds(mechanism: Mechanism) -> tuple[float, float]:
+    """(M₂², M∞²): bounds on E‖Z‖₂² and E‖Z‖∞² of one privatized gradient, exact where stated.
+
+    E‖Z‖² = E‖Z − g‖² + ‖g‖² for an unbiased Z, so M₂² = ``expected_error_max`` + sup‖g‖² over the
+    domain (L² for the ball, p·L² for the box). The hypercube mechanisms release a vertex ±B·L of a
+    cube (``scale`` = B·√p), so their ‖Z‖∞ is exactly scale·L/√p; any other mechanism uses
+    ‖Z‖∞ ≤ ‖Z‖₂.
+    """
+    L, p = mechanism.norm_bound, mechanism.d
+    box = mechanism.domain == LINF_BOX
+    m2 = mechanism.expected_error_max + L * L * (p if box else 1)
+    scale = mechanism.scale
+    if box and scale is not None:
+        return m2, (scale * L) ** 2 / p
+    return m2, m2
+
+
+def default_step_rule(geometry: str, mechanism: Mechanism, radius: float, epsilon: float,
+                      eta0: float | None = None, beta: float | None = None) -> StepRule:
+    """The step rule of the docstring's defaults; ``eta0``/``beta`` override them."""
+    if beta is None:
+        beta = DEFAULT_BETA[geometry]
+    if eta0 is None:
+        p = mechanism.d
+        if geometry == "l2":
+            eta0 = math.sqrt(epsilon / p)
+        else:
+            eta0 = math.sqrt(2.0 * math.log(2 * p)) / (radius * math.sqrt(gradient_moment_bounds(mechanism)[1]))
+    return StepRule(float(eta0), float(beta))
+
+
+def project_l2(theta: np.ndarray, radius: float) -> np.ndarray:
+    """The nearest point of the ball ‖θ‖₂ ≤ R."""
+    return L2_BALL.nearest(theta[None, :], radius)[0]
+
+
+def project_l1(theta: np.ndarray, radius: float) -> np.ndarray:
+    """The nearest point of the ball ‖θ‖₁ ≤ R: sign(θ)·Π_simplex(|θ|) when ‖θ‖₁ > R."""
+    size = np.abs(theta)
+    if size.sum() <= radius:
+        return theta.copy()
+    return np.sign(theta) * Simplex(radius).project(size)
+
+
+PROJECTIONS: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {"l2": project_l2, "l1": project_l1}
+
+
+class Iterate(ABC):
+    """θ_k in the parameter set of radius R, and the running average of θ_1, …, θ_k."""
+
+    geometry: str
+
+    def __init__(self, p: int, radius: float) -> None:
+        self.radius = float(radius)
+        self.theta = np.zeros(p)
+        self.average = np.zeros(p)
+        self.steps = 0
+
+    def step(self, g: np.ndarray, eta: float) -> None:
+        """One update with the gradient estimate g and step η, then the average."""
+        self._move(g, eta)
+        self.steps += 1
+        self.average += (self.theta - self.average) / self.steps
+
+    @abstractmethod
+    def _move(self, g: np.ndarray, eta: float) -> None:
+        """θ ← the geometry's update."""
+
+
+class EuclideanIterate(Iterate):
+    """Projected stochastic gradient on ‖θ‖₂ ≤ R."""
+
+    geometry = "l2"
+
+    def _move(self, g: np.ndarray, eta: float) -> None:
+        theta = self.theta - eta * g
+        norm = float(np.sqrt(theta @ theta))
+        if norm > self.radius:
+            theta *= self.radius / norm
+        self.theta = theta
+
+
+class EntropicIterate(Iterate):
+    """Mirror descent with the entropy on the doubled simplex: θ = R(w⁺ − w⁻), ‖θ‖₁ ≤ R.
+
+    The weights are kept as logarithms (shifted so the largest is 0), so steps of any size never
+    overflow. θ starts at 0 (uniform weights).
+    """
+
+    geometry = "l1"
+
+    def __init__(self, p: int, radius: float) -> None:
+        super().__init__(p, radius)
+        self._log_w = np.zeros(2 * p)
+
+    def _move(self, g: np.ndarray, eta: float) -> None:
+        p = g.size
+        self._log_w[:p] -= eta * self.radius * g
+        self._log_w[p:] += eta * self.radius * g
+        self._log_w -= self._log_w.max()
+        w = np.exp(self._log_w)
+        w /= w.sum()
+        self.theta = self.radius * (w[:p] - w[p:])
+
+
+ITERATES: dict[str, type[Iterate]] = {"l2": EuclideanIterate, "l1": EntropicIterate}
+
+
+def run_steps(
+    loss: Loss,
+    mechanism: Mechanism,
+    private: Iterate,
+    baseline: Iterate | None,
+    X: np.ndarray,
+    t: np.ndarray,
+    batch: int,
+    rule: StepRule,
+    rng: np.random.Generator,
+) -> int:
+    """Steps over the rows of (X, t) in order, ``batch`` rows a step (the last may be short).
+
+    Each step computes the rows' gradients at the private θ as one (B, p) array, clips them to the
+    mechanism's domain, privatizes them in one call, averages and updates ``private``;
+    ``baseline`` (if any) takes the exact mean gradient of the same rows at its own θ. Returns the
+    number of gradients clipped.
+    """
+    clipped = 0
+    for start in range(0, len(t), batch):
+        Xb, tb = X[start:start + batch], t[start:start + batch]
+        eta = rule.eta(private.steps + 1)
+        gradients, moved = mechanism.project(loss.gradients(private.theta, Xb, tb))
+        clipped += moved
+        released = mechanism.privatize(gradients, rng)
+        private.step(loss.project_gradient(released.mean(axis=0)), eta)
+        if baseline is not None:
+            baseline.step(loss.mean_gradient(baseline.theta, Xb, tb), eta)
+    return clipped
+
+
+@dataclass(frozen=True)
+class Minimizer:
+    """θ̂ = argmin over the parameter set of the mean loss, and how it was found."""
+
+    theta: np.ndarray
+    objective: float
+    converged: bool
+    on_boundary: bool
+    method: str
+
+
+def empirical_minimizer(loss: Loss, X: np.ndarray, t: np.ndarray, geometry: str, radius: float,
+                        *, tol: float = 1e-9, max_iter: int = 5000) -> Minimizer:
+    """θ̂ minimising F(θ) = (1/n)Σℓ(θ; x_i, t_i) over the ℓ2 (or ℓ1) ball of radius R.
+
+    First L-BFGS without the constraint (scipy); if its point lies in the ball it is θ̂ (F is
+    convex, so an interior stationary point is the constrained minimum). Otherwise θ̂ is on the
+    sphere: for the ℓ2 ball, θ̂ = θ(μ) = argmin F(θ) + (μ/2)‖θ‖² with μ > 0 the root of ‖θ(μ)‖ = R
+    (the KKT conditions; ‖θ(μ)‖ decreases in μ and is at most ‖∇F(0)‖/μ, which brackets the
+    root), each θ(μ) by warm-started L-BFGS; for the ℓ1 ball, accelerated projected gradient
+    (FISTA with backtracking and adaptive restart, Beck and Teboulle 2009) until the gradient
+    mapping's norm is below ``tol``·(1 + ‖∇F‖). Needs a smooth loss.
+    """
+    from scipy.optimize import brentq, minimize
+
+    def objective(theta: np.ndarray, mu: float = 0.0) -> tuple[float, np.ndarray]:
+        value = float(loss.losses(theta, X, t).mean()) + 0.5 * mu * float(theta @ theta)
+        return value, loss.mean_gradient(theta, X, t) + mu * theta
+
+    def solve(mu: float, x0: np.ndarray) -> Any:
+        return minimize(objective, x0, args=(mu,), jac=True, method="L-BFGS-B",
+                        options={"maxiter": max_iter, "ftol": 1e-15, "gtol": tol})
+
+    start = solve(0.0, np.zeros(loss.n_params))
+    size = float(np.abs(start.x).sum()) if geometry == "l1" else float(np.sqrt(start.x @ start.x))
+    if size <= radius:
+        value, gradient = objective(start.x)
+        ok = float(np.abs(gradient).max()) <= 1e3 * tol * (1.0 + abs(value))
+        return Minimizer(start.x, value, bool(start.success or ok), False, "L-BFGS (interior)")
+    if geometry == "l1":
+        return _fista_l1(objective, project_l1(start.x, radius), radius, tol, max_iter)
+    state = {"x": project_l2(start.x, radius), "ok": True}
+
+    def excess(log_mu: float) -> float:
+        found = solve(math.exp(log_mu), state["x"])
+        state["x"], state["ok"] = found.x, bool(found.success)
+        return float(np.sqrt(found.x @ found.x)) - radius
+
+    top = math.log(float(np.linalg.norm(objective(np.zeros(loss.n_params))[1])) / radius) + 1e-9
+    log_mu = brentq(excess, top - 40.0, top, xtol=1e-12, rtol=1e-12)
+    theta = project_l2(solve(math.exp(log_mu), state["x"]).x, radius)
+    value, gradient = objective(theta)
+    # KKT: ∇F(θ̂) = −μθ̂ with μ ≥ 0, i.e. the gradient points straight into the ball.
+    cosine = -float(gradient @ theta) / (float(np.linalg.norm(gradient)) * radius + 1e-300)
+    return Minimizer(theta, value, bool(state["ok"] and cosine > 1 - 1e-6), True,
+                     "L-BFGS on the ridge path (on the boundary)")
+
+
+def _fista_l1(objective: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray, radius: float,
+              tol: float, max_iter: int) -> Minimizer:
+    """Accelerated projected gradient onto the ℓ1 ball from x (see :func:`empirical_minimizer`)."""
+    y, fx = x.copy(), objective(x)[0]
+    momentum, lipschitz = 1.0, 1.0
+    converged = False
+    for _ in range(max_iter):
+        fy, gy = objective(y)
+        while True:
+            candidate = project_l1(y - gy / lipschitz, radius)
+            step = candidate - y
+            f_new = objective(candidate)[0]
+            if f_new <= fy + gy @ step + 0.5 * lipschitz * (step @ step) + 1e-15 * abs(fy):
+                break
+            lipschitz *= 2.0
+        mapping = lipschitz * float(np.sqrt(step @ step))
+        if f_new > fx:  # adaptive restart: drop the momentum
+            momentum, y = 1.0, x.copy()
+            continue
+        next_momentum = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum**2))
+        y = candidate + ((momentum - 1.0) / next_momentum) * (candidate - x)
+        x, fx, momentum = candidate, f_new, next_momentum
+        lipschitz *= 0.9  # let the estimate shrink again
+        if mapping <= tol * (1.0 + float(np.sqrt(gy @ gy))):
+            converged = True
+            break
+    return Minimizer(x, fx, converged, True, "projected FISTA (on the boundary)")
