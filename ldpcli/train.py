@@ -49,7 +49,7 @@ from ldpcli.learn.sgd import (
     default_step_rule,
     empirical_minimizer,
     gradient_moment_bounds,
-    run_steps,
+    sgd_pass,
 )
 from ldpcli.mechanisms.base import Mechanism, MechanismSpec, check_count
 from ldpcli.safety import check_epsilon
@@ -61,8 +61,6 @@ MODEL_SIDECAR_FORMAT = "ldp-model-release"
 MODEL_VERSION = 1
 DEFAULT_MEMORY = 256 * 2**20
 INTERCEPT = "(intercept)"
-#: Rows between two progress reports while training.
-_REPORT_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -587,13 +585,7 @@ def train(
     for _ in range(epochs):
         windows = [cached] if cached is not None else _windows(source, labels, model_loss, intercept, window_rows)
         for X, t in windows:
-            order = rng.permutation(len(t))
-            chunk = batch * max(1, _REPORT_ROWS // batch)
-            for start in range(0, len(order), chunk):
-                rows = order[start:start + chunk]
-                clipped += run_steps(model_loss, mech, private, twin, X[rows], t[rows], batch, rule, rng)
-                if on_rows is not None:
-                    on_rows(len(rows))
+            clipped += sgd_pass(model_loss, mech, private, twin, X, t, batch, rule, rng, on_rows)
     train_seconds = time.perf_counter() - started
 
     # The non-private comparisons (for the operator only).

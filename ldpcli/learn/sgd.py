@@ -198,6 +198,35 @@ def run_steps(
     return clipped
 
 
+#: Rows between two progress reports of :func:`sgd_pass`.
+REPORT_ROWS = 4096
+
+
+def sgd_pass(
+    loss: Loss,
+    mechanism: Mechanism,
+    private: Iterate,
+    baseline: Iterate | None,
+    X: np.ndarray,
+    t: np.ndarray,
+    batch: int,
+    rule: StepRule,
+    rng: np.random.Generator,
+    on_rows: Callable[[int], None] | None = None,
+) -> int:
+    """One pass over every row of (X, t), in an order drawn from ``rng``: :func:`run_steps` on the
+    permuted rows, reporting every ~4096 rows to ``on_rows``. Returns the gradients clipped."""
+    order = rng.permutation(len(t))
+    chunk = batch * max(1, REPORT_ROWS // batch)
+    clipped = 0
+    for start in range(0, len(order), chunk):
+        rows = order[start:start + chunk]
+        clipped += run_steps(loss, mechanism, private, baseline, X[rows], t[rows], batch, rule, rng)
+        if on_rows is not None:
+            on_rows(len(rows))
+    return clipped
+
+
 @dataclass(frozen=True)
 class Minimizer:
     """θ̂ = argmin over the parameter set of the mean loss, and how it was found."""
