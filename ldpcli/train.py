@@ -51,7 +51,7 @@ from ldpcli.learn.sgd import (
     gradient_moment_bounds,
     sgd_pass,
 )
-from ldpcli.mechanisms.base import Mechanism, MechanismSpec, check_count
+from ldpcli.mechanisms.base import Mechanism, MechanismSpec, check_count, get_mechanism
 from ldpcli.safety import check_epsilon
 
 PathLike = str | os.PathLike[str]
@@ -382,12 +382,23 @@ class _Source:
         else:
             spec = {"column": self.column, "columns": self.columns}
         try:
-            return open_vectors(self.path, keep=[self.label], keep_unsafe=True,
-                                memory_bytes=max(2**20, self.memory // 8), **spec)
+            reader = open_vectors(self.path, keep=[self.label], keep_unsafe=True,
+                                  memory_bytes=max(2**20, self.memory // 8), **spec)
         except UsageError as exc:
-            if self.label in str(exc) and "--keep" in str(exc):
-                raise UsageError(f"{self.path}: --label {self.label!r}: {exc}") from None
+            text = str(exc)
+            if f"no column named {self.label!r} to keep" in text:
+                raise UsageError(text.replace(f"no column named {self.label!r} to keep",
+                                              f"no label column {self.label!r} (--label)")) from None
+            if self.layout is None and self.column is None and self.columns is None:
+                raise UsageError(f"{text} For ldp train the label is never a feature: name the features with "
+                                 "--columns or --column.") from None
             raise
+        if self.layout is not None and reader.layout.d != self.layout.d:
+            reader.close()
+            raise DataError(f"{self.path}: its vectors have {reader.layout.d} features, the model's training data "
+                            f"{self.layout.d} ({', '.join(self.layout.columns)}); evaluate on a file with the same "
+                            "feature columns")
+        return reader
 
     def batches(self) -> Iterator[tuple[np.ndarray, Any, np.ndarray, int]]:
         """(features as read, label column, holdout mask, first row) per batch, in file order."""
@@ -473,11 +484,11 @@ def train(
         raise UsageError(f"--loss: unknown loss {loss!r}; choose one of: {', '.join(LOSSES)}")
     if geometry not in GEOMETRIES:
         raise UsageError(f"--geometry: must be one of {', '.join(GEOMETRIES)}, got {geometry!r}")
-    spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
-    mech_cls = spec.mechanism_class
+    mech_cls = get_mechanism(mechanism)
     if not mech_cls.vector or not mech_cls.compared:
         raise UsageError(f"--mechanism {mechanism}: gradients need a vector mechanism calibrated from (p, ε, L) alone; "
                          "choose e.g. privunit2, separated, duchi-l2 or duchi-linf")
+    spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
     forced = check_epsilon(spec.epsilon, force=force)
     batch = check_count(batch, "--batch")
     epochs = check_count(epochs, "--epochs")

@@ -62,17 +62,18 @@ class StepRule:
 def gradient_moment_bounds(mechanism: Mechanism) -> tuple[float, float]:
     """(M₂², M∞²): bounds on E‖Z‖₂² and E‖Z‖∞² of one privatized gradient, exact where stated.
 
-    E‖Z‖² = E‖Z − g‖² + ‖g‖² for an unbiased Z, so M₂² = ``expected_error_max`` + sup‖g‖² over the
-    domain (L² for the ball, p·L² for the box). The hypercube mechanisms release a vertex ±B·L of a
-    cube (``scale`` = B·√p), so their ‖Z‖∞ is exactly scale·L/√p; any other mechanism uses
-    ‖Z‖∞ ≤ ‖Z‖₂.
+    A mechanism whose output has a constant norm (``scale``: PrivUnit2, duchi-l2, the hypercube
+    mechanisms) has E‖Z‖² = (scale·L)² exactly; otherwise E‖Z‖² = E‖Z − g‖² + ‖g‖² for an unbiased
+    Z gives M₂² = ``expected_error_max`` + sup‖g‖² over the domain (L² for the ball, p·L² for the
+    box). The hypercube mechanisms release a vertex ±B·L of a cube (scale = B·√p), so their ‖Z‖∞
+    is exactly scale·L/√p; any other mechanism uses ‖Z‖∞ ≤ ‖Z‖₂.
     """
     L, p = mechanism.norm_bound, mechanism.d
     box = mechanism.domain == LINF_BOX
-    m2 = mechanism.expected_error_max + L * L * (p if box else 1)
     scale = mechanism.scale
+    m2 = (scale * L) ** 2 if scale is not None else mechanism.expected_error_max + L * L * (p if box else 1)
     if box and scale is not None:
-        return m2, (scale * L) ** 2 / p
+        return m2, m2 / p
     return m2, m2
 
 
