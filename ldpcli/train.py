@@ -260,11 +260,17 @@ class _Labels:
     classes: tuple[Any, ...] | None = None
     _value_set: Any = None
 
-    def set_classes(self, classes: Sequence[Any], arrow_type: Any) -> None:
+    def set_classes(self, classes: Sequence[Any], arrow_type: Any, where: str = "") -> None:
         import pyarrow as pa
 
         self.classes = tuple(classes)
-        self._value_set = pa.array(list(classes), type=arrow_type)
+        value_type = arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+        try:
+            self._value_set = pa.array(list(classes), type=value_type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            shown = ", ".join(repr(c) for c in classes[:10])
+            raise DataError(f"{where}: label column {self.label!r} is {value_type}, which cannot hold the model's "
+                            f"classes ({shown}); its labels must be of the training data's type") from None
 
     def codes(self, column: Any, first_row: int, where: str) -> np.ndarray:
         """Class indices (classification) or float values, a DataError naming the first bad row."""
@@ -272,6 +278,8 @@ class _Labels:
         import pyarrow.compute as pc
 
         column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        if pa.types.is_dictionary(column.type):  # a categorical column: its values
+            column = column.cast(column.type.value_type)
         if column.null_count:
             row = int(np.flatnonzero(np.asarray(column.is_null()))[0])
             raise DataError(f"{where}: row {first_row + row + 1} (counting from 1), column {self.label!r}: the label "
@@ -628,7 +636,7 @@ def train(
         _check_label_type(test_type, loss_cls, label, str(test))
         test_labels = _Labels(loss_cls, label)
         if labels.classes is not None:
-            test_labels.set_classes(labels.classes, test_type)
+            test_labels.set_classes(labels.classes, test_type, str(test))
         evaluated_on = f"test file {test}"
         evaluation_rows, metrics = _evaluate(model_loss, models, (
             (_augment(values, intercept), model_loss.targets(test_labels.codes(column_values, first, str(test))))

@@ -269,20 +269,21 @@ def empirical_minimizer(loss: Loss, X: np.ndarray, t: np.ndarray, geometry: str,
         return Minimizer(start.x, value, bool(start.success or ok), False, "L-BFGS (interior)")
     if geometry == "l1":
         return _fista_l1(objective, project_l1(start.x, radius), radius, tol, max_iter)
-    state = {"x": project_l2(start.x, radius), "ok": True}
+    warm: list[np.ndarray] = [project_l2(start.x, radius)]  # the last θ(μ): the next solve's start
+    solved: list[bool] = [True]
 
     def excess(log_mu: float) -> float:
-        found = solve(math.exp(log_mu), state["x"])
-        state["x"], state["ok"] = found.x, bool(found.success)
+        found = solve(math.exp(log_mu), warm[0])
+        warm[0], solved[0] = found.x, bool(found.success)
         return float(np.sqrt(found.x @ found.x)) - radius
 
     top = math.log(float(np.linalg.norm(objective(np.zeros(loss.n_params))[1])) / radius) + 1e-9
     log_mu = brentq(excess, top - 40.0, top, xtol=1e-12, rtol=1e-12)
-    theta = project_l2(solve(math.exp(log_mu), state["x"]).x, radius)
+    theta = project_l2(solve(math.exp(log_mu), warm[0]).x, radius)
     value, gradient = objective(theta)
     # KKT: ∇F(θ̂) = −μθ̂ with μ ≥ 0, i.e. the gradient points straight into the ball.
     cosine = -float(gradient @ theta) / (float(np.linalg.norm(gradient)) * radius + 1e-300)
-    return Minimizer(theta, value, bool(state["ok"] and cosine > 1 - 1e-6), True,
+    return Minimizer(theta, value, bool(solved[0] and cosine > 1 - 1e-6), True,
                      "L-BFGS on the ridge path (on the boundary)")
 
 

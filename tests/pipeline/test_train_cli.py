@@ -164,6 +164,17 @@ def test_softmax_multiclass_and_test_file(tmp_path: Path) -> None:
     assert "not covered" in side["privacy"]["statement"]
 
 
+def test_categorical_labels(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((200, 3)) / 2
+    names = pa.array(np.where(X[:, 0] > 0, "yes", "no")).dictionary_encode()
+    data = write_list(tmp_path / "cat.parquet", X, column="x", answer=names)
+    result = train(data, label="answer", epsilon=50.0, seed=0, holdout=0.2)
+    assert result.classes == ("no", "yes") and result.metrics["private"].accuracy is not None
+    given = train(data, label="answer", epsilon=50.0, seed=0, classes=["yes", "no"])
+    assert given.classes == ("yes", "no")
+
+
 def test_mirror_descent_with_a_box_mechanism(data: Path) -> None:
     result = train(data, label="label", epsilon=8.0, geometry="l1", mechanism="duchi-linf", radius=1.5, seed=0,
                    baseline=True, holdout=0.2)
@@ -259,6 +270,10 @@ def test_a_test_file_with_other_columns_is_refused(data: Path, tmp_path: Path) -
     renamed = write_list(tmp_path / "renamed.parquet", np.ones((5, 4)) / 2, column="z", label=pa.array([0, 1, 0, 1, 0]))
     with pytest.raises(UsageError, match="'x'"):
         train(data, label="label", epsilon=1.0, test=renamed)
+    strings = write_list(tmp_path / "strings.parquet", np.ones((5, 4)) / 2, column="x",
+                         label=pa.array(["a", "b", "a", "b", "a"]))
+    with pytest.raises(DataError, match="cannot hold the model's classes"):
+        train(data, label="label", epsilon=1.0, test=strings)
     no_label = write_list(tmp_path / "nolabel.parquet", np.ones((5, 4)) / 2, column="x")
     with pytest.raises(UsageError, match="label"):
         train(data, label="label", epsilon=1.0, test=no_label)
