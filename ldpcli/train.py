@@ -348,13 +348,14 @@ class _Pass:
     in_memory: bool = True
 
 
-def _holdout_generator(root: np.random.SeedSequence) -> np.random.Generator:
-    """The generator of the holdout split: the same draws on every pass over the file."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 1))))
+#: The run's two streams of randomness: the training (row order and the mechanism's noise) and the
+#: holdout split, which is drawn again, identically, on every pass over the file.
+_TRAINING, _HOLDOUT = 0, 1
 
 
-def _training_generator(root: np.random.SeedSequence) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, 0))))
+def _generator(root: np.random.SeedSequence, stream: int) -> np.random.Generator:
+    """A fresh generator for one of the run's streams (the same draws each time it is made)."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, stream))))
 
 
 def _augment(values: np.ndarray, intercept: bool) -> np.ndarray:
@@ -410,7 +411,7 @@ class _Source:
 
     def batches(self) -> Iterator[tuple[np.ndarray, Any, np.ndarray, int]]:
         """(features as read, label column, holdout mask, first row) per batch, in file order."""
-        split = _holdout_generator(self.root)
+        split = _generator(self.root, _HOLDOUT)
         with self.open() as reader:
             if self.layout is None:
                 self.layout = reader.layout
@@ -530,31 +531,8 @@ def train(
     if given is not None:
         labels.set_classes(given, arrow_type)
 
-    # First pass: check every row, find the classes, split, fingerprint, and keep the rows if they fit.
-    state = _Pass()
-    fingerprint: InputFingerprint | None = None
-    for values, column_values, mask, first_row in source.batches():
-        if fingerprint is None and ledger is not None:
-            fingerprint = InputFingerprint(values.shape[1])
-        if fingerprint is not None:
-            fingerprint.update(values)
-        if loss_cls.classification and given is None:
-            state.seen.update(v for v in column_values.unique().to_pylist() if v is not None)
-            if column_values.null_count:
-                labels.codes(column_values, first_row, str(path))  # names the missing label's row
-        else:
-            labels.codes(column_values, first_row, str(path))
-        state.rows += values.shape[0]
-        state.holdout_rows += int(mask.sum())
-        state.train_rows += int((~mask).sum())
-        state.cached_bytes += values.nbytes
-        if state.in_memory and state.cached_bytes <= memory // 2:
-            state.cache_x.append(values)
-            state.cache_labels.append(column_values)
-            state.cache_holdout.append(mask)
-        else:
-            state.in_memory = False
-            state.cache_x, state.cache_labels, state.cache_holdout = [], [], []
+    state, fingerprint = _first_pass(source, labels, from_data=loss_cls.classification and given is None,
+                                     fingerprinted=ledger is not None, memory=memory)
     if state.rows == 0:
         raise DataError(f"{path}: no rows to train on")
     if state.train_rows == 0:
@@ -576,6 +554,7 @@ def train(
             raise DataError(f"{path}: the label column {label!r} has one class only ({labels.classes[0]!r}); "
                             "a classifier needs two or more")
     model_loss = make_loss(loss, len(features), len(labels.classes) if labels.classes else 0)
+    test_rows = _test_rows(Path(test), source, labels, model_loss, intercept) if test is not None else None
     p = model_loss.n_params
     mech = spec.calibrate(p)
     mech.describe()  # UsageError now if a number would not be finite
@@ -592,7 +571,7 @@ def train(
         tag = ledger.tag(digest)
 
     # Training.
-    rng = _training_generator(root)
+    rng = _generator(root, _TRAINING)
     private = ITERATES[geometry](p, radius)
     twin: Iterate | None = ITERATES[geometry](p, radius) if baseline else None
     window_rows = max(batch, memory // (2 * 8 * (len(features) + 1)))
@@ -630,17 +609,9 @@ def train(
             rows_iter = (_cached_holdout(state, labels, model_loss, intercept, str(path)) if state.in_memory
                          else _holdout_batches(source, labels, model_loss, intercept))
             evaluation_rows, metrics = _evaluate(model_loss, models, rows_iter)
-    elif test is not None:
-        test_source = _Source(Path(test), label, None, None, 0.0, root, memory, intercept, layout=layout)
-        test_type = _label_type(Path(test), label, test_source)
-        _check_label_type(test_type, loss_cls, label, str(test))
-        test_labels = _Labels(loss_cls, label)
-        if labels.classes is not None:
-            test_labels.set_classes(labels.classes, test_type, str(test))
+    elif test_rows is not None:
         evaluated_on = f"test file {test}"
-        evaluation_rows, metrics = _evaluate(model_loss, models, (
-            (_augment(values, intercept), model_loss.targets(test_labels.codes(column_values, first, str(test))))
-            for values, column_values, _, first in test_source.batches()))
+        evaluation_rows, metrics = _evaluate(model_loss, models, test_rows())
 
     result = TrainResult(
         loss=loss, label=label, classes=labels.classes, classes_from_data=from_data, features=features,
@@ -653,6 +624,58 @@ def train(
         sidecar=None, input_tag=tag, notices=tuple(notices),
     )
     return _publish(result, path, target, overwrite, ledger, digest, fingerprint, layout)
+
+
+def _first_pass(source: _Source, labels: _Labels, *, from_data: bool, fingerprinted: bool,
+                memory: int) -> tuple[_Pass, InputFingerprint | None]:
+    """Read the file once: check every row and label, collect the label values (``from_data``),
+    count the training and holdout rows, fingerprint the features for the ledger, and keep the
+    batches while they fit in half of ``memory``."""
+    where = str(source.path)
+    state = _Pass()
+    fingerprint: InputFingerprint | None = None
+    for values, column_values, mask, first_row in source.batches():
+        if fingerprint is None and fingerprinted:
+            fingerprint = InputFingerprint(values.shape[1])
+        if fingerprint is not None:
+            fingerprint.update(values)
+        if from_data:
+            state.seen.update(v for v in column_values.unique().to_pylist() if v is not None)
+            if column_values.null_count:
+                labels.codes(column_values, first_row, where)  # names the missing label's row
+        else:
+            labels.codes(column_values, first_row, where)
+        state.rows += values.shape[0]
+        state.holdout_rows += int(mask.sum())
+        state.train_rows += int((~mask).sum())
+        state.cached_bytes += values.nbytes
+        if state.in_memory and state.cached_bytes <= memory // 2:
+            state.cache_x.append(values)
+            state.cache_labels.append(column_values)
+            state.cache_holdout.append(mask)
+        else:
+            state.in_memory = False
+            state.cache_x, state.cache_labels, state.cache_holdout = [], [], []
+    return state, fingerprint
+
+
+def _test_rows(test: Path, train_source: _Source, labels: _Labels, loss: Loss,
+               intercept: bool) -> Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]]:
+    """The test file's rows, checked now (same feature layout, a label of the training data's type) and
+    read when the returned function is called."""
+    source = _Source(test, labels.label, None, None, 0.0, train_source.root, train_source.memory, intercept,
+                     layout=train_source.layout)
+    arrow_type = _label_type(test, labels.label, source)
+    _check_label_type(arrow_type, labels.loss, labels.label, str(test))
+    test_labels = _Labels(labels.loss, labels.label)
+    if labels.classes is not None:
+        test_labels.set_classes(labels.classes, arrow_type, str(test))
+
+    def rows() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for values, column, _, first in source.batches():
+            yield _augment(values, intercept), loss.targets(test_labels.codes(column, first, str(test)))
+
+    return rows
 
 
 def _check_output(target: Path, overwrite: bool, source: Path) -> None:
