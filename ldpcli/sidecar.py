@@ -125,6 +125,9 @@ def find_sidecar(data_path: str | os.PathLike[str]) -> Path:
     ``sidecar_path(data_path)`` if it exists, else the old ``<stem>.ldp.json`` if that exists,
     else ``sidecar_path(data_path)`` again (so a "no such sidecar" error names the current name).
     """
+    from ldpcli.io.formats import check_local
+
+    check_local(data_path)
     current = sidecar_path(data_path)
     if current.exists():
         return current

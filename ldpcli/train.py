@@ -398,7 +398,7 @@ class _Source:
             if f"no column named {self.label!r} to keep" in text:
                 raise UsageError(text.replace(f"no column named {self.label!r} to keep",
                                               f"no label column {self.label!r} (--label)")) from None
-            if self.layout is None and self.column is None and self.columns is None:
+            if self.layout is None and self.column is None and self.columns is None and "--columns" in text:
                 raise UsageError(f"{text} For ldp train the label is never a feature: name the features with "
                                  "--columns or --column.") from None
             raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,11 +117,32 @@ def get_format(name: str) -> Format:
     return formats[name]
 
 
+#: ``scheme:/rest`` or ``scheme://rest``: a URL, possibly after ``pathlib`` collapsed its ``//``. The
+#: scheme has two letters or more, so a Windows drive (``C:/data``) is not one.
+_URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):/+(?P<rest>.*)$")
+
+
+def check_local(path: str | os.PathLike[str]) -> None:
+    """UsageError for a path that is a URL (``https://…``, ``s3://…``, ``file://…``): ldp reads and
+    writes local files only, and without this check ``Path`` turns ``https://host/x`` into the
+    local name ``https:/host/x`` and the user gets "no such file"."""
+    match = _URL.match(os.fspath(path))
+    if match is not None:
+        scheme, rest = match.group("scheme").lower(), match.group("rest")
+        shown = f"file:///{rest}" if scheme == "file" else f"{scheme}://{rest}"
+        local = f" (here: /{rest})" if scheme == "file" else ""
+        raise UsageError(
+            f"{shown}: URLs are not supported ({scheme}://); ldp reads and writes local files only: download the "
+            f"file first, or give a local or mounted path{local}."
+        )
+
+
 def file_format(path: str | os.PathLike[str]) -> str:
     """Return ``"parquet"`` for ``.parquet``/``.pq`` and ``"csv"`` for ``.csv`` (any case).
 
-    Raises :class:`UsageError` for any other extension.
+    Raises :class:`UsageError` for any other extension, and for a URL (:func:`check_local`).
     """
+    check_local(path)
     suffix = Path(path).suffix.lower()
     formats = _registry().values()
     for fmt in formats:
