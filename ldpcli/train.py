@@ -132,10 +132,10 @@ class TrainResult:
     def _loss(self) -> Loss:
         return make_loss(self.loss, len(self.features), len(self.classes) if self.classes else 0)
 
-    def distance(self, theta: np.ndarray) -> float:
-        """‖θ̄ − θ‖ between canonical representatives (softmax: class means removed)."""
+    def distance(self, theta: np.ndarray, other: np.ndarray | None = None) -> float:
+        """‖θ − θ̄‖ (or ‖θ − other‖) between canonical representatives (softmax: class means removed)."""
         loss = self._loss()
-        gap = loss.canonical(self.theta) - loss.canonical(theta)
+        gap = loss.canonical(self.theta if other is None else other) - loss.canonical(theta)
         return float(np.sqrt(gap @ gap))
 
     def privacy(self) -> dict[str, Any]:
@@ -214,8 +214,8 @@ class TrainResult:
             "baseline_distance": None if self.baseline is None else self.distance(self.baseline),
             "minimizer": None if self.minimizer is None else {
                 "distance": self.distance(self.minimizer.theta),
-                "baseline_distance": None if self.baseline is None else float(np.linalg.norm(
-                    self._loss().canonical(self.baseline) - self._loss().canonical(self.minimizer.theta))),
+                "baseline_distance": None if self.baseline is None else self.distance(self.minimizer.theta,
+                                                                                       self.baseline),
                 "objective": self.minimizer.objective, "converged": self.minimizer.converged,
                 "on_boundary": self.minimizer.on_boundary, "method": self.minimizer.method,
             },
@@ -740,8 +740,7 @@ def _evaluate(loss: Loss, models: Mapping[str, np.ndarray],
         for name, theta in models.items():
             sums[name][0] += float(loss.losses(theta, X, t).sum())
             if loss.classification:
-                truth = t if loss.name == "softmax" else (t > 0).astype(np.int64)
-                sums[name][1] += int((loss.predict(theta, X) == truth).sum())
+                sums[name][1] += int((loss.predict(theta, X) == loss.classes_of(t)).sum())
     if rows == 0:
         return 0, {}
     return rows, {name: Metrics(total / rows, correct / rows if loss.classification else None)

@@ -73,6 +73,10 @@ class Loss(ABC):
         """(1/n)Σ∇ℓ: one (p,) vector (the losses below avoid forming the (n, p) array)."""
         return self.gradients(theta, X, t).mean(axis=0)
 
+    def classes_of(self, t: np.ndarray) -> np.ndarray:
+        """The class index of each target, what :meth:`predict` is compared with (binary: +1 → 1)."""
+        return (t > 0).astype(np.int64)
+
     def predict(self, theta: np.ndarray, X: np.ndarray) -> np.ndarray:
         """The prediction for each row: a class index (classification) or a number."""
         scores = X @ theta
@@ -158,6 +162,9 @@ class Softmax(Loss):
 
     def targets(self, codes: np.ndarray) -> np.ndarray:
         return np.asarray(codes, dtype=np.int64)
+
+    def classes_of(self, t: np.ndarray) -> np.ndarray:
+        return t
 
     def _scores(self, theta: np.ndarray, X: np.ndarray) -> np.ndarray:
         return X @ theta.reshape(self.outputs, self.d).T

@@ -17,7 +17,7 @@ Step sizes are η_k = η₀·k^{−β}. The output is the average θ̄_T = (1/T)
 iterates after each step (Polyak and Juditsky 1992, the averaging Bhowmick et al.'s Cor. 3.2 and
 Thm. 3 assume, with β ∈ (1/2, 1)). Defaults: ``l2``: β = 0.51 and η₀ = √(ε/p) (Bhowmick et al.
 Sec. 5.1, p the number of parameters); ``l1``: β = 1/2 and η₀ = √(2 log 2p)/(R·M∞), M∞² a bound
-on E‖ĝ‖∞² (the entropic setup's step, Nemirovski et al. 2009 Eq. 2.47, per step).
+on E‖ĝ‖∞² (the entropic setup's step, Nemirovski et al. 2009 Sec. 2.3, per step).
 
 A non-private twin (:class:`Iterate` fed the exact mean gradient of the same rows, same steps, same
 set) runs on the same pass as the baseline. :func:`empirical_minimizer` computes θ̂, the minimiser
