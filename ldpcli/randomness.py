@@ -28,6 +28,8 @@ import numpy as np
 from ldpcli.io.atomic import file_sha256
 from ldpcli.mechanisms.base import MechanismSpec
 
+#: The bit generator of every key block (recorded in the sidecar's ``release.randomness``).
+BIT_GENERATOR = "PCG64"
 #: Values (rows × d) in one key block: 8 MiB of float64, the batch a default run privatizes at once
 #: (``--memory 256MB``), so that run makes one mechanism call per batch and no extra copy.
 KEY_BLOCK_VALUES = 2**20

@@ -20,9 +20,12 @@ response; d = 2 (arcsine law) and d = 3 (uniform law, Archimedes) use closed for
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
-from scipy import special
+
+from ldpcli.kernels import compiled
+from ldpcli.lazy import special
 
 LOG2 = math.log(2.0)
 
@@ -458,12 +461,23 @@ def directions_with_cosines(
     w is a Gaussian g with its u-component removed, normalised: the law of a uniform point of a
     cap given its cosine (rotational symmetry about u). Fused into Z = a·g + b·u with
     ‖w‖² = ‖g‖² − ⟨g, u⟩², a = scale·r/‖w‖ and b = scale·t − a⟨g, u⟩: one batch of n·d Gaussians
-    and two reductions, done in place. Rows where most of g lies along u (‖w‖² < ‖g‖²/4, common
-    only for small d) would lose accuracy to cancellation; they are projected explicitly, twice
-    ("twice is enough", Giraud et al. 2005).
+    and two reductions, done in place (:func:`_directions_in_place`). This is the reference that
+    :func:`rounded_cap_directions` computes chunk by chunk.
     """
-    n, d = u.shape
-    g = rng.standard_normal((n, d))
+    g = rng.standard_normal(u.shape)
+    _directions_in_place(g, u.copy(), t, r, scale, rng)
+    return g
+
+
+def _directions_in_place(
+    g: np.ndarray, u: np.ndarray, t: np.ndarray, r: np.ndarray, scale: float, rng: np.random.Generator
+) -> None:
+    """Turn the normals ``g`` into scale·(t·u + r·w) in place (``u`` is overwritten too).
+
+    Rows where most of g lies along u (‖w‖² < ‖g‖²/4, common only for small d) would lose accuracy
+    to cancellation; they are projected explicitly, twice ("twice is enough", Giraud et al. 2005).
+    """
+    d = g.shape[1]
     gg = np.einsum("ij,ij->i", g, g)
     gu = np.einsum("ij,ij->i", g, u)
     ww = gg - gu * gu
@@ -479,5 +493,61 @@ def directions_with_cosines(
         g[redo] = rng.standard_normal((redo.size, d))
     a = scale * r / np.sqrt(ww)
     g *= a[:, None]
-    g += (scale * t - a * gu)[:, None] * u
-    return g
+    u *= (scale * t - a * gu)[:, None]
+    g += u
+
+
+#: Values of one chunk of :func:`rounded_cap_directions`: 512 KiB of normals and as much of u, so
+#: a chunk stays in a core's L2 cache from the draw of its normals to its last scaling.
+FUSED_CHUNK_VALUES = 2**16
+
+
+def rounded_cap_directions(
+    x: np.ndarray,
+    radius: float,
+    cosines: Callable[[int], tuple[np.ndarray, np.ndarray]],
+    scale: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """scale·(t·u + r·w) for u the unbiased rounding of each row of x: :func:`round_to_sphere`
+    then :func:`directions_with_cosines`, fused chunk by chunk of rows.
+
+    The sampler of PrivUnit2 (Bhowmick et al. 2018, Alg. 1) and of the hemisphere mechanism. One
+    read of x and one write of the output from and to memory: each chunk of rows (about
+    :data:`FUSED_CHUNK_VALUES` values; one row when d is larger) gets its norms, its u, its normals and its
+    scaling while it is in cache, instead of six passes over n·d arrays. Draw order: the n sign
+    uniforms of the rounding, then ``cosines(n)`` (which draws the cap events and cosines and
+    returns (t, r)), then the normals row after row. For rows x ≠ 0 that is the order and the
+    arithmetic of ``directions_with_cosines(round_to_sphere(x, radius), t, r, scale)``, so both
+    agree to rounding (bit for bit where the reductions sum alike), whatever the chunk size.
+    A zero row has u uniform on the sphere and V | u rotationally symmetric about u, so V itself is
+    uniform: it is released as scale·g/‖g‖ from its own normals (no u is drawn for it).
+
+    With numba (:mod:`ldpcli.kernels`) the same draws run as one compiled loop per row.
+    """
+    n, d = x.shape
+    flips: np.ndarray = rng.random((n,))
+    t, r = cosines(n)
+    out = np.empty((n, d))
+    kernels = compiled()
+    if kernels is not None:
+        kernels.rounded_cap_directions(np.ascontiguousarray(x, dtype=np.float64), flips, radius, t, r, scale, rng, out)
+        return out
+    step = max(1, FUSED_CHUNK_VALUES // d)
+    scratch = np.empty((min(step, n), d))
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        rows = slice(start, stop)
+        norms = row_norms(x[rows])
+        zero = norms == 0.0
+        sign = np.where(flips[rows] < (1.0 + norms / radius) / 2.0, 1.0, -1.0)
+        u = scratch[: stop - start]
+        np.divide(x[rows], np.where(zero, 1.0, norms * sign)[:, None], out=u)
+        g = out[rows]
+        rng.standard_normal(out=g)
+        uniform = g[zero]  # zero rows: their own normals, normalised below
+        u[zero, 0] = 1.0  # any unit row, so that the chunk's arithmetic stays finite
+        _directions_in_place(g, u, t[rows], r[rows], scale, rng)
+        if uniform.size:
+            g[zero] = uniform * (scale / row_norms(uniform))[:, None]
+    return out

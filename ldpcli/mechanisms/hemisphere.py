@@ -177,10 +177,14 @@ class DuchiL2(Mechanism):
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The hemisphere mechanism on each row of ``x`` (rows with ‖x‖ ≤ L); rows of norm B."""
         n = x.shape[0]
-        u = sm.round_to_sphere(x, self.norm_bound, rng)
-        facing = sm.bernoulli_logit(self.epsilon, n, rng)
         radius = self.radius
         if self.d == 1:  # randomized response: keep the sign with probability π_ε
+            u = sm.round_to_sphere(x, self.norm_bound, rng)
+            facing = sm.bernoulli_logit(self.epsilon, n, rng)
             return np.where(facing[:, None], u, -u) * radius
-        t, r = sm.sample_cap_cosines(facing, 0.0, -sm.LOG2, self.d, rng)
-        return sm.directions_with_cosines(u, t, r, radius, rng)
+
+        def cosines(rows: int) -> tuple[np.ndarray, np.ndarray]:
+            facing = sm.bernoulli_logit(self.epsilon, rows, rng)
+            return sm.sample_cap_cosines(facing, 0.0, -sm.LOG2, self.d, rng)
+
+        return sm.rounded_cap_directions(x, self.norm_bound, cosines, radius, rng)

@@ -326,10 +326,14 @@ class PrivUnit2(Mechanism):
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """PrivUnit2 on each row of ``x`` (rows with ‖x‖ ≤ L); returns L·V/m row by row."""
         n = x.shape[0]
-        u = sm.round_to_sphere(x, self.norm_bound, rng)
-        in_cap = sm.bernoulli_logit(self.logit_p, n, rng)
         out_scale = self.norm_bound * self.scale
         if self.d == 1:
+            u = sm.round_to_sphere(x, self.norm_bound, rng)
+            in_cap = sm.bernoulli_logit(self.logit_p, n, rng)
             return np.where(in_cap[:, None], u, -u) * out_scale
-        t, r = sm.sample_cap_cosines(in_cap, self.cap_logit, self.log_cap_probability, self.d, rng)
-        return sm.directions_with_cosines(u, t, r, out_scale, rng)
+
+        def cosines(rows: int) -> tuple[np.ndarray, np.ndarray]:
+            in_cap = sm.bernoulli_logit(self.logit_p, rows, rng)
+            return sm.sample_cap_cosines(in_cap, self.cap_logit, self.log_cap_probability, self.d, rng)
+
+        return sm.rounded_cap_directions(x, self.norm_bound, cosines, out_scale, rng)
