@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from ldpcli.estimators.moments import RunningMoments
+from ldpcli.lazy import special
 from ldpcli.lower_bound import LowerBound, privacy_lower_bound
 from ldpcli.mechanisms import LawTest, Mechanism
 from ldpcli.mechanisms.base import check_count

@@ -33,9 +33,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from ldpcli import spheremath as sm
+from ldpcli.lazy import special
 from ldpcli.mechanisms.base import LawTest
 
 #: Fixed directions tested per input (orthogonal part, or the whole direction at x = 0).

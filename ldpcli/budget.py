@@ -48,7 +48,6 @@ Concurrency
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import hashlib
 import hmac
@@ -60,7 +59,6 @@ import secrets
 import struct
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import DataError, UsageError
+from ldpcli.hashing import Sha256
 from ldpcli.io.atomic import atomic_write_text
 from ldpcli.io.messages import _reason
 
@@ -178,10 +177,7 @@ class InputFingerprint:
             raise ValueError(f"max_pending must be at least 1, got {max_pending!r}")
         self._d = int(d)
         self._rows = 0
-        self._stream = hashlib.sha256()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") if threaded else None
-        self._pending: collections.deque[Future[None]] = collections.deque()
-        self._max_pending = max_pending
+        self._stream = Sha256(threaded=threaded, max_pending=max_pending, name="ldp-fingerprint")
 
     @property
     def d(self) -> int:
@@ -199,21 +195,10 @@ class InputFingerprint:
         if batch.ndim != 2 or batch.shape[1] != self._d:
             raise ValueError(f"expected an (n, {self._d}) array of vectors, got shape {batch.shape}")
         self._rows += batch.shape[0]
-        if self._executor is None:
-            self._stream.update(batch.data)
-            return
-        while len(self._pending) >= self._max_pending:
-            self._pending.popleft().result()
-        self._pending.append(self._executor.submit(self._stream.update, batch.data))
-
-    def _drain(self) -> None:
-        """Wait until every batch passed so far is hashed (raising what the thread raised)."""
-        while self._pending:
-            self._pending.popleft().result()
+        self._stream.update(batch.data)
 
     def hexdigest(self) -> str:
         """The fingerprint (64 hex digits) of the rows passed so far; more rows may follow."""
-        self._drain()
         final = hashlib.sha256(_FINGERPRINT_PREFIX)
         final.update(struct.pack("<QQ", self._d, self._rows))
         final.update(self._stream.digest())
@@ -221,10 +206,7 @@ class InputFingerprint:
 
     def close(self) -> None:
         """Stop the background thread, if any, after the pending batches (:meth:`hexdigest` still works)."""
-        if self._executor is not None:
-            self._drain()
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        self._stream.close()
 
 
 # --- entries and spends ------------------------------------------------------------------------------

@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from ldpcli.domains import INTERVAL, L2_BALL, LINF_BOX
+from ldpcli.lazy import special
 from ldpcli.mechanisms import Mechanism
 
 #: Atoms {z = v} are tried for d up to this (a row is compared as its bytes).

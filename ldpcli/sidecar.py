@@ -66,8 +66,10 @@ from typing import Any
 from ldpcli import __version__
 from ldpcli.errors import DataError, LdpError
 from ldpcli.io import VectorLayout, atomic_write_text, file_format
+from ldpcli.kernels import kernel_name
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms.base import MechanismSpec
+from ldpcli.randomness import BIT_GENERATOR
 from ldpcli.safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
 
 FORMAT = "ldp-sidecar"
@@ -154,8 +156,13 @@ def build_sidecar(
     warnings: Sequence[str] = (),
     input_tag: str | None = None,
     reconstruction: dict[str, Any] | None = None,
+    part: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``.
+
+    ``part`` (``{"dataset", "index", "input", "first_row"}``, from :mod:`ldpcli.partitioned`) goes
+    to ``release.part``: the file is one part of a dataset directory, and its input tag is shared
+    with the other parts of the same input.
 
     ``sha256`` is the hash of the data file's bytes, computed while writing it; it binds the
     sidecar to exactly that file. ``dtype`` is the type the vectors were written as (``float64``
@@ -209,6 +216,9 @@ def build_sidecar(
     release["warnings"] = recorded
     if input_tag is not None:
         release["input_tag"] = input_tag
+    if part is not None:
+        release["part"] = dict(part)
+    release["randomness"] = {"bit_generator": BIT_GENERATOR, "kernel": kernel_name()}
     data_path = Path(data_path)
     content = {
         "format": FORMAT,
@@ -264,6 +274,8 @@ class Sidecar:
     baseline: bool = False
     #: ``release.input_tag``: equal for two releases of one input (None when not recorded).
     input_tag: str | None = None
+    #: ``release.part``: (dataset id, input index, first row) of a part of a dataset directory, else None.
+    part: tuple[str, int, int] | None = None
 
     @property
     def d(self) -> int:
@@ -367,6 +379,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     warnings: tuple[str, ...] = ()
     baseline = bool(type(mechanism).baseline)
     input_tag: str | None = None
+    part: tuple[str, int, int] | None = None
     if v2:  # fields added within version 2: absent from the sidecars written before them
         if _lookup(content, "data.dtype") is not _MISSING:
             dtype, dtype_recorded = _field(path, content, "data.dtype", str), True
@@ -385,6 +398,9 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
             input_tag = _field(path, content, "release.input_tag", str)
             if not re.fullmatch(INPUT_TAG_PATTERN, input_tag):
                 raise _malformed(path, "release.input_tag")
+        if _lookup(content, "release.part") is not _MISSING:
+            part = (_field(path, content, "release.part.dataset", str), _field(path, content, "release.part.input", int),
+                    _field(path, content, "release.part.first_row", int))
         if _lookup(content, "mechanism.baseline") is not _MISSING:
             recorded_baseline = _field(path, content, "mechanism.baseline", bool)
             if recorded_baseline != baseline:
@@ -396,7 +412,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     return Sidecar(
         path=path, content=content, mechanism=mechanism, layout=layout, n=n, sha256=sha256,
         spec=mechanism.spec, version=version, data_file=data_file, dtype=dtype, dtype_recorded=dtype_recorded,
-        unprivatized_columns=unprivatized, warnings=warnings, baseline=baseline, input_tag=input_tag,
+        unprivatized_columns=unprivatized, warnings=warnings, baseline=baseline, input_tag=input_tag, part=part,
     )
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from ldpcli.errors import UsageError
 from ldpcli.estimators.moments import RunningMoments
+from ldpcli.lazy import special
 from ldpcli.mechanisms.base import Mechanism
 
 

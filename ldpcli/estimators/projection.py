@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import linalg
 
 from ldpcli.domains import L2_BALL
+from ldpcli.lazy import linalg
 
 #: The accepted forms of a set, for messages.
 FORMS = "ball[:R], box[:L], box:LO,HI, simplex[:S], nonneg, hull:FILE, domain"

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import BinaryIO, Protocol
 
 from ldpcli.errors import DataError, UsageError
+from ldpcli.hashing import Sha256
 from ldpcli.io.messages import _reason, _write_failed
 
 #: Temporary files created and neither renamed nor removed yet. A signal can interrupt the
@@ -103,7 +104,8 @@ class AtomicFileSink:
         self.label = os.fspath(path)
         self._overwrite = overwrite
         self._position = 0
-        self._digest = hashlib.sha256()
+        # Hashed in a background thread (the bytes pyarrow passes are immutable: no copy).
+        self._digest = Sha256(threaded=True, name="ldp-output-hash")
         self._committed = False
         _check_output(self.path, self.label, overwrite)
         descriptor, self._temp = _create_temp(self.path, self.label)
@@ -128,9 +130,9 @@ class AtomicFileSink:
     def write(self, data: bytes | bytearray | memoryview) -> int:
         """Hash ``data`` and write it to the temporary file; return its length in bytes."""
         view = memoryview(data)
-        self._digest.update(view)
-        self._position += view.nbytes
         self._file.write(view)
+        self._digest.update(data if isinstance(data, bytes) else bytes(view))  # kept until hashed: no mutable buffer
+        self._position += view.nbytes
         return view.nbytes
 
     def tell(self) -> int:
@@ -161,6 +163,7 @@ class AtomicFileSink:
         """Flush the file to disk, close it and rename it onto ``path``."""
         _sync(self._file)
         self._file.close()
+        self._digest.close()
         _publish(self._temp, self.path, self.label, self._overwrite, self._mark_published)
         self._committed = True
 
@@ -171,6 +174,7 @@ class AtomicFileSink:
         """Abandon the output: close and remove the temporary file (safe to call more than once)."""
         with contextlib.suppress(OSError):
             self._file.close()
+        self._digest.close()
         _remove(self._temp)
 
     @property

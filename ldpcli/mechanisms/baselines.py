@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
+from ldpcli.lazy import special
 from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, RiskEpsilon, declare, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)

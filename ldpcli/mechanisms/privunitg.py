@@ -64,9 +64,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from ldpcli import spheremath as sm
+from ldpcli.lazy import special
 from ldpcli.mechanisms.base import LawTest, Mechanism, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)

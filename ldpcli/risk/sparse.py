@@ -32,9 +32,9 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from scipy import optimize
 
 from ldpcli.errors import UsageError
+from ldpcli.lazy import optimize
 from ldpcli.risk.diffuse import check_epsilon, finite_or_none, is_int, is_real
 from ldpcli.spheremath import logsumexp
 
