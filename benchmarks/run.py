@@ -2,14 +2,21 @@
 
     python benchmarks/run.py            # everything (tens of minutes on 2 cores, ~8 GB of temp files)
     python benchmarks/run.py --quick    # small shapes, a few minutes
-    python benchmarks/run.py --only privatize,params
+    python benchmarks/run.py --only privatize,api --before /path/to/an/older/checkout
 
-Sections (ratios are against a baseline measured in the same run, on the same file):
-- privatize: PrivUnit2 at ε = 8, Parquet → Parquet, 1 and 2 threads, against read + n·d normals +
-  write (``privatize_vs_baseline.baseline``). Targets: ≤ 1.5× on one thread, ≤ 1.0× on two.
-- mechanisms: the same for every registered vector mechanism at one shape.
+Sections (ratios are against a baseline measured in the same run, on the same file; the timed
+runs of the two sides alternate, so drift in the machine's speed hits both):
+- privatize: PrivUnit2 at ε = 8, Parquet → Parquet, against read + n·d numpy normals + write with
+  ldp's writer settings (``privatize_vs_baseline.baseline``), with each sampler kernel
+  (``ldpcli.kernels``: numba when installed, and the numpy reference) on 1 and 2 threads. Targets
+  (issue 14): ≤ 1.25× on one thread, ≤ 0.7× of the one-thread baseline on two. ``--before PATH``
+  adds the same run of the ldp checkout at PATH (e.g. a ``git worktree`` of an older commit).
+- api: each vector mechanism's ``privatize`` on an n × d batch with n·d = 10⁷, d ∈ {500, 10⁴,
+  10⁶}, against drawing the n·d normals with numpy (``rng.standard_normal((n, d))``), the floor
+  the issue names. Target: privunit2 ≤ 1.2×.
+- mechanisms: `privatize_file` with every registered vector mechanism at one shape.
 - memory: peak resident memory of `ldp privatize` on a ~400 MB and a ~2 GB file (target
-  < 500 MB and flat).
+  < 400 MB and flat).
 - params: calibration time after import for d ∈ {10, 10⁴, 10⁷}, ε ∈ {0.1, 4, 1000} (target
   ≤ 10 ms), and the cold start of `ldp --help` (target ≤ 0.5 s).
 - estimate: `estimate-mean` against a plain pyarrow scan of the same file (target ≤ 1.2×).
@@ -35,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from privatize_vs_baseline import baseline, make_input  # noqa: E402
 
 from ldpcli.estimate import estimate_mean  # noqa: E402
+from ldpcli.kernels import KERNEL_ENV, _numba_installed  # noqa: E402
 from ldpcli.mechanisms import get_mechanism, mechanism_names  # noqa: E402
 from ldpcli.pipeline import privatize_file  # noqa: E402
 
@@ -42,12 +50,65 @@ LDP = str(Path(sys.executable).with_name("ldp"))
 
 
 def median_time(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return side_by_side({"": fn}, repeat)[""]
+
+
+def side_by_side(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """Median seconds of each function, timed in turn (a, b, c, a, b, c, …) after one untimed round."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for round_ in range(repeat + 1):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            if round_:
+                times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def with_kernel(kernel: str, fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` run with ``LDP_KERNEL=kernel`` (ldpcli.kernels reads it at every call)."""
+
+    def run() -> object:
+        previous = os.environ.get(KERNEL_ENV)
+        os.environ[KERNEL_ENV] = kernel
+        try:
+            return fn()
+        finally:
+            if previous is None:
+                del os.environ[KERNEL_ENV]
+            else:
+                os.environ[KERNEL_ENV] = previous
+
+    return run
+
+
+def kernels_here() -> list[str]:
+    """The sampler kernels this machine can run: numba when installed, and the numpy reference."""
+    return (["numba"] if _numba_installed() else []) + ["numpy"]
+
+
+_BEFORE_PROBE = (
+    "import sys, time\n"
+    "sys.path.insert(0, sys.argv[1])\n"
+    "from ldpcli.pipeline import privatize_file\n"
+    "args = dict(epsilon=8.0, threads=int(sys.argv[4]), overwrite=True)\n"
+    "privatize_file(sys.argv[2], sys.argv[3], **args)\n"
+    "t0 = time.perf_counter()\n"
+    "privatize_file(sys.argv[2], sys.argv[3], **args)\n"
+    "print(time.perf_counter() - t0)\n"
+)
+
+
+def before_run(checkout: Path, src: Path, dst: Path, threads: int) -> Callable[[], float]:
+    """A function that privatizes ``src`` with the ldp of ``checkout`` in a fresh interpreter and
+    returns the seconds of one warm call (its import and first call are not counted)."""
+
+    def run() -> float:
+        proc = subprocess.run([sys.executable, "-c", _BEFORE_PROBE, str(checkout), str(src), str(dst), str(threads)],
+                              capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": ""})
+        return float(proc.stdout.strip().splitlines()[-1])
+
+    return run
 
 
 def table(header: list[str], rows: list[list[str]]) -> None:
@@ -65,21 +126,60 @@ def input_file(tmp: Path, n: int, d: int) -> Path:
     return path
 
 
-def bench_privatize(tmp: Path, shapes: list[tuple[int, int]], repeat: int) -> None:
-    print("## privatize (privunit2, ε = 8, Parquet → Parquet)\n")
+def bench_privatize(tmp: Path, shapes: list[tuple[int, int]], repeat: int, before: Path | None) -> None:
+    kernels = kernels_here()
+    print("## privatize (privunit2, ε = 8, Parquet → Parquet) ÷ read + numpy normals + write on one thread\n")
+    header = ["n×d", "baseline s"]
+    for kernel in kernels:
+        header += [f"{kernel} 1 thread", f"{kernel} 2 threads"]
+    if before is not None:
+        header += ["before 1 thread", "before 2 threads"]
     rows = []
     for n, d in shapes:
         src = input_file(tmp, n, d)
-        base = median_time(lambda: baseline(src, tmp / "base.parquet", d), repeat)
+        fns: dict[str, Callable[[], object]] = {"base": lambda: baseline(src, tmp / "base.parquet", d)}
+        for kernel in kernels:
+            for threads in (1, 2):
+                fns[f"{kernel} {threads}"] = with_kernel(kernel, lambda threads=threads: privatize_file(
+                    src, tmp / "out.parquet", epsilon=8.0, threads=threads, overwrite=True))
+        times = side_by_side(fns, repeat)
+        base = times["base"]
         cells = [f"{n}×{d}", f"{base:.2f}"]
-        for threads in (1, 2):
-            t = median_time(lambda: privatize_file(src, tmp / "out.parquet", epsilon=8.0, threads=threads,
-                                                   overwrite=True), repeat)
-            cells += [f"{t:.2f}", f"{t / base:.2f}"]
+        for kernel in kernels:
+            cells += [f"{times[f'{kernel} {threads}'] / base:.2f}×" for threads in (1, 2)]
+        if before is not None:
+            for threads in (1, 2):
+                probe = before_run(before, src, tmp / "before.parquet", threads)
+                warm = [probe() for _ in range(repeat)]
+                cells.append(f"{statistics.median(warm) / base:.2f}×")
         rows.append(cells)
-    table(["n×d", "baseline s", "1 thread s", "ratio", "2 threads s", "ratio"], rows)
+    table(header, rows)
 
 
+def bench_api(repeat: int, values: int = 10**7) -> None:
+    kernels = kernels_here()
+    print(f"## mechanism API on n·d = {values:.0e} values ÷ numpy's n·d normals (privunit2 target ≤ 1.2×)\n")
+    names = [name for name in mechanism_names() if get_mechanism(name).vector]
+    header = ["mechanism"] + [f"d = {d:g}" + (f" ({kernel})" if len(kernels) > 1 else "")
+                              for d in (500, 10**4, 10**6) for kernel in kernels]
+    results: dict[str, list[str]] = {name: [name] for name in names}
+    floors = []
+    for d in (500, 10**4, 10**6):
+        n = values // d
+        x = np.random.default_rng(0).standard_normal((n, d))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        fns: dict[str, Callable[[], object]] = {"floor": lambda n=n, d=d: np.random.default_rng(1).standard_normal((n, d))}
+        for name in names:
+            cls = get_mechanism(name)
+            mech = cls.calibrate(d, 8.0, **({"delta": 1e-6} if "delta" in cls.options else {}))
+            for kernel in kernels:
+                fns[f"{name} {kernel}"] = with_kernel(kernel, lambda mech=mech: mech.privatize(x, np.random.default_rng(1)))
+        times = side_by_side(fns, repeat)
+        floors.append(f"d = {d:g}: {times['floor'] * 1e3:.0f} ms")
+        for name in names:
+            results[name] += [f"{times[f'{name} {kernel}'] / times['floor']:.2f}×" for kernel in kernels]
+    table(header, list(results.values()))
+    print("numpy normals floor: " + ", ".join(floors) + "\n")
 def bench_mechanisms(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
     n, d = shape
     print(f"## every vector mechanism, {n}×{d}, ε = 8, 2 threads\n")
@@ -122,7 +222,7 @@ def peak_rss_mb(args: list[str]) -> tuple[float, float]:
 
 
 def bench_memory(tmp: Path, shapes: list[tuple[int, int]]) -> None:
-    print("## peak memory of `ldp privatize` (target < 500 MB, flat)\n")
+    print("## peak memory of `ldp privatize` (target < 400 MB, flat)\n")
     rows = []
     for n, d in shapes:
         src = input_file(tmp, n, d)
@@ -176,9 +276,11 @@ def bench_estimate(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small shapes only")
-    parser.add_argument("--only", default="privatize,mechanisms,memory,params,estimate")
+    parser.add_argument("--only", default="privatize,api,mechanisms,memory,params,estimate")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--tmp", default=None, help="folder for the generated files (default: a temporary one)")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="an older ldp checkout (e.g. a git worktree) to time beside this one in `privatize`")
     args = parser.parse_args()
     only = set(args.only.split(","))
     if args.quick:
@@ -189,11 +291,13 @@ def main() -> None:
         shapes = [(100_000, 500), (1_000_000, 64), (1_000, 10**5), (50, 10**6)]
         mem_shapes = [(50_000, 1000), (250_000, 1000)]  # ~400 MB and ~2 GB of float64
         one = (100_000, 500)
-    print(f"# ldp benchmarks ({os.cpu_count()} cores, numpy {np.__version__})\n")
+    print(f"# ldp benchmarks ({os.cpu_count()} cores, numpy {np.__version__}, kernels: {', '.join(kernels_here())})\n")
     with tempfile.TemporaryDirectory(dir=args.tmp) as name:
         tmp = Path(name)
         if "privatize" in only:
-            bench_privatize(tmp, shapes, args.repeat)
+            bench_privatize(tmp, shapes, args.repeat, args.before)
+        if "api" in only:
+            bench_api(args.repeat, values=2 * 10**6 if args.quick else 10**7)
         if "mechanisms" in only:
             bench_mechanisms(tmp, one, args.repeat)
         if "memory" in only:

@@ -151,7 +151,10 @@ def _progress(label: str, quiet: bool) -> Iterator[tuple[Callable[[int | None], 
     enabled = not quiet and err.is_terminal
 
     def on_start(total: int | None) -> None:
-        state["total"] = total
+        """The rows of the next input (several inputs: the bar's total grows by each one's rows)."""
+        state["total"] = None if total is None else state["done"] + total
+        if state["task"] is not None:
+            progress.update(state["task"], total=state["total"])
 
     def on_rows(rows: int) -> None:
         state["done"] += rows
@@ -636,6 +639,11 @@ def _split(value: Optional[str]) -> list[str]:
     return [] if not value else [part.strip() for part in value.split(",") if part.strip()]
 
 
+SCHEDULER_OPTION = typer.Option(
+    None, "--scheduler", metavar="ADDRESS", help="With --engine dask: threads (default), synchronous or processes on "
+    "this machine, or the address of a running Dask scheduler (tcp://host:8786), whose workers must see the same "
+    "paths and have ldp installed."
+)
 FORCE_OPTION = typer.Option(
     False, "--force", help="Allow ε outside [0.01, 10⁴], where ldp's guarantees are not computed and tested."
 )
@@ -666,13 +674,17 @@ def _note(text: str, quiet: bool) -> None:
 @app.command("privatize", cls=_Command)
 @_WithMechanismOptions
 def privatize(
-    input: Path = typer.Argument(
-        ..., help="Input .parquet or .csv file; each row is one vector.", show_default=False, metavar="INPUT"
+    inputs: list[str] = typer.Argument(
+        ..., help="One or more input .parquet or .csv files, each row one vector; a directory means its .parquet/.csv files "
+        "(sorted; ldp's own outputs, the files with a sidecar, are skipped) and a quoted glob ('part-*.parquet') the "
+        "files it matches. Each input is its own release, with its own output, sidecar and ledger record.",
+        show_default=False, metavar="INPUT",
     ),
     eps: float = EPS_OPTION,
     mechanism: str = MECHANISM_OPTION,
-    output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="Output file (.parquet or .csv). Default: `<input stem>.privatized.<ext>` beside the input."
+    output: Optional[str] = typer.Option(
+        None, "--output", "-o", help="Output file (.parquet or .csv) for one input, or a directory for any number "
+        "(an existing one, or DIR/ with the slash: created). Default: `<input stem>.privatized.<ext>` beside each input."
     ),
     column: Optional[str] = typer.Option(None, "--column", help="The list column holding the vectors."),
     columns: Optional[str] = typer.Option(
@@ -731,6 +743,17 @@ def privatize(
     memory: str = typer.Option(
         "256MB", "--memory", help="Memory budget for the batches in flight (e.g. 256MB, 2GB); sets the batch size."
     ),
+    engine: str = typer.Option(
+        "local", "--engine", help="local: this process, --threads threads (default). dask: one task per part of "
+        "each input (key-block-aligned row groups) on --scheduler, written as a dataset directory (-o DIR/) of "
+        "part files with their sidecars and a manifest; same values for a --seed as the local engine. Needs "
+        "`pip install 'ldp[dask]'`."
+    ),
+    scheduler: Optional[str] = SCHEDULER_OPTION,
+    part_rows: Optional[int] = typer.Option(
+        None, "--part-rows", min=1, help="With --engine dask: parts of about this many rows (rounded to key blocks) "
+        "instead of one per Parquet row group."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary of the run instead of a line."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no notes and no summary line; warnings "
                                "are still shown."),
@@ -752,44 +775,98 @@ def privatize(
     """
     with _errors():
         from ldpcli.budget import Ledger
-        from ldpcli.pipeline import privatize_file
+        from ldpcli.engines import make_engine
+        from ldpcli.pipeline import privatize_files
 
         bound = _bound(norm_bound, r_max)
+        dask_engine = make_engine(engine, scheduler)
+        if dask_engine is None and part_rows is not None:
+            raise UsageError("--part-rows sets the parts of --engine dask; the local engine writes one file per input")
         owner_ledger = Ledger.open(ledger)
+        if dask_engine is not None:
+            from ldpcli.partitioned import privatize_dataset
+
+            if output is None:
+                raise UsageError("--engine dask writes a dataset directory of parts: give it with -o DIR/")
+            for flag, given in (("--copies", copies != 1), ("--threads", threads is not None)):
+                if given:
+                    raise UsageError(f"{flag} is not available with --engine dask (its workers set their own threads)")
+            dataset = privatize_dataset(
+                inputs, output, engine=dask_engine, epsilon=eps, mechanism=mechanism, calibration=calibration,
+                norm_bound=bound, options=options, column=column, columns=_split(columns) or None, keep=_split(keep),
+                keep_unsafe=keep_unsafe, seed=seed, overwrite=overwrite, force=force, fail_on_clip=fail_on_clip,
+                skip_invalid=skip_invalid, memory=_bytes(memory, "--memory"), dtype=dtype, ledger=owner_ledger,
+                max_budget=max_budget, risk_k=risk_k, risk_rho0=risk_rho0, risk_a=_floats(risk_a, "--risk-a"),
+                part_rows=part_rows,
+            )
+            _report_dataset(dataset, quiet, as_json)
+            return
         with _progress("privatizing", quiet) as (on_start, on_rows):
-            result = privatize_file(
-                input, output, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,
+            results = privatize_files(
+                inputs, output, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,
                 options=options, threads=threads, memory=_bytes(memory, "--memory"),
                 column=column, columns=_split(columns) or None, keep=_split(keep), keep_unsafe=keep_unsafe,
                 seed=seed, overwrite=overwrite, force=force, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid,
                 dtype=dtype, on_start=on_start, on_rows=on_rows, ledger=owner_ledger, max_budget=max_budget,
                 risk_k=risk_k, risk_rho0=risk_rho0, risk_a=_floats(risk_a, "--risk-a"), copies=copies,
             )
-    if column is None and not columns:  # the layout was detected: say which columns became the vector
+    several = len(results) > 1
+    for index, result in enumerate(results):
+        _report_privatized(result, quiet, as_json, detected=column is None and not columns and index == 0,
+                           label=f"{result.output}: " if several else "")
+    if results[0].reproducible:
+        _warn("seeded run: reproducible by anyone who knows the seed; do not release it")
+    if as_json:
+        summaries = [result.summary() for result in results]
+        out.print(json.dumps(summaries if several else summaries[0], allow_nan=False), markup=False)
+
+
+def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
+    """The warnings and the 'wrote' line (or JSON) of a dataset directory written by --engine dask."""
+    for text in dataset.warnings:
+        _warn(text)
+    if dataset.n_skipped:
+        _warn(f"--skip-invalid: left out {dataset.n_skipped} invalid rows; this count is shown here only, never stored")
+    clipped = clip_warning(dataset.n_clipped, dataset.n, dataset.mechanism)
+    if clipped is not None:
+        (_warn if clipped[1] else lambda text: _note(text, quiet))(clipped[0])
+    if dataset.reproducible:
+        _warn("seeded run: reproducible by anyone who knows the seed; do not release it")
+    if as_json:
+        out.print(json.dumps(dataset.summary(), allow_nan=False), markup=False)
+    elif not quiet:
+        out.print(
+            f"wrote {dataset.output}/ ({dataset.n} rows of {len(dataset.inputs)} input(s) in {len(dataset.parts)} "
+            f"parts, d = {dataset.d}, {dataset.mechanism.name}, ε = {_fmt(dataset.mechanism.epsilon)}) with its "
+            f"manifest {dataset.manifest.name}",
+            markup=False,
+        )
+
+
+def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: bool, label: str) -> None:
+    """The notes, warnings and 'wrote' line of one privatized input (``label`` names it among several)."""
+    if detected:  # the layout was detected: say which columns became the vector
         names = result.layout.copy_columns(0)
         shown = ", ".join(repr(name) for name in names[:6]) + (", …" if len(names) > 6 else "")
         plural = "s" if len(names) > 1 else ""
         what = f"list column {shown}" if result.layout.kind == "list" else f"{len(names)} numeric column{plural} {shown}"
         _note(f"vectors from {what} (d = {result.d}); pass --column/--columns to choose", quiet)
     for text in result.warnings:
-        _warn(text)
+        _warn(label + text)
     if result.n_skipped:
         first = ", ".join(str(row) for row in result.skipped_rows)
         more = ", …" if result.n_skipped > len(result.skipped_rows) else ""
-        _warn(f"--skip-invalid: left out {result.n_skipped} invalid rows (rows {first}{more}, counting from 1); "
+        _warn(f"{label}--skip-invalid: left out {result.n_skipped} invalid rows (rows {first}{more}, counting from 1); "
               "this count is shown here only, never stored")
     clipped = clip_warning(result.n_clipped, result.n, result.mechanism)
     if clipped is not None:
         text, loud = clipped
         if loud:
-            _warn(text)
+            _warn(label + text)
         else:
-            _note(text, quiet)
-    if result.reproducible:
-        _warn("seeded run: reproducible by anyone who knows the seed; do not release it")
-    if as_json:
-        out.print(json.dumps(result.summary(), allow_nan=False), markup=False)
-    elif not quiet:
+            _note(label + text, quiet)
+    if not as_json and not quiet:
+        copies = result.layout.copies
         copied = "" if copies == 1 else (
             f", {copies} copies of each row, ε = {_fmt(copies * result.mechanism.epsilon_exact)} in all"
         )
@@ -827,6 +904,11 @@ def estimate_mean_cmd(
         "mechanism's own ball or box). Never further from the truth than the raw mean (Lemma 5.3 of Błasiok et al."
         " 2019); the intervals stay those of the raw mean."
     ),
+    engine: str = typer.Option(
+        "local", "--engine", help="local (default) or dask: one task per file, only its sums come back (needs "
+        "`pip install 'ldp[dask]'`)."
+    ),
+    scheduler: Optional[str] = SCHEDULER_OPTION,
     verify: bool = typer.Option(
         True, "--verify/--no-verify", help="Check each file's row count and SHA-256 against its sidecar (default). "
         "--no-verify accepts a file filtered or re-encoded after privatization; the estimate is then marked unverified."
@@ -851,16 +933,19 @@ def estimate_mean_cmd(
                 "--no-verify: the files are not checked against their sidecars' row counts and SHA-256; the "
                 "estimate is only as sound as the claim that they hold privatized rows of that release", quiet,
             )
+        from ldpcli.engines import make_engine
+
+        dask_engine = make_engine(engine, scheduler)
         with _progress("reading", quiet) as (_, on_rows):
             if group_by is not None:
                 groups = estimate_group_means(
                     privatized, group_by, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
-                    on_rows=on_rows, project=project,
+                    on_rows=on_rows, project=project, engine=dask_engine,
                 )
             else:
                 est = estimate_mean(
                     privatized, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
-                    on_rows=on_rows, project=project,
+                    on_rows=on_rows, project=project, engine=dask_engine,
                 )
         first = groups.groups[0][1] if group_by is not None and groups.groups else (est if group_by is None else None)
         if first is not None and first.projection is not None and not first.projection["contains_domain"]:

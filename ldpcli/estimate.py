@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ldpcli.engines import DaskEngine, run_all
 from ldpcli.errors import DataError, UsageError
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.estimators.projection import Ball, Box, ConvexSet, Hull, SetRequest, parse_set
@@ -28,28 +29,64 @@ from ldpcli.estimators.protocol import Estimator, GroupBy
 from ldpcli.io import atomic_write_bytes, atomic_write_text, file_format, table_bytes
 from ldpcli.mechanisms.base import Mechanism
 from ldpcli.scan import Condition, Scan, scan
+from ldpcli.sidecar import load_sidecar
 
 R = TypeVar("R")
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
-def estimate(source: Scan, estimator: Estimator[R]) -> tuple[R, int]:
+def estimate(source: Scan, estimator: Estimator[R], engine: DaskEngine | None = None) -> tuple[R, int]:
     """Feed every row of a scan to an estimator; return (its result, the rows it saw).
 
     The scan's verification happens as each file ends, so a result is only returned for files
-    that match their sidecars (or for a scan opened with ``verify=False``).
+    that match their sidecars (or for a scan opened with ``verify=False``). With an ``engine``
+    (:mod:`ldpcli.engines`), each file is one task that reads, verifies and adds its rows into an
+    empty copy of the estimator; only those partial states (sums and counts) come back, and they
+    are merged in file order (:meth:`~ldpcli.estimators.protocol.Estimator.merge`).
     """
     n = 0
-    for batch in source:
-        if batch.values.shape[0]:
-            estimator.add(batch.values, batch.keep)
-            n += batch.values.shape[0]
+    if engine is None:
+        for batch in source:
+            if batch.values.shape[0]:
+                estimator.add(batch.values, batch.keep)
+                n += batch.values.shape[0]
+    else:
+        jobs = [_FileJob(path, meta.path, source.verified, source.where, source.combine_copies, estimator.empty())
+                for path, meta in zip(source.files, source.sidecars)]
+        for part, rows in run_all(engine, _estimate_file, jobs):
+            estimator.merge(part)
+            n += rows
     if n == 0:
         raise DataError(
             f"{source.files[0]}: no rows to estimate from"
             + (" (no row satisfies --where)" if source.where else "")
         )
     return estimator.finalize(source.mechanism, n), n
+
+
+@dataclass(frozen=True)
+class _FileJob:
+    """One file of a scan, as an engine task: where it is and how to read it, and an empty estimator."""
+
+    path: Path
+    sidecar: Path
+    verify: bool
+    where: tuple[Condition, ...]
+    combine_copies: bool
+    estimator: Any
+
+
+def _estimate_file(job: _FileJob) -> tuple[Any, int]:
+    """The estimator state and row count of one file (runs on a worker; the file is verified there)."""
+    meta = load_sidecar(job.sidecar)
+    source = Scan([job.path], [meta], verify=job.verify, where=job.where, batch_rows=None, on_rows=None,
+                  combine_copies=job.combine_copies)
+    estimator, n = job.estimator, 0
+    for batch in source:
+        if batch.values.shape[0]:
+            estimator.add(batch.values, batch.keep)
+            n += batch.values.shape[0]
+    return estimator, n
 
 
 def estimate_mean(
@@ -62,6 +99,7 @@ def estimate_mean(
     batch_rows: int | None = None,
     on_rows: Callable[[int], None] | None = None,
     project: str | ConvexSet | None = None,
+    engine: DaskEngine | None = None,
 ) -> MeanEstimate:
     """Estimate the mean of the raw rows from privatized files (one, or the shards of one job).
 
@@ -70,11 +108,12 @@ def estimate_mean(
     sidecars disagree on the mechanism, ε, d or parameters. ``where`` keeps the rows whose kept
     columns satisfy every condition (e.g. ``"label == 3"``). ``on_rows`` is called with the rows of
     each batch (progress). ``project`` (a :func:`~ldpcli.estimators.projection.parse_set` spec or a
-    set) adds the mean projected onto that public convex set (:func:`project_mean`).
+    set) adds the mean projected onto that public convex set (:func:`project_mean`). ``engine``: one
+    task per file on Dask (:func:`estimate`; no progress calls then).
     """
     source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows)
     convex = None if project is None else projection_set(project, source.mechanism)
-    result, _ = estimate(source, MeanEstimator(source.mechanism.d, confidence, copies=source.copies))
+    result, _ = estimate(source, MeanEstimator(source.mechanism.d, confidence, copies=source.copies), engine)
     result = _bind(result, source)
     return result if convex is None else project_mean(result, convex, source.mechanism)
 
@@ -107,11 +146,12 @@ def estimate_group_means(
     batch_rows: int | None = None,
     on_rows: Callable[[int], None] | None = None,
     project: str | ConvexSet | None = None,
+    engine: DaskEngine | None = None,
 ) -> GroupMeans:
     """The mean, its error bars and n for each value of the kept column ``column`` (e.g. a label).
 
     Rows are privatized independently, so each group's estimate has the guarantees of a whole file
-    with that group's n: expected_error_max / n_group.
+    with that group's n: expected_error_max / n_group. ``engine`` as for :func:`estimate_mean`.
     """
     source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows)
     convex = None if project is None else projection_set(project, source.mechanism)
@@ -121,7 +161,7 @@ def estimate_group_means(
             f"(kept: {', '.join(source.sidecars[0].layout.keep) or 'none'}); privatize with --keep {column}"
         )
     grouped = GroupBy(MeanEstimator(source.mechanism.d, confidence, copies=source.copies), column)
-    results, _ = estimate(source, grouped)
+    results, _ = estimate(source, grouped, engine)
     bound = [_bind(result, source) for _, _, result in results]
     if convex is not None:
         bound = [project_mean(result, convex, source.mechanism) for result in bound]

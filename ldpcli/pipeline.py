@@ -29,7 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from ldpcli.budget import InputFingerprint, Ledger, LedgerEntry
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, LdpError, UsageError
 from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_format, open_vectors
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
@@ -105,10 +105,105 @@ class PrivatizeResult:
         }
 
 
+def check_seed(seed: int | None) -> None:
+    """UsageError unless ``seed`` is None or a non-negative integer."""
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise UsageError("--seed must be a non-negative integer")
+
+
 def default_output_path(input_path: str | os.PathLike[str]) -> Path:
     """``<stem>.privatized.<ext>`` beside the input."""
     path = Path(input_path)
     return path.with_name(f"{path.stem}.privatized{path.suffix}")
+
+
+def output_paths(
+    inputs: Sequence[Path], output: str | os.PathLike[str] | None
+) -> tuple[list[Path], Path | None]:
+    """Where each input's privatized file goes, and the directory to create first (or None).
+
+    No ``output``: :func:`default_output_path` beside each input. An ``output`` that is an existing
+    directory, or ends with a path separator (``-o DIR/``, created if its parent exists): that name
+    inside it. Any other ``output`` is one file, for one input only. UsageError for a file output
+    with several inputs and for two inputs that would write the same file.
+    """
+    if output is None:
+        targets = [default_output_path(path) for path in inputs]
+        folder = None
+    else:
+        text = os.fspath(output)
+        folder = Path(text)
+        if folder.is_dir() or text.endswith((os.sep, "/")):
+            targets = [folder / default_output_path(path).name for path in inputs]
+        elif len(inputs) > 1:
+            raise UsageError(
+                f"-o {text}: names one file but {len(inputs)} inputs were given; give a directory for their "
+                f"outputs (-o {text.rstrip(os.sep)}{os.sep}) or leave -o out to write each beside its input"
+            )
+        else:
+            return [folder], None
+        if folder.is_dir():
+            folder = None
+        elif not folder.parent.is_dir():
+            raise UsageError(f"-o {text}: {str(folder.parent)!r} is not an existing directory; create it first")
+    seen: dict[Path, Path] = {}
+    for source, target in zip(inputs, targets):
+        key = target.resolve()
+        if key in seen:
+            raise UsageError(
+                f"{seen[key]} and {source} would both be privatized into {target}; write each beside its input "
+                "(no -o) or rename one"
+            )
+        seen[key] = source
+    return targets, folder
+
+
+def privatize_files(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str] | None = None,
+    *,
+    on_file: Callable[[int, Path, Path], None] | None = None,
+    **options: Any,
+) -> list[PrivatizeResult]:
+    """:func:`privatize_file` on each input, in order: files, directories and glob patterns
+    (:func:`ldpcli.datasets.expand_inputs`; ldp's own outputs in a directory are skipped).
+
+    ``output``: None (each output beside its input), one file (one input only) or a directory
+    (:func:`output_paths`). ``options`` are :func:`privatize_file`'s keywords, the same for every
+    input. Each input is its own release: its own output and sidecar, its own ledger record (and
+    ``max_budget`` check), and, for a seeded run, its own key (so one ``seed`` gives independent
+    noise to each). ``on_file(index, input, output)`` is called before each input. Before any row
+    is read, every target is checked (an existing output needs ``overwrite``). If an input fails,
+    the ones before it stay released, complete with their sidecars and ledger records, and the
+    error says which they are.
+    """
+    from ldpcli.datasets import expand_inputs
+
+    sources = expand_inputs(inputs, privatized=False)
+    targets, folder = output_paths(sources, output)
+    if not options.get("overwrite", False):
+        for target in targets:
+            for path in (target, sidecar_path(target)):
+                if path.exists():
+                    raise UsageError(f"{path} already exists; pass --overwrite to replace it")
+    if folder is not None:
+        folder.mkdir(exist_ok=True)
+    results: list[PrivatizeResult] = []
+    for index, (source, target) in enumerate(zip(sources, targets)):
+        if on_file is not None:
+            on_file(index, source, target)
+        try:
+            results.append(privatize_file(source, target, **options))
+        except LdpError as exc:
+            if not results:
+                if folder is not None:  # created above: leave no empty directory behind
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()
+                raise
+            done = ", ".join(os.fspath(result.output) for result in results)
+            raise type(exc)(f"{exc} ({len(results)} of {len(sources)} inputs were privatized before this one and "
+                            f"stay released: {done})") from exc
+    return results
 
 
 def privatize_file(
@@ -183,8 +278,7 @@ def privatize_file(
         check_dtype(dtype)
     if max_budget is not None and ledger is None:
         raise UsageError("--max-budget needs the privacy-budget ledger (it counts what each input has spent)")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise UsageError("--seed must be a non-negative integer")
+    check_seed(seed)
     threads = available_cores() if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise UsageError(f"--threads must be an integer >= 1, got {threads!r}")

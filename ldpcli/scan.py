@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ldpcli.datasets import expand_inputs
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import file_format, file_sha256, open_vectors
 from ldpcli.mechanisms import Mechanism
@@ -178,6 +179,9 @@ def scan(
 ) -> Scan:
     """Open privatized files (one, or the shards of one job) for estimation.
 
+    ``paths``: files, directories and glob patterns (:func:`ldpcli.datasets.expand_inputs`: a
+    directory or pattern gives its files that have a sidecar, in sorted order).
+
     Each file's sidecar is the one beside it (or ``sidecar``, for a single file). Refuses shards
     whose sidecars disagree on the mechanism, its parameters or the layout, and (``verify``, the
     default) a file whose vector type (before any row is read), row count or bytes differ from
@@ -187,17 +191,11 @@ def scan(
     is read as the average of the copies, or with ``combine_copies=False`` as the copies side by
     side (:attr:`Scan.copies`).
     """
-    files = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
-    if not files:
+    if not isinstance(paths, (str, os.PathLike)) and not paths:
         raise UsageError("no privatized file given")
+    files = expand_inputs(paths, privatized=True)
     if sidecar is not None and len(files) > 1:
         raise UsageError("--sidecar names one sidecar; with several files each needs its own .ldp.json beside it")
-    seen: set[Path] = set()
-    for path in files:
-        key = path.resolve()
-        if key in seen:
-            raise UsageError(f"{path}: given twice; each shard must be counted once")
-        seen.add(key)
     conditions = [c if isinstance(c, Condition) else Condition.parse(c) for c in where]
     metas = [load_sidecar(sidecar if sidecar is not None else find_sidecar(path)) for path in files]
     first = metas[0]
@@ -221,14 +219,25 @@ def _check_distinct_inputs(files: Sequence[Path], metas: Sequence[Sidecar]) -> N
     """Refuse two releases of one input given as shards (their sidecars carry the same input tag).
 
     Shards are disjoint sets of people; two releases of the same rows are not, and averaging them
-    would count each person twice while their privacy loss adds up (basic composition).
+    would count each person twice while their privacy loss adds up (basic composition). The parts
+    of one input in a dataset directory (:mod:`ldpcli.partitioned`) share its tag and are one
+    release: they pass, as long as no part is given twice.
     """
     seen: dict[str, tuple[Path, Sidecar]] = {}
+    parts: dict[tuple[str, int, int], Path] = {}
     for path, meta in zip(files, metas):
         if meta.input_tag is None:
             continue
+        if meta.part is not None and meta.part in parts:
+            raise DataError(
+                f"{parts[meta.part]} and {path} are the same part of one dataset (rows from row {meta.part[2]} of "
+                "its input); an estimate from both would count those rows twice"
+            )
         if meta.input_tag in seen:
             other, first = seen[meta.input_tag]
+            if first.part is not None and meta.part is not None and first.part[0] == meta.part[0]:
+                parts[meta.part] = path
+                continue
             total = first.mechanism.epsilon_exact + meta.mechanism.epsilon_exact
             raise DataError(
                 f"{other} and {path} are two releases of the same input (their sidecars carry the same input tag), "
@@ -236,6 +245,8 @@ def _check_distinct_inputs(files: Sequence[Path], metas: Sequence[Sidecar]) -> N
                 "estimate from both would count every person twice; estimate from one of them"
             )
         seen[meta.input_tag] = (path, meta)
+        if meta.part is not None:
+            parts[meta.part] = path
 
 
 def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:

@@ -109,6 +109,11 @@ def _registry() -> dict[str, Format]:
     return _FORMATS
 
 
+def file_suffixes() -> frozenset[str]:
+    """Every suffix (lower case, with its dot) that selects a registered format."""
+    return frozenset(suffix for fmt in _registry().values() for suffix in fmt.suffixes)
+
+
 def get_format(name: str) -> Format:
     """The registered format called ``name``; :class:`ValueError` for an unknown one."""
     formats = _registry()

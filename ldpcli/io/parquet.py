@@ -52,6 +52,15 @@ def _open_parquet(
         rows = batch_rows(layout.width)
         keep_schema = pa.schema([schema.field(schema.names.index(name)) for name in keep]) if keep else None
         batches = _parquet_batches(parquet, [*keep, *vector], rows, label)
+
+        def seek(row: int) -> tuple[Generator[pa.RecordBatch, None, None], int]:
+            """Batches from the row group that holds ``row``, and that group's first row."""
+            first = group = 0
+            while group < parquet.num_row_groups - 1 and first + parquet.metadata.row_group(group).num_rows <= row:
+                first += parquet.metadata.row_group(group).num_rows
+                group += 1
+            groups = list(range(group, parquet.num_row_groups))
+            return _parquet_batches(parquet, [*keep, *vector], rows, label, groups), first
     except BaseException:
         parquet.close()
         raise
@@ -66,6 +75,7 @@ def _open_parquet(
         batches=batches,
         release=parquet.close,
         precision=source_precision([schema.field(schema.names.index(name)).type for name in vector]),
+        seek=seek,
     )
 
 
@@ -107,10 +117,11 @@ def _first_usable_length(parquet: pq.ParquetFile, name: str, label: str) -> int:
 
 
 def _parquet_batches(
-    parquet: pq.ParquetFile, columns: list[str], batch_rows: int, label: str
+    parquet: pq.ParquetFile, columns: list[str], batch_rows: int, label: str, row_groups: list[int] | None = None
 ) -> Generator[pa.RecordBatch, None, None]:
-    """Record batches of ``columns``, with read failures turned into :class:`DataError`."""
-    with contextlib.closing(parquet.iter_batches(batch_size=batch_rows, columns=columns)) as batches:
+    """Record batches of ``columns`` (of ``row_groups``, default all), read failures turned into :class:`DataError`."""
+    iterator = parquet.iter_batches(batch_size=batch_rows, columns=columns, row_groups=row_groups)
+    with contextlib.closing(iterator) as batches:
         while True:
             try:
                 batch = next(batches)

@@ -10,6 +10,7 @@ unless the caller passes ``keep_unsafe`` (:mod:`ldpcli.io.columns`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -110,11 +111,14 @@ class VectorReader:
         batches: Generator[pa.RecordBatch, None, None],
         release: Callable[[], None],
         precision: float = FLOAT64_PRECISION,
+        seek: Callable[[int], tuple[Generator[pa.RecordBatch, None, None], int]] | None = None,
     ) -> None:
         """Wrap a stream of raw record batches (already translating pyarrow errors).
 
         ``precision``: the unit roundoff of the values as stored (2⁻²⁴ for float32 columns), so
-        that a domain can tell a row rounded onto its boundary from one outside it.
+        that a domain can tell a row rounded onto its boundary from one outside it. ``seek(row)``,
+        for formats that can (Parquet, by row group), gives a stream of the raw batches that starts
+        at or before ``row`` and the row it starts at (:meth:`restrict`).
         """
         self.path = path
         self.precision = precision
@@ -126,6 +130,8 @@ class VectorReader:
         self._label = label
         self._batches = batches
         self._release = release
+        self._seek = seek
+        self._first_row = 0
         self._started = False
         self._closed = False
         #: Batches are fresh writable arrays; False allows read-only zero-copy views (see open_vectors).
@@ -161,6 +167,26 @@ class VectorReader:
         self._started = True
         return self._read()
 
+    def restrict(self, start: int, stop: int) -> None:
+        """Read only the rows [start, stop) (0-based, before iterating); batches then number their
+        rows from ``start``, so keyed randomness and messages see the rows' places in the file.
+
+        Parquet starts reading at the row group that holds ``start``; other formats read and drop
+        the rows before it. ``num_rows`` becomes the rows of the range (fewer if the file ends first).
+        """
+        if self._started or self._closed:
+            raise RuntimeError(f"{self._label}: restrict a VectorReader before iterating it")
+        if not 0 <= start <= stop:
+            raise ValueError(f"a row range needs 0 <= start <= stop, got [{start}, {stop})")
+        at = 0
+        if self._seek is not None and start > 0:
+            self._batches.close()
+            self._batches, at = self._seek(start)
+        self._batches = _row_range(self._batches, start - at, stop - at)
+        self._first_row = start
+        if self.num_rows is not None:
+            self.num_rows = max(0, min(stop, self.num_rows) - start)
+
     def close(self) -> None:
         """Release the file; safe to call more than once."""
         if not self._closed:
@@ -170,7 +196,7 @@ class VectorReader:
 
     def _read(self) -> Iterator[VectorBatch]:
         """Cut the raw batches to ``batch_rows`` rows (joining them too, with a granule) and convert them."""
-        first_row = 0
+        first_row = self._first_row
         try:
             pieces = self._aligned() if self.granule is not None else (
                 record.slice(start, self.batch_rows)
@@ -256,6 +282,24 @@ def source_precision(types: Sequence[pa.DataType]) -> float:
         elif pa.types.is_float16(value):
             precision = max(precision, 2.0**-11)
     return precision
+
+
+def _row_range(
+    batches: Generator[pa.RecordBatch, None, None], start: int, stop: int
+) -> Generator[pa.RecordBatch, None, None]:
+    """The rows [start, stop) of a stream of record batches (counted from the stream's first row)."""
+    row = 0
+    with contextlib.closing(batches):
+        for record in batches:
+            end = row + record.num_rows
+            if end > start:
+                first = max(start - row, 0)
+                piece = record.slice(first, min(stop, end) - row - first)
+                if piece.num_rows:
+                    yield piece
+            row = end
+            if row >= stop:
+                return
 
 
 def open_vectors(

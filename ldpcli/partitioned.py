@@ -1,0 +1,355 @@
+"""Privatize inputs into a dataset directory of part files, one task per part, on any engine.
+
+``ldp privatize INPUTS… --engine dask -o DIR/`` calls :func:`privatize_dataset`. Each input is cut
+into parts: row ranges that start on key-block boundaries (:mod:`ldpcli.randomness`) and follow the
+Parquet row groups (a CSV input is one part). Each part is one task (:func:`privatize_part`) that
+reads its rows with the local engine's reader, privatizes them with the local engine's
+``_Privatizer`` (the same generators for the same rows) and writes one Parquet part file. The driver
+then writes each part's sidecar (a complete sidecar of that file, with ``release.part`` naming the
+dataset and the part) and the dataset's manifest (``_ldp_dataset.json``: every part, its rows and
+SHA-256), and renames the staging directory onto ``DIR`` only when everything succeeded.
+
+Keyed randomness makes the privatized values independent of the engine, the scheduler, the number
+of workers and the parts: for a seed, the parts' rows are bit for bit the rows ``privatize_file``
+writes for the same input (with the same kernel, :mod:`ldpcli.kernels`).
+
+The workers read the inputs and write the parts by path, so on a cluster the paths must be on a
+file system that the workers and the driver share. Only task descriptions and counts cross the
+network. The ledger's fingerprint of each input is computed by the driver, reading the input once
+while the tasks run (it hashes every value in file order, which cannot be split across workers).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from ldpcli import __version__
+from ldpcli.budget import InputFingerprint, Ledger, LedgerEntry
+from ldpcli.datasets import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
+from ldpcli.engines import DaskEngine, describe, run_all
+from ldpcli.errors import DataError, UsageError
+from ldpcli.io import AtomicVectorWriter, VectorLayout, atomic_write_text, file_format, open_vectors
+from ldpcli.io.write import check_dtype
+from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.pipeline import DEFAULT_MEMORY, _Privatizer, _run, check_seed
+from ldpcli.randomness import input_key, key_block_rows, root_seed
+from ldpcli.risk.release import reconstruction
+from ldpcli.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
+from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
+
+#: The suffix of every part file (parts are Parquet whatever the inputs' format).
+PART_SUFFIX = ".parquet"
+
+
+@dataclass(frozen=True)
+class PartTask:
+    """One part: rows [start, stop) of one input (stop None: to the end), and where it goes."""
+
+    source: str
+    input_index: int
+    index: int
+    start: int
+    stop: int | None
+    target: str
+    spec: MechanismSpec  # bound to the vector columns: spec.calibrate(d) is the dataset's mechanism
+    d: int
+    entropy: int
+    spawn_key: tuple[int, ...]
+    key: tuple[int, ...]
+    column: str | None
+    columns: tuple[str, ...] | None
+    keep: tuple[str, ...]
+    keep_unsafe: bool
+    skip_invalid: bool
+    dtype: str | None
+    memory: int
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """What one task did: the rows it wrote, the public hash of its file, and counts for the operator."""
+
+    task: PartTask
+    rows: int
+    clipped: int
+    sha256: str
+    dtype: str
+    skipped: int
+    skipped_rows: tuple[int, ...]
+
+
+def privatize_part(task: PartTask) -> PartResult:
+    """Privatize one part into its file (the body of each engine task; runs on a worker)."""
+    mech = task.spec.calibrate(task.d)
+    root = np.random.SeedSequence(task.entropy, spawn_key=task.spawn_key)
+    with open_vectors(
+        task.source, column=task.column, columns=task.columns, keep=task.keep, memory_bytes=task.memory,
+        writable=False, granule=key_block_rows, keep_unsafe=task.keep_unsafe, skip_invalid=task.skip_invalid,
+    ) as reader:
+        reader.restrict(task.start, sys.maxsize if task.stop is None else task.stop)
+        with AtomicVectorWriter(
+            task.target, reader.layout, format="parquet", keep_schema=reader.keep_schema, dtype=task.dtype,
+            like=reader,
+        ) as writer:
+            rows, clipped = _run(reader, writer, _Privatizer(mech, root, task.key, reader.precision), 1, None)
+            writer.commit()
+    return PartResult(task, rows, clipped, writer.sha256, writer.dtype, reader.skipped, tuple(reader.skipped_rows))
+
+
+@dataclass(frozen=True)
+class DatasetResult:
+    """What ``privatize_dataset`` did: the dataset directory, its parts and the public counts."""
+
+    output: Path
+    manifest: Path
+    parts: tuple[Path, ...]
+    inputs: tuple[Path, ...]
+    n: int
+    d: int
+    mechanism: Mechanism
+    layout: VectorLayout
+    reproducible: bool
+    engine: dict[str, Any]
+    #: Statistics of the raw data, for the operator only (never in a sidecar or the manifest).
+    n_clipped: int = 0
+    n_skipped: int = 0
+    warnings: tuple[str, ...] = ()
+
+    def summary(self) -> dict[str, Any]:
+        """What ``ldp privatize --engine dask --json`` prints."""
+        mech = self.mechanism
+        return {
+            "output": str(self.output), "manifest": str(self.manifest), "parts": [str(p) for p in self.parts],
+            "inputs": [str(p) for p in self.inputs], "n": self.n, "d": self.d,
+            "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
+                          "expected_error_max": mech.expected_error_max},
+            "expected_error_mean": mech.expected_error_mean(self.n), "layout": self.layout.to_dict(),
+            "reproducible": self.reproducible, "engine": self.engine, "warnings": list(self.warnings),
+            "n_clipped": self.n_clipped, "n_skipped": self.n_skipped,
+        }
+
+
+def part_starts(source: Path, rows: int | None, block: int, part_rows: int | None) -> list[int]:
+    """The first row of each part of an input: multiples of the key block ``block``.
+
+    ``part_rows``: parts of about that many rows. Otherwise a Parquet input's row groups (each
+    start rounded up to a block boundary), and one part for CSV (``rows`` None: not known).
+    """
+    if rows is None:
+        return [0]
+    if part_rows is not None:
+        step = max(1, -(-part_rows // block)) * block
+        return list(range(0, rows, step))
+    metadata = pq.ParquetFile(source).metadata
+    starts, first = {0}, 0
+    for group in range(metadata.num_row_groups):
+        aligned = -(-first // block) * block
+        if aligned < rows:
+            starts.add(aligned)
+        first += metadata.row_group(group).num_rows
+    return sorted(starts)
+
+
+def privatize_dataset(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    output_dir: str | os.PathLike[str],
+    *,
+    engine: DaskEngine | None,
+    epsilon: float,
+    mechanism: str = "privunit2",
+    calibration: str | None = None,
+    norm_bound: float = 1.0,
+    options: Mapping[str, Any] | None = None,
+    column: str | None = None,
+    columns: Sequence[str] | None = None,
+    keep: Sequence[str] = (),
+    keep_unsafe: bool = False,
+    seed: int | None = None,
+    overwrite: bool = False,
+    force: bool = False,
+    fail_on_clip: float | None = None,
+    skip_invalid: bool = False,
+    memory: int = DEFAULT_MEMORY,
+    dtype: str | None = None,
+    warnings: Sequence[str] = (),
+    ledger: Ledger | None = None,
+    max_budget: float | None = None,
+    risk_k: int | None = None,
+    risk_rho0: float = 0.0,
+    risk_a: Sequence[float] | None = None,
+    part_rows: int | None = None,
+) -> DatasetResult:
+    """Privatize every row of ``inputs`` into the dataset directory ``output_dir`` (see the module).
+
+    The options are :func:`ldpcli.pipeline.privatize_file`'s, the same for every input; the inputs
+    must share their vector columns (one release, one mechanism). ``engine`` None runs the tasks
+    one after the other in this process. ``memory`` is each task's batch budget. ``part_rows``
+    overrides the parts (about that many rows each, rounded to key blocks). Each input is its own
+    ledger entry (its own ``max_budget`` check), as with ``privatize_file``. Nothing is published
+    unless every part and every check succeeded.
+    """
+    spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
+    forced = check_epsilon(spec.epsilon, force=force)
+    clip_limit = check_clip_fraction(fail_on_clip)
+    if dtype is not None:
+        check_dtype(dtype)
+    check_seed(seed)
+    if max_budget is not None and ledger is None:
+        raise UsageError("--max-budget needs the privacy-budget ledger (it counts what each input has spent)")
+    if part_rows is not None and (isinstance(part_rows, bool) or not isinstance(part_rows, int) or part_rows < 1):
+        raise UsageError(f"--part-rows must be an integer >= 1, got {part_rows!r}")
+    out = Path(output_dir)
+    file_format_free = out.suffix.lower() in (".parquet", ".pq", ".csv")
+    if file_format_free:
+        raise UsageError(f"-o {out}: the dask engine writes a dataset directory of parts; give a directory (-o DIR/)")
+    if out.exists() and (not out.is_dir() or not overwrite):
+        raise UsageError(f"{out} already exists; pass --overwrite to replace it" if out.is_dir()
+                         else f"{out}: exists and is not a directory; choose another -o")
+    if not out.parent.is_dir():
+        raise UsageError(f"-o {out}: {str(out.parent)!r} is not an existing directory; create it first")
+    sources = expand_inputs(inputs, privatized=False)
+    choice = {"column": column, "columns": tuple(columns) if columns else None, "keep": tuple(keep),
+              "keep_unsafe": keep_unsafe, "skip_invalid": skip_invalid}
+    layouts, rows = [], []
+    for source in sources:
+        file_format(source)
+        with open_vectors(source, writable=False, **choice) as reader:  # type: ignore[arg-type]
+            layouts.append(reader.layout)
+            rows.append(reader.num_rows)
+    layout = layouts[0]
+    for source, other in zip(sources[1:], layouts[1:]):
+        if other != layout:
+            raise UsageError(
+                f"{source}: its vectors ({other.kind} {list(other.columns)[:4]}…, d = {other.d}) differ from "
+                f"{sources[0]}'s (d = {layout.d}); the inputs of one dataset must share their columns"
+            )
+    names = layout.columns if layout.kind == "columns" else None
+    bound_spec, bound_notes = spec.bind_columns(names, layout.d)
+    mech = bound_spec.calibrate(layout.d)
+    mech.describe()
+    risk = reconstruction(mech, k=risk_k, rho0=risk_rho0, a=risk_a)
+    recorded = release_warnings(mech, layout.keep, forced, warnings)
+    root = root_seed(seed)
+    block = key_block_rows(layout.d)
+    dataset_id = secrets.token_hex(16)
+    staging = out.parent / f".{out.name}.{dataset_id[:12]}.tmp"
+    tasks: list[PartTask] = []
+    for index, source in enumerate(sources):
+        key = input_key(source, layout.columns, spec) if seed is not None else ()
+        starts = part_starts(source, rows[index], block, part_rows)
+        for at, start in enumerate(starts):
+            stop = starts[at + 1] if at + 1 < len(starts) else None
+            tasks.append(PartTask(
+                source=os.fspath(source), input_index=index, index=len(tasks), start=start, stop=stop,
+                target=os.fspath(staging / f"part-{len(tasks):05d}{PART_SUFFIX}"), spec=bound_spec, d=layout.d,
+                entropy=int(root.entropy), spawn_key=tuple(root.spawn_key), key=key, memory=memory // 8,  # type: ignore[arg-type]
+                dtype=dtype, **choice,  # type: ignore[arg-type]
+            ))
+    staging.mkdir()
+    published = False
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") as pool:
+            digests = pool.submit(_fingerprints, sources, layout.d, choice) if ledger is not None else None
+            results = run_all(engine, privatize_part, tasks)
+            fingerprints = digests.result() if digests is not None else None
+        per_input = [[r for r in results if r.task.input_index == i] for i in range(len(sources))]
+        for source, parts in zip(sources, per_input):
+            n_input = sum(r.rows for r in parts)
+            if n_input == 0:
+                raise DataError(f"{source}: every row is invalid; nothing was written")
+            check_clipping(sum(r.clipped for r in parts), n_input, clip_limit, os.fspath(source))
+        notices: list[str] = list(bound_notes)
+        tags: list[str | None] = [None] * len(sources)
+        if ledger is not None and fingerprints is not None:
+            for index, (source, (digest, _)) in enumerate(zip(sources, fingerprints)):
+                already = ledger.check(digest, mech.epsilon_exact, max_budget=max_budget, input_label=str(source))
+                if already is not None:
+                    notices.append(already)
+                tags[index] = ledger.tag(digest)
+        kept = [r for r in results if r.rows > 0]
+        for result in results:
+            if result.rows == 0:  # every row of this part was invalid (--skip-invalid): no empty part file
+                Path(result.task.target).unlink()
+        created = ""
+        for result in kept:
+            part = {"dataset": dataset_id, "index": result.task.index, "input": result.task.input_index,
+                    "first_row": result.task.start}
+            content = build_sidecar(
+                mech, n=result.rows, layout=layout, data_path=Path(result.task.target), sha256=result.sha256,
+                reproducible=seed is not None, dtype=result.dtype, warnings=recorded,
+                input_tag=tags[result.task.input_index], reconstruction=risk, part=part,
+            )
+            created = content["release"]["created"]
+            write_sidecar(sidecar_path(result.task.target), content)
+        manifest = {
+            "format": MANIFEST_FORMAT, "schema_version": 1, "tool": {"name": "ldp", "version": __version__},
+            "dataset": dataset_id, "created": created, "engine": describe(engine),
+            "mechanism": {"spec": mech.spec.to_dict(), "d": mech.d, "epsilon_exact": mech.epsilon_exact},
+            "inputs": len(sources), "rows": sum(r.rows for r in kept),
+            "parts": [{"file": Path(r.task.target).name, "rows": r.rows, "sha256": r.sha256,
+                       "input": r.task.input_index, "first_row": r.task.start} for r in kept],
+        }
+        atomic_write_text(staging / MANIFEST_NAME, json.dumps(manifest, indent=2, allow_nan=False) + "\n")
+        _publish(staging, out)
+        published = True
+        if ledger is not None and fingerprints is not None:
+            for index, (source, (digest, count)) in enumerate(zip(sources, fingerprints)):
+                tag = tags[index]
+                assert tag is not None
+                ledger.record(LedgerEntry(
+                    fingerprint=digest, input=str(source.resolve()), rows=count, d=mech.d,
+                    columns=list(layout.columns), output=str(out.resolve()), mechanism=mech.name,
+                    epsilon=mech.epsilon, epsilon_exact=mech.epsilon_exact,
+                    delta=mech.delta_exact if mech.delta_exact > 0 else None, created=created, tag=tag,
+                    reproducible=seed is not None,
+                ))
+    except BaseException:
+        shutil.rmtree(out if published else staging, ignore_errors=True)
+        raise
+    return DatasetResult(
+        output=out, manifest=out / MANIFEST_NAME, parts=tuple(out / Path(r.task.target).name for r in kept),
+        inputs=tuple(sources), n=sum(r.rows for r in kept), d=mech.d, mechanism=mech, layout=layout,
+        reproducible=seed is not None, engine=describe(engine), n_clipped=sum(r.clipped for r in results),
+        n_skipped=sum(r.skipped for r in results), warnings=(*recorded, *notices),
+    )
+
+
+def _fingerprints(sources: Sequence[Path], d: int, choice: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(fingerprint, rows) of each input's values, read in file order (the ledger's key)."""
+    out = []
+    for source in sources:
+        fingerprint = InputFingerprint(d)
+        with open_vectors(source, writable=False, **choice) as reader:
+            for batch in reader:
+                fingerprint.update(batch.values)
+        out.append((fingerprint.hexdigest(), fingerprint.rows))
+    return out
+
+
+def _publish(staging: Path, out: Path) -> None:
+    """Rename the finished staging directory onto ``out`` (an old ``out`` is removed after)."""
+    old = None
+    if out.exists():
+        old = out.parent / f".{out.name}.{secrets.token_hex(6)}.old"
+        out.rename(old)
+    try:
+        staging.rename(out)
+    except BaseException:
+        if old is not None:
+            old.rename(out)
+        raise
+    if old is not None:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(old)

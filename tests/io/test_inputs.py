@@ -1,0 +1,152 @@
+"""Several inputs, directories and glob patterns for `ldp privatize` and the commands that estimate.
+
+ldpcli.datasets.expand_inputs decides which files an argument names; privatize_files gives each
+its own release; scan (estimate-mean, queries, regress) takes the shards a directory or a pattern
+names. Every test checks the files written and the messages, not only the exit code.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from helpers import ldp, unit_rows, write_list
+
+from ldpcli.datasets import expand_inputs
+from ldpcli.errors import DataError, UsageError
+from ldpcli.estimate import estimate_mean
+from ldpcli.pipeline import privatize_file, privatize_files
+
+
+@pytest.fixture
+def shards(tmp_path: Path) -> Path:
+    """raw/ with three shards, a hidden temporary, a text file and a nested directory."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for i, n in enumerate((120, 80, 100)):
+        write_list(raw / f"part-{i}.parquet", unit_rows(n, 6, seed=i))
+    (raw / ".part-3.parquet.x.tmp").write_bytes(b"half written")
+    (raw / "README.txt").write_text("not data")
+    (raw / "nested").mkdir()
+    write_list(raw / "nested" / "part-9.parquet", unit_rows(10, 6, seed=9))
+    return raw
+
+
+def names(paths: list[Path]) -> list[str]:
+    return [path.name for path in paths]
+
+
+def test_a_directory_is_its_data_files_in_sorted_order(shards: Path) -> None:
+    assert names(expand_inputs(shards, privatized=False)) == ["part-0.parquet", "part-1.parquet", "part-2.parquet"]
+    assert names(expand_inputs([str(shards / "part-[12].parquet")], privatized=False)) == [
+        "part-1.parquet", "part-2.parquet"]
+    # A file given by name is taken as it is, in the order given.
+    given = [shards / "part-2.parquet", shards / "part-0.parquet"]
+    assert expand_inputs(given, privatized=False) == given
+
+
+def test_ldp_outputs_are_skipped_when_privatizing_and_picked_when_estimating(shards: Path) -> None:
+    privatize_file(shards / "part-0.parquet", epsilon=4.0, seed=1)
+    raw = expand_inputs(shards, privatized=False)
+    assert names(raw) == ["part-0.parquet", "part-1.parquet", "part-2.parquet"]
+    assert names(expand_inputs(shards, privatized=True)) == ["part-0.privatized.parquet"]
+    assert names(expand_inputs(str(shards / "*.parquet"), privatized=True)) == ["part-0.privatized.parquet"]
+
+
+@pytest.mark.parametrize("privatized, fragment", [
+    (False, "is a directory with no .csv/.parquet/.pq file to privatize in it"),
+    (True, "is a directory with no privatized file (.csv/.parquet/.pq with a .ldp.json sidecar beside it) in it"),
+])
+def test_a_directory_without_suitable_files_is_refused(tmp_path: Path, privatized: bool, fragment: str) -> None:
+    (tmp_path / "notes.txt").write_text("x")
+    with pytest.raises(UsageError, match=fragment.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        expand_inputs(tmp_path, privatized=privatized)
+
+
+def test_a_pattern_matching_nothing_and_a_file_named_twice_are_refused(shards: Path) -> None:
+    with pytest.raises(UsageError, match=r"part-7\*\.parquet: matches no \.csv/\.parquet/\.pq file to privatize"):
+        expand_inputs(str(shards / "part-7*.parquet"), privatized=False)
+    with pytest.raises(UsageError, match=r"part-1\.parquet: given twice; each input is privatized once"):
+        expand_inputs([shards / "part-1.parquet", shards], privatized=False)
+    with pytest.raises(UsageError, match=r"raw/\.\./raw/part-1\.parquet: given twice \(also as .*raw/part-1\.parquet\)"):
+        expand_inputs([shards / "part-1.parquet", shards / ".." / "raw" / "part-1.parquet"], privatized=False)
+    with pytest.raises(UsageError, match="no input file given"):
+        expand_inputs([], privatized=False)
+
+
+def test_privatize_a_directory_into_a_new_dataset_directory(shards: Path, tmp_path: Path) -> None:
+    out = tmp_path / "release"
+    result = ldp("privatize", shards, "--eps", 4, "--seed", 7, "-o", f"{out}/", "--json")
+    assert result.exit_code == 0, result.stderr
+    summaries = json.loads(result.stdout)
+    assert [Path(s["output"]).name for s in summaries] == [
+        "part-0.privatized.parquet", "part-1.privatized.parquet", "part-2.privatized.parquet"]
+    assert [s["n"] for s in summaries] == [120, 80, 100]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [f"part-{i}.privatized.parquet" for i in range(3)] + [f"part-{i}.privatized.parquet.ldp.json" for i in range(3)])
+    # Each input is its own release, keyed by its own bytes: privatized alone, with the same seed, it is
+    # the same file, byte for byte.
+    alone = privatize_file(shards / "part-1.parquet", tmp_path / "alone.parquet", epsilon=4.0, seed=7)
+    assert alone.output.read_bytes() == (out / "part-1.privatized.parquet").read_bytes()
+    # ...and the shards got different noise (one seed, three keys).
+    rows = [pq.read_table(out / f"part-{i}.privatized.parquet").column("vec") for i in range(2)]
+    assert not np.array_equal(np.asarray(rows[0].chunk(0).flatten())[:480], np.asarray(rows[1].chunk(0).flatten())[:480])
+
+
+def test_estimate_from_a_directory_equals_estimate_from_its_files(shards: Path, tmp_path: Path) -> None:
+    out = tmp_path / "release"
+    results = privatize_files(shards, f"{out}/", epsilon=4.0, seed=3)
+    listed = estimate_mean([r.output for r in results])
+    assert estimate_mean(out).mean.tolist() == listed.mean.tolist()
+    assert estimate_mean(str(out / "part-*.privatized.parquet")).n == 300
+    cli = ldp("estimate-mean", out, "--json")
+    assert cli.exit_code == 0, cli.stderr
+    assert json.loads(cli.stdout)["n"] == 300
+
+
+def test_one_output_file_for_several_inputs_is_refused_before_anything_is_written(shards: Path, tmp_path: Path) -> None:
+    result = ldp("privatize", shards, "--eps", 4, "-o", tmp_path / "one.parquet")
+    assert result.exit_code == 2
+    assert "names one file but 3 inputs were given; give a directory for their outputs" in result.stderr
+    assert not (tmp_path / "one.parquet").exists() and not list(shards.glob("*.privatized.*"))
+
+
+def test_two_inputs_with_one_output_name_are_refused(tmp_path: Path) -> None:
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        write_list(tmp_path / sub / "x.parquet", unit_rows(5, 3))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(UsageError, match=r"would both be privatized into .*out/x\.privatized\.parquet"):
+        privatize_files([tmp_path / "a" / "x.parquet", tmp_path / "b" / "x.parquet"], tmp_path / "out", epsilon=1.0)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_an_existing_output_stops_the_run_before_the_first_input(shards: Path) -> None:
+    (shards / "part-2.privatized.parquet").write_bytes(b"keep me")
+    with pytest.raises(UsageError, match=r"part-2\.privatized\.parquet already exists; pass --overwrite"):
+        privatize_files(shards, epsilon=4.0)
+    assert not (shards / "part-0.privatized.parquet").exists()
+    assert (shards / "part-2.privatized.parquet").read_bytes() == b"keep me"
+
+
+def test_a_failing_input_says_which_inputs_were_released_before_it(shards: Path, tmp_path: Path) -> None:
+    bad = unit_rows(4, 6)
+    bad[2, 1] = np.nan
+    write_list(shards / "part-1.parquet", bad)
+    out = tmp_path / "release"
+    with pytest.raises(DataError) as caught:
+        privatize_files(shards, f"{out}/", epsilon=4.0)
+    message = str(caught.value)
+    assert "part-1.parquet" in message and "row 3" in message
+    assert "(1 of 3 inputs were privatized before this one and stay released: " in message
+    assert sorted(p.name for p in out.iterdir()) == ["part-0.privatized.parquet", "part-0.privatized.parquet.ldp.json"]
+
+
+def test_a_new_output_directory_is_removed_when_the_first_input_fails(shards: Path, tmp_path: Path) -> None:
+    write_list(shards / "part-0.parquet", np.full((3, 6), np.inf))
+    out = tmp_path / "release"
+    assert ldp("privatize", shards, "--eps", 4, "-o", f"{out}/").exit_code == 1
+    assert not out.exists()
