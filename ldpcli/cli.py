@@ -16,6 +16,7 @@ import json
 import math
 import signal
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -749,6 +750,9 @@ def privatize(
         "part files with their sidecars and a manifest; same values for a --seed as the local engine. Needs "
         "`pip install 'ldp[dask]'`."
     ),
+    sidecar: Optional[str] = typer.Option(
+        None, "--sidecar", metavar="PATH", help="With -o - (the rows on stdout): where the sidecar is written."
+    ),
     scheduler: Optional[str] = SCHEDULER_OPTION,
     part_rows: Optional[int] = typer.Option(
         None, "--part-rows", min=1, help="With --engine dask: parts of about this many rows (rounded to key blocks) "
@@ -783,6 +787,7 @@ def privatize(
         if dask_engine is None and part_rows is not None:
             raise UsageError("--part-rows sets the parts of --engine dask; the local engine writes one file per input")
         owner_ledger = Ledger.open(ledger)
+        streams = _check_streams(inputs, output, sidecar, as_json, dask_engine is not None)
         if dask_engine is not None:
             from ldpcli.partitioned import privatize_dataset
 
@@ -801,15 +806,28 @@ def privatize(
             )
             _report_dataset(dataset, quiet, as_json)
             return
-        with _progress("privatizing", quiet) as (on_start, on_rows):
+        with _progress("privatizing", quiet) as (on_start, on_rows), tempfile.TemporaryDirectory(
+            prefix="ldp-stdio-"
+        ) as spool:
+            from ldpcli.io.streams import copy_to_stdout, spool_stdin, stdout_suffix
+
+            sources: list[str] = [str(spool_stdin(Path(spool)))] if streams[0] else inputs
+            target = str(Path(spool) / ("stdout" + stdout_suffix(Path(sources[0])))) if streams[1] else output
             results = privatize_files(
-                inputs, output, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,
+                sources, target, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,
                 options=options, threads=threads, memory=_bytes(memory, "--memory"),
                 column=column, columns=_split(columns) or None, keep=_split(keep), keep_unsafe=keep_unsafe,
                 seed=seed, overwrite=overwrite, force=force, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid,
                 dtype=dtype, on_start=on_start, on_rows=on_rows, ledger=owner_ledger, max_budget=max_budget,
                 risk_k=risk_k, risk_rho0=risk_rho0, risk_a=_floats(risk_a, "--risk-a"), copies=copies,
+                sidecar=sidecar,
             )
+            if streams[1]:
+                copy_to_stdout(results[0].output)
+    if streams[1]:  # stdout carries the rows: the summary goes to stderr
+        err.print(f"ldp: wrote {results[0].n} rows (d = {results[0].d}) to stdout and the sidecar {sidecar}",
+                  markup=False)
+        quiet = True
     several = len(results) > 1
     for index, result in enumerate(results):
         _report_privatized(result, quiet, as_json, detected=column is None and not columns and index == 0,
@@ -819,6 +837,26 @@ def privatize(
     if as_json:
         summaries = [result.summary() for result in results]
         out.print(json.dumps(summaries if several else summaries[0], allow_nan=False), markup=False)
+
+
+def _check_streams(
+    inputs: list[str], output: str | None, sidecar: str | None, as_json: bool, dask: bool
+) -> tuple[bool, bool]:
+    """(read stdin, write stdout) for ``-`` among the inputs and as -o, after checking the combination."""
+    stdin, stdout = "-" in inputs, output == "-"
+    if stdin and len(inputs) > 1:
+        raise UsageError("- (standard input) must be the only INPUT")
+    if stdin and output is None:
+        raise UsageError("- reads standard input: give the output with -o FILE, or -o - for standard output")
+    if stdout and sidecar is None:
+        raise UsageError("-o - writes the rows to standard output: give --sidecar PATH for their sidecar")
+    if sidecar is not None and not stdout:
+        raise UsageError("--sidecar is for -o -; otherwise the sidecar is written beside the output")
+    if stdout and as_json:
+        raise UsageError("-o - writes the rows to standard output, so --json cannot print there; leave --json out")
+    if dask and (stdin or stdout):
+        raise UsageError("--engine dask reads and writes files by path; - is for the local engine")
+    return stdin, stdout
 
 
 def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:

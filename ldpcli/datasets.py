@@ -4,7 +4,7 @@
 ``regress``, ``risk attack``, through :func:`ldpcli.scan.scan`) accept several inputs, each one
 
 - a file, taken as it is (the reader says if it does not exist or cannot be read);
-- a directory: every ``.parquet``/``.pq``/``.csv`` file directly in it, in sorted order, hidden
+- a directory: every ``.parquet``/``.pq``/``.csv`` (also ``.csv.gz``, ``.csv.zst``) file directly in it, in sorted order, hidden
   files (ldp's temporaries among them) left out;
 - a glob pattern (``'shards/part-*.parquet'``, quoted so that ldp expands it, not the shell), in
   sorted order.
@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.io.formats import check_local, file_suffixes
+from ldpcli.io.formats import check_local, data_suffix, file_suffixes
 from ldpcli.sidecar import legacy_sidecar_path, sidecar_path
 
 #: The manifest of a dataset directory, and its ``format`` field.
@@ -86,7 +86,7 @@ def _pick(candidates: list[Path], label: str, where: str, privatized: bool) -> l
     (``where`` is the message's sentence, with ``{}`` for what was not found)."""
     suffixes = file_suffixes()
     data = [path for path in candidates
-            if path.is_file() and not path.name.startswith(".") and path.suffix.lower() in suffixes]
+            if path.is_file() and not path.name.startswith(".") and data_suffix(path).lower() in suffixes]
     chosen = [path for path in data if has_sidecar(path) == privatized]
     if not chosen:
         kinds = "/".join(sorted(suffixes))

@@ -31,6 +31,7 @@ import pyarrow as pa
 from ldpcli.budget import InputFingerprint, Ledger, LedgerEntry
 from ldpcli.errors import DataError, LdpError, UsageError
 from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_format, open_vectors
+from ldpcli.io.formats import check_local, data_suffix
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.randomness import block_generators, input_key, key_block_rows, root_seed
@@ -112,9 +113,11 @@ def check_seed(seed: int | None) -> None:
 
 
 def default_output_path(input_path: str | os.PathLike[str]) -> Path:
-    """``<stem>.privatized.<ext>`` beside the input."""
+    """``<stem>.privatized.<ext>`` beside the input (``x.csv.gz`` → ``x.privatized.csv.gz``)."""
     path = Path(input_path)
-    return path.with_name(f"{path.stem}.privatized{path.suffix}")
+    suffix = data_suffix(path)
+    stem = path.name[: len(path.name) - len(suffix)] if suffix else path.name
+    return path.with_name(f"{stem}.privatized{suffix}")
 
 
 def output_paths(
@@ -237,8 +240,10 @@ def privatize_file(
     risk_rho0: float = 0.0,
     risk_a: Sequence[float] | None = None,
     copies: int = 1,
+    sidecar: str | os.PathLike[str] | None = None,
 ) -> PrivatizeResult:
-    """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar.
+    """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar
+    (``sidecar``, default ``OUTPUT.ldp.json`` beside the output).
 
     ``options`` are the mechanism's own calibration options (``Mechanism.options``, e.g. ``k``,
     ``delta``). ``threads`` (default: the available cores) privatize batches in parallel;
@@ -290,7 +295,9 @@ def privatize_file(
     out_format = file_format(target)
     if source.exists() and target.exists() and source.resolve() == target.resolve():
         raise UsageError(f"{target}: the output would overwrite the input; choose another -o")
-    side = sidecar_path(target)
+    side = sidecar_path(target) if sidecar is None else Path(sidecar)
+    if sidecar is not None:
+        check_local(side)
     if target.exists() and not overwrite:
         raise UsageError(f"{target} already exists; pass --overwrite to replace it")
     if side.is_dir():

@@ -26,7 +26,7 @@ import pyarrow.csv as pacsv
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io.atomic import Sink
 from ldpcli.io.columns import _Choice, _resolve
-from ldpcli.io.formats import register_format
+from ldpcli.io.formats import compression_of, register_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _clip, _no_rows, _reason, _row
 from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input
@@ -235,9 +235,10 @@ class _CsvStream:
                 yield batch
 
     def _reader(self, *, use_threads: bool) -> pacsv.CSVStreamingReader:
-        """A fresh pyarrow streaming reader over the whole file."""
+        """A fresh pyarrow streaming reader over the whole file (decompressed as it is read)."""
+        codec = compression_of(self._path)
         return pacsv.open_csv(
-            self._path,
+            self._path if codec is None else pa.input_stream(self._path, compression=codec),
             read_options=pacsv.ReadOptions(block_size=self._block_size, use_threads=use_threads),
             convert_options=self._convert,
         )

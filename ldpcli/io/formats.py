@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ldpcli.io.read import VectorReader
 
 #: The modules of the built-in formats, in the order the formats are listed.
-_BUILTIN_MODULES = ("ldpcli.io.parquet", "ldpcli.io.csv")
+_BUILTIN_MODULES = ("ldpcli.io.parquet", "ldpcli.io.csv", "ldpcli.io.arrow_ipc")
 
 
 class ReaderOpener(Protocol):
@@ -110,8 +110,12 @@ def _registry() -> dict[str, Format]:
 
 
 def file_suffixes() -> frozenset[str]:
-    """Every suffix (lower case, with its dot) that selects a registered format."""
-    return frozenset(suffix for fmt in _registry().values() for suffix in fmt.suffixes)
+    """Every suffix (lower case, with its dot) that selects a registered format, compressed ones
+    (``.csv.gz``) included."""
+    plain = {suffix for fmt in _registry().values() for suffix in fmt.suffixes}
+    compressed = {suffix + ext for fmt in _registry().values() if fmt.name in _COMPRESSIBLE
+                  for suffix in fmt.suffixes for ext in COMPRESSIONS}
+    return frozenset(plain | compressed)
 
 
 def get_format(name: str) -> Format:
@@ -142,18 +146,46 @@ def check_local(path: str | os.PathLike[str]) -> None:
         )
 
 
-def file_format(path: str | os.PathLike[str]) -> str:
-    """Return ``"parquet"`` for ``.parquet``/``.pq`` and ``"csv"`` for ``.csv`` (any case).
+#: Compressed files: the suffix after the format's own, and pyarrow's codec for it. Only text
+#: formats are compressed as a whole (Parquet compresses inside the file).
+COMPRESSIONS = {".gz": "gzip", ".zst": "zstd"}
+_COMPRESSIBLE = ("csv",)
 
-    Raises :class:`UsageError` for any other extension, and for a URL (:func:`check_local`).
+
+def compression_of(path: str | os.PathLike[str]) -> str | None:
+    """pyarrow's codec for a compressed file's name (``x.csv.gz`` → ``"gzip"``), else None."""
+    return COMPRESSIONS.get(Path(path).suffix.lower())
+
+
+def data_suffix(path: str | os.PathLike[str]) -> str:
+    """The suffix that names a data file's format, compression included: ``.csv.gz``, ``.parquet``."""
+    name = Path(path)
+    if compression_of(name) is not None:
+        return name.with_suffix("").suffix + name.suffix
+    return name.suffix
+
+
+def file_format(path: str | os.PathLike[str]) -> str:
+    """Return ``"parquet"`` for ``.parquet``/``.pq`` and ``"csv"`` for ``.csv``, ``.csv.gz`` and
+    ``.csv.zst`` (any case).
+
+    Raises :class:`UsageError` for any other extension, a compressed non-text format, and for a
+    URL (:func:`check_local`).
     """
     check_local(path)
-    suffix = Path(path).suffix.lower()
+    compressed = compression_of(path) is not None
+    inner = Path(path).with_suffix("") if compressed else Path(path)
+    suffix = inner.suffix.lower()
     formats = _registry().values()
     for fmt in formats:
         if suffix in fmt.suffixes:
+            if compressed and fmt.name not in _COMPRESSIBLE:
+                raise UsageError(
+                    f"{os.fspath(path)}: a compressed {fmt.name} file; only CSV is read and written compressed "
+                    f"({', '.join('.csv' + ext for ext in COMPRESSIONS)}): Parquet compresses inside the file."
+                )
             return fmt.name
-    shown = repr(suffix) if suffix else "no extension"
+    shown = repr(data_suffix(path).lower() if compressed else suffix) if suffix or compressed else "no extension"
     known = [known for fmt in formats for known in fmt.suffixes]
     raise UsageError(
         f"{os.fspath(path)}: unsupported file type ({shown}); "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -99,13 +100,16 @@ class VectorWriter:
         keep_schema: pa.Schema | None = None,
         *,
         dtype: str = "float64",
+        compression: str | None = None,
     ) -> None:
         """Check that ``format`` can hold ``layout``; ``sink.label`` names the output in messages.
 
         ``keep_schema`` fixes the keep columns' types; without it they come from the first written
         batch. ``dtype`` (``"float64"`` or ``"float32"``) is the type the vectors are written as.
+        ``compression`` (pyarrow's codec: ``"gzip"``, ``"zstd"``) compresses the whole stream.
         """
         self.dtype = check_dtype(dtype)
+        self._compression = compression
         self._format = _output_format(sink.label, layout, format, keep_schema)
         self.format = format
         self.layout = layout
@@ -243,8 +247,29 @@ class VectorWriter:
         return pa.schema(fields)
 
     def _open_encoder(self, schema: pa.Schema) -> formats.TableEncoder:
-        """The format's pyarrow writer, writing into the sink."""
-        return self._format.encoder(self._sink, schema, self.layout)
+        """The format's pyarrow writer, writing into the sink (through the compressor, if any)."""
+        if self._compression is None:
+            return self._format.encoder(self._sink, schema, self.layout)
+        stream = pa.CompressedOutputStream(pa.PythonFile(self._sink, mode="w"), self._compression)
+        return _Compressed(self._format.encoder(stream, schema, self.layout), stream)
+
+
+@dataclass
+class _Compressed:
+    """A format's writer into a compressing stream: closing it closes both, flushing the compressor
+    into the sink (whose own close does nothing: the sink is committed or discarded after)."""
+
+    encoder: formats.TableEncoder
+    stream: pa.NativeFile
+
+    def write_table(self, table: pa.Table) -> None:
+        self.encoder.write_table(table)
+
+    def close(self) -> None:
+        try:
+            self.encoder.close()
+        finally:
+            self.stream.close()
 
 
 class AtomicVectorWriter:
@@ -288,7 +313,8 @@ class AtomicVectorWriter:
         # Checked before the temporary file exists (the VectorWriter checks the same again).
         _output_format(os.fspath(path), layout, format, keep_schema)
         self._sink = AtomicFileSink(path, overwrite=overwrite)
-        self._writer = VectorWriter(self._sink, layout, format, keep_schema, dtype=dtype)
+        self._writer = VectorWriter(self._sink, layout, format, keep_schema, dtype=dtype,
+                                    compression=formats.compression_of(path))
         self.path = self._sink.path
         self.format = format
         self.layout = layout

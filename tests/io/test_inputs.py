@@ -57,8 +57,8 @@ def test_ldp_outputs_are_skipped_when_privatizing_and_picked_when_estimating(sha
 
 
 @pytest.mark.parametrize("privatized, fragment", [
-    (False, "is a directory with no .csv/.parquet/.pq file to privatize in it"),
-    (True, "is a directory with no privatized file (.csv/.parquet/.pq with a .ldp.json sidecar beside it) in it"),
+    (False, "is a directory with no .arrows/.csv/.csv.gz/.csv.zst/.parquet/.pq file to privatize in it"),
+    (True, "is a directory with no privatized file (.arrows/.csv/.csv.gz/.csv.zst/.parquet/.pq with a .ldp.json sidecar beside it) in it"),
 ])
 def test_a_directory_without_suitable_files_is_refused(tmp_path: Path, privatized: bool, fragment: str) -> None:
     (tmp_path / "notes.txt").write_text("x")
@@ -67,7 +67,7 @@ def test_a_directory_without_suitable_files_is_refused(tmp_path: Path, privatize
 
 
 def test_a_pattern_matching_nothing_and_a_file_named_twice_are_refused(shards: Path) -> None:
-    with pytest.raises(UsageError, match=r"part-7\*\.parquet: matches no \.csv/\.parquet/\.pq file to privatize"):
+    with pytest.raises(UsageError, match=r"part-7\*\.parquet: matches no \.arrows/\.csv/\.csv\.gz/\.csv\.zst/\.parquet/\.pq file to privatize"):
         expand_inputs(str(shards / "part-7*.parquet"), privatized=False)
     with pytest.raises(UsageError, match=r"part-1\.parquet: given twice; each input is privatized once"):
         expand_inputs([shards / "part-1.parquet", shards], privatized=False)
@@ -150,3 +150,42 @@ def test_a_new_output_directory_is_removed_when_the_first_input_fails(shards: Pa
     out = tmp_path / "release"
     assert ldp("privatize", shards, "--eps", 4, "-o", f"{out}/").exit_code == 1
     assert not out.exists()
+
+
+def write_csv(path: Path, rows: np.ndarray) -> Path:
+    """A CSV file of one column per coordinate, compressed by its suffix (.csv.gz, .csv.zst)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = pa.table({f"f{j}": rows[:, j] for j in range(rows.shape[1])})
+    codec = {".gz": "gzip", ".zst": "zstd"}.get(path.suffix)
+    with pa.output_stream(path, compression=codec) as stream:
+        pacsv.write_csv(table, stream)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv.gz", ".csv.zst"])
+def test_compressed_csv_in_and_out(tmp_path: Path, suffix: str) -> None:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    rows = unit_rows(700, 4, seed=3)
+    source = write_csv(tmp_path / f"x{suffix}", rows)
+    # The default output keeps the compression; the same input and seed give the same values in any output.
+    packed = privatize_file(source, epsilon=2.0, seed=4)
+    assert packed.output.name == f"x.privatized{suffix}" and packed.n == 700
+    plain = privatize_file(source, tmp_path / "plain.csv", epsilon=2.0, seed=4)
+    codec = {".csv.gz": "gzip", ".csv.zst": "zstd"}[suffix]
+    with pa.input_stream(packed.output, compression=codec) as stream:
+        assert stream.read() == plain.output.read_bytes()
+    assert pacsv.read_csv(plain.output).num_rows == 700
+    # Compressed outputs estimate like any other; a directory picks compressed files up.
+    assert estimate_mean(packed.output).n == 700
+    assert names(expand_inputs(tmp_path, privatized=False)) == [f"x{suffix}"]
+    assert names(expand_inputs(tmp_path, privatized=True)) == ["plain.csv", f"x.privatized{suffix}"]
+
+
+def test_only_csv_is_compressed(tmp_path: Path) -> None:
+    result = ldp("privatize", tmp_path / "x.parquet.gz", "--eps", 1)
+    assert result.exit_code == 2
+    assert "a compressed parquet file; only CSV is read and written compressed (.csv.gz, .csv.zst)" in result.stderr

@@ -1,0 +1,96 @@
+"""`-` for standard input and output, and Arrow IPC stream files (.arrows), through real pipes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from helpers import unit_rows
+
+from ldpcli.estimate import estimate_mean
+from ldpcli.io.atomic import file_sha256
+from ldpcli.pipeline import privatize_file
+
+
+def arrow_stream(rows: np.ndarray, ids: bool = True) -> bytes:
+    columns = {"id": pa.array(np.arange(len(rows)))} if ids else {}
+    table = pa.table({**columns, "vec": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), rows.shape[1])})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=250):
+            writer.write_batch(batch)
+    return sink.getvalue().to_pybytes()
+
+
+def ldp_pipe(args: list[str], data: bytes, tmp_path: Path) -> subprocess.CompletedProcess[bytes]:
+    env_ledger = {"LDP_LEDGER": str(tmp_path / "ledger.json")}
+    import os
+
+    return subprocess.run([sys.executable, "-m", "ldpcli.cli", *args], input=data, capture_output=True,
+                          env={**os.environ, **env_ledger}, check=False, timeout=120)
+
+
+def test_arrow_stream_through_a_pipe_is_the_file_run_byte_for_byte(tmp_path: Path) -> None:
+    data = arrow_stream(unit_rows(1000, 6, seed=1))
+    side = tmp_path / "release.ldp.json"
+    run = ldp_pipe(["privatize", "-", "--eps", "3", "--keep", "id", "--seed", "9", "-o", "-", "--sidecar", str(side)],
+                   data, tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout[:4] == b"\xff\xff\xff\xff"  # an Arrow IPC stream, nothing else, on stdout
+    assert b"wrote 1000 rows (d = 6) to stdout and the sidecar" in run.stderr
+    piped = tmp_path / "piped.arrows"
+    piped.write_bytes(run.stdout)
+    content = json.loads(side.read_text())
+    assert content["data"]["format"] == "arrow" and content["data"]["sha256"] == file_sha256(piped)
+    # The same bytes as a file, with the same seed: the same output (the key is the input's bytes).
+    source = tmp_path / "input.arrows"
+    source.write_bytes(data)
+    as_file = privatize_file(source, tmp_path / "file.arrows", epsilon=3.0, keep=["id"], seed=9)
+    assert as_file.output.read_bytes() == run.stdout
+    estimate = estimate_mean(piped, sidecar=side)
+    assert estimate.n == 1000 and estimate.verified
+
+
+def test_csv_through_a_pipe_stays_csv(tmp_path: Path) -> None:
+    rows = unit_rows(300, 3, seed=2)
+    text = "a,b,c\n" + "".join(",".join(repr(float(v)) for v in row) + "\n" for row in rows)
+    side = tmp_path / "s.json"
+    run = ldp_pipe(["privatize", "-", "--eps", "2", "-o", "-", "--sidecar", str(side)], text.encode(), tmp_path)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.decode().splitlines()
+    assert lines[0] == '"a","b","c"' and len(lines) == 301
+    assert json.loads(side.read_text())["data"]["format"] == "csv"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["privatize", "-", "--eps", "1"], "- reads standard input: give the output with -o FILE, or -o - for"),
+    (["privatize", "-", "--eps", "1", "-o", "-"], "-o - writes the rows to standard output: give --sidecar PATH"),
+    (["privatize", "-", "--eps", "1", "-o", "-", "--sidecar", "s.json", "--json"], "--json cannot print there"),
+    (["privatize", "-", "x.parquet", "--eps", "1", "-o", "out/"], "- (standard input) must be the only INPUT"),
+    (["privatize", "x.parquet", "--eps", "1", "--sidecar", "s.json"], "--sidecar is for -o -"),
+])
+def test_stream_options_are_checked(tmp_path: Path, args: list[str], fragment: str) -> None:
+    run = ldp_pipe(args, b"", tmp_path)
+    assert run.returncode == 2 and fragment in run.stderr.decode() and run.stdout == b""
+
+
+def test_empty_stdin_is_a_data_error(tmp_path: Path) -> None:
+    run = ldp_pipe(["privatize", "-", "--eps", "1", "-o", str(tmp_path / "o.parquet")], b"", tmp_path)
+    assert run.returncode == 1 and "standard input is empty" in run.stderr.decode()
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_arrow_stream_files_round_trip_with_kept_columns(tmp_path: Path) -> None:
+    source = tmp_path / "x.arrows"
+    source.write_bytes(arrow_stream(unit_rows(700, 4, seed=3)))
+    result = privatize_file(source, epsilon=2.0, keep=["id"])
+    assert result.output.name == "x.privatized.arrows" and result.n == 700
+    with pa.ipc.open_stream(pa.memory_map(str(result.output))) as reader:
+        table = reader.read_all()
+    assert table.column_names == ["id", "vec"] and table.column("id").to_pylist() == list(range(700))
+    assert estimate_mean(result.output).n == 700
