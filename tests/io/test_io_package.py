@@ -54,12 +54,13 @@ def test_the_layout_needs_only_the_standard_library() -> None:
 
 
 def test_the_registry_maps_suffixes_to_the_built_in_formats() -> None:
-    assert FORMATS == ("parquet", "csv", "arrow")
+    assert FORMATS == ("parquet", "csv", "arrow", "npy")
     assert get_format("parquet").suffixes == (".parquet", ".pq")
     assert get_format("csv").suffixes == (".csv",)
     assert get_format("arrow").suffixes == (".arrows",)
+    assert get_format("npy").suffixes == (".npy",)
     assert [file_format(name) for name in ("a.parquet", "b.PQ", "c.Csv")] == ["parquet", "parquet", "csv"]
-    with pytest.raises(UsageError, match=r"unsupported file type \('\.txt'\); use a \.parquet, \.pq, \.csv or \.arrows file\."):
+    with pytest.raises(UsageError, match=r"unsupported file type \('\.txt'\); use a \.parquet, \.pq, \.csv, \.arrows or \.npy file\."):
         file_format("d.txt")
     with pytest.raises(ValueError, match="format must be one of"):
         get_format("xlsx")
@@ -75,9 +76,9 @@ def vec_format(monkeypatch: pytest.MonkeyPatch) -> formats.Format:
 
 def test_a_registered_format_is_found_by_suffix_and_read_and_written(tmp_path: Path, vec_format: formats.Format) -> None:
     assert vec_format.suffixes == (".vec",)
-    assert formats.FORMATS == ("parquet", "csv", "arrow", "vec")
+    assert formats.FORMATS == ("parquet", "csv", "arrow", "npy", "vec")
     assert file_format(tmp_path / "x.Vec") == "vec"
-    with pytest.raises(UsageError, match=r"use a \.parquet, \.pq, \.csv, \.arrows or \.vec file\."):
+    with pytest.raises(UsageError, match=r"use a \.parquet, \.pq, \.csv, \.arrows, \.npy or \.vec file\."):
         file_format("d.txt")
     x = np.arange(12, dtype=np.float64).reshape(4, 3)
     path = tmp_path / "x.vec"
@@ -91,7 +92,7 @@ def test_a_registered_format_is_found_by_suffix_and_read_and_written(tmp_path: P
 
 
 def test_the_registered_format_is_gone_after_its_test() -> None:
-    assert FORMATS == ("parquet", "csv", "arrow")
+    assert FORMATS == ("parquet", "csv", "arrow", "npy")
     with pytest.raises(UsageError, match="unsupported file type"):
         file_format("x.vec")
 

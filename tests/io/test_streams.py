@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401 - pa.parquet below
 import pytest
 from helpers import unit_rows
 
@@ -94,3 +95,53 @@ def test_arrow_stream_files_round_trip_with_kept_columns(tmp_path: Path) -> None
         table = reader.read_all()
     assert table.column_names == ["id", "vec"] and table.column("id").to_pylist() == list(range(700))
     assert estimate_mean(result.output).n == 700
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+def test_npy_in_and_out(tmp_path: Path, dtype: type) -> None:
+    rows = unit_rows(900, 5, seed=4)
+    values = (rows * 1000).astype(dtype) if np.issubdtype(dtype, np.integer) else rows.astype(dtype)
+    np.save(tmp_path / "x.npy", values)
+    result = privatize_file(tmp_path / "x.npy", epsilon=2.0, seed=1, norm_bound=1000.0 if dtype is np.int16 else 1.0)
+    out = np.load(result.output)
+    assert result.output.name == "x.privatized.npy" and out.shape == (900, 5)
+    assert out.dtype == (np.float32 if dtype is np.float32 else np.float64)
+    # The same values as the Parquet output of the same input and seed (only the container differs).
+    parquet = privatize_file(tmp_path / "x.npy", tmp_path / "x.parquet", epsilon=2.0, seed=1,
+                             norm_bound=1000.0 if dtype is np.int16 else 1.0)
+    column = pa.parquet.read_table(parquet.output).column("vector").combine_chunks()
+    np.testing.assert_array_equal(np.asarray(column.flatten()).reshape(900, 5), out)
+    assert estimate_mean(result.output).n == 900
+
+
+def test_npy_output_of_a_csv_input_reads_back_with_its_sidecar(tmp_path: Path) -> None:
+    rows = unit_rows(200, 3, seed=5)
+    (tmp_path / "x.csv").write_text("a,b,c\n" + "".join(",".join(repr(float(v)) for v in r) + "\n" for r in rows))
+    result = privatize_file(tmp_path / "x.csv", tmp_path / "x.npy", epsilon=2.0)
+    assert np.load(result.output).shape == (200, 3)
+    assert estimate_mean(result.output).n == 200
+
+
+@pytest.mark.parametrize("array, fragment", [
+    (np.zeros(5), "holds a 1-D array of shape (5,); ldp reads a 2-D array"),
+    (np.zeros((0, 3)), "no rows"),
+    (np.array([["a", "b"]]), "holds values of type <U1; vectors must be real numbers"),
+])
+def test_bad_npy_inputs(tmp_path: Path, array: np.ndarray, fragment: str) -> None:
+    from ldpcli.errors import DataError
+
+    np.save(tmp_path / "x.npy", array)
+    with pytest.raises(DataError) as caught:
+        privatize_file(tmp_path / "x.npy", epsilon=1.0)
+    assert fragment in str(caught.value)
+
+
+def test_npy_output_refuses_kept_columns(tmp_path: Path) -> None:
+    from helpers import write_list
+
+    from ldpcli.errors import UsageError
+
+    write_list(tmp_path / "x.parquet", unit_rows(10, 3), ids=True)
+    with pytest.raises(UsageError, match="an .npy file holds only the vectors; leave out --keep or write Parquet"):
+        privatize_file(tmp_path / "x.parquet", tmp_path / "x.npy", epsilon=1.0, keep=["id"])
+    assert not (tmp_path / "x.npy").exists()
