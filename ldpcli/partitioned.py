@@ -15,8 +15,11 @@ writes for the same input (with the same kernel, :mod:`ldpcli.kernels`).
 
 The workers read the inputs and write the parts by path, so on a cluster the paths must be on a
 file system that the workers and the driver share. Only task descriptions and counts cross the
-network. The ledger's fingerprint of each input is computed by the driver, reading the input once
-while the tasks run (it hashes every value in file order, which cannot be split across workers).
+network: an unseeded run sends no entropy at all (each task draws its own from the worker's OS), so
+a scheduler reached over plain TCP never carries what decides the noise; a seeded run (not for
+release) sends the seed's root. The ledger's fingerprint of each input is computed by the driver,
+reading the input once while the tasks run (it hashes every value in file order, which cannot be
+split across workers).
 """
 
 from __future__ import annotations
@@ -65,7 +68,9 @@ class PartTask:
     target: str
     spec: MechanismSpec  # bound to the vector columns: spec.calibrate(d) is the dataset's mechanism
     d: int
-    entropy: int
+    #: The seeded run's root (None unseeded: the task draws its own from the worker's OS, so the
+    #: entropy that decides a release's noise never crosses the network).
+    entropy: int | None
     spawn_key: tuple[int, ...]
     key: tuple[int, ...]
     column: str | None
@@ -93,7 +98,8 @@ class PartResult:
 def privatize_part(task: PartTask) -> PartResult:
     """Privatize one part into its file (the body of each engine task; runs on a worker)."""
     mech = task.spec.calibrate(task.d)
-    root = np.random.SeedSequence(task.entropy, spawn_key=task.spawn_key)
+    root = np.random.SeedSequence(task.entropy, spawn_key=task.spawn_key) if task.entropy is not None else (
+        np.random.SeedSequence())
     with open_vectors(
         task.source, column=task.column, columns=task.columns, keep=task.keep, memory_bytes=task.memory,
         writable=False, granule=key_block_rows, keep_unsafe=task.keep_unsafe, skip_invalid=task.skip_invalid,
@@ -254,7 +260,8 @@ def privatize_dataset(
             tasks.append(PartTask(
                 source=os.fspath(source), input_index=index, index=len(tasks), start=start, stop=stop,
                 target=os.fspath(staging / f"part-{len(tasks):05d}{PART_SUFFIX}"), spec=bound_spec, d=layout.d,
-                entropy=int(root.entropy), spawn_key=tuple(root.spawn_key), key=key, memory=memory // 8,  # type: ignore[arg-type]
+                entropy=int(root.entropy) if seed is not None else None,  # type: ignore[arg-type]
+                spawn_key=tuple(root.spawn_key), key=key, memory=memory // 8,
                 dtype=dtype, **choice,  # type: ignore[arg-type]
             ))
     staging.mkdir()

@@ -190,3 +190,23 @@ def test_cli_dask_engine_end_to_end(inputs: list[Path], tmp_path: Path) -> None:
     local = ldp("estimate-mean", out, "--json")
     assert json.loads(estimated.stdout)["n"] == json.loads(local.stdout)["n"] == 5900
     np.testing.assert_allclose(json.loads(estimated.stdout)["mean"], json.loads(local.stdout)["mean"], atol=1e-12)
+
+
+def test_an_unseeded_run_sends_no_entropy_to_its_tasks(inputs: list[Path], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import ldpcli.partitioned as partitioned
+
+    sent: list[partitioned.PartTask] = []
+
+    def recording(engine: object, fn: object, items: list[partitioned.PartTask]) -> list[object]:
+        sent.extend(items)
+        return [partitioned.privatize_part(item) for item in items]
+
+    monkeypatch.setattr(partitioned, "run_all", recording)
+    privatize_dataset(inputs, tmp_path / "a", engine=None, epsilon=4.0)
+    privatize_dataset(inputs, tmp_path / "b", engine=None, epsilon=4.0)
+    assert len(sent) == 14 and all(task.entropy is None for task in sent)
+    assert not np.array_equal(part_values(tmp_path / "a", 0), part_values(tmp_path / "b", 0))  # fresh noise
+    sent.clear()
+    privatize_dataset(inputs, tmp_path / "c", engine=None, epsilon=4.0, seed=1)
+    assert all(task.entropy is not None for task in sent)
