@@ -44,6 +44,7 @@ from ldpcli.datasets import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
 from ldpcli.engines import DaskEngine, describe, run_all
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import AtomicVectorWriter, VectorLayout, atomic_write_text, file_format, open_vectors
+from ldpcli.io.formats import data_suffix, file_suffixes
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.pipeline import DEFAULT_MEMORY, _Privatizer, _run, check_seed
@@ -217,8 +218,7 @@ def privatize_dataset(
     if part_rows is not None and (isinstance(part_rows, bool) or not isinstance(part_rows, int) or part_rows < 1):
         raise UsageError(f"--part-rows must be an integer >= 1, got {part_rows!r}")
     out = Path(output_dir)
-    file_format_free = out.suffix.lower() in (".parquet", ".pq", ".csv")
-    if file_format_free:
+    if data_suffix(out).lower() in file_suffixes():  # a data file's name, not a directory's
         raise UsageError(f"-o {out}: the dask engine writes a dataset directory of parts; give a directory (-o DIR/)")
     if out.exists() and (not out.is_dir() or not overwrite):
         raise UsageError(f"{out} already exists; pass --overwrite to replace it" if out.is_dir()

@@ -164,8 +164,6 @@ def output_paths(
 def privatize_files(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output: str | os.PathLike[str] | None = None,
-    *,
-    on_file: Callable[[int, Path, Path], None] | None = None,
     **options: Any,
 ) -> list[PrivatizeResult]:
     """:func:`privatize_file` on each input, in order: files, directories and glob patterns
@@ -175,8 +173,7 @@ def privatize_files(
     (:func:`output_paths`). ``options`` are :func:`privatize_file`'s keywords, the same for every
     input. Each input is its own release: its own output and sidecar, its own ledger record (and
     ``max_budget`` check), and, for a seeded run, its own key (so one ``seed`` gives independent
-    noise to each). ``on_file(index, input, output)`` is called before each input. Before any row
-    is read, every target is checked (an existing output needs ``overwrite``). If an input fails,
+    noise to each). Before any row is read, every target is checked (an existing output needs ``overwrite``). If an input fails,
     the ones before it stay released, complete with their sidecars and ledger records, and the
     error says which they are.
     """
@@ -192,9 +189,7 @@ def privatize_files(
     if folder is not None:
         folder.mkdir(exist_ok=True)
     results: list[PrivatizeResult] = []
-    for index, (source, target) in enumerate(zip(sources, targets)):
-        if on_file is not None:
-            on_file(index, source, target)
+    for source, target in zip(sources, targets):
         try:
             results.append(privatize_file(source, target, **options))
         except LdpError as exc:
