@@ -745,7 +745,7 @@ def privatize(
         "256MB", "--memory", help="Memory budget for the batches in flight (e.g. 256MB, 2GB); sets the batch size."
     ),
     engine: str = typer.Option(
-        "local", "--engine", help="local: this process, --threads threads (default). dask: one task per part of "
+        "local", "--engine", metavar="local|dask", help="local: this process, --threads threads (default). dask: one task per part of "
         "each input (key-block-aligned row groups) on --scheduler, written as a dataset directory (-o DIR/) of "
         "part files with their sidecars and a manifest; same values for a --seed as the local engine. Needs "
         "`pip install 'ldp[dask]'`."
@@ -763,7 +763,8 @@ def privatize(
                                "are still shown."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by _WithMechanismOptions, never mutated
 ) -> None:
-    """Privatize every row of INPUT and write the privatized file plus its sidecar (OUTPUT.ldp.json).
+    """Privatize every row of each INPUT (files, directories, quoted globs, or - for stdin) and write
+    each privatized file plus its sidecar (OUTPUT.ldp.json).
 
     The vectors are a list column (the only one, or --column) or one numeric column per
     coordinate (--columns, or all numeric columns). Rows with ‖x‖ > L are moved onto the bound, so
@@ -943,7 +944,7 @@ def estimate_mean_cmd(
         " 2019); the intervals stay those of the raw mean."
     ),
     engine: str = typer.Option(
-        "local", "--engine", help="local (default) or dask: one task per file, only its sums come back (needs "
+        "local", "--engine", metavar="local|dask", help="local (default) or dask: one task per file, only its sums come back (needs "
         "`pip install 'ldp[dask]'`)."
     ),
     scheduler: Optional[str] = SCHEDULER_OPTION,
