@@ -7,7 +7,9 @@
 - a directory: every ``.parquet``/``.pq``/``.csv`` (also ``.csv.gz``, ``.csv.zst``) file directly in it, in sorted order, hidden
   files (ldp's temporaries among them) left out;
 - a glob pattern (``'shards/part-*.parquet'``, quoted so that ldp expands it, not the shell), in
-  sorted order.
+  sorted order;
+- a URL of one file, ``s3://``, ``gs://``, ``hf://`` or ``file://`` (:mod:`ldpcli.io.remote`): read
+  from a local copy.
 
 A directory written by ``ldp privatize --engine dask`` (:mod:`ldpcli.partitioned`) holds a manifest,
 ``_ldp_dataset.json``, that binds its parts: reading the directory gives exactly the parts it lists,
@@ -30,6 +32,7 @@ from pathlib import Path
 
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io.formats import check_local, data_suffix, file_suffixes
+from ldpcli.io.remote import fetched_url, local_copy
 from ldpcli.sidecar import legacy_sidecar_path, sidecar_path
 
 #: The manifest of a dataset directory, and its ``format`` field.
@@ -60,6 +63,10 @@ def expand_inputs(inputs: Inputs, *, privatized: bool) -> list[Path]:
     files: list[Path] = []
     for item in items:
         text = os.fspath(item)
+        url = fetched_url(text)
+        if url is not None:  # s3://, gs://, hf://, file://: a local copy (ldpcli.io.remote)
+            files.append(local_copy(url, sidecar=privatized))
+            continue
         check_local(text)
         path = Path(text)
         if path.is_dir() and privatized and (path / MANIFEST_NAME).is_file():

@@ -132,16 +132,19 @@ _URL = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):/+(?P<rest>.*)$")
 
 
 def check_local(path: str | os.PathLike[str]) -> None:
-    """UsageError for a path that is a URL (``https://…``, ``s3://…``, ``file://…``): ldp reads and
-    writes local files only, and without this check ``Path`` turns ``https://host/x`` into the
-    local name ``https:/host/x`` and the user gets "no such file"."""
+    """UsageError for a path that is a URL (``https://…``, ``s3://…``, ``file://…``) where a local
+    file is needed: ldp writes local files only and reads URLs only as the inputs of privatize and
+    of the estimating commands (:mod:`ldpcli.io.remote`, which they resolve before this check).
+    Without it ``Path`` turns ``https://host/x`` into the local name ``https:/host/x`` and the user
+    gets "no such file"."""
     match = _URL.match(os.fspath(path))
     if match is not None:
         scheme, rest = match.group("scheme").lower(), match.group("rest")
         shown = f"file:///{rest}" if scheme == "file" else f"{scheme}://{rest}"
         local = f" (here: /{rest})" if scheme == "file" else ""
         raise UsageError(
-            f"{shown}: URLs are not supported ({scheme}://); ldp reads and writes local files only: download the "
+            f"{shown}: URLs are not supported ({scheme}://) here; ldp writes local files only, and reads s3://, "
+            f"gs://, hf:// and file:// URLs only as inputs of privatize and the estimating commands: download the "
             f"file first, or give a local or mounted path{local}."
         )
 
