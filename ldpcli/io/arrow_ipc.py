@@ -20,7 +20,7 @@ from ldpcli.io.columns import _Choice, _resolve
 from ldpcli.io.formats import register_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _no_rows, _reason
-from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, source_precision
+from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, source_precision, translated_batches
 
 
 def _not_arrow(label: str, exc: BaseException) -> DataError:
@@ -37,13 +37,7 @@ def _stream_batches(path: Path, label: str, columns: list[str] | None = None) ->
     except _ArrowFailure as exc:
         raise _not_arrow(label, exc) from exc
     with contextlib.closing(reader):
-        while True:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
-                return
-            except _ArrowFailure as exc:
-                raise _not_arrow(label, exc) from exc
+        for batch in translated_batches(reader.read_next_batch, lambda exc: _not_arrow(label, exc)):
             yield batch if columns is None else batch.select(columns)
 
 

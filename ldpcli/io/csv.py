@@ -29,7 +29,7 @@ from ldpcli.io.columns import _Choice, _resolve
 from ldpcli.io.formats import compression_of, register_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _clip, _no_rows, _reason, _row
-from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input
+from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, translated_batches
 
 # pyarrow's streaming CSV reader reads up to 32 blocks ahead on a background thread, so its memory
 # grows with the block size, not with batch_rows: blocks stay at 1 MiB unless lines are long, when a
@@ -225,14 +225,7 @@ class _CsvStream:
     def batches(self, reader: pacsv.CSVStreamingReader) -> Generator[pa.RecordBatch, None, None]:
         """The reader's record batches, with read failures turned into :class:`DataError`."""
         with contextlib.closing(reader):
-            while True:
-                try:
-                    batch = reader.read_next_batch()
-                except StopIteration:
-                    return
-                except _ArrowFailure as exc:
-                    raise self._failure(exc) from exc
-                yield batch
+            yield from translated_batches(reader.read_next_batch, self._failure)
 
     def _reader(self, *, use_threads: bool) -> pacsv.CSVStreamingReader:
         """A fresh pyarrow streaming reader over the whole file (decompressed as it is read)."""

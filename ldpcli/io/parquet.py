@@ -17,7 +17,7 @@ from ldpcli.io.columns import _Choice, _resolve
 from ldpcli.io.formats import register_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _missing_vector, _no_rows, _reason, _row
-from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, source_precision
+from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, source_precision, translated_batches
 
 #: Bytes read from a Parquet file at a time (the reader streams column chunks through this buffer).
 _PARQUET_READ_BUFFER = 8 * 2**20
@@ -122,14 +122,7 @@ def _parquet_batches(
     """Record batches of ``columns`` (of ``row_groups``, default all), read failures turned into :class:`DataError`."""
     iterator = parquet.iter_batches(batch_size=batch_rows, columns=columns, row_groups=row_groups)
     with contextlib.closing(iterator) as batches:
-        while True:
-            try:
-                batch = next(batches)
-            except StopIteration:
-                return
-            except _ArrowFailure as exc:
-                raise _not_parquet(label, exc) from exc
-            yield batch
+        yield from translated_batches(batches.__next__, lambda exc: _not_parquet(label, exc))
 
 
 def _open_writer(sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None) -> pq.ParquetWriter:

@@ -284,6 +284,21 @@ def source_precision(types: Sequence[pa.DataType]) -> float:
     return precision
 
 
+def translated_batches(
+    next_batch: Callable[[], pa.RecordBatch], failure: Callable[[BaseException], DataError]
+) -> Generator[pa.RecordBatch, None, None]:
+    """The record batches ``next_batch`` returns until it raises StopIteration, a pyarrow read
+    failure turned into ``failure(exc)``: the loop every format's reader runs."""
+    while True:
+        try:
+            batch = next_batch()
+        except StopIteration:
+            return
+        except _ArrowFailure as exc:
+            raise failure(exc) from exc
+        yield batch
+
+
 def _row_range(
     batches: Generator[pa.RecordBatch, None, None], start: int, stop: int
 ) -> Generator[pa.RecordBatch, None, None]:
