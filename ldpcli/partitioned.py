@@ -39,18 +39,17 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ldpcli import __version__
-from ldpcli.budget import InputFingerprint, Ledger, LedgerEntry
+from ldpcli.budget import InputFingerprint, Ledger
 from ldpcli.datasets import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
 from ldpcli.engines import DaskEngine, describe, run_all
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import AtomicVectorWriter, VectorLayout, atomic_write_text, file_format, open_vectors
 from ldpcli.io.formats import data_suffix, file_suffixes
-from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
-from ldpcli.pipeline import DEFAULT_MEMORY, _Privatizer, _run, check_seed
+from ldpcli.pipeline import DEFAULT_MEMORY, _Privatizer, _run, ledger_entry, release_checks
 from ldpcli.randomness import input_key, key_block_rows, root_seed
 from ldpcli.risk.release import reconstruction
-from ldpcli.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
+from ldpcli.safety import check_clipping, release_warnings
 from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
 
 #: The suffix of every part file (parts are Parquet whatever the inputs' format).
@@ -207,14 +206,10 @@ def privatize_dataset(
     ledger entry (its own ``max_budget`` check), as with ``privatize_file``. Nothing is published
     unless every part and every check succeeded.
     """
-    spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
-    forced = check_epsilon(spec.epsilon, force=force)
-    clip_limit = check_clip_fraction(fail_on_clip)
-    if dtype is not None:
-        check_dtype(dtype)
-    check_seed(seed)
-    if max_budget is not None and ledger is None:
-        raise UsageError("--max-budget needs the privacy-budget ledger (it counts what each input has spent)")
+    spec, forced, clip_limit = release_checks(
+        mechanism, epsilon, calibration, norm_bound, options, force=force, fail_on_clip=fail_on_clip, dtype=dtype,
+        seed=seed, max_budget=max_budget, ledger=ledger,
+    )
     if part_rows is not None and (isinstance(part_rows, bool) or not isinstance(part_rows, int) or part_rows < 1):
         raise UsageError(f"--part-rows must be an integer >= 1, got {part_rows!r}")
     out = Path(output_dir)
@@ -315,12 +310,9 @@ def privatize_dataset(
             for index, (source, (digest, count)) in enumerate(zip(sources, fingerprints)):
                 tag = tags[index]
                 assert tag is not None
-                ledger.record(LedgerEntry(
-                    fingerprint=digest, input=str(source.resolve()), rows=count, d=mech.d,
-                    columns=list(layout.columns), output=str(out.resolve()), mechanism=mech.name,
-                    epsilon=mech.epsilon, epsilon_exact=mech.epsilon_exact,
-                    delta=mech.delta_exact if mech.delta_exact > 0 else None, created=created, tag=tag,
-                    reproducible=seed is not None,
+                ledger.record(ledger_entry(
+                    mech, digest=digest, source=source, rows=count, columns=layout.columns, output=out, copies=1,
+                    created=created, tag=tag, reproducible=seed is not None,
                 ))
     except BaseException:
         shutil.rmtree(out if published else staging, ignore_errors=True)

@@ -106,10 +106,36 @@ class PrivatizeResult:
         }
 
 
-def check_seed(seed: int | None) -> None:
-    """UsageError unless ``seed`` is None or a non-negative integer."""
+def release_checks(
+    mechanism: str, epsilon: float, calibration: str | None, norm_bound: float, options: Mapping[str, Any] | None,
+    *, force: bool, fail_on_clip: float | None, dtype: str | None, seed: int | None, max_budget: float | None,
+    ledger: Ledger | None,
+) -> tuple[MechanismSpec, str | None, float | None]:
+    """The options every release checks before reading a row: (the validated spec, the warning for
+    an ε forced out of range, the clip limit). UsageError for any that cannot be used."""
+    spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
+    forced = check_epsilon(spec.epsilon, force=force)
+    clip_limit = check_clip_fraction(fail_on_clip)
+    if dtype is not None:
+        check_dtype(dtype)
+    if max_budget is not None and ledger is None:
+        raise UsageError("--max-budget needs the privacy-budget ledger (it counts what each input has spent)")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise UsageError("--seed must be a non-negative integer")
+    return spec, forced, clip_limit
+
+
+def ledger_entry(
+    mech: Mechanism, *, digest: str, source: Path, rows: int, columns: Sequence[str], output: Path, copies: int,
+    created: str, tag: str, reproducible: bool,
+) -> LedgerEntry:
+    """The ledger's record of one input released by ``mech`` (``copies`` times) into ``output``."""
+    return LedgerEntry(
+        fingerprint=digest, input=str(source.resolve()), rows=rows, d=mech.d, columns=list(columns),
+        output=str(output.resolve()), mechanism=mech.name, epsilon=copies * mech.epsilon,
+        epsilon_exact=copies * mech.epsilon_exact, delta=mech.delta_exact if mech.delta_exact > 0 else None,
+        created=created, tag=tag, reproducible=reproducible,
+    )
 
 
 def default_output_path(input_path: str | os.PathLike[str]) -> Path:
@@ -270,15 +296,11 @@ def privatize_file(
     Raises ``UsageError`` / ``DataError`` with one-line messages (``--dtype`` other than float32 or
     float64 is a UsageError); on any failure no output or sidecar is left behind.
     """
-    spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
-    forced = check_epsilon(spec.epsilon, force=force)
+    spec, forced, clip_limit = release_checks(
+        mechanism, epsilon, calibration, norm_bound, options, force=force, fail_on_clip=fail_on_clip, dtype=dtype,
+        seed=seed, max_budget=max_budget, ledger=ledger,
+    )
     copy_spec = spec.for_copies(copies)
-    clip_limit = check_clip_fraction(fail_on_clip)
-    if dtype is not None:
-        check_dtype(dtype)
-    if max_budget is not None and ledger is None:
-        raise UsageError("--max-budget needs the privacy-budget ledger (it counts what each input has spent)")
-    check_seed(seed)
     threads = available_cores() if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise UsageError(f"--threads must be an integer >= 1, got {threads!r}")
@@ -362,12 +384,10 @@ def privatize_file(
                 )
                 write_sidecar(side, content, overwrite=overwrite)
                 if ledger is not None and fingerprint is not None and tag is not None:
-                    ledger.record(LedgerEntry(
-                        fingerprint=digest, input=str(source.resolve()), rows=fingerprint.rows, d=mech.d,
-                        columns=list(reader.layout.columns), output=str(target.resolve()), mechanism=mech.name,
-                        epsilon=copies * mech.epsilon, epsilon_exact=spent,
-                        delta=mech.delta_exact if mech.delta_exact > 0 else None,
-                        created=content["release"]["created"], tag=tag, reproducible=seed is not None,
+                    ledger.record(ledger_entry(
+                        mech, digest=digest, source=source, rows=fingerprint.rows, columns=reader.layout.columns,
+                        output=target, copies=copies, created=content["release"]["created"], tag=tag,
+                        reproducible=seed is not None,
                     ))
             except BaseException:
                 if writer.published:  # never leave data without its sidecar, nor a sidecar of replaced data
