@@ -37,13 +37,20 @@ The input tag
     owner of the ledger, a guess can be tested, as it can against the fingerprint itself. Tags from
     different ledgers (different keys) never match, even for equal inputs.
 
-Concurrency
-    :meth:`Ledger.record` takes an exclusive lock on the sibling file ``<ledger>.lock``
-    (``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows; on a platform with neither it
-    proceeds without a lock), re-reads the ledger under it, appends and rewrites the file
-    atomically, so several ``ldp privatize`` runs may record at once. Readers need no lock: the
-    file is always replaced whole. :meth:`Ledger.check` judges the ledger as it was when opened; a
-    release recorded meanwhile by another run is counted by the next check, not this one.
+Concurrency and crashes: reserve, publish, confirm
+    A release is committed in three steps (``docs/commit-protocol.md``). :meth:`Ledger.reserve`
+    takes an exclusive lock on the sibling file ``<ledger>.lock`` (``fcntl.flock`` on POSIX,
+    ``msvcrt.locking`` on Windows; on a platform with neither it proceeds without a lock), re-reads
+    the ledger under it, creates the ledger's key if the file has none yet (once, under the lock,
+    so concurrent first releases of one input get one tag), checks ``max_budget`` against every
+    entry, and appends the release as a *reservation* (``"state": "reserved"``) before anything is
+    published. The outputs are then published, and :meth:`Ledger.confirm` marks the entry
+    ``"confirmed"``; a release that fails before it is published is taken out again
+    (:meth:`Ledger.cancel`). A reservation counts like a release, so overlapping runs can never
+    spend past a cap, and a run killed at any moment leaves the ledger over-counting, never
+    under-counting: its reservation stays, :meth:`Ledger.pending` shows it (``ldp budget``), and the
+    owner removes it with :meth:`Ledger.release_reservation` once its release is known never to
+    have appeared. Every write rewrites the file atomically; readers need no lock.
 """
 
 from __future__ import annotations
@@ -56,18 +63,20 @@ import math
 import os
 import re
 import secrets
+import socket
 import struct
 import sys
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ldpcli import faults
 from ldpcli.errors import DataError, UsageError
 from ldpcli.hashing import Sha256
-from ldpcli.io.atomic import atomic_write_text
+from ldpcli.io.atomic import atomic_write_text, process_alive
 from ldpcli.io.messages import _reason
 
 if sys.platform == "win32":
@@ -110,6 +119,9 @@ LEDGER_ENV = "LDP_LEDGER"
 
 #: The ``"format"`` of a ledger file.
 LEDGER_FORMAT = "ldp-ledger"
+#: The states of an entry: published and confirmed, or reserved by a run that has not confirmed it (yet).
+CONFIRMED = "confirmed"
+RESERVED = "reserved"
 #: The prefix of every input tag (the 1 is the tag's version: HMAC-SHA256 of the fingerprint).
 TAG_PREFIX = "ldptag1-"
 
@@ -235,6 +247,9 @@ class LedgerEntry:
     created: str
     tag: str
     reproducible: bool
+    state: str = "confirmed"
+    release: str = ""
+    owner: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as the ledger file stores it (JSON-able)."""
@@ -252,6 +267,9 @@ class LedgerEntry:
             "created": self.created,
             "tag": self.tag,
             "reproducible": self.reproducible,
+            "state": self.state,
+            "release": self.release,
+            **({"owner": dict(self.owner)} if self.owner is not None else {}),
         }
 
     @classmethod
@@ -279,10 +297,15 @@ class LedgerEntry:
             created=data["created"],
             tag=data["tag"],
             reproducible=data["reproducible"],
+            state=data.get("state", CONFIRMED),
+            release=data.get("release", ""),
+            owner=dict(data["owner"]) if isinstance(data.get("owner"), Mapping) else None,
         )
 
 
-_ENTRY_FIELDS = tuple(LedgerEntry.__dataclass_fields__)
+#: The fields every stored entry has (those added with reservations are optional: older entries lack them).
+_ENTRY_FIELDS = tuple(name for name in LedgerEntry.__dataclass_fields__ if name not in ("state", "release", "owner"))
+
 
 
 def _is_int(value: Any) -> bool:
@@ -322,6 +345,10 @@ def _entry_problem(data: Any) -> str | None:
         return "'delta' is neither null nor a number in [0, 1)"
     if not isinstance(data["reproducible"], bool):
         return "'reproducible' is not true or false"
+    if data.get("state", CONFIRMED) not in (CONFIRMED, RESERVED):
+        return f"'state' is neither {CONFIRMED!r} nor {RESERVED!r}"
+    if not isinstance(data.get("release", ""), str):
+        return "'release' is not a string"
     return None
 
 
@@ -332,7 +359,8 @@ class Spend:
     ``epsilon`` is the sum of the exact ε (the privacy loss), ``epsilon_asked`` the sum of the ε
     asked for, ``delta`` the sum of δ when any release had one (else None: pure ε-LDP);
     ``inputs`` and ``outputs`` are the distinct paths in the order first seen; ``first`` and
-    ``last`` are the creation times of the first and last release in the ledger.
+    ``last`` are the creation times of the first and last release in the ledger. ``reserved`` of
+    the ``releases`` are reservations not (yet) confirmed: they are counted in full.
     """
 
     fingerprint: str
@@ -344,6 +372,7 @@ class Spend:
     outputs: list[str]
     first: str
     last: str
+    reserved: int = 0
 
 
 def _spend(entries: list[LedgerEntry]) -> Spend:
@@ -359,6 +388,7 @@ def _spend(entries: list[LedgerEntry]) -> Spend:
         outputs=_distinct(entry.output for entry in entries),
         first=entries[0].created,
         last=entries[-1].created,
+        reserved=sum(entry.state == RESERVED for entry in entries),
     )
 
 
@@ -544,7 +574,7 @@ class Ledger:
         )
 
     def record(self, entry: LedgerEntry) -> None:
-        """Append ``entry`` to the ledger file, atomically and under the ledger's lock.
+        """Append ``entry`` (as it is: no budget check) to the ledger file, atomically and under its lock.
 
         Creates the directory (0700) and the file (0600, with a new key unless :meth:`tag` made one
         already) when missing. Under the lock the file is read again, so releases recorded by other
@@ -555,7 +585,9 @@ class Ledger:
 
         If the file held a different key when re-read (another run created the ledger after this
         one opened it, or it was swapped), the file's key is kept: tags already handed out with this
-        object's key stay in their entries, and :meth:`by_tag` still finds them there.
+        object's key stay in their entries, and :meth:`by_tag` still finds them there. A release
+        being published uses :meth:`reserve` and :meth:`confirm` instead, whose tag is always the
+        file's.
 
         The 0600/0700 modes are set through the process umask while the file and directory are
         created, which is per process: a file another thread creates at that moment is made
@@ -564,6 +596,101 @@ class Ledger:
         problem = _entry_problem(entry.to_dict())
         if problem is not None:
             raise ValueError(f"not a valid ledger entry: {problem}")
+        self._update(lambda key, entries: entries.append(entry))
+
+    def reserve(self, entry: LedgerEntry, *, max_budget: float | None, input_label: str) -> Reservation:
+        """Step 1 of a release: check the budget and append ``entry`` as a reservation, under the lock.
+
+        ``entry`` describes the release (its ``tag`` is ignored: the tag is made from the key the
+        file holds under the lock, which is created there if the file has none). The budget check is
+        :meth:`check`'s, against the ledger as it is under the lock, reservations of runs still in
+        flight (or killed) included, so overlapping runs can never spend past ``max_budget``:
+        :class:`BudgetError` and nothing is written. Returns the :class:`Reservation` (its ``tag``
+        goes into the sidecar; :meth:`Reservation.confirm` once the outputs are published,
+        :meth:`Reservation.cancel` if they never will be).
+        """
+        release = secrets.token_hex(8)
+        outcome: dict[str, Any] = {}
+
+        def add(key: bytes, entries: list[LedgerEntry]) -> None:
+            snapshot = Ledger(self._path, self._label, key, list(entries))
+            notice = snapshot.check(entry.fingerprint, entry.epsilon_exact, max_budget=max_budget,
+                                    input_label=input_label)
+            tag = snapshot.tag(entry.fingerprint)
+            reserved = replace(entry, tag=tag, state=RESERVED, release=release, owner=_this_process())
+            problem = _entry_problem(reserved.to_dict())
+            if problem is not None:
+                raise ValueError(f"not a valid ledger entry: {problem}")
+            entries.append(reserved)
+            outcome.update(tag=tag, notice=notice, entry=reserved)
+
+        self._update(add, step="reserve-write")
+        return Reservation(self, release, outcome["tag"], outcome["notice"], outcome["entry"])
+
+    def confirm(self, release: str, **changes: Any) -> None:
+        """Step 3: mark the reservation ``release`` confirmed (its outputs are published).
+
+        ``changes`` update its fields (e.g. ``created``, the sidecar's time). DataError if the
+        reservation is no longer in the file (removed by hand meanwhile): the release stays
+        published and the owner is told to record it.
+        """
+        def mark(key: bytes, entries: list[LedgerEntry]) -> None:
+            for index, entry in enumerate(entries):
+                if entry.release == release and entry.state == RESERVED:
+                    entries[index] = replace(entry, state=CONFIRMED, owner=None, **changes)
+                    return
+            raise DataError(
+                f"{self._label}: the reservation {release} of a release that is now published is no longer in the "
+                "ledger (was it removed by hand?); the release's ε is not counted: record it again"
+            )
+
+        self._update(mark, step="confirm-write")
+
+    def cancel(self, release: str) -> None:
+        """Take the entry ``release`` out again: its outputs were never published, or were put back.
+
+        For the run that reserved it (the id is its own): the entry goes whether reserved or
+        already confirmed, since that run knows its outputs are not in place.
+        """
+        def drop(key: bytes, entries: list[LedgerEntry]) -> None:
+            entries[:] = [e for e in entries if e.release != release]
+
+        self._update(drop)
+
+    def pending(self) -> list[PendingRelease]:
+        """Every reservation not confirmed, with what can be seen of its run (:class:`PendingRelease`)."""
+        return [PendingRelease(entry, _pending_status(entry)) for entry in self._entries if entry.state == RESERVED]
+
+    def release_reservation(self, release: str) -> LedgerEntry:
+        """Remove the reservation ``release`` whose release never appeared (the owner's decision).
+
+        Refused (UsageError) when no reservation has that id (a unique prefix of at least 4 hex
+        digits is enough), while the run that reserved it is still running on this host, and when
+        its output is in place with a sidecar that carries the reservation's input tag and time
+        (then the release was published and its ε is spent: it stays).
+        """
+        def drop(key: bytes, entries: list[LedgerEntry]) -> None:
+            matches = [e for e in entries if e.state == RESERVED and len(release) >= 4 and e.release.startswith(release)]
+            if len(matches) != 1:
+                found = "no" if not matches else "more than one"
+                raise UsageError(f"{self._label}: {found} reservation has the id {release!r}; `ldp budget` lists them")
+            status = _pending_status(matches[0])
+            if status != NOT_PUBLISHED:
+                raise UsageError(f"{self._label}: reservation {matches[0].release} is {status}; it stays counted")
+            entries.remove(matches[0])
+            removed.append(matches[0])
+
+        removed: list[LedgerEntry] = []
+        self._update(drop)
+        return removed[0]
+
+    def _update(self, change: Callable[[bytes, list[LedgerEntry]], None], *, step: str = "") -> None:
+        """Read the file under the lock, ``change(key, entries)`` in place, write it back atomically.
+
+        A missing file starts empty with this object's key (made now, and so written once, under
+        the lock, by the first change). ``change`` may raise to write nothing; an unchanged list is
+        not written. ``step`` names the write for :func:`ldpcli.faults.checkpoint`.
+        """
         target = Path(os.path.realpath(self._path))
         self._make_directory(target.parent)
         with _locked(target.with_name(target.name + ".lock"), self._label):
@@ -573,13 +700,20 @@ class Ledger:
                 key, entries = self._secret(), []
             else:
                 key, entries = state
-            entries.append(entry)
-            text = _dump(key, entries)
-            if target.exists():
-                atomic_write_text(target, text, overwrite=True)
-            else:
-                with _private_umask():
-                    atomic_write_text(target, text, overwrite=True)
+            before = list(entries)
+            change(key, entries)
+            if entries != before:
+                text = _dump(key, entries)
+                try:
+                    faults.checkpoint(step)
+                    if target.exists():
+                        atomic_write_text(target, text, overwrite=True)
+                    else:
+                        with _private_umask():
+                            atomic_write_text(target, text, overwrite=True)
+                except OSError as exc:
+                    raise DataError(f"{self._label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
+                                    "free space or fix its permissions, then run again") from exc
         self._key = key
         self._entries = entries
 
@@ -617,3 +751,90 @@ class Ledger:
             if self.tag(fingerprint) == tag:
                 return self.spent(fingerprint)
         return None
+
+
+# --- reservations ------------------------------------------------------------------------------------
+
+#: What :func:`_pending_status` says of a reservation.
+IN_PROGRESS = "in progress (its run is still running)"
+PUBLISHED = "published but not confirmed (its run was interrupted after publishing)"
+NOT_PUBLISHED = "not published (its run ended before publishing)"
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """A release reserved in the ledger (:meth:`Ledger.reserve`), to confirm or cancel."""
+
+    ledger: Ledger
+    release: str
+    tag: str
+    #: The warning that the input was released before (None when it is new).
+    notice: str | None
+    entry: LedgerEntry
+
+    def confirm(self, **changes: Any) -> None:
+        """The outputs are published: mark the entry confirmed (with ``changes``, e.g. ``created``)."""
+        self.ledger.confirm(self.release, **changes)
+
+    def cancel(self) -> None:
+        """The outputs were not published: take the entry out."""
+        self.ledger.cancel(self.release)
+
+
+@dataclass(frozen=True)
+class PendingRelease:
+    """A reservation not confirmed and its status (:data:`IN_PROGRESS`, :data:`PUBLISHED`, :data:`NOT_PUBLISHED`)."""
+
+    entry: LedgerEntry
+    status: str
+
+
+def recover_pending(ledger: Ledger) -> None:
+    """Roll back the interrupted commits of the ledger's dead reservations (:func:`ldpcli.io.atomic.sweep_stale`
+    in each of their output directories), so that :meth:`Ledger.pending` sees what is really published."""
+    from ldpcli.io.atomic import sweep_stale
+
+    for directory in _distinct(os.fspath(Path(entry.output).parent) for entry in ledger.entries
+                               if entry.state == RESERVED):
+        sweep_stale(Path(directory))
+
+
+def _this_process() -> dict[str, Any]:
+    """The reserving process: host name and pid (to tell a running reservation from a dead one)."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _pending_status(entry: LedgerEntry) -> str:
+    """Whether the run of a reservation is still running, published its outputs, or never did."""
+    owner = entry.owner or {}
+    pid = owner.get("pid")
+    if owner.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return IN_PROGRESS if owner else NOT_PUBLISHED  # another host's run: it cannot be judged from here
+    if process_alive(pid):
+        return IN_PROGRESS
+    return PUBLISHED if _published(entry) else NOT_PUBLISHED
+
+
+def _published(entry: LedgerEntry) -> bool:
+    """Whether the reserved release's output is in place with the reservation's tag and time: its
+    sidecar (a file) or its manifest and one of its part sidecars (a dataset directory)."""
+    from ldpcli.sidecar import sidecar_path
+
+    output = Path(entry.output)
+    if output.is_dir():
+        manifest = output / "_ldp_dataset.json"
+        return _mentions(manifest, entry.created) and any(
+            _mentions(part, entry.tag) for part in sorted(output.glob("*.ldp.json")))
+    side = sidecar_path(output)
+    return _mentions(side, entry.tag) and _mentions(side, entry.created)
+
+
+def _mentions(path: Path, text: str) -> bool:
+    """Whether the small JSON file ``path`` holds ``text`` (True when it is there but unreadable: the safe side)."""
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return text.encode("utf-8") in handle.read(2**20)
+    except OSError:
+        return True

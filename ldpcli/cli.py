@@ -14,7 +14,6 @@ import functools
 import inspect
 import json
 import math
-import signal
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from typer._click.exceptions import ClickException, NoArgsIsHelpError
 from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from ldpcli import __version__
+from ldpcli import __version__, interrupts
 from ldpcli.errors import Interrupted, LdpError, UsageError
 from ldpcli.mechanisms import BCDP, MechanismSpec, OptionSpec, get_mechanism, mechanism_names
 from ldpcli.mechanisms.base import check_count
@@ -123,11 +122,25 @@ def _errors() -> Iterator[None]:
     except LdpError as exc:
         raise _fail(exc) from None
     except KeyboardInterrupt as exc:
-        io_module = sys.modules.get("ldpcli.io")  # loaded if anything was being written
-        if io_module is not None:
-            io_module.remove_temporaries()
-        err.print("ldp: interrupted; no output was left behind", markup=False)
-        raise typer.Exit(exc.exit_code if isinstance(exc, Interrupted) else 130) from None
+        raise _interrupted(exc.exit_code if isinstance(exc, Interrupted) else 130) from None
+    except Exception:
+        # A signal whose exception a library swallowed can surface as another error (e.g. pyarrow's
+        # half-imported pandas): the run was cancelled, and says so.
+        signum = interrupts.requested()
+        if signum is None:
+            raise
+        raise _interrupted(128 + signum) from None
+
+
+def _interrupted(code: int) -> typer.Exit:
+    """Remove this run's temporary files and say that it was interrupted."""
+    io_module = sys.modules.get("ldpcli.io")  # loaded if anything was being written
+    if io_module is not None:
+        io_module.remove_temporaries()
+    message = interrupts.interrupted_message()
+    if message is not None:
+        err.print(f"ldp: {message}", markup=False)
+    return typer.Exit(code)
 
 
 @contextmanager
@@ -1825,6 +1838,11 @@ def _print_attack(info: dict[str, Any]) -> None:
 @app.command("budget", cls=_Command)
 def budget(
     ledger: Optional[Path] = LEDGER_OPTION,
+    release: Optional[str] = typer.Option(
+        None, "--release", metavar="ID", help="Remove the reservation ID (or a unique prefix of it) of a release that "
+        "never appeared: its run ended before publishing. A reservation still running, or whose output is in place, "
+        "is refused."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """The privacy budget each input has spent: every release recorded in the data owner's ledger.
@@ -1833,15 +1851,26 @@ def budget(
     for the Gaussian baseline also δ₁ + … + δ_k). Inputs are identified by a fingerprint of their
     values, so a copy or a re-encoded file counts as the same input. `ldp privatize` records every
     release; --max-budget there refuses one that would go past a cap.
+
+    A release is reserved in the ledger before it is published and confirmed after; a run killed in
+    between leaves its reservation, counted in full, and listed here as pending with what became of
+    it. Remove one whose release never appeared with --release ID.
     """
     with _errors():
-        from ldpcli.budget import Ledger
+        from ldpcli.budget import Ledger, recover_pending
 
         book = Ledger.open(ledger)
+        recover_pending(book)
+        if release is not None:
+            removed = book.release_reservation(release)
+            err.print(f"ldp: removed reservation {removed.release} (ε = {_fmt(removed.epsilon_exact)} of "
+                      f"{removed.input}, never published)", markup=False)
+            book = Ledger.open(ledger)
         spends = book.summary()
+        pending = book.pending()
     if as_json:
-        out.print(json.dumps({"ledger": str(book.path), "inputs": [_spend_dict(s) for s in spends]}, allow_nan=False),
-                  markup=False)
+        out.print(json.dumps({"ledger": str(book.path), "inputs": [_spend_dict(s) for s in spends],
+                              "pending": [_pending_dict(p) for p in pending]}, allow_nan=False), markup=False)
         return
     if not spends:
         out.print(f"No release recorded in {book.path}.", markup=False)
@@ -1850,16 +1879,34 @@ def budget(
     for name in ("input", "releases", "ε spent", "δ", "last release", "outputs"):
         table.add_column(name, justify="right" if name in ("releases", "ε spent", "δ") else "left")
     for spend in spends:
-        table.add_row(", ".join(spend.inputs), str(spend.releases), _fmt(spend.epsilon),
+        releases = str(spend.releases) + (f" ({spend.reserved} pending)" if spend.reserved else "")
+        table.add_row(", ".join(spend.inputs), releases, _fmt(spend.epsilon),
                       "—" if spend.delta is None else _fmt(spend.delta), spend.last, ", ".join(spend.outputs))
     out.print(table)
     out.print("Reading: each person in an input has lost at most 'ε spent' of privacy across its releases "
               "(the sum of their exact ε).", markup=False)
+    if pending:
+        table = Table(title="Reserved releases not confirmed (counted above)", title_justify="left")
+        for name in ("id", "input", "ε", "output", "status"):
+            table.add_column(name, justify="right" if name == "ε" else "left")
+        for item in pending:
+            table.add_row(item.entry.release, item.entry.input, _fmt(item.entry.epsilon_exact), item.entry.output,
+                          item.status)
+        out.print(table)
+        out.print("A release 'not published' can be removed with `ldp budget --release ID`.", markup=False)
+
+
+def _pending_dict(item: Any) -> dict[str, Any]:
+    """One reservation of ``ldp budget --json``."""
+    entry = item.entry
+    return {"id": entry.release, "input": entry.input, "epsilon": entry.epsilon_exact, "output": entry.output,
+            "created": entry.created, "status": item.status}
 
 
 def _spend_dict(spend: Any) -> dict[str, Any]:
     """One input's line of ``ldp budget --json`` (the fingerprint stays in the ledger)."""
-    return {"inputs": list(spend.inputs), "releases": spend.releases, "epsilon": spend.epsilon,
+    return {"inputs": list(spend.inputs), "releases": spend.releases, "pending": spend.reserved,
+            "epsilon": spend.epsilon,
             "epsilon_asked": spend.epsilon_asked, "delta": spend.delta, "first": spend.first, "last": spend.last,
             "outputs": list(spend.outputs)}
 
@@ -2092,19 +2139,15 @@ def queries_release(
     out.print(f"wrote {target} and {side}", markup=False)
 
 
-def _raise_interrupted(signum: int, frame: object) -> None:
-    raise Interrupted(signum)
-
-
 def main() -> None:
-    """Console-script entry point.
+    """Run the command line (the console script is :func:`ldpcli.__main__.main`, which routes
+    SIGINT and SIGTERM to :mod:`ldpcli.interrupts` first).
 
     SIGTERM (and SIGINT) become an exception in the main thread, so every ``with`` block unwinds:
     temporary outputs are removed and the input is untouched (by default SIGTERM would kill the
     process on the spot and leave the temporary file behind).
     """
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, _raise_interrupted)
+    interrupts.install()
     app()
 
 

@@ -24,7 +24,6 @@ split across workers).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -38,13 +37,16 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pyarrow.parquet as pq
 
-from ldpcli import __version__
+from ldpcli import __version__, interrupts
 from ldpcli.budget import InputFingerprint, Ledger
+from ldpcli.commit import Charge, commit_release
 from ldpcli.datasets import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
 from ldpcli.engines import DaskEngine, describe, run_all
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import AtomicVectorWriter, VectorLayout, atomic_write_text, file_format, open_vectors
+from ldpcli.io.atomic import Publication, hidden_name, sweep_stale
 from ldpcli.io.formats import data_suffix, file_suffixes
+from ldpcli.io.messages import _reason
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.pipeline import DEFAULT_MEMORY, _Privatizer, _run, ledger_entry, release_checks
 from ldpcli.randomness import input_key, key_block_rows, root_seed
@@ -221,6 +223,9 @@ def privatize_dataset(
     if not out.parent.is_dir():
         raise UsageError(f"-o {out}: {str(out.parent)!r} is not an existing directory; create it first")
     sources = expand_inputs(inputs, privatized=False)
+    if out.exists():
+        check_replaceable_dataset(out, sources, ledger)
+    sweep_stale(out.parent)
     choice = {"column": column, "columns": tuple(columns) if columns else None, "keep": tuple(keep),
               "keep_unsafe": keep_unsafe, "skip_invalid": skip_invalid}
     layouts, rows = [], []
@@ -245,7 +250,7 @@ def privatize_dataset(
     root = root_seed(seed)
     block = key_block_rows(layout.d)
     dataset_id = secrets.token_hex(16)
-    staging = out.parent / f".{out.name}.{dataset_id[:12]}.tmp"
+    staging = hidden_name(out)
     tasks: list[PartTask] = []
     for index, source in enumerate(sources):
         key = input_key(source, layout.columns, spec) if seed is not None else ()
@@ -259,64 +264,64 @@ def privatize_dataset(
                 spawn_key=tuple(root.spawn_key), key=key, memory=memory // 8,
                 dtype=dtype, **choice,  # type: ignore[arg-type]
             ))
-    staging.mkdir()
-    published = False
+    try:
+        staging.mkdir()
+    except OSError as exc:
+        raise UsageError(f"-o {out}: cannot create a directory in {str(out.parent)!r} ({_reason(exc)}); "
+                         "choose a writable place for the output") from exc
+    notices: list[str] = list(bound_notes)
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") as pool:
             digests = pool.submit(_fingerprints, sources, layout.d, choice) if ledger is not None else None
             results = run_all(engine, privatize_part, tasks)
             fingerprints = digests.result() if digests is not None else None
+        interrupts.check()
         per_input = [[r for r in results if r.task.input_index == i] for i in range(len(sources))]
         for source, parts in zip(sources, per_input):
             n_input = sum(r.rows for r in parts)
             if n_input == 0:
                 raise DataError(f"{source}: every row is invalid; nothing was written")
             check_clipping(sum(r.clipped for r in parts), n_input, clip_limit, os.fspath(source))
-        notices: list[str] = list(bound_notes)
-        tags: list[str | None] = [None] * len(sources)
-        if ledger is not None and fingerprints is not None:
-            for index, (source, (digest, _)) in enumerate(zip(sources, fingerprints)):
-                already = ledger.check(digest, mech.epsilon_exact, max_budget=max_budget, input_label=str(source))
-                if already is not None:
-                    notices.append(already)
-                tags[index] = ledger.tag(digest)
         kept = [r for r in results if r.rows > 0]
         for result in results:
             if result.rows == 0:  # every row of this part was invalid (--skip-invalid): no empty part file
                 Path(result.task.target).unlink()
-        created = ""
-        for result in kept:
-            part = {"dataset": dataset_id, "index": result.task.index, "input": result.task.input_index,
-                    "first_row": result.task.start}
-            content = build_sidecar(
-                mech, n=result.rows, layout=layout, data_path=Path(result.task.target), sha256=result.sha256,
-                reproducible=seed is not None, dtype=result.dtype, warnings=recorded,
-                input_tag=tags[result.task.input_index], reconstruction=risk, part=part,
-            )
-            created = content["release"]["created"]
-            write_sidecar(sidecar_path(result.task.target), content)
-        manifest = {
-            "format": MANIFEST_FORMAT, "schema_version": 1, "tool": {"name": "ldp", "version": __version__},
-            "dataset": dataset_id, "created": created, "engine": describe(engine),
-            "mechanism": {"spec": mech.spec.to_dict(), "d": mech.d, "epsilon_exact": mech.epsilon_exact},
-            "inputs": len(sources), "rows": sum(r.rows for r in kept),
-            "parts": [{"file": Path(r.task.target).name, "rows": r.rows, "sha256": r.sha256,
-                       "input": r.task.input_index, "first_row": r.task.start} for r in kept],
-        }
-        atomic_write_text(staging / MANIFEST_NAME, json.dumps(manifest, indent=2, allow_nan=False) + "\n")
-        _publish(staging, out)
-        published = True
-        if ledger is not None and fingerprints is not None:
-            for index, (source, (digest, count)) in enumerate(zip(sources, fingerprints)):
-                tag = tags[index]
-                assert tag is not None
-                ledger.record(ledger_entry(
-                    mech, digest=digest, source=source, rows=count, columns=layout.columns, output=out, copies=1,
-                    created=created, tag=tag, reproducible=seed is not None,
-                ))
-    except BaseException:
-        shutil.rmtree(out if published else staging, ignore_errors=True)
-        raise
+        charges = [
+            Charge(ledger_entry(mech, digest=digest, source=source, rows=count, columns=layout.columns, output=out,
+                                copies=1, created="", tag="", reproducible=seed is not None), str(source))
+            for source, (digest, count) in zip(sources, fingerprints or [])
+        ]
+
+        def finish(tags: Sequence[str | None], created: str) -> None:
+            """Write every part's sidecar and the manifest into the staging directory."""
+            for result in kept:
+                part = {"dataset": dataset_id, "index": result.task.index, "input": result.task.input_index,
+                        "first_row": result.task.start}
+                content = build_sidecar(
+                    mech, n=result.rows, layout=layout, data_path=Path(result.task.target), sha256=result.sha256,
+                    reproducible=seed is not None, dtype=result.dtype, warnings=recorded,
+                    input_tag=tags[result.task.input_index] if tags else None, reconstruction=risk, part=part,
+                    created=created,
+                )
+                write_sidecar(sidecar_path(result.task.target), content)
+            manifest = {
+                "format": MANIFEST_FORMAT, "schema_version": 1, "tool": {"name": "ldp", "version": __version__},
+                "dataset": dataset_id, "created": created, "engine": describe(engine),
+                "mechanism": {"spec": mech.spec.to_dict(), "d": mech.d, "epsilon_exact": mech.epsilon_exact},
+                "inputs": len(sources), "rows": sum(r.rows for r in kept),
+                "parts": [{"file": Path(r.task.target).name, "rows": r.rows, "sha256": r.sha256,
+                           "input": r.task.input_index, "first_row": r.task.start} for r in kept],
+            }
+            atomic_write_text(staging / MANIFEST_NAME, json.dumps(manifest, indent=2, allow_nan=False) + "\n")
+            _sync_tree(staging)
+
+        publication = Publication(overwrite=overwrite)
+        publication.add_directory(staging, out, dataset_id)
+        reservations = commit_release(publication, finish, ledger=ledger, charges=charges, max_budget=max_budget)
+        notices.extend(r.notice for r in reservations if r.notice is not None)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
     return DatasetResult(
         output=out, manifest=out / MANIFEST_NAME, parts=tuple(out / Path(r.task.target).name for r in kept),
         inputs=tuple(sources), n=sum(r.rows for r in kept), d=mech.d, mechanism=mech, layout=layout,
@@ -337,18 +342,48 @@ def _fingerprints(sources: Sequence[Path], d: int, choice: Mapping[str, Any]) ->
     return out
 
 
-def _publish(staging: Path, out: Path) -> None:
-    """Rename the finished staging directory onto ``out`` (an old ``out`` is removed after)."""
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.{secrets.token_hex(6)}.old"
-        out.rename(old)
+def check_replaceable_dataset(out: Path, sources: Sequence[Path], ledger: Ledger | None) -> None:
+    """UsageError unless the existing directory ``out`` may be replaced: an ldp dataset directory
+    that holds its manifest and nothing but the parts it lists and their sidecars (hidden ldp
+    temporaries aside), and neither an input nor the ledger."""
+    how = ("--overwrite replaces only a dataset directory written by ldp; choose another -o, or empty or move the "
+           "directory yourself")
+    root = out.resolve()
+    for path in [*sources, *([ledger.path] if ledger is not None else [])]:
+        if root in Path(os.path.realpath(path)).parents:
+            raise UsageError(f"{out}: holds {path}, which --overwrite would delete; {how}")
+    manifest = out / MANIFEST_NAME
     try:
-        staging.rename(out)
-    except BaseException:
-        if old is not None:
-            old.rename(out)
-        raise
-    if old is not None:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(old)
+        listed = json.loads(manifest.read_bytes()[: 2**24]) if manifest.is_file() else None
+    except (OSError, ValueError, RecursionError):
+        listed = None
+    if not isinstance(listed, dict) or listed.get("format") != MANIFEST_FORMAT or not isinstance(
+            listed.get("parts"), list):
+        raise UsageError(f"{out}: is not an ldp dataset directory (no readable {MANIFEST_NAME}); {how}")
+    allowed = {MANIFEST_NAME}
+    for part in listed["parts"]:
+        name = part.get("file") if isinstance(part, dict) else None
+        if isinstance(name, str):
+            allowed.update({name, sidecar_path(Path(name)).name})
+    for entry in os.scandir(out):
+        if entry.name in allowed and entry.is_file(follow_symlinks=False):
+            continue
+        if entry.name.startswith(".") and ".ldp-" in entry.name:
+            continue  # a temporary of an ldp run
+        raise UsageError(f"{out}: holds {entry.name!r}, which is not part of its ldp dataset; {how}")
+
+
+def _sync_tree(directory: Path) -> None:
+    """Flush a finished staging directory's files and the directory itself to the disk."""
+    for entry in os.scandir(directory):
+        if entry.is_file(follow_symlinks=False):
+            descriptor = os.open(entry.path, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

@@ -28,16 +28,19 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ldpcli import interrupts
 from ldpcli.budget import InputFingerprint, Ledger, LedgerEntry
+from ldpcli.commit import Charge, commit_release
 from ldpcli.errors import DataError, LdpError, UsageError
 from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_format, open_vectors
+from ldpcli.io.atomic import Publication, finished_text, sweep_stale
 from ldpcli.io.formats import check_local, data_suffix
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.randomness import block_generators, input_key, key_block_rows, root_seed
 from ldpcli.risk.release import reconstruction
 from ldpcli.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
-from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
+from ldpcli.sidecar import build_sidecar, sidecar_path, sidecar_text
 
 #: Default memory budget (bytes) for the batches in flight, shared by all threads.
 DEFAULT_MEMORY = 256 * 2**20
@@ -127,15 +130,34 @@ def release_checks(
 
 def ledger_entry(
     mech: Mechanism, *, digest: str, source: Path, rows: int, columns: Sequence[str], output: Path, copies: int,
-    created: str, tag: str, reproducible: bool,
+    created: str, tag: str, reproducible: bool, label: str | None = None,
 ) -> LedgerEntry:
-    """The ledger's record of one input released by ``mech`` (``copies`` times) into ``output``."""
+    """The ledger's record of one input released by ``mech`` (``copies`` times) into ``output``.
+
+    ``label`` names an input that is no file of its own (``"<stdin>"``); by default the input's
+    resolved path."""
     return LedgerEntry(
-        fingerprint=digest, input=str(source.resolve()), rows=rows, d=mech.d, columns=list(columns),
+        fingerprint=digest, input=label if label is not None else str(source.resolve()), rows=rows, d=mech.d, columns=list(columns),
         output=str(output.resolve()), mechanism=mech.name, epsilon=copies * mech.epsilon,
         epsilon_exact=copies * mech.epsilon_exact, delta=mech.delta_exact if mech.delta_exact > 0 else None,
         created=created, tag=tag, reproducible=reproducible,
     )
+
+
+def check_replaceable(target: Path, side: Path, ledger: Ledger | None) -> None:
+    """UsageError unless an existing ``target`` may be replaced: an ldp output (with its sidecar
+    ``side``), and neither the ledger nor its lock file."""
+    if not target.exists():
+        return
+    if ledger is not None:
+        book = Path(os.path.realpath(ledger.path))
+        if target.resolve() in (book, book.with_name(book.name + ".lock")):
+            raise UsageError(f"{target}: is the privacy-budget ledger; choose another -o")
+    if not side.is_file():
+        raise UsageError(
+            f"{target}: exists and is not an ldp output (no sidecar {side.name} beside it); --overwrite replaces only "
+            "ldp's own outputs: choose another -o, or move the file away yourself"
+        )
 
 
 def default_output_path(input_path: str | os.PathLike[str]) -> Path:
@@ -262,6 +284,7 @@ def privatize_file(
     risk_a: Sequence[float] | None = None,
     copies: int = 1,
     sidecar: str | os.PathLike[str] | None = None,
+    input_label: str | None = None,
 ) -> PrivatizeResult:
     """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar
     (``sidecar``, default ``OUTPUT.ldp.json`` beside the output).
@@ -285,9 +308,13 @@ def privatize_file(
     input's values while they are read, refuses the release before anything is published when the
     input's spent ε plus this release's would exceed ``max_budget`` (which needs a ledger), warns
     (in ``warnings`` of the result, not in the sidecar) when the input was released before, writes
-    the input's keyed tag to the sidecar and records the release once output and sidecar are
-    published (if recording fails, both are removed). Without a ledger nothing is recorded and the
-    sidecar has no tag. ``risk_k``, ``risk_rho0`` and ``risk_a`` choose the sidecar's
+    the input's keyed tag to the sidecar, and commits the release by :func:`ldpcli.commit.commit_release`:
+    reserved in the ledger (the budget checked again under its lock), output and sidecar published
+    together, then confirmed; after any failure the previous output and sidecar are in place and the
+    reservation is taken out. Without a ledger nothing is recorded and the sidecar has no tag.
+    ``input_label`` is the ledger's name for an input that is no file of its own (``"<stdin>"``).
+    ``overwrite`` replaces only ldp's own output: an existing output must have its sidecar, and is
+    never the input or the ledger. ``risk_k``, ``risk_rho0`` and ``risk_a`` choose the sidecar's
     reconstruction section (:func:`ldpcli.risk.release.reconstruction`; default k = d, ρ0 = 0).
     ``copies`` (default 1): release that many independent privatized copies of each row, side by
     side (:meth:`ldpcli.io.VectorLayout.with_copies`), each with the spec's
@@ -326,6 +353,9 @@ def privatize_file(
             f"{side} already exists (the sidecar of {target.name}); "
             "pass --overwrite to replace it, or choose another -o"
         )
+    if overwrite:
+        check_replaceable(target, side, ledger)
+    sweep_stale(target.parent)
 
     root = root_seed(seed)  # seed None: fresh OS entropy
     # Batches in flight: one being read, up to `workers` being privatized, one being written. The
@@ -344,7 +374,6 @@ def privatize_file(
             layout = reader.layout.with_copies(copies)
         except ValueError as exc:
             raise UsageError(f"{source}: --copies {copies}: {exc}; rename that column") from exc
-        spent = copies * mech.epsilon_exact
         risk = reconstruction(mech, k=risk_k, rho0=risk_rho0, a=risk_a, copies=copies)
         recorded = release_warnings(mech, reader.layout.keep, forced, warnings)
         # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL), so
@@ -368,33 +397,30 @@ def privatize_file(
             if n == 0:
                 raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
             check_clipping(n_clipped, n, clip_limit, os.fspath(source))
-            notices: tuple[str, ...] = bound_notes
-            tag = None
+            writer.finish()
+            publication = Publication(overwrite=overwrite)
+            publication.add_file(writer.sink)
+            charges = []
             if ledger is not None and fingerprint is not None:
-                digest = fingerprint.hexdigest()
-                already = ledger.check(digest, spent, max_budget=max_budget, input_label=str(source))
-                notices = notices if already is None else (*notices, already)
-                tag = ledger.tag(digest)
-            try:
-                writer.commit()
-                content = build_sidecar(
-                    mech, n=n, layout=layout, data_path=target, sha256=writer.sha256,
-                    reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=tag,
-                    reconstruction=risk,
-                )
-                write_sidecar(side, content, overwrite=overwrite)
-                if ledger is not None and fingerprint is not None and tag is not None:
-                    ledger.record(ledger_entry(
-                        mech, digest=digest, source=source, rows=fingerprint.rows, columns=reader.layout.columns,
-                        output=target, copies=copies, created=content["release"]["created"], tag=tag,
-                        reproducible=seed is not None,
-                    ))
-            except BaseException:
-                if writer.published:  # never leave data without its sidecar, nor a sidecar of replaced data
-                    for path in (target, side):
-                        with contextlib.suppress(OSError):  # e.g. a directory: keep the first error
-                            path.unlink(missing_ok=True)
-                raise
+                charges.append(Charge(ledger_entry(
+                    mech, digest=fingerprint.hexdigest(), source=source, rows=fingerprint.rows,
+                    columns=reader.layout.columns, output=target, copies=copies, created="", tag="",
+                    reproducible=seed is not None, label=input_label,
+                ), str(source)))
+            with contextlib.ExitStack() as sidecars:
+
+                def finish(tags: Sequence[str | None], created: str) -> None:
+                    content = build_sidecar(
+                        mech, n=n, layout=layout, data_path=target, sha256=writer.sha256,
+                        reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=next(iter(tags), None),
+                        reconstruction=risk, created=created,
+                    )
+                    publication.add_file(sidecars.enter_context(finished_text(side, sidecar_text(content))))
+
+                reservations = commit_release(publication, finish, ledger=ledger, charges=charges,
+                                              max_budget=max_budget)
+            notices = (*bound_notes, *(r.notice for r in reservations if r.notice is not None))
+            tag = reservations[0].tag if reservations else None
     return PrivatizeResult(
         output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, layout=layout,
         reproducible=seed is not None, n_clipped=n_clipped, warnings=(*recorded, *notices), dtype=writer.dtype,
@@ -459,6 +485,7 @@ def _run(
 
     if threads == 1:
         for batch in reader:
+            interrupts.check()
             if fingerprint is not None:
                 fingerprint.update(batch.values)
             write(privatize(batch.values, batch.first_row), batch.keep, batch.valid)
@@ -482,6 +509,7 @@ def _run(
     writing.start()
     try:
         for batch in reader:
+            interrupts.check()
             if failure:
                 break
             if fingerprint is not None:
@@ -494,6 +522,7 @@ def _run(
         queue.put(None)
         writing.join()
         pool.shutdown(wait=True, cancel_futures=True)
+    interrupts.check()
     if failure:
         raise failure[0]
     return counts[0], counts[1]

@@ -157,8 +157,12 @@ def build_sidecar(
     input_tag: str | None = None,
     reconstruction: dict[str, Any] | None = None,
     part: dict[str, Any] | None = None,
+    created: str | None = None,
 ) -> dict[str, Any]:
     """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``.
+
+    ``created`` (UTC ISO-8601, default now) is the release's time: the ledger's reservation sets it,
+    so that the sidecar and the ledger entry name the release by the same time.
 
     ``part`` (``{"dataset", "index", "input", "first_row"}``, from :mod:`ldpcli.partitioned`) goes
     to ``release.part``: the file is one part of a dataset directory, and its input tag is shared
@@ -203,7 +207,7 @@ def build_sidecar(
         if text is not None and text not in recorded:
             recorded.append(text)
     release: dict[str, Any] = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": created if created is not None else utc_now(),
         "reproducible": bool(reproducible),
     }
     if reproducible:
@@ -244,9 +248,19 @@ def build_sidecar(
     return content
 
 
+def utc_now() -> str:
+    """The current UTC time as a release records it (ISO-8601, seconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def sidecar_text(content: dict[str, Any]) -> str:
+    """The sidecar file's text."""
+    return json.dumps(content, indent=2, allow_nan=False) + "\n"
+
+
 def write_sidecar(path: Path, content: dict[str, Any], *, overwrite: bool = False) -> None:
     """Write the sidecar atomically (temporary file, then rename)."""
-    atomic_write_text(path, json.dumps(content, indent=2, allow_nan=False) + "\n", overwrite=overwrite)
+    atomic_write_text(path, sidecar_text(content), overwrite=overwrite)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -173,12 +173,21 @@ class VectorWriter:
 
     def commit(self) -> None:
         """Finish the encoding and commit the sink (for a file: flush it and rename it onto its path)."""
+        self._end(self._sink.commit)
+
+    def finish(self) -> None:
+        """Finish the encoding and the sink's bytes without publishing them (a
+        :class:`~ldpcli.io.atomic.Publication` renames the file together with its sidecar)."""
+        self._end(self._sink.finish)
+
+    def _end(self, complete: Callable[[], None]) -> None:
+        """Close the encoder, then ``complete`` the sink; discard everything on failure."""
         self._check_open()
         try:
             encoder = self._encoder if self._encoder is not None else self._open_encoder(self._schema())
             self._encoder = None
             encoder.close()
-            self._sink.commit()
+            complete()
         except BaseException as exc:
             self.discard()
             if isinstance(exc, _ArrowFailure):
@@ -330,8 +339,10 @@ class AtomicVectorWriter:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        """Remove the temporary file unless :meth:`commit` succeeded."""
+        """Remove the temporary file unless it was published (by :meth:`commit` or a publication)."""
         self._writer.__exit__(exc_type, exc, traceback)
+        if not self._sink.published:
+            self._sink.discard()
 
     def write(self, values: np.ndarray, keep: pa.Table | None = None) -> None:
         """Append one batch: ``values`` of shape ``(rows, d)`` and float64 (written as :attr:`dtype`),
@@ -341,6 +352,15 @@ class AtomicVectorWriter:
     def commit(self) -> None:
         """Finish the file, flush it to disk and rename it onto ``path``."""
         self._writer.commit()
+
+    def finish(self) -> None:
+        """Finish the file and flush it to disk at its temporary name (publish :attr:`sink` after)."""
+        self._writer.finish()
+
+    @property
+    def sink(self) -> AtomicFileSink:
+        """The temporary file (for :class:`~ldpcli.io.atomic.Publication`)."""
+        return self._sink
 
     @property
     def rows_written(self) -> int:
