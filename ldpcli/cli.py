@@ -17,7 +17,7 @@ import math
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -822,10 +822,10 @@ def privatize(
             return
         with _progress("privatizing", quiet) as (on_start, on_rows), tempfile.TemporaryDirectory(
             prefix="ldp-stdio-"
-        ) as spool:
+        ) as spool, ExitStack() as held:
             from ldpcli.io.streams import copy_to_stdout, spool_stdin, stdout_suffix
 
-            sources: list[str] = [str(spool_stdin(Path(spool)))] if streams[0] else inputs
+            sources: list[str] = [str(held.enter_context(spool_stdin(Path(spool))))] if streams[0] else inputs
             target = str(Path(spool) / ("stdout" + stdout_suffix(Path(sources[0])))) if streams[1] else output
             results = privatize_files(
                 sources, target, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,

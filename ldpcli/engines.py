@@ -11,11 +11,24 @@ fixed-size lists into Python objects and re-partitions rows).
 The scheduler is ``threads`` (default), ``synchronous`` or ``processes`` on this machine, or the
 address of a running Dask scheduler (``tcp://host:8786``), whose workers must see the same paths
 (a shared or mounted file system) and have ldp installed.
+
+ldp starts worker processes itself only for ``processes``, and those end with ldp, however ldp
+ends (even ``kill -9``): they write no part of a run that is over (:func:`_end_with_driver`). The
+workers of a scheduler given by address are not ldp's: they outlive ldp, and a task running when
+ldp is killed runs to its end (its part lands in the staging directory of a run that never
+publishes).
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -29,6 +42,8 @@ R = TypeVar("R")
 ENGINES = ("local", "dask")
 #: Dask's schedulers on this machine; anything else is a scheduler address.
 LOCAL_SCHEDULERS = ("threads", "synchronous", "processes")
+#: prctl(2)'s option that asks for a signal when the parent process ends (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -46,6 +61,8 @@ class DaskEngine:
         import dask
 
         tasks = [dask.delayed(fn, pure=False)(item, dask_key_name=f"ldp-{index}") for index, item in enumerate(items)]
+        if self.scheduler == "processes":
+            return list(dask.compute(*tasks, scheduler="processes", initializer=_end_with_driver))
         if self.scheduler in LOCAL_SCHEDULERS:
             return list(dask.compute(*tasks, scheduler=self.scheduler))
         from distributed import Client
@@ -56,6 +73,33 @@ class DaskEngine:
             raise UsageError(f"--scheduler {self.scheduler}: cannot reach a Dask scheduler there ({exc})") from exc
         with client:
             return list(dask.compute(*tasks, scheduler=client))
+
+
+def _end_with_driver() -> None:
+    """Run in each worker of the ``processes`` scheduler before its first task: end the worker when
+    the process that started it (ldp, the driver) ends, however the driver ends.
+
+    On Linux the kernel kills the worker when its parent ends (``prctl(PR_SET_PDEATHSIG, SIGKILL)``),
+    at once, whatever the worker is doing. The signal comes when the *thread* that started the
+    worker ends, so the workers must be started by a thread that outlives them: Dask starts them
+    from the thread that calls :meth:`DaskEngine.map` and shuts them down before it returns. On
+    every platform, and for a driver that ended before that took effect, a thread of the worker
+    waits on multiprocessing's sentinel of the driver (a pipe only the driver holds open) and ends
+    the worker when it closes.
+    """
+    driver = multiprocessing.parent_process()
+    if driver is None:  # not started by multiprocessing: nothing to tie to
+        return
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    threading.Thread(target=_exit_when_ended, args=(driver.sentinel,), name="ldp-driver-watch", daemon=True).start()
+
+
+def _exit_when_ended(sentinel: int) -> None:
+    """Wait until ``sentinel`` (multiprocessing's handle on the driver) says the driver ended, then
+    end this worker at once (no clean-up: the run it worked for is over)."""
+    multiprocessing.connection.wait([sentinel])
+    os._exit(1)
 
 
 def make_engine(name: str, scheduler: str | None = None) -> DaskEngine | None:

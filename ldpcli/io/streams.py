@@ -2,18 +2,23 @@
 
 ``ldp privatize - -o - --sidecar release.ldp.json`` reads an Arrow IPC stream (or CSV text) on stdin
 and writes the privatized rows on stdout in the same format. Standard input is first copied to a
-private temporary file (:func:`spool_stdin`): a seeded run keys its noise by the input's bytes, and
-the reader needs the schema before the rows, so the input is read in full before the first output
-byte; memory stays flat (the copy is on disk). The output is written, hashed and committed like any
-file, then copied to stdout (:func:`copy_to_stdout`), so its sidecar binds exactly the bytes that
-went down the pipe.
+temporary file (:func:`spool_stdin`): a seeded run keys its noise by the input's bytes, and the
+reader needs the schema before the rows, so the input is read in full before the first output
+byte; memory stays flat (the copy is on disk). That copy is the raw data, so on Linux it has no name
+from the moment it is created: the operating system frees it when the process ends, however it ends
+(even by ``kill -9``). The output is written, hashed and committed like any file, then copied to
+stdout (:func:`copy_to_stdout`), so its sidecar binds exactly the bytes that went down the pipe.
+What a release of standard input records as its input is :data:`STDIN_LABEL`, not the copy's path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -21,23 +26,49 @@ from ldpcli.errors import DataError
 
 #: The name that means standard input or output.
 STDIO = "-"
+#: How a release of standard input names its input (in the ledger and in messages about the release),
+#: rather than by the temporary path :func:`spool_stdin` reads it from.
+STDIN_LABEL = "<stdin>"
+#: Where Linux shows a process its own open files; opening ``/proc/self/fd/N`` opens the file anew.
+_OWN_FILES = Path("/proc/self/fd")
 #: The first bytes of an Arrow IPC stream (the continuation marker of its first message).
 _ARROW_MAGIC = b"\xff\xff\xff\xff"
 _CHUNK = 8 * 2**20
 
 
-def spool_stdin(directory: Path, stream: BinaryIO | None = None) -> Path:
-    """Copy standard input into ``directory`` as ``stdin.arrows`` (an Arrow IPC stream) or
-    ``stdin.csv`` (anything else, read as CSV text); DataError if it is empty."""
+@contextlib.contextmanager
+def spool_stdin(directory: Path, stream: BinaryIO | None = None) -> Iterator[Path]:
+    """Copy standard input into a temporary file and yield the path to read it by:
+    ``directory/stdin.arrows`` (an Arrow IPC stream) or ``directory/stdin.csv`` (anything else, read
+    as CSV text; the readers choose the format by this suffix). DataError if it is empty.
+
+    On Linux the copy is a file without a name (created in ``directory``, unlinked at once, kept open)
+    and the yielded path is a symbolic link to ``/proc/self/fd/N``, which opens that file anew in this
+    process only: when the process ends, however it ends, the kernel frees the raw bytes, and a link
+    left behind by ``kill -9`` points nowhere. Where there is no ``/proc/self/fd`` (macOS, Windows) the
+    copy is a named file in ``directory``: it is removed on leaving the ``with`` block (the caller's
+    temporary directory removes it too), but a process killed outright leaves it behind.
+    """
     source = stream if stream is not None else sys.stdin.buffer
     first = source.read(len(_ARROW_MAGIC))
     if not first:
         raise DataError("-: standard input is empty; pipe an Arrow IPC stream or CSV text into ldp")
     path = directory / ("stdin.arrows" if first == _ARROW_MAGIC else "stdin.csv")
-    with path.open("wb") as out:
-        out.write(first)
-        shutil.copyfileobj(source, out, _CHUNK)
-    return path
+    anonymous = _OWN_FILES.is_dir()
+    if anonymous:
+        descriptor, name = tempfile.mkstemp(dir=directory)
+        os.unlink(name)  # before the first byte is written: the raw data never has a name
+        os.symlink(_OWN_FILES / str(descriptor), path)
+    else:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    try:
+        with os.fdopen(descriptor, "wb", closefd=False) as out:
+            out.write(first)
+            shutil.copyfileobj(source, out, _CHUNK)
+        yield path
+    finally:
+        os.close(descriptor)
+        path.unlink(missing_ok=True)
 
 
 def stdout_suffix(source: Path) -> str:

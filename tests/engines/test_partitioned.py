@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -149,12 +150,13 @@ def test_without_dask_the_engine_says_how_to_install_it(monkeypatch: pytest.Monk
 
 
 @needs_dask
-def test_dask_threads_synchronous_and_a_two_worker_cluster_write_the_same_bytes(
+def test_dask_threads_synchronous_processes_and_a_two_worker_cluster_write_the_same_bytes(
     inputs: list[Path], tmp_path: Path
 ) -> None:
     from distributed import LocalCluster
 
-    runs = {"local": None, "threads": DaskEngine("threads"), "synchronous": DaskEngine("synchronous")}
+    runs = {"local": None, "threads": DaskEngine("threads"), "synchronous": DaskEngine("synchronous"),
+            "processes": DaskEngine("processes")}
     for name, engine in runs.items():
         privatize_dataset(inputs, tmp_path / name, engine=engine, epsilon=4.0, seed=3)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
@@ -165,7 +167,7 @@ def test_dask_threads_synchronous_and_a_two_worker_cluster_write_the_same_bytes(
     assert len(names) == 7
     for name in names:
         reference = (tmp_path / "local" / name).read_bytes()
-        for run in ("threads", "synchronous", "cluster"):
+        for run in ("threads", "synchronous", "processes", "cluster"):
             assert (tmp_path / run / name).read_bytes() == reference, f"{run}/{name}"
     local_mean = estimate_mean(tmp_path / "local")
     assert cluster_mean.n == local_mean.n == 5900
@@ -210,3 +212,77 @@ def test_an_unseeded_run_sends_no_entropy_to_its_tasks(inputs: list[Path], tmp_p
     sent.clear()
     privatize_dataset(inputs, tmp_path / "c", engine=None, epsilon=4.0, seed=1)
     assert all(task.entropy is not None for task in sent)
+
+
+def _descendants(pid: int) -> dict[int, str]:
+    """The processes below ``pid`` now, each with its start time (so that a reused pid is not taken for it)."""
+    stats = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stats[int(entry.name)] = (entry / "stat").read_text()
+            except OSError:  # ended meanwhile
+                continue
+    # After the command's closing parenthesis: state, ppid, ..., start time (field 22 of proc(5)).
+    fields = {child: text[text.rindex(")") + 2:].split() for child, text in stats.items()}
+    found: dict[int, str] = {}
+    parents = [pid]
+    while parents:
+        parent = parents.pop()
+        for child, values in fields.items():
+            if int(values[1]) == parent and child not in found:
+                found[child] = values[19]
+                parents.append(child)
+    return found
+
+
+def _running(pid: int, started: str) -> bool:
+    """Whether the process ``pid`` that started at ``started`` still runs (a zombie does not)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    values = text[text.rindex(")") + 2:].split()
+    return values[19] == started and values[0] not in ("Z", "X")
+
+
+@needs_dask
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+def test_dask_process_workers_end_with_a_killed_driver(tmp_path: Path) -> None:
+    """kill -9 of ldp while its Dask ``processes`` workers write parts: the workers end with it and
+    write nothing more (before, they outlived the driver and went on writing parts)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = write(tmp_path / "in.parquet", unit_rows(120_000, 64, seed=7), row_group_size=4096)
+    out = tmp_path / "release"
+    driver = subprocess.Popen(
+        [str(Path(sys.executable).with_name("ldp")), "privatize", str(source), "--eps", "1", "--engine", "dask",
+         "--scheduler", "processes", "--part-rows", "1024", "-o", f"{out}/", "-q"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    workers: dict[int, str] = {}
+    try:
+        deadline = time.monotonic() + 120
+        while not any(staging.is_dir() and any(staging.glob("part-*")) for staging in tmp_path.glob(".release.*")):
+            assert driver.poll() is None, driver.communicate()
+            assert time.monotonic() < deadline, "no part was written"
+            time.sleep(0.01)
+        workers = _descendants(driver.pid)
+        assert workers, "the processes scheduler started no worker process"
+        driver.kill()
+        driver.wait(timeout=60)
+        deadline = time.monotonic() + 30  # a bound on the wait, not a timing claim
+        while any(_running(pid, started) for pid, started in workers.items()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [pid for pid, started in workers.items() if _running(pid, started)] == []
+        (staging,) = tmp_path.glob(".release.*")
+        written = sorted(p.name for p in staging.iterdir())
+        time.sleep(1)
+        assert sorted(p.name for p in staging.iterdir()) == written
+    finally:
+        for pid, started in workers.items():
+            if _running(pid, started):
+                os.kill(pid, signal.SIGKILL)

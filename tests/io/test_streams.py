@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +20,7 @@ from helpers import unit_rows
 
 from ldpcli.estimate import estimate_mean
 from ldpcli.io.atomic import file_sha256
+from ldpcli.io.streams import spool_stdin
 from ldpcli.pipeline import privatize_file
 
 
@@ -30,8 +36,6 @@ def arrow_stream(rows: np.ndarray, ids: bool = True) -> bytes:
 
 def ldp_pipe(args: list[str], data: bytes, tmp_path: Path) -> subprocess.CompletedProcess[bytes]:
     env_ledger = {"LDP_LEDGER": str(tmp_path / "ledger.json")}
-    import os
-
     return subprocess.run([sys.executable, "-m", "ldpcli.cli", *args], input=data, capture_output=True,
                           env={**os.environ, **env_ledger}, check=False, timeout=120)
 
@@ -66,6 +70,54 @@ def test_csv_through_a_pipe_stays_csv(tmp_path: Path) -> None:
     lines = run.stdout.decode().splitlines()
     assert lines[0] == '"a","b","c"' and len(lines) == 301
     assert json.loads(side.read_text())["data"]["format"] == "csv"
+
+
+@pytest.mark.parametrize("data, name", [(b"a,b\n1,2\n", "stdin.csv"), (arrow_stream(np.eye(3)), "stdin.arrows")])
+def test_the_spool_is_read_by_its_suffixed_path_and_has_no_name_of_its_own(
+    tmp_path: Path, data: bytes, name: str
+) -> None:
+    with spool_stdin(tmp_path, io.BytesIO(data)) as path:
+        assert path.name == name and path.read_bytes() == data
+        if sys.platform.startswith("linux"):  # a link to the open, unlinked copy: no regular file anywhere
+            assert path.is_symlink() and [p for p in tmp_path.iterdir() if not p.is_symlink()] == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_kill_9_leaves_no_copy_of_standard_input(tmp_path: Path) -> None:
+    """The spooled raw input has no name: a run killed outright leaves none of its bytes on disk.
+
+    Nothing reads the run's stdout, so it blocks in copying its output there: by then the whole input
+    was spooled and privatized, and the spool is still open."""
+    data = arrow_stream(unit_rows(100_000, 32, seed=6))  # about 26 MB
+    spool_dir = tmp_path / "tmp"
+    spool_dir.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ldpcli.cli", "privatize", "-", "--eps", "1", "-o", "-", "--sidecar",
+         str(tmp_path / "s.json")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": str(spool_dir), "LDP_LEDGER": str(tmp_path / "ledger.json")},
+    )
+    stdin, stdout = proc.stdin, proc.stdout
+    assert stdin is not None and stdout is not None
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError), stdin:
+            stdin.write(data)
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    try:
+        assert stdout.read(4) == b"\xff\xff\xff\xff"  # the output is going down the pipe
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        feeder.join(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert [p.name for p in spool_dir.iterdir()][0].startswith("ldp-stdio-")  # the run did spool here
+    sample = data[len(data) // 2:len(data) // 2 + 4096]  # raw vector values from the middle of the input
+    for folder, _, names in os.walk(spool_dir):
+        for name in names:
+            path = Path(folder, name)
+            assert path.is_symlink() or sample not in path.read_bytes(), f"{path} holds the raw input"
 
 
 @pytest.mark.parametrize("args, fragment", [
