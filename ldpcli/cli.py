@@ -823,7 +823,7 @@ def privatize(
         with _progress("privatizing", quiet) as (on_start, on_rows), tempfile.TemporaryDirectory(
             prefix="ldp-stdio-"
         ) as spool, ExitStack() as held:
-            from ldpcli.io.streams import copy_to_stdout, spool_stdin, stdout_suffix
+            from ldpcli.io.streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdout_suffix
 
             sources: list[str] = [str(held.enter_context(spool_stdin(Path(spool))))] if streams[0] else inputs
             target = str(Path(spool) / ("stdout" + stdout_suffix(Path(sources[0])))) if streams[1] else output
@@ -834,7 +834,8 @@ def privatize(
                 seed=seed, overwrite=overwrite, force=force, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid,
                 dtype=dtype, on_start=on_start, on_rows=on_rows, ledger=owner_ledger, max_budget=max_budget,
                 risk_k=risk_k, risk_rho0=risk_rho0, risk_a=_floats(risk_a, "--risk-a"), copies=copies,
-                sidecar=sidecar,
+                sidecar=sidecar, input_label=STDIN_LABEL if streams[0] else None,
+                output_label=f"{STDOUT_LABEL} (sidecar {Path(sidecar).resolve()})" if streams[1] and sidecar else None,
             )
             if streams[1]:
                 copy_to_stdout(results[0].output)
@@ -2096,6 +2097,11 @@ def queries_release(
     seed: Optional[int] = typer.Option(
         None, "--seed", help="Seed the noise (reproducible, NOT for release; the sidecar says so). Default: OS entropy."
     ),
+    ledger: Optional[Path] = LEDGER_OPTION,
+    max_budget: Optional[float] = typer.Option(
+        None, "--max-budget", metavar="EPS", help="Refuse the release if the ε the data has spent in the ledger plus "
+        "this release's ε at --delta would exceed EPS (basic composition)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes."),
 ) -> None:
@@ -2103,16 +2109,22 @@ def queries_release(
 
     Gaussian noise on the true answers with σ = diam/(n√(2ρ)) (the universe's ℓ2 diameter), then
     the projection onto the convex hull of the universe (or of a public cover with --cover). Prints
-    the answers, the error bounds with their constants, and ρ as (ε, δ).
+    the answers, the error bounds with their constants, and ρ as (ε, δ). The release is recorded in
+    the data owner's privacy-budget ledger (--ledger; see `ldp budget`) at its exact (ε, δ).
     """
     with _errors():
+        from ldpcli.budget import InputFingerprint, Ledger
         from ldpcli.queries import read_workload, release_queries, save_central_release
 
         target = output or data.with_name(data.name.split(".")[0] + ".answers.json")
         loaded = read_workload(workload, key=key)
+        owner_ledger = Ledger.open(ledger)
+        fingerprint = InputFingerprint(loaded.distinct.shape[1])
         with _progress("counting", quiet) as (_, on_rows):
-            release = release_queries(data, loaded, key, rho=rho, delta=delta, alpha=cover, seed=seed, on_rows=on_rows)
-        side = save_central_release(release, loaded, target, overwrite=overwrite)
+            release = release_queries(data, loaded, key, rho=rho, delta=delta, alpha=cover, seed=seed, on_rows=on_rows,
+                                      fingerprint=fingerprint)
+        side = save_central_release(release, loaded, target, overwrite=overwrite, ledger=owner_ledger, source=data,
+                                    fingerprint=fingerprint, max_budget=max_budget)
     info = release.to_dict()
     if as_json:
         out.print(json.dumps({**info, "output": str(target), "sidecar": str(side)}, allow_nan=False), markup=False)

@@ -130,15 +130,15 @@ def release_checks(
 
 def ledger_entry(
     mech: Mechanism, *, digest: str, source: Path, rows: int, columns: Sequence[str], output: Path, copies: int,
-    created: str, tag: str, reproducible: bool, label: str | None = None,
+    created: str, tag: str, reproducible: bool, label: str | None = None, output_label: str | None = None,
 ) -> LedgerEntry:
     """The ledger's record of one input released by ``mech`` (``copies`` times) into ``output``.
 
-    ``label`` names an input that is no file of its own (``"<stdin>"``); by default the input's
-    resolved path."""
+    ``label`` and ``output_label`` name an input or output that is no file of its own (``"<stdin>"``,
+    ``"<stdout>"``); by default the resolved paths."""
     return LedgerEntry(
-        fingerprint=digest, input=label if label is not None else str(source.resolve()), rows=rows, d=mech.d, columns=list(columns),
-        output=str(output.resolve()), mechanism=mech.name, epsilon=copies * mech.epsilon,
+        fingerprint=digest, input=label if label is not None else str(source.resolve()), rows=rows, d=mech.d,
+        columns=list(columns), output=output_label if output_label is not None else str(output.resolve()), mechanism=mech.name, epsilon=copies * mech.epsilon,
         epsilon_exact=copies * mech.epsilon_exact, delta=mech.delta_exact if mech.delta_exact > 0 else None,
         created=created, tag=tag, reproducible=reproducible,
     )
@@ -285,6 +285,7 @@ def privatize_file(
     copies: int = 1,
     sidecar: str | os.PathLike[str] | None = None,
     input_label: str | None = None,
+    output_label: str | None = None,
 ) -> PrivatizeResult:
     """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar
     (``sidecar``, default ``OUTPUT.ldp.json`` beside the output).
@@ -312,7 +313,8 @@ def privatize_file(
     reserved in the ledger (the budget checked again under its lock), output and sidecar published
     together, then confirmed; after any failure the previous output and sidecar are in place and the
     reservation is taken out. Without a ledger nothing is recorded and the sidecar has no tag.
-    ``input_label`` is the ledger's name for an input that is no file of its own (``"<stdin>"``).
+    ``input_label`` and ``output_label`` are the ledger's names for an input or output that is no
+    file of its own (``"<stdin>"``; ``"<stdout>"``, the output being a spool copied there).
     ``overwrite`` replaces only ldp's own output: an existing output must have its sidecar, and is
     never the input or the ledger. ``risk_k``, ``risk_rho0`` and ``risk_a`` choose the sidecar's
     reconstruction section (:func:`ldpcli.risk.release.reconstruction`; default k = d, ρ0 = 0).
@@ -405,8 +407,8 @@ def privatize_file(
                 charges.append(Charge(ledger_entry(
                     mech, digest=fingerprint.hexdigest(), source=source, rows=fingerprint.rows,
                     columns=reader.layout.columns, output=target, copies=copies, created="", tag="",
-                    reproducible=seed is not None, label=input_label,
-                ), str(source)))
+                    reproducible=seed is not None, label=input_label, output_label=output_label,
+                ), input_label or str(source)))
             with contextlib.ExitStack() as sidecars:
 
                 def finish(tags: Sequence[str | None], created: str) -> None:

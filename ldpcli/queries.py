@@ -24,6 +24,8 @@ or its coarse variant (a public α-cover), ρ-zCDP, with a sidecar of its own ki
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import math
 import os
@@ -35,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli import __version__
+from ldpcli.budget import InputFingerprint, Ledger, LedgerEntry
 from ldpcli.errors import DataError, UsageError
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.estimators.projection import Hull, HullSolution
@@ -51,7 +54,7 @@ from ldpcli.estimators.queries import (
     projection_bound,
     zcdp_epsilon,
 )
-from ldpcli.io import VectorLayout, atomic_write_bytes, atomic_write_text, file_format, open_vectors, table_bytes
+from ldpcli.io import VectorLayout, file_format, open_vectors, table_bytes
 
 #: The sidecar kind of a central release (a per-row release's is ``ldp-sidecar``).
 CENTRAL_FORMAT = "ldp-central-release"
@@ -378,13 +381,14 @@ class CentralRelease:
 def release_queries(
     data: PathLike, workload: Workload, key: str, *, rho: float, delta: float = DEFAULT_DELTA,
     alpha: float | None = None, seed: int | None = None, batch_rows: int = 65536,
-    on_rows: Callable[[int], None] | None = None,
+    on_rows: Callable[[int], None] | None = None, fingerprint: InputFingerprint | None = None,
 ) -> CentralRelease:
     """The projection mechanism (``alpha`` None) or the coarse projection mechanism at ``alpha``.
 
     The curator counts each item's rows, computes the mean answer vector X̄ (of the items rounded to
     the public cover with ``alpha``), adds N(0, σ²I) with σ = diam/(n√(2ρ)) (the diameter of the
     universe, or of the cover) and projects onto the hull of the universe (or of the cover): ρ-zCDP.
+    ``fingerprint`` (the ledger's, of d = the number of queries) is fed each row's answer vector.
     """
     if not (isinstance(rho, (int, float)) and math.isfinite(rho) and rho > 0):
         raise UsageError(f"--rho must be a finite number > 0, got {rho!r}")
@@ -395,6 +399,8 @@ def release_queries(
     counts: np.ndarray = np.zeros(workload.distinct.shape[0])
     for index in _item_index(workload, data, key, batch_rows)():
         counts += np.bincount(workload.item_rows[index], minlength=counts.size)
+        if fingerprint is not None:
+            fingerprint.update(workload.distinct[workload.item_rows[index]])
         if on_rows is not None:
             on_rows(index.size)
     n = int(counts.sum())
@@ -421,14 +427,14 @@ def release_queries(
                           int(points.shape[0]))
 
 
-def central_sidecar(release: CentralRelease, output: Path, sha256: str, workload: Workload) -> dict[str, Any]:
-    """The sidecar of a central release: public parameters and counts only (n, m, ρ, σ, the sets)."""
-    from datetime import datetime, timezone
-
-    from ldpcli.sidecar import REPRODUCIBLE_NOTE
+def central_sidecar(release: CentralRelease, output: Path, sha256: str, workload: Workload, *,
+                    created: str | None = None) -> dict[str, Any]:
+    """The sidecar of a central release: public parameters and counts only (n, m, ρ, σ, the sets).
+    ``created``: the release's time (default now)."""
+    from ldpcli.sidecar import REPRODUCIBLE_NOTE, utc_now
 
     release_section: dict[str, Any] = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "reproducible": release.reproducible,
+        "created": created if created is not None else utc_now(), "reproducible": release.reproducible,
     }
     if release.reproducible:
         release_section["note"] = REPRODUCIBLE_NOTE
@@ -454,13 +460,17 @@ def central_sidecar(release: CentralRelease, output: Path, sha256: str, workload
 
 
 def save_central_release(release: CentralRelease, workload: Workload, output: PathLike, *,
-                         overwrite: bool = False) -> Path:
+                         overwrite: bool = False, ledger: Ledger | None = None, source: PathLike | None = None,
+                         fingerprint: InputFingerprint | None = None, max_budget: float | None = None) -> Path:
     """Write the answers (``.json``, ``.csv`` or ``.parquet``: query, answer, noisy) and the sidecar
-    ``OUTPUT.ldp.json`` beside them; both atomic, and the answers are removed again if the sidecar
-    cannot be written. Returns the sidecar's path."""
-    import hashlib
-
-    from ldpcli.sidecar import sidecar_path
+    ``OUTPUT.ldp.json`` beside them, published together by the commit protocol
+    (:func:`ldpcli.commit.commit_release`). With a ``ledger`` (and the ``fingerprint`` that
+    :func:`release_queries` fed from ``source``), the release is charged to that input at its exact
+    (ε, δ) (the Gaussian mechanism's curve at ``release.delta``) and refused past ``max_budget``.
+    Returns the sidecar's path."""
+    from ldpcli.commit import Charge, commit_release
+    from ldpcli.io.atomic import Publication, finished_bytes
+    from ldpcli.sidecar import sidecar_path, sidecar_text
 
     path = Path(output)
     suffix = path.suffix.lower()
@@ -476,11 +486,24 @@ def save_central_release(release: CentralRelease, workload: Workload, output: Pa
         for target in (path, side):
             if target.exists():
                 raise UsageError(f"{target} exists; pass --overwrite to replace it")
-    content = central_sidecar(release, path, hashlib.sha256(payload).hexdigest(), workload)
-    atomic_write_bytes(path, payload, overwrite=overwrite)
-    try:
-        atomic_write_text(side, json.dumps(content, indent=2, allow_nan=False) + "\n", overwrite=overwrite)
-    except BaseException:
-        path.unlink(missing_ok=True)  # answers without their sidecar are never left behind
-        raise
+    if max_budget is not None and ledger is None:
+        raise UsageError("max_budget needs the privacy-budget ledger (it counts what each input has spent)")
+    charges = []
+    if ledger is not None and fingerprint is not None and source is not None:
+        epsilon = float(release.privacy()["epsilon_exact_gaussian"])
+        charges.append(Charge(LedgerEntry(
+            fingerprint=fingerprint.hexdigest(), input=str(Path(source).resolve()), rows=fingerprint.rows,
+            d=fingerprint.d, columns=list(release.names), output=str(path.resolve()),
+            mechanism=release.to_dict()["mechanism"], epsilon=epsilon, epsilon_exact=epsilon, delta=release.delta,
+            created="", tag="", reproducible=release.reproducible,
+        ), os.fspath(source)))
+    publication = Publication(overwrite=overwrite)
+    with contextlib.ExitStack() as files:
+        publication.add_file(files.enter_context(finished_bytes(path, payload)))
+
+        def finish(tags: Sequence[str | None], created: str) -> None:
+            content = central_sidecar(release, path, hashlib.sha256(payload).hexdigest(), workload, created=created)
+            publication.add_file(files.enter_context(finished_bytes(side, sidecar_text(content).encode())))
+
+        commit_release(publication, finish, ledger=ledger, charges=charges, max_budget=max_budget)
     return side

@@ -561,14 +561,12 @@ def train(
     rule = default_step_rule(geometry, mech, radius, spec.epsilon, eta0, beta)
     notices: list[str] = [forced] if forced else []
 
-    tag: str | None = None
     digest: str | None = None
     if ledger is not None and fingerprint is not None:
         digest = fingerprint.hexdigest()
-        already = ledger.check(digest, epochs * mech.epsilon_exact, max_budget=max_budget, input_label=str(path))
-        if already is not None:
-            notices.append(already)
-        tag = ledger.tag(digest)
+        # refused early, before training, when the ledger already says so; the release's own check is
+        # its reservation (ldpcli.commit), under the ledger's lock, which also gives it its tag
+        ledger.check(digest, epochs * mech.epsilon_exact, max_budget=max_budget, input_label=str(path))
 
     # Training.
     rng = _generator(root, _TRAINING)
@@ -621,9 +619,9 @@ def train(
         reproducible=seed is not None, in_memory=state.in_memory, evaluated_on=evaluated_on,
         evaluation_rows=evaluation_rows, metrics=metrics, baseline=None if twin is None else twin.average.copy(),
         minimizer=minimizer, minimizer_note=minimizer_note, output=target,
-        sidecar=None, input_tag=tag, notices=tuple(notices),
+        sidecar=None, notices=tuple(notices),
     )
-    return _publish(result, path, target, overwrite, ledger, digest, fingerprint, layout)
+    return _publish(result, path, target, overwrite, ledger, digest, fingerprint, layout, max_budget)
 
 
 def _first_pass(source: _Source, labels: _Labels, *, from_data: bool, fingerprinted: bool,
@@ -770,14 +768,13 @@ def model_bytes(result: TrainResult, target: Path) -> bytes:
     return buffer.getvalue()
 
 
-def model_sidecar(result: TrainResult, target: Path, sha256: str) -> dict[str, Any]:
+def model_sidecar(result: TrainResult, target: Path, sha256: str, *, created: str | None = None) -> dict[str, Any]:
     """The model's sidecar: public parameters and counts only (never the data's statistics)."""
-    from datetime import datetime, timezone
 
-    from ldpcli.sidecar import REPRODUCIBLE_NOTE
+    from ldpcli.sidecar import REPRODUCIBLE_NOTE, utc_now
 
     release: dict[str, Any] = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "reproducible": result.reproducible,
+        "created": created if created is not None else utc_now(), "reproducible": result.reproducible,
     }
     if result.reproducible:
         release["note"] = REPRODUCIBLE_NOTE
@@ -799,40 +796,40 @@ def model_sidecar(result: TrainResult, target: Path, sha256: str) -> dict[str, A
 
 
 def _publish(result: TrainResult, source: Path, target: Path | None, overwrite: bool, ledger: Ledger | None,
-             digest: str | None, fingerprint: InputFingerprint | None, layout: Any) -> TrainResult:
-    """Write the model and sidecar (when ``target``), then record the release; undo the files if that fails."""
+             digest: str | None, fingerprint: InputFingerprint | None, layout: Any,
+             max_budget: float | None) -> TrainResult:
+    """Commit the release (:func:`ldpcli.commit.commit_release`): reserve it in the ledger, publish
+    the model and its sidecar together (when ``target``), confirm. Returns the result with its
+    input tag and sidecar."""
     from dataclasses import replace
 
-    from ldpcli.io import atomic_write_bytes, atomic_write_text
-    from ldpcli.sidecar import sidecar_path
+    from ldpcli.commit import Charge, commit_release
+    from ldpcli.io.atomic import Publication, finished_bytes
+    from ldpcli.sidecar import sidecar_path, sidecar_text
 
     side = sidecar_path(target) if target is not None else None
-    created = None
-    written: list[Path] = []
-    try:
-        if target is not None and side is not None:
-            payload = model_bytes(result, target)
-            content = model_sidecar(result, target, hashlib.sha256(payload).hexdigest())
-            created = content["release"]["created"]
-            atomic_write_bytes(target, payload, overwrite=overwrite)
-            written.append(target)
-            atomic_write_text(side, json.dumps(content, indent=2, allow_nan=False) + "\n", overwrite=overwrite)
-            written.append(side)
-        if ledger is not None and digest is not None and fingerprint is not None and result.input_tag is not None:
-            from datetime import datetime, timezone
+    charges = []
+    if ledger is not None and digest is not None and fingerprint is not None:
+        mech = result.mechanism
+        charges.append(Charge(LedgerEntry(
+            fingerprint=digest, input=str(source.resolve()), rows=fingerprint.rows, d=fingerprint.d,
+            columns=list(layout.columns), output=str(target.resolve()) if target is not None else "(printed)",
+            mechanism=mech.name, epsilon=result.epochs * mech.epsilon, epsilon_exact=result.epsilon_per_row,
+            delta=result.delta_per_row if mech.delta_exact > 0 else None, created="", tag="",
+            reproducible=result.reproducible,
+        ), str(source)))
+    published = [replace(result, sidecar=side)]
+    publication = Publication(overwrite=overwrite)
+    with contextlib.ExitStack() as files:
 
-            mech = result.mechanism
-            ledger.record(LedgerEntry(
-                fingerprint=digest, input=str(source.resolve()), rows=fingerprint.rows, d=fingerprint.d,
-                columns=list(layout.columns), output=str(target.resolve()) if target is not None else "(printed)",
-                mechanism=mech.name, epsilon=result.epochs * mech.epsilon, epsilon_exact=result.epsilon_per_row,
-                delta=result.delta_per_row if mech.delta_exact > 0 else None,
-                created=created or datetime.now(timezone.utc).isoformat(timespec="seconds"), tag=result.input_tag,
-                reproducible=result.reproducible,
-            ))
-    except BaseException:
-        for path in written:  # never a model without its sidecar, nor a release the ledger missed
-            with contextlib.suppress(OSError):
-                path.unlink(missing_ok=True)
-        raise
-    return replace(result, sidecar=side)
+        def finish(tags: Sequence[str | None], created: str) -> None:
+            published[0] = tagged = replace(published[0], input_tag=next(iter(tags), None))
+            if target is not None and side is not None:
+                payload = model_bytes(tagged, target)
+                content = model_sidecar(tagged, target, hashlib.sha256(payload).hexdigest(), created=created)
+                publication.add_file(files.enter_context(finished_bytes(target, payload)))
+                publication.add_file(files.enter_context(finished_bytes(side, sidecar_text(content).encode())))
+
+        reservations = commit_release(publication, finish, ledger=ledger, charges=charges, max_budget=max_budget)
+    notices = tuple(r.notice for r in reservations if r.notice is not None)
+    return replace(published[0], notices=(*published[0].notices, *notices))

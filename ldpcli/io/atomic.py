@@ -235,14 +235,19 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, overwrite: 
 
 
 def finished_text(path: str | os.PathLike[str], text: str) -> AtomicFileSink:
-    """``text`` (UTF-8) in a finished temporary file for ``path``, to publish with :class:`Publication`.
+    """``text`` (UTF-8) in a finished temporary file for ``path`` (:func:`finished_bytes`)."""
+    return finished_bytes(path, text.encode("utf-8"))
+
+
+def finished_bytes(path: str | os.PathLike[str], data: bytes) -> AtomicFileSink:
+    """``data`` in a finished temporary file for ``path``, to publish with :class:`Publication`.
 
     The caller owns the sink: leave its ``with`` block (or call ``discard``) to remove the file if
     it is not published.
     """
     sink = AtomicFileSink(path, overwrite=True)
     try:
-        sink.write(text.encode("utf-8"))
+        sink.write(data)
         sink.finish()
     except OSError as exc:
         sink.discard()
@@ -526,9 +531,11 @@ class Publication:
 
     def run(self, confirm: Callable[[], None] | None = None) -> None:
         """Publish every output, then ``confirm``; on any failure restore the old outputs and re-raise."""
-        if not self._moves:
-            raise ValueError("nothing to publish")
         interrupts.check()  # a cancellation some library code swallowed still stops the run here
+        if not self._moves:  # a release with no file (a model printed on stdout): only the confirmation
+            if confirm is not None:
+                confirm()
+            return
         journal = hidden_name(self._moves[0].target, "journal")
         with _signals_deferred():
             for move in self._moves:

@@ -29,6 +29,8 @@ STDIO = "-"
 #: How a release of standard input names its input (in the ledger and in messages about the release),
 #: rather than by the temporary path :func:`spool_stdin` reads it from.
 STDIN_LABEL = "<stdin>"
+#: How a release written to standard output names its output (the sidecar's path follows it).
+STDOUT_LABEL = "<stdout>"
 #: Where Linux shows a process its own open files; opening ``/proc/self/fd/N`` opens the file anew.
 _OWN_FILES = Path("/proc/self/fd")
 #: The first bytes of an Arrow IPC stream (the continuation marker of its first message).

@@ -197,3 +197,17 @@ def test_npy_output_refuses_kept_columns(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="an .npy file holds only the vectors; leave out --keep or write Parquet"):
         privatize_file(tmp_path / "x.parquet", tmp_path / "x.npy", epsilon=1.0, keep=["id"])
     assert not (tmp_path / "x.npy").exists()
+
+
+def test_a_pipe_release_is_recorded_under_stable_names(tmp_path: Path) -> None:
+    """The ledger names a pipe release <stdin> and <stdout> (with its sidecar), not the spool's temporary paths."""
+    data = arrow_stream(unit_rows(200, 4, seed=3))
+    side = tmp_path / "release.ldp.json"
+    run = ldp_pipe(["privatize", "-", "--eps", "1", "--keep", "id", "-o", "-", "--sidecar", str(side)], data, tmp_path)
+    assert run.returncode == 0, run.stderr
+    (entry,) = json.loads((tmp_path / "ledger.json").read_text())["entries"]
+    assert entry["input"] == "<stdin>"
+    assert entry["output"] == f"<stdout> (sidecar {side.resolve()})"
+    again = ldp_pipe(["privatize", "-", "--eps", "1", "--keep", "id", "-o", "-", "--sidecar", str(tmp_path / "b.json")],
+                     data, tmp_path)
+    assert b"<stdin> was already released 1 time(s)" in again.stderr

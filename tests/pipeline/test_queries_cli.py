@@ -205,3 +205,22 @@ def test_estimate_mean_project(tmp_path) -> None:  # type: ignore[no-untyped-def
     pd.DataFrame(np.eye(3), columns=["a", "b", "c"]).to_csv(three, index=False)
     res = ldp("estimate-mean", out, "--project", f"hull:{three}")
     assert res.exit_code != 0 and "dimension" in res.stderr
+
+
+def test_a_central_release_is_recorded_in_the_ledger_and_capped(tmp_path, marginals) -> None:  # type: ignore[no-untyped-def]
+    """Issue 24 item 16: `queries release` spends the data's budget like any release."""
+    w, workload, data, truth = marginals
+    ledger = tmp_path / "ledger.json"
+    res = ldp("queries", "release", data, "--workload", workload, "--key", "item", "--rho", 0.5, "-o",
+              tmp_path / "a.json", "--ledger", ledger, "--json")
+    assert res.exit_code == 0, res.output
+    epsilon = json.loads(res.stdout)["privacy"]["epsilon_exact_gaussian"]
+    (entry,) = json.loads(ledger.read_text())["entries"]
+    assert entry["input"] == str(data.resolve()) and entry["state"] == "confirmed"
+    assert entry["epsilon_exact"] == pytest.approx(epsilon) and entry["delta"] == pytest.approx(1e-6)
+    assert entry["mechanism"] == "projection" and entry["rows"] == 3000
+    capped = ldp("queries", "release", data, "--workload", workload, "--key", "item", "--rho", 0.5, "-o",
+                 tmp_path / "b.json", "--ledger", ledger, "--max-budget", 1.5 * epsilon)
+    assert capped.exit_code == 1 and "exceed" in capped.stderr
+    assert not (tmp_path / "b.json").exists()
+    assert len(json.loads(ledger.read_text())["entries"]) == 1
