@@ -25,7 +25,9 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     ``warnings`` (sentences for whoever receives the file: for a baseline mechanism
     :func:`ldpcli.safety.baseline_warning`'s, then the caller's), and ``input_tag`` when the release
     was recorded in the data owner's ledger (:mod:`ldpcli.budget`: a keyed hash, equal for two
-    releases of one input, useless to anyone without the ledger's key).
+    releases of one input, useless to anyone without the ledger's key), and ``part`` for a part of
+    a dataset directory (:class:`DatasetPart`: the dataset's id, the part's number, its input and
+    the dataset's number of parts; no row position, which would count skipped rows).
 ``reconstruction`` (optional, d ≥ 2)
     bounds on reconstructing the row's direction from one output, from public parameters only
     (:mod:`ldpcli.risk`; Bhowmick et al. 2018 Sec. 2.3.1).
