@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import csv
 import fnmatch
-import json
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -43,6 +42,7 @@ from typing import Any, overload
 import numpy as np
 
 from ldpcli.errors import UsageError
+from ldpcli.io.jsonfile import read_json
 
 #: Above this, e^c − 1 would overflow (expm1 is finite up to ≈ 709.78): use the log-sum-exp form.
 _EXPM1_SAFE = 700.0
@@ -403,7 +403,7 @@ def _json_items(path: Path, label: str) -> list[tuple[str, Any, str]]:
     shape = ('expected an object {"FEATURE": level, ...} or a list of objects '
              '[{"features": "FEATURE", "eps": level}, ...]')
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=lambda pairs: pairs)
+        data = read_json(path, object_pairs_hook=lambda pairs: pairs)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"{_OPTION} {label}: cannot read it as JSON ({exc}); {shape}") from exc
     # With the hook every JSON object is a list of (key, value) pairs; a JSON array is a list of those.

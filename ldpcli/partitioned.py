@@ -2,7 +2,7 @@
 
 ``ldp privatize INPUTS… --engine dask -o DIR/`` calls :func:`privatize_dataset`. Each input is cut
 into parts: row ranges that start on key-block boundaries (:mod:`ldpcli.randomness`) and follow the
-Parquet row groups (a CSV input is one part). Each part is one task (:func:`privatize_part`) that
+Parquet row groups (any other input is one part). Each part is one task (:func:`privatize_part`) that
 reads its rows with the local engine's reader, privatizes them with the local engine's
 ``_Privatizer`` (the same generators for the same rows) and writes one Parquet part file. The driver
 then writes each part's sidecar (a complete sidecar of that file, with ``release.part`` naming the
@@ -46,7 +46,7 @@ from ldpcli.errors import DataError, UsageError
 from ldpcli.io import AtomicVectorWriter, VectorLayout, atomic_write_text, file_format, open_vectors
 from ldpcli.io.atomic import Publication, hidden_name, sweep_stale
 from ldpcli.io.formats import data_suffix, file_suffixes
-from ldpcli.io.messages import _reason
+from ldpcli.io.jsonfile import read_json
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.pipeline import DEFAULT_MEMORY, _Privatizer, _run, ledger_entry, release_checks
 from ldpcli.randomness import input_key, key_block_rows, root_seed
@@ -153,13 +153,16 @@ def part_starts(source: Path, rows: int | None, block: int, part_rows: int | Non
     """The first row of each part of an input: multiples of the key block ``block``.
 
     ``part_rows``: parts of about that many rows. Otherwise a Parquet input's row groups (each
-    start rounded up to a block boundary), and one part for CSV (``rows`` None: not known).
+    start rounded up to a block boundary), and one part for any other format (CSV, whose ``rows``
+    is None: not known; ``.npy``, whose parts read row ranges of the memory-mapped array).
     """
     if rows is None:
         return [0]
     if part_rows is not None:
         step = max(1, -(-part_rows // block)) * block
         return list(range(0, rows, step))
+    if file_format(source) != "parquet":
+        return [0]
     metadata = pq.ParquetFile(source).metadata
     starts, first = {0}, 0
     for group in range(metadata.num_row_groups):
@@ -222,6 +225,8 @@ def privatize_dataset(
                          else f"{out}: exists and is not a directory; choose another -o")
     if not out.parent.is_dir():
         raise UsageError(f"-o {out}: {str(out.parent)!r} is not an existing directory; create it first")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise _unwritable(out, "permission denied")
     sources = expand_inputs(inputs, privatized=False)
     if out.exists():
         check_replaceable_dataset(out, sources, ledger)
@@ -259,16 +264,15 @@ def privatize_dataset(
             stop = starts[at + 1] if at + 1 < len(starts) else None
             tasks.append(PartTask(
                 source=os.fspath(source), input_index=index, index=len(tasks), start=start, stop=stop,
-                target=os.fspath(staging / f"part-{len(tasks):05d}{PART_SUFFIX}"), spec=bound_spec, d=layout.d,
+                target=os.fspath(staging / _part_name(len(tasks))), spec=bound_spec, d=layout.d,
                 entropy=int(root.entropy) if seed is not None else None,  # type: ignore[arg-type]
                 spawn_key=tuple(root.spawn_key), key=key, memory=memory // 8,
                 dtype=dtype, **choice,  # type: ignore[arg-type]
             ))
     try:
         staging.mkdir()
-    except OSError as exc:
-        raise UsageError(f"-o {out}: cannot create a directory in {str(out.parent)!r} ({_reason(exc)}); "
-                         "choose a writable place for the output") from exc
+    except OSError as exc:  # e.g. a read-only file system, or what os.access cannot tell (root, ACLs)
+        raise _unwritable(out, exc.strerror or type(exc).__name__) from exc
     notices: list[str] = list(bound_notes)
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") as pool:
@@ -286,6 +290,7 @@ def privatize_dataset(
         for result in results:
             if result.rows == 0:  # every row of this part was invalid (--skip-invalid): no empty part file
                 Path(result.task.target).unlink()
+        files = _number_parts(staging, [Path(r.task.target) for r in kept])
         charges = [
             Charge(ledger_entry(mech, digest=digest, source=source, rows=count, columns=layout.columns, output=out,
                                 copies=1, created="", tag="", reproducible=seed is not None), str(source))
@@ -294,23 +299,23 @@ def privatize_dataset(
 
         def finish(tags: Sequence[str | None], created: str) -> None:
             """Write every part's sidecar and the manifest into the staging directory."""
-            for result in kept:
-                part = {"dataset": dataset_id, "index": result.task.index, "input": result.task.input_index,
-                        "first_row": result.task.start}
+            for index, (result, file) in enumerate(zip(kept, files)):
+                # No row position: the gaps between parts' positions would count the rows skip_invalid left out.
+                part = {"dataset": dataset_id, "index": index, "input": result.task.input_index, "parts": len(kept)}
                 content = build_sidecar(
-                    mech, n=result.rows, layout=layout, data_path=Path(result.task.target), sha256=result.sha256,
+                    mech, n=result.rows, layout=layout, data_path=file, sha256=result.sha256,
                     reproducible=seed is not None, dtype=result.dtype, warnings=recorded,
                     input_tag=tags[result.task.input_index] if tags else None, reconstruction=risk, part=part,
                     created=created,
                 )
-                write_sidecar(sidecar_path(result.task.target), content)
+                write_sidecar(sidecar_path(file), content)
             manifest = {
                 "format": MANIFEST_FORMAT, "schema_version": 1, "tool": {"name": "ldp", "version": __version__},
                 "dataset": dataset_id, "created": created, "engine": describe(engine),
                 "mechanism": {"spec": mech.spec.to_dict(), "d": mech.d, "epsilon_exact": mech.epsilon_exact},
                 "inputs": len(sources), "rows": sum(r.rows for r in kept),
-                "parts": [{"file": Path(r.task.target).name, "rows": r.rows, "sha256": r.sha256,
-                           "input": r.task.input_index, "first_row": r.task.start} for r in kept],
+                "parts": [{"file": file.name, "rows": r.rows, "sha256": r.sha256, "input": r.task.input_index}
+                          for r, file in zip(kept, files)],
             }
             atomic_write_text(staging / MANIFEST_NAME, json.dumps(manifest, indent=2, allow_nan=False) + "\n")
             _sync_tree(staging)
@@ -323,11 +328,17 @@ def privatize_dataset(
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return DatasetResult(
-        output=out, manifest=out / MANIFEST_NAME, parts=tuple(out / Path(r.task.target).name for r in kept),
+        output=out, manifest=out / MANIFEST_NAME, parts=tuple(out / file.name for file in files),
         inputs=tuple(sources), n=sum(r.rows for r in kept), d=mech.d, mechanism=mech, layout=layout,
         reproducible=seed is not None, engine=describe(engine), n_clipped=sum(r.clipped for r in results),
         n_skipped=sum(r.skipped for r in results), warnings=(*recorded, *notices),
     )
+
+
+def _unwritable(out: Path, reason: str) -> UsageError:
+    """The error for an output directory whose parent ldp cannot write in."""
+    return UsageError(f"-o {out}: cannot create a directory in {str(out.parent)!r} ({reason}); choose a place you can "
+                      "write to")
 
 
 def _fingerprints(sources: Sequence[Path], d: int, choice: Mapping[str, Any]) -> list[tuple[str, int]]:
@@ -342,6 +353,21 @@ def _fingerprints(sources: Sequence[Path], d: int, choice: Mapping[str, Any]) ->
     return out
 
 
+def _part_name(index: int) -> str:
+    """The file name of part ``index`` of a dataset directory."""
+    return f"part-{index:05d}{PART_SUFFIX}"
+
+
+def _number_parts(staging: Path, written: Sequence[Path]) -> list[Path]:
+    """The part files renamed part-00000, part-00001, … in order, so that a part left out because
+    every one of its rows was invalid leaves no gap in the numbers (a gap would say so)."""
+    files = [staging / _part_name(index) for index in range(len(written))]
+    for old, new in zip(written, files):
+        if old != new:
+            old.rename(new)
+    return files
+
+
 def check_replaceable_dataset(out: Path, sources: Sequence[Path], ledger: Ledger | None) -> None:
     """UsageError unless the existing directory ``out`` may be replaced: an ldp dataset directory
     that holds its manifest and nothing but the parts it lists and their sidecars (hidden ldp
@@ -354,8 +380,8 @@ def check_replaceable_dataset(out: Path, sources: Sequence[Path], ledger: Ledger
             raise UsageError(f"{out}: holds {path}, which --overwrite would delete; {how}")
     manifest = out / MANIFEST_NAME
     try:
-        listed = json.loads(manifest.read_bytes()[: 2**24]) if manifest.is_file() else None
-    except (OSError, ValueError, RecursionError):
+        listed = read_json(manifest) if manifest.is_file() else None
+    except (OSError, ValueError):
         listed = None
     if not isinstance(listed, dict) or listed.get("format") != MANIFEST_FORMAT or not isinstance(
             listed.get("parts"), list):

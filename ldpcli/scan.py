@@ -207,6 +207,7 @@ def scan(
                 f"{path}: its sidecar {meta.path} describes {_summary(meta)} but {first.path} describes "
                 f"{_summary(first)}; shards of one estimate must come from one privatization"
             )
+    _check_dataset_parts(files, metas)
     _check_distinct_inputs(files, metas)
     if verify:
         for path, meta in zip(files, metas):
@@ -215,28 +216,58 @@ def scan(
                 combine_copies=combine_copies)
 
 
+def _check_dataset_parts(files: Sequence[Path], metas: Sequence[Sidecar]) -> None:
+    """Refuse parts of a dataset directory (:mod:`ldpcli.partitioned`) given twice, or without the others.
+
+    Every part's sidecar records its dataset, its number and the dataset's number of parts: an
+    estimate from some parts would leave the others' rows out as silently as a truncated dataset
+    (sidecars written before the number of parts was recorded are only checked for repeats).
+    """
+    datasets: dict[str, dict[int, Path]] = {}
+    counts: dict[str, set[int | None]] = {}
+    for path, meta in zip(files, metas):
+        if meta.part is None:
+            continue
+        given = datasets.setdefault(meta.part.dataset, {})
+        if meta.part.index in given:
+            raise DataError(
+                f"{given[meta.part.index]} and {path} are the same part of one dataset (part {meta.part.index} of "
+                f"dataset {meta.part.dataset}); an estimate from both would count its rows twice"
+            )
+        given[meta.part.index] = path
+        counts.setdefault(meta.part.dataset, set()).add(meta.part.parts)
+    for dataset, given in datasets.items():
+        parts = counts[dataset]
+        first = given[min(given)]
+        if len(parts) > 1:
+            raise DataError(f"{first}: the parts of dataset {dataset} given disagree on its number of parts "
+                            f"({sorted(p for p in parts if p is not None)}); restore the dataset from the privatize run")
+        total = parts.pop()
+        if total is not None and sorted(given) != list(range(total)):
+            missing = sorted(set(range(total)) - set(given))
+            shown = ", ".join(map(str, missing[:5])) + (", …" if len(missing) > 5 else "")
+            raise DataError(
+                f"{first}: is one of the {total} parts of dataset {dataset} (ldp privatize --engine dask), but "
+                f"{len(missing)} of them (number {shown}) were not given; an estimate from some parts leaves out the "
+                "others' rows: give the dataset's directory"
+            )
+
+
 def _check_distinct_inputs(files: Sequence[Path], metas: Sequence[Sidecar]) -> None:
     """Refuse two releases of one input given as shards (their sidecars carry the same input tag).
 
     Shards are disjoint sets of people; two releases of the same rows are not, and averaging them
     would count each person twice while their privacy loss adds up (basic composition). The parts
     of one input in a dataset directory (:mod:`ldpcli.partitioned`) share its tag and are one
-    release: they pass, as long as no part is given twice.
+    release: they pass (:func:`_check_dataset_parts` refuses a part given twice).
     """
     seen: dict[str, tuple[Path, Sidecar]] = {}
-    parts: dict[tuple[str, int, int], Path] = {}
     for path, meta in zip(files, metas):
         if meta.input_tag is None:
             continue
-        if meta.part is not None and meta.part in parts:
-            raise DataError(
-                f"{parts[meta.part]} and {path} are the same part of one dataset (rows from row {meta.part[2]} of "
-                "its input); an estimate from both would count those rows twice"
-            )
         if meta.input_tag in seen:
             other, first = seen[meta.input_tag]
-            if first.part is not None and meta.part is not None and first.part[0] == meta.part[0]:
-                parts[meta.part] = path
+            if first.part is not None and meta.part is not None and first.part.dataset == meta.part.dataset:
                 continue
             total = first.mechanism.epsilon_exact + meta.mechanism.epsilon_exact
             raise DataError(
@@ -245,8 +276,6 @@ def _check_distinct_inputs(files: Sequence[Path], metas: Sequence[Sidecar]) -> N
                 "estimate from both would count every person twice; estimate from one of them"
             )
         seen[meta.input_tag] = (path, meta)
-        if meta.part is not None:
-            parts[meta.part] = path
 
 
 def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:

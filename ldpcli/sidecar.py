@@ -25,7 +25,9 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     ``warnings`` (sentences for whoever receives the file: for a baseline mechanism
     :func:`ldpcli.safety.baseline_warning`'s, then the caller's), and ``input_tag`` when the release
     was recorded in the data owner's ledger (:mod:`ldpcli.budget`: a keyed hash, equal for two
-    releases of one input, useless to anyone without the ledger's key).
+    releases of one input, useless to anyone without the ledger's key), and ``part`` for a part of
+    a dataset directory (:class:`DatasetPart`: the dataset's id, the part's number, its input and
+    the dataset's number of parts; no row position, which would count skipped rows).
 ``reconstruction`` (optional, d ≥ 2)
     bounds on reconstructing the row's direction from one output, from public parameters only
     (:mod:`ldpcli.risk`; Bhowmick et al. 2018 Sec. 2.3.1).
@@ -66,6 +68,7 @@ from typing import Any
 from ldpcli import __version__
 from ldpcli.errors import DataError, LdpError
 from ldpcli.io import VectorLayout, atomic_write_text, file_format
+from ldpcli.io.jsonfile import read_json
 from ldpcli.kernels import kernel_name
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms.base import MechanismSpec
@@ -81,6 +84,8 @@ SUFFIX = ".ldp.json"
 SCHEMA_RESOURCE = "schemas/sidecar-v2.schema.json"
 #: ``release.input_tag``: "ldptag1-" and an HMAC-SHA256 in hex (:meth:`ldpcli.budget.Ledger.tag`).
 INPUT_TAG_PATTERN = r"ldptag1-[0-9a-f]{64}"
+#: ``release.part.dataset``: a dataset directory's random id, as in its manifest.
+DATASET_ID_PATTERN = r"[0-9a-f]{32}"
 REPRODUCIBLE_NOTE = "seeded run: reproducible by whoever knows the seed; not for release"
 # Numbers recomputed from the public parameters must agree with the recorded ones to this
 # relative tolerance (they differ only if the file was edited or another version computed them).
@@ -164,9 +169,10 @@ def build_sidecar(
     ``created`` (UTC ISO-8601, default now) is the release's time: the ledger's reservation sets it,
     so that the sidecar and the ledger entry name the release by the same time.
 
-    ``part`` (``{"dataset", "index", "input", "first_row"}``, from :mod:`ldpcli.partitioned`) goes
-    to ``release.part``: the file is one part of a dataset directory, and its input tag is shared
-    with the other parts of the same input.
+    ``part`` (``{"dataset", "index", "input", "parts"}``, from :mod:`ldpcli.partitioned`) goes
+    to ``release.part``: the file is part ``index`` of the ``parts`` parts of a dataset directory,
+    and its input tag is shared with the other parts of the same input. No row position is
+    recorded: the gaps between parts' positions would count the rows that ``skip_invalid`` left out.
 
     ``sha256`` is the hash of the data file's bytes, computed while writing it; it binds the
     sidecar to exactly that file. ``dtype`` is the type the vectors were written as (``float64``
@@ -264,6 +270,19 @@ def write_sidecar(path: Path, content: dict[str, Any], *, overwrite: bool = Fals
 
 
 @dataclass(frozen=True)
+class DatasetPart:
+    """``release.part``: the file is part ``index`` (from 0) of dataset ``dataset``, from its input ``input``.
+
+    ``parts`` is the dataset's number of parts (None in sidecars written before it was recorded).
+    """
+
+    dataset: str
+    index: int
+    input: int
+    parts: int | None
+
+
+@dataclass(frozen=True)
 class Sidecar:
     """A validated sidecar: its raw content, the mechanism it describes and the data layout."""
 
@@ -288,8 +307,8 @@ class Sidecar:
     baseline: bool = False
     #: ``release.input_tag``: equal for two releases of one input (None when not recorded).
     input_tag: str | None = None
-    #: ``release.part``: (dataset id, input index, first row) of a part of a dataset directory, else None.
-    part: tuple[str, int, int] | None = None
+    #: ``release.part``: which part of which dataset directory the file is, else None.
+    part: DatasetPart | None = None
 
     @property
     def d(self) -> int:
@@ -301,11 +320,12 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     """Read and validate a sidecar (version 2 or 1); DataError naming the file and the field if anything is off."""
     path = Path(path)
     try:
-        content = json.loads(path.read_text(encoding="utf-8"))
+        content = read_json(path)
     except FileNotFoundError:
         raise DataError(f"{path}: no such sidecar; pass the privatized file's sidecar with --sidecar") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        # ValueError: JSONDecodeError, or an integer beyond Python's digit limit; RecursionError: deep nesting.
+    except (OSError, ValueError) as exc:
+        # OSError: unreadable, not a regular file, too large; ValueError: not UTF-8, not JSON, too deeply nested,
+        # or an integer beyond Python's digit limit.
         reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise DataError(f"{path}: not a readable ldp sidecar ({reason}); restore it from the privatize run") from exc
     if not isinstance(content, dict) or content.get("format") != FORMAT:
@@ -393,7 +413,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     warnings: tuple[str, ...] = ()
     baseline = bool(type(mechanism).baseline)
     input_tag: str | None = None
-    part: tuple[str, int, int] | None = None
+    part: DatasetPart | None = None
     if v2:  # fields added within version 2: absent from the sidecars written before them
         if _lookup(content, "data.dtype") is not _MISSING:
             dtype, dtype_recorded = _field(path, content, "data.dtype", str), True
@@ -413,8 +433,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
             if not re.fullmatch(INPUT_TAG_PATTERN, input_tag):
                 raise _malformed(path, "release.input_tag")
         if _lookup(content, "release.part") is not _MISSING:
-            part = (_field(path, content, "release.part.dataset", str), _field(path, content, "release.part.input", int),
-                    _field(path, content, "release.part.first_row", int))
+            part = _dataset_part(path, content)
         if _lookup(content, "mechanism.baseline") is not _MISSING:
             recorded_baseline = _field(path, content, "mechanism.baseline", bool)
             if recorded_baseline != baseline:
@@ -428,6 +447,26 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         spec=mechanism.spec, version=version, data_file=data_file, dtype=dtype, dtype_recorded=dtype_recorded,
         unprivatized_columns=unprivatized, warnings=warnings, baseline=baseline, input_tag=input_tag, part=part,
     )
+
+
+def _dataset_part(path: Path, content: dict[str, Any]) -> DatasetPart:
+    """``release.part``, each field checked (DataError naming the one that is malformed)."""
+    dataset = _field(path, content, "release.part.dataset", str)
+    if not re.fullmatch(DATASET_ID_PATTERN, dataset):
+        raise _malformed(path, "release.part.dataset")
+    numbers = {}
+    for name in ("index", "input", "parts"):
+        dotted = f"release.part.{name}"
+        if name == "parts" and _lookup(content, dotted) is _MISSING:
+            continue
+        numbers[name] = _field(path, content, dotted, int)
+        if numbers[name] < (1 if name == "parts" else 0):
+            raise _malformed(path, dotted)
+    parts = numbers.get("parts")
+    if parts is not None and numbers["index"] >= parts:
+        raise DataError(f"{path}: field 'release.part.index' is {numbers['index']} but the dataset has {parts} parts "
+                        "(numbered from 0); restore the sidecar from the privatize run")
+    return DatasetPart(dataset, numbers["index"], numbers["input"], parts)
 
 
 def _lookup(content: Any, dotted: str) -> Any:

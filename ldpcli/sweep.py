@@ -51,6 +51,7 @@ import numpy as np
 from ldpcli.compare import DEFAULT_DELTA as DEFAULT_DELTA  # re-exported: the sweep table's δ is params'
 from ldpcli.compare import comparison_options
 from ldpcli.errors import DataError, LdpError, UsageError
+from ldpcli.io.jsonfile import read_json
 from ldpcli.mechanisms import Mechanism, MechanismSpec, PrivUnit2, get_mechanism, mechanism_names
 from ldpcli.mechanisms.base import check_common, check_count
 from ldpcli.safety import check_epsilon, clip_warning
@@ -577,7 +578,7 @@ def read_sweep(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         raise UsageError(f"{label}: no such file; give a table written by `ldp sweep -o`")
     try:
         if suffix == ".json":
-            rows = json.loads(path.read_text(encoding="utf-8"))
+            rows = read_json(path)
             if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
                 raise DataError(f"{label}: a sweep table in JSON is a list of objects")
             return _rows_of_table(rows, label)

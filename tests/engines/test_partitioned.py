@@ -65,14 +65,15 @@ def test_parts_follow_row_groups_on_key_block_boundaries_and_equal_the_local_out
     result = privatize_dataset(inputs, out, engine=None, epsilon=4.0, seed=11)
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     # Row groups start at 0, 1000, 2000, …: rounded up to blocks of 512 rows.
-    assert [(p["input"], p["first_row"], p["rows"]) for p in manifest["parts"]] == [
-        (0, 0, 1024), (0, 1024, 1024), (0, 2048, 1024), (0, 3072, 1024), (0, 4096, 504), (1, 0, 1024), (1, 1024, 276)]
+    assert [(p["file"], p["input"], p["rows"]) for p in manifest["parts"]] == [
+        (f"part-0000{i}.parquet", source, rows)
+        for i, (source, rows) in enumerate([(0, 1024), (0, 1024), (0, 1024), (0, 1024), (0, 504), (1, 1024), (1, 276)])]
     assert manifest["rows"] == result.n == 5900 and manifest["inputs"] == 2
     for part in manifest["parts"]:
         assert file_sha256(out / part["file"]) == part["sha256"]
         side = json.loads((out / (part["file"] + ".ldp.json")).read_text())
         assert side["release"]["part"] == {"dataset": manifest["dataset"], "index": int(part["file"][5:10]),
-                                           "input": part["input"], "first_row": part["first_row"]}
+                                           "input": part["input"], "parts": 7}
         assert side["data"]["n"] == part["rows"] and side["data"]["sha256"] == part["sha256"]
     for index, source in enumerate(inputs):
         alone = privatize_file(source, tmp_path / f"local{index}.parquet", epsilon=4.0, seed=11)
@@ -85,7 +86,7 @@ def test_part_rows_and_the_estimate_from_the_directory(inputs: list[Path], tmp_p
     out = tmp_path / "release"
     privatize_dataset(inputs, out, engine=None, epsilon=4.0, seed=5, part_rows=2000)
     manifest = json.loads((out / MANIFEST_NAME).read_text())
-    assert [p["first_row"] for p in manifest["parts"]] == [0, 2048, 4096, 0]
+    assert [(p["input"], p["rows"]) for p in manifest["parts"]] == [(0, 2048), (0, 2048), (0, 504), (1, 1300)]
     whole = estimate_mean(out)
     assert whole.n == 5900
     listed = estimate_mean([out / p["file"] for p in manifest["parts"]])
