@@ -308,6 +308,10 @@ LEDGER_OPTION = typer.Option(
     "ldp/ledger.json in the user data directory, e.g. ~/.local/share). It holds a secret key and input fingerprints: "
     "keep it private and never next to a release."
 )
+KEYS_LEDGER_OPTION = typer.Option(
+    None, "--ledger", metavar="PATH", help="The data owner's ledger: the signing key is signing-key.pem in its directory "
+    "(default: $LDP_LEDGER, else ldp/ledger.json in the user data directory, e.g. ~/.local/share)."
+)
 TRUST_OPTION = typer.Option(
     None, "--trust", metavar="KEY", help="Refuse unless every file (and dataset manifest) is signed by the data owner's "
     "public key KEY (ldpkey1-…, a PEM key, or a file holding either; `ldp keys show` prints it) and unchanged since. "
@@ -1139,6 +1143,7 @@ def regress_cmd(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar; with -o, print nothing."),
+    trust: Optional[str] = TRUST_OPTION,
 ) -> None:
     """Least-squares regression from two private copies of each row (Aliakbarpour et al. 2024, Alg. 3).
 
@@ -1153,7 +1158,7 @@ def regress_cmd(
 
         with _progress("reading", quiet) as (_, on_rows):
             result = regress(privatized, label=label, radius=radius, sidecar=sidecar, where=where or (),
-                             verify=verify, on_rows=on_rows)
+                             verify=verify, on_rows=on_rows, trust=trust)
         if output is not None:
             save_coefficients(result, output, overwrite=overwrite)
     if quiet and output is not None:
@@ -1173,6 +1178,7 @@ def _print_regression(result: Any) -> None:
     summary.add_row("rows n", str(fit.n), "people, each privatized twice")
     summary.add_row("label", result.label, f"{len(result.features)} features")
     summary.add_row("mechanism", f"{result.mechanism}, ε = {_fmt(result.epsilon_total)} in all", "both copies together")
+    _signature_row(summary, result.signature)
     summary.add_row("radius R", _fmt(fit.radius), "θ̂ minimises f̂ over ‖θ‖ ≤ R" + (" (on the boundary)" if fit.on_boundary else ""))
     summary.add_row("f̂(θ̂)", _fmt(fit.objective), "unbiased estimate of (1/2n)Σ(θ̂ᵀz − l)²")
     summary.add_row("A indefinite", "yes" if fit.indefinite else "no", "the noisy quadratic; handled exactly")
@@ -1895,7 +1901,7 @@ app.add_typer(keys_app, name="keys")
 
 
 @keys_app.command("init", cls=_Command)
-def keys_init(ledger: Optional[Path] = LEDGER_OPTION) -> None:
+def keys_init(ledger: Optional[Path] = KEYS_LEDGER_OPTION) -> None:
     """Create the data owner's signing key beside the ledger (signing-key.pem, mode 0600) and print its public key.
 
     An existing key is never replaced. The private key stays with the ledger; give analysts the
@@ -1912,7 +1918,7 @@ def keys_init(ledger: Optional[Path] = LEDGER_OPTION) -> None:
 
 @keys_app.command("show", cls=_Command)
 def keys_show(
-    ledger: Optional[Path] = LEDGER_OPTION,
+    ledger: Optional[Path] = KEYS_LEDGER_OPTION,
     pem: bool = typer.Option(False, "--pem", help="Print the public key as a PEM block instead of ldpkey1-…."),
 ) -> None:
     """Print the data owner's public key: what analysts pass to `ldp verify --trust` and `estimate-mean --trust`."""
@@ -2091,6 +2097,7 @@ def queries_answer(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also save the answers as .json."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes."),
+    trust: Optional[str] = TRUST_OPTION,
 ) -> None:
     """Every query's answer from a local release: the raw average and its projection onto the workload's hull.
 
@@ -2104,7 +2111,8 @@ def queries_answer(
         if output is not None and output.suffix.lower() != ".json":
             raise UsageError(f"{output}: save the answers as .json")
         with _progress("reading", quiet) as (_, on_rows):
-            answers = answer_queries(privatized, workload, sidecar=sidecar, confidence=confidence, on_rows=on_rows)
+            answers = answer_queries(privatized, workload, sidecar=sidecar, confidence=confidence, on_rows=on_rows,
+                                     trust=trust)
         if output is not None:
             from ldpcli.io import atomic_write_text
 
@@ -2120,6 +2128,7 @@ def queries_answer(
     summary.add_row("rows n", str(est.n), "privatized rows averaged")
     summary.add_row("queries m", str(answers.m), f"workload {workload}")
     summary.add_row("mechanism", f"{est.mechanism}, ε = {_fmt(est.epsilon)}", "from the sidecar")
+    _signature_row(summary, est.signature)
     summary.add_row("RMS error per query", _fmt(answers.rms_error), "guaranteed, raw and projected (expected_error_max / n)")
     summary.add_row("moved by projection", _fmt(info["projection"]["distance_moved"]), "ℓ2 distance from raw to projected")
     summary.add_row("Thm 5.1 form", _fmt(answers.theorem_bound), "(Δ·g(𝒳)/(ε√(nm)))^½, up to an unspecified constant")

@@ -368,3 +368,17 @@ def test_estimates_are_unchanged_by_signing(tmp_path: Path, release: Path, owner
     sidecar_path(release).write_text(json.dumps(content, indent=2))
     unsigned = estimate_mean(release)
     assert np.array_equal(signed.mean, unsigned.mean) and signed.n == unsigned.n
+
+
+def test_regress_takes_trust_too(tmp_path: Path, owner: tuple[Path, Signer]) -> None:
+    ledger, signer = owner
+    rows = unit_rows(2000, 4, seed=8)
+    source = write_list(tmp_path / "pairs.parquet", rows)
+    out = tmp_path / "pairs.privatized.parquet"
+    privatize_file(source, out, epsilon=4.0, copies=2, ledger=Ledger.open(ledger))
+    refused = ldp_run("regress", out, "--label", "-1", "--trust", signer.public_key.text)
+    assert refused.returncode == 1 and "is not signed" in refused.stderr
+    resign(sidecar_path(out), signer)
+    fitted = ldp_run("regress", out, "--label", "-1", "--trust", signer.public_key.text, "--json")
+    assert fitted.returncode == 0, fitted.stderr
+    assert json.loads(fitted.stdout)["signature"]["files"][0]["trusted"] is True
