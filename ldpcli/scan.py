@@ -211,8 +211,9 @@ def scan(
 
     ``trust``: the data owner's public key (a :class:`~ldpcli.signing.PublicKey`, its
     ``ldpkey1-…`` text or a file holding it): refuse any file, or dataset manifest, that is not
-    signed by it or was changed since. Without it, an unsigned file is read, and one whose
-    signature does not match its content is refused all the same.
+    signed by it or was changed since (it needs ``verify``: the data is bound to the signed sidecar by
+    its SHA-256). Without it, an unsigned file is read, and one whose signature does not match its
+    content is refused all the same.
     """
     if not isinstance(paths, (str, os.PathLike)) and not paths:
         raise UsageError("no privatized file given")
@@ -220,6 +221,9 @@ def scan(
     if sidecar is not None and len(files) > 1:
         raise UsageError("--sidecar names one sidecar; with several files each needs its own .ldp.json beside it")
     conditions = [c if isinstance(c, Condition) else Condition.parse(c) for c in where]
+    if trust is not None and not verify:
+        raise UsageError("a trusted key needs the files checked against their sidecars (verify): a signature "
+                         "authenticates the data only through the SHA-256 its sidecar records")
     trusted = trust if trust is None or isinstance(trust, PublicKey) else read_public_key(trust)
     metas = [load_sidecar(sidecar if sidecar is not None else find_sidecar(path)) for path in files]
     signatures = check_signatures(files, [meta.content for meta in metas], trusted)

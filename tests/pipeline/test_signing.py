@@ -382,3 +382,10 @@ def test_regress_takes_trust_too(tmp_path: Path, owner: tuple[Path, Signer]) -> 
     fitted = ldp_run("regress", out, "--label", "-1", "--trust", signer.public_key.text, "--json")
     assert fitted.returncode == 0, fitted.stderr
     assert json.loads(fitted.stdout)["signature"]["files"][0]["trusted"] is True
+
+
+def test_trust_needs_the_data_checked_against_the_signed_hash(release: Path, owner: tuple[Path, Signer]) -> None:
+    with pytest.raises(UsageError, match="needs the files checked against their sidecars"):
+        estimate_mean(release, trust=owner[1].public_key, verify=False)
+    refused = ldp_run("estimate-mean", release, "--no-verify", "--trust", owner[1].public_key.text)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
