@@ -321,6 +321,15 @@ LEDGER_OPTION = typer.Option(
     "ldp/ledger.json in the user data directory, e.g. ~/.local/share). It holds a secret key and input fingerprints: "
     "keep it private and never next to a release."
 )
+KEYS_LEDGER_OPTION = typer.Option(
+    None, "--ledger", metavar="PATH", help="The data owner's ledger: the signing key is signing-key.pem in its directory "
+    "(default: $LDP_LEDGER, else ldp/ledger.json in the user data directory, e.g. ~/.local/share)."
+)
+TRUST_OPTION = typer.Option(
+    None, "--trust", metavar="KEY", help="Refuse unless every file (and dataset manifest) is signed by the data owner's "
+    "public key KEY (ldpkey1-…, a PEM key, or a file holding either; `ldp keys show` prints it) and unchanged since. "
+    "Without it, unsigned files are read and labelled unsigned."
+)
 RISK_K_OPTION = typer.Option(
     None, "--risk-k", help="Reconstruction section: dimension k of the reconstructed direction (default d, the whole "
     "row's direction)."
@@ -970,6 +979,7 @@ def estimate_mean_cmd(
         False, "--quiet", "-q", help="Print nothing but the result (no progress bar, notes or 'wrote' line); with -o, "
         "print nothing."
     ),
+    trust: Optional[str] = TRUST_OPTION,
 ) -> None:
     """Estimate the mean of the raw rows from privatized rows alone, with error bars.
 
@@ -993,12 +1003,12 @@ def estimate_mean_cmd(
             if group_by is not None:
                 groups = estimate_group_means(
                     privatized, group_by, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
-                    on_rows=on_rows, project=project, engine=dask_engine,
+                    on_rows=on_rows, project=project, engine=dask_engine, trust=trust,
                 )
             else:
                 est = estimate_mean(
                     privatized, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
-                    on_rows=on_rows, project=project, engine=dask_engine,
+                    on_rows=on_rows, project=project, engine=dask_engine, trust=trust,
                 )
         first = groups.groups[0][1] if group_by is not None and groups.groups else (est if group_by is None else None)
         if first is not None and first.projection is not None and not first.projection["contains_domain"]:
@@ -1041,6 +1051,7 @@ def _print_mean(est: Any) -> None:
     summary.add_row("mechanism", f"{est.mechanism}, ε = {_fmt(est.epsilon)}", "from the sidecar")
     if est.copies > 1:
         summary.add_row("copies", str(est.copies), "privatized copies of each row, averaged (error ÷ copies)")
+    _signature_row(summary, est.signature)
     if est.norm_bound is not None:
         summary.add_row("norm bound L", _fmt(est.norm_bound), "rows were clipped to it: this is the mean of the clipped rows")
     summary.add_row("‖mean‖", _fmt(est.mean_norm), "ℓ2 norm of the estimate (noise inflates it slightly)")
@@ -1073,6 +1084,19 @@ def _print_mean(est: Any) -> None:
     out.print(_reading(est), markup=False)
 
 
+def _signature_row(summary: Table, signature: dict[str, Any] | None) -> None:
+    """The 'signature' row of a result read from files: unsigned, or by whom they are signed."""
+    if signature is None:
+        return
+    if signature["trusted_key"] is not None:
+        meaning = "every file checked against the trusted key (--trust)"
+    elif signature["signed"]:
+        meaning = "valid signatures; --trust KEY also requires that KEY is the data owner's"
+    else:
+        meaning = "not authenticated: nothing shows who wrote the files or their sidecars (ldp verify)"
+    summary.add_row("signature", signature["label"], meaning)
+
+
 def _reading(est: Any) -> str:
     """'RMS error 0.125 on a mean of norm 0.62: …', with what to do when the error dominates."""
     rms, size = est.rms_error, est.mean_norm
@@ -1100,6 +1124,8 @@ def _print_groups(groups: Any, as_json: bool) -> None:
     out.print(table)
     if groups.missing:
         out.print(f"{groups.missing} rows with a missing {groups.column} are in no group.", markup=False)
+    if first.signature is not None:
+        out.print(f"Signature: {first.signature['label']}.", markup=False)
     out.print("Use --json or -o FILE.json for every coordinate and the intervals.", markup=False)
 
 
@@ -1131,6 +1157,7 @@ def regress_cmd(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar; with -o, print nothing."),
+    trust: Optional[str] = TRUST_OPTION,
 ) -> None:
     """Least-squares regression from two private copies of each row (Aliakbarpour et al. 2024, Alg. 3).
 
@@ -1145,7 +1172,7 @@ def regress_cmd(
 
         with _progress("reading", quiet) as (_, on_rows):
             result = regress(privatized, label=label, radius=radius, sidecar=sidecar, where=where or (),
-                             verify=verify, on_rows=on_rows)
+                             verify=verify, on_rows=on_rows, trust=trust)
         if output is not None:
             save_coefficients(result, output, overwrite=overwrite)
     if quiet and output is not None:
@@ -1165,6 +1192,7 @@ def _print_regression(result: Any) -> None:
     summary.add_row("rows n", str(fit.n), "people, each privatized twice")
     summary.add_row("label", result.label, f"{len(result.features)} features")
     summary.add_row("mechanism", f"{result.mechanism}, ε = {_fmt(result.epsilon_total)} in all", "both copies together")
+    _signature_row(summary, result.signature)
     summary.add_row("radius R", _fmt(fit.radius), "θ̂ minimises f̂ over ‖θ‖ ≤ R" + (" (on the boundary)" if fit.on_boundary else ""))
     summary.add_row("f̂(θ̂)", _fmt(fit.objective), "unbiased estimate of (1/2n)Σ(θ̂ᵀz − l)²")
     summary.add_row("A indefinite", "yes" if fit.indefinite else "no", "the noisy quadratic; handled exactly")
@@ -1912,6 +1940,91 @@ def _spend_dict(spend: Any) -> dict[str, Any]:
             "outputs": list(spend.outputs)}
 
 
+keys_app = typer.Typer(
+    cls=_Group, no_args_is_help=True, rich_markup_mode="markdown",
+    help="The data owner's signing key (Ed25519, beside the ledger): sign releases so that analysts can check who wrote "
+    "them (`ldp verify`, `estimate-mean --trust`). Needs `pip install 'ldp[sign]'`.",
+)
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("init", cls=_Command)
+def keys_init(ledger: Optional[Path] = KEYS_LEDGER_OPTION) -> None:
+    """Create the data owner's signing key beside the ledger (signing-key.pem, mode 0600) and print its public key.
+
+    An existing key is never replaced. The private key stays with the ledger; give analysts the
+    public key printed on stdout (`ldp keys show` prints it again).
+    """
+    with _errors():
+        from ldpcli.signing import create_key
+
+        signer = create_key(ledger)
+    err.print(f"wrote {signer.path} (the private key: keep it as private as the ledger; share the public key below)",
+              markup=False)
+    out.print(signer.public_key.text, markup=False)
+
+
+@keys_app.command("show", cls=_Command)
+def keys_show(
+    ledger: Optional[Path] = KEYS_LEDGER_OPTION,
+    pem: bool = typer.Option(False, "--pem", help="Print the public key as a PEM block instead of ldpkey1-…."),
+) -> None:
+    """Print the data owner's public key: what analysts pass to `ldp verify --trust` and `estimate-mean --trust`."""
+    with _errors():
+        from ldpcli.signing import load_signer
+
+        key = load_signer(ledger).public_key
+        text = key.pem().rstrip("\n") if pem else key.text
+    out.print(text, markup=False)
+
+
+@app.command("verify", cls=_Command)
+def verify_cmd(
+    releases: list[Path] = typer.Argument(
+        ..., help="Privatized files, directories of them, quoted globs, or dataset directories (their manifest and "
+        "every part).", show_default=False, metavar="PATHS...",
+    ),
+    trust: Optional[str] = typer.Option(
+        None, "--trust", metavar="KEY", help="The data owner's public key (ldpkey1-…, a PEM key, or a file holding "
+        "either): a release signed by another key is untrusted."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """Check who signed each release and that nothing changed since: its sidecar's signature and its bytes.
+
+    Status per file: valid, unsigned, untrusted (signed by another key than --trust) or invalid (changed
+    after signing). Exit 0 only if every release is valid (and, with --trust, signed by KEY), else 1.
+    """
+    with _errors():
+        from ldpcli.signing import read_public_key, verify_paths
+
+        trusted = None if trust is None else read_public_key(trust)
+        results = verify_paths(releases, trusted)
+    ok = all(result.ok for result in results)
+    if as_json:
+        payload = {"ok": ok, "trusted_key": None if trusted is None else trusted.text,
+                   "releases": [result.to_dict() for result in results]}
+        out.print(json.dumps(payload, allow_nan=False), markup=False)
+    else:
+        title = "Signatures" + ("" if trusted is None else f" (trusted key {trusted.short})")
+        table = Table(title=title, title_justify="left")
+        for name in ("release", "status", "key", "note"):
+            table.add_column(name)
+        for result in results:
+            table.add_row(str(result.path), result.status.value.upper() if not result.ok else result.status.value,
+                          "—" if result.key is None else result.key.short, result.reason)
+        out.print(table)
+        bad = sum(not result.ok for result in results)
+        if bad:
+            out.print(f"{bad} of {len(results)} releases are not valid" + ("" if trusted is None else " for this key")
+                      + ".", markup=False)
+        elif trusted is None:
+            out.print("Every release is signed and unchanged; pass --trust KEY to require the data owner's key.",
+                      markup=False)
+    if not ok:
+        raise typer.Exit(1)
+
+
 @app.command("plot", cls=_Command)
 def plot(
     table: Path = typer.Argument(
@@ -2032,6 +2145,7 @@ def queries_answer(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also save the answers as .json."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing -o file."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes."),
+    trust: Optional[str] = TRUST_OPTION,
 ) -> None:
     """Every query's answer from a local release: the raw average and its projection onto the workload's hull.
 
@@ -2045,7 +2159,8 @@ def queries_answer(
         if output is not None and output.suffix.lower() != ".json":
             raise UsageError(f"{output}: save the answers as .json")
         with _progress("reading", quiet) as (_, on_rows):
-            answers = answer_queries(privatized, workload, sidecar=sidecar, confidence=confidence, on_rows=on_rows)
+            answers = answer_queries(privatized, workload, sidecar=sidecar, confidence=confidence, on_rows=on_rows,
+                                     trust=trust)
         if output is not None:
             from ldpcli.io import atomic_write_text
 
@@ -2061,6 +2176,7 @@ def queries_answer(
     summary.add_row("rows n", str(est.n), "privatized rows averaged")
     summary.add_row("queries m", str(answers.m), f"workload {workload}")
     summary.add_row("mechanism", f"{est.mechanism}, ε = {_fmt(est.epsilon)}", "from the sidecar")
+    _signature_row(summary, est.signature)
     summary.add_row("RMS error per query", _fmt(answers.rms_error), "guaranteed, raw and projected (expected_error_max / n)")
     summary.add_row("moved by projection", _fmt(info["projection"]["distance_moved"]), "ℓ2 distance from raw to projected")
     summary.add_row("Thm 5.1 form", _fmt(answers.theorem_bound), "(Δ·g(𝒳)/(ε√(nm)))^½, up to an unspecified constant")

@@ -26,6 +26,13 @@ class DataError(LdpError):
     exit_code = 1
 
 
+class MissingDependency(LdpError):
+    """An optional dependency is not installed (exit 1: nothing is wrong with the command); the
+    message names the ``pip install`` line that adds it."""
+
+    exit_code = 1
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM arrived: unwind (removing temporary files), then exit 128 + signal."""
 

@@ -30,6 +30,7 @@ from ldpcli.io import atomic_write_bytes, atomic_write_text, file_format, table_
 from ldpcli.mechanisms.base import Mechanism
 from ldpcli.scan import Condition, Scan, scan
 from ldpcli.sidecar import load_sidecar
+from ldpcli.signing import PublicKey
 
 R = TypeVar("R")
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -100,6 +101,7 @@ def estimate_mean(
     on_rows: Callable[[int], None] | None = None,
     project: str | ConvexSet | None = None,
     engine: DaskEngine | None = None,
+    trust: PublicKey | str | None = None,
 ) -> MeanEstimate:
     """Estimate the mean of the raw rows from privatized files (one, or the shards of one job).
 
@@ -109,9 +111,12 @@ def estimate_mean(
     columns satisfy every condition (e.g. ``"label == 3"``). ``on_rows`` is called with the rows of
     each batch (progress). ``project`` (a :func:`~ldpcli.estimators.projection.parse_set` spec or a
     set) adds the mean projected onto that public convex set (:func:`project_mean`). ``engine``: one
-    task per file on Dask (:func:`estimate`; no progress calls then).
+    task per file on Dask (:func:`estimate`; no progress calls then). ``trust``: the data owner's
+    public key; files not signed by it are refused (:func:`ldpcli.scan.scan`). The estimate's
+    ``signature`` says whether and by whom the files are signed.
     """
-    source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows)
+    source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows,
+                  trust=trust)
     convex = None if project is None else projection_set(project, source.mechanism)
     result, _ = estimate(source, MeanEstimator(source.mechanism.d, confidence, copies=source.copies), engine)
     result = _bind(result, source)
@@ -147,13 +152,15 @@ def estimate_group_means(
     on_rows: Callable[[int], None] | None = None,
     project: str | ConvexSet | None = None,
     engine: DaskEngine | None = None,
+    trust: PublicKey | str | None = None,
 ) -> GroupMeans:
     """The mean, its error bars and n for each value of the kept column ``column`` (e.g. a label).
 
     Rows are privatized independently, so each group's estimate has the guarantees of a whole file
-    with that group's n: expected_error_max / n_group. ``engine`` as for :func:`estimate_mean`.
+    with that group's n: expected_error_max / n_group. ``engine`` and ``trust`` as for :func:`estimate_mean`.
     """
-    source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows)
+    source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows,
+                  trust=trust)
     convex = None if project is None else projection_set(project, source.mechanism)
     if column not in source.sidecars[0].layout.keep:
         raise UsageError(
@@ -259,9 +266,10 @@ def project_mean(estimate: MeanEstimate, convex: ConvexSet, mechanism: Mechanism
 
 
 def _bind(result: MeanEstimate, source: Scan) -> MeanEstimate:
-    """The estimate with the files it came from and whether they were verified."""
+    """The estimate with the files it came from, whether they were verified and who signed them."""
     return dataclasses.replace(
-        result, files=source.files, sidecars=tuple(meta.path for meta in source.sidecars), verified=source.verified
+        result, files=source.files, sidecars=tuple(meta.path for meta in source.sidecars), verified=source.verified,
+        signature=source.signature_summary(),
     )
 
 

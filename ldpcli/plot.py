@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ldpcli.errors import DataError, LdpError, UsageError
+from ldpcli.errors import DataError, MissingDependency, UsageError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -40,12 +40,6 @@ INSTALL_HINT = "pip install 'ldp[plot]'"
 _SYMBOLS = {"epsilon": "ε", "d": "d", "n": "n"}
 _SPARKS = "▁▂▃▄▅▆▇█"
 _REQUIRED = ("mechanism", "d", "epsilon", "n", "expected_error_mean")
-
-
-class MissingDependency(LdpError):
-    """An optional dependency is not installed (exit 1: nothing is wrong with the command)."""
-
-    exit_code = 1
 
 
 def require_matplotlib() -> None:

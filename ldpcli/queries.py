@@ -55,6 +55,7 @@ from ldpcli.estimators.queries import (
     zcdp_epsilon,
 )
 from ldpcli.io import VectorLayout, file_format, open_vectors, table_bytes
+from ldpcli.signing import PublicKey
 
 #: The sidecar kind of a central release (a per-row release's is ``ldp-sidecar``).
 CENTRAL_FORMAT = "ldp-central-release"
@@ -251,7 +252,7 @@ class QueryAnswers:
             queries.append(row)
         return {
             "queries": queries, "n": est.n, "m": self.m, "mechanism": est.mechanism, "epsilon": est.epsilon,
-            "norm_bound": est.norm_bound, "copies": est.copies, "verified": est.verified,
+            "norm_bound": est.norm_bound, "copies": est.copies, "verified": est.verified, "signature": est.signature,
             "expected_error": est.expected_error, "rms_error_per_query": self.rms_error,
             "projection": {
                 "set": "convex hull of the workload's distinct answer vectors", "distance_moved": float(np.linalg.norm(self.projected - self.raw)),
@@ -272,17 +273,19 @@ class QueryAnswers:
 def answer_queries(
     paths: PathLike | Sequence[PathLike], workload_path: PathLike, *, sidecar: PathLike | None = None,
     confidence: float = 0.95, verify: bool = True, on_rows: Callable[[int], None] | None = None,
+    trust: PublicKey | str | None = None,
 ) -> QueryAnswers:
     """Every query's answer from files privatized from :func:`encode_queries`' output.
 
     The privatized file's columns must be the workload's query names (in order). Warns when the
     release's norm bound is below the workload's radius (rows were clipped: the estimate is then of
-    the clipped vectors) or the mechanism's domain is not the ℓ2 ball.
+    the clipped vectors) or the mechanism's domain is not the ℓ2 ball. ``trust``: the data owner's
+    public key; files not signed by it are refused (:func:`ldpcli.scan.scan`).
     """
     from ldpcli.estimate import _bind, estimate
     from ldpcli.scan import scan
 
-    source = scan(paths, sidecar=sidecar, verify=verify, on_rows=on_rows)
+    source = scan(paths, sidecar=sidecar, verify=verify, on_rows=on_rows, trust=trust)
     layout = source.sidecars[0].layout
     names = list(layout.copy_columns(0)) if layout.kind == "columns" else None
     workload = read_workload(workload_path, queries=names)

@@ -24,6 +24,7 @@ from ldpcli.errors import DataError, UsageError
 from ldpcli.estimators.regression import RegressionFit, RegressionMoments, Theorem3Rate, fit, theorem3_rate
 from ldpcli.io import VectorLayout, atomic_write_bytes, atomic_write_text, file_format, table_bytes
 from ldpcli.scan import Condition, scan
+from ldpcli.signing import PublicKey
 
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
@@ -41,6 +42,8 @@ class RegressionResult:
     per_copy_error: float
     files: tuple[Path, ...]
     verified: bool
+    #: Whether and by whom the files are signed (:func:`ldpcli.signing.signature_summary`).
+    signature: dict[str, Any] | None = None
 
     @property
     def intercept_note(self) -> str:
@@ -70,6 +73,7 @@ class RegressionResult:
             "intercept": self.intercept_note,
             "files": [str(path) for path in self.files],
             "verified": self.verified,
+            "signature": self.signature,
         }
 
 
@@ -113,16 +117,18 @@ def regress(
     verify: bool = True,
     batch_rows: int | None = None,
     on_rows: Callable[[int], None] | None = None,
+    trust: PublicKey | str | None = None,
 ) -> RegressionResult:
     """Fit least squares over the ball ‖θ‖ ≤ ``radius`` from a release of two copies of each row.
 
     ``label`` names the coordinate that is the label (the features are the others, in order).
     ``radius`` defaults to √p (p features): the ball holds every θ with all |θ_j| ≤ 1. The release
     must hold two or more copies of each row (``ldp privatize --copies 2``): the first two are
-    used. Thm 3's rate uses r² = the per-copy worst-case error (Lemma 1, Eq. (85)).
+    used. Thm 3's rate uses r² = the per-copy worst-case error (Lemma 1, Eq. (85)). ``trust``: the
+    data owner's public key; files not signed by it are refused (:func:`ldpcli.scan.scan`).
     """
     source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows,
-                  combine_copies=False)
+                  combine_copies=False, trust=trust)
     meta, mech = source.sidecars[0], source.mechanism
     if source.copies < 2:
         raise UsageError(
@@ -150,7 +156,7 @@ def regress(
     return RegressionResult(
         features=features, label=label_name, fit=result, rate=rate, mechanism=mech.name,
         epsilon_total=source.copies * mech.epsilon_exact, per_copy_error=mech.expected_error_max,
-        files=source.files, verified=source.verified,
+        files=source.files, verified=source.verified, signature=source.signature_summary(),
     )
 
 

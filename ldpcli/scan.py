@@ -15,6 +15,12 @@ its sidecar's n and hash; ``verify=False`` accepts it, and the scan then says it
 Vectors may be stored as float64 or float32 (the sidecar's ``data.dtype``); the readers hand out
 float64 either way. Before any row is read, a verified scan also refuses a Parquet file whose
 vector columns are not of the type its sidecar records (CSV text has no types: its hash binds it).
+
+Signatures (:mod:`ldpcli.signing`): every sidecar's signature is checked when the scan opens, and
+a sidecar (or a dataset manifest) whose signature does not match its content is refused. With
+``trust`` (the data owner's public key) every file must be signed by that key, and so must the
+manifest of each dataset directory it comes from; without, an unsigned release is read and the
+scan says so (:attr:`Scan.signatures`, :meth:`Scan.signature_summary`).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from ldpcli.errors import DataError, UsageError
 from ldpcli.io import file_format, file_sha256, open_vectors
 from ldpcli.mechanisms import Mechanism
 from ldpcli.sidecar import Sidecar, find_sidecar, load_sidecar
+from ldpcli.signing import PublicKey, Verification, check_signatures, read_public_key, signature_summary
 
 _CONDITION = re.compile(r"^\s*([^\s=!<>]+)\s*(==|!=|<=|>=|<|>|=|\s+in\s+)\s*(.+?)\s*$")
 _DTYPE_NAMES = {pa.float16(): "float16", pa.float32(): "float32", pa.float64(): "float64"}
@@ -121,7 +128,11 @@ class Scan:
         batch_rows: int | None,
         on_rows: Callable[[int], None] | None,
         combine_copies: bool = True,
+        signatures: Sequence[Verification] = (),
+        trusted: PublicKey | None = None,
     ) -> None:
+        """``signatures``: each file's sidecar signature (:func:`ldpcli.signing.check_signatures`),
+        checked against ``trusted`` when given."""
         self.files = tuple(files)
         self.sidecars = tuple(sidecars)
         self.verified = verify
@@ -129,6 +140,12 @@ class Scan:
         self.combine_copies = combine_copies
         self._batch_rows = batch_rows
         self._on_rows = on_rows
+        self.signatures = tuple(signatures)
+        self.trusted = trusted
+
+    def signature_summary(self) -> dict[str, object]:
+        """Whether and by whom the files are signed (:func:`ldpcli.signing.signature_summary`)."""
+        return signature_summary(self.signatures, self.trusted)
 
     @property
     def mechanism(self) -> Mechanism:
@@ -176,6 +193,7 @@ def scan(
     batch_rows: int | None = None,
     on_rows: Callable[[int], None] | None = None,
     combine_copies: bool = True,
+    trust: PublicKey | str | os.PathLike[str] | None = None,
 ) -> Scan:
     """Open privatized files (one, or the shards of one job) for estimation.
 
@@ -190,6 +208,12 @@ def scan(
     before filtering (progress). A release of several copies of each row (``privatize --copies``)
     is read as the average of the copies, or with ``combine_copies=False`` as the copies side by
     side (:attr:`Scan.copies`).
+
+    ``trust``: the data owner's public key (a :class:`~ldpcli.signing.PublicKey`, its
+    ``ldpkey1-…`` text or a file holding it): refuse any file, or dataset manifest, that is not
+    signed by it or was changed since (it needs ``verify``: the data is bound to the signed sidecar by
+    its SHA-256). Without it, an unsigned file is read, and one whose signature does not match its
+    content is refused all the same.
     """
     if not isinstance(paths, (str, os.PathLike)) and not paths:
         raise UsageError("no privatized file given")
@@ -197,7 +221,12 @@ def scan(
     if sidecar is not None and len(files) > 1:
         raise UsageError("--sidecar names one sidecar; with several files each needs its own .ldp.json beside it")
     conditions = [c if isinstance(c, Condition) else Condition.parse(c) for c in where]
+    if trust is not None and not verify:
+        raise UsageError("a trusted key needs the files checked against their sidecars (verify): a signature "
+                         "authenticates the data only through the SHA-256 its sidecar records")
+    trusted = trust if trust is None or isinstance(trust, PublicKey) else read_public_key(trust)
     metas = [load_sidecar(sidecar if sidecar is not None else find_sidecar(path)) for path in files]
+    signatures = check_signatures(files, [meta.content for meta in metas], trusted)
     first = metas[0]
     for path, meta in zip(files[1:], metas[1:]):
         if meta.mechanism != first.mechanism or (meta.layout.kind, meta.layout.columns) != (
@@ -213,7 +242,7 @@ def scan(
         for path, meta in zip(files, metas):
             _check_dtype(path, meta)
     return Scan(files, metas, verify=verify, where=conditions, batch_rows=batch_rows, on_rows=on_rows,
-                combine_copies=combine_copies)
+                combine_copies=combine_copies, signatures=signatures, trusted=trusted)
 
 
 def _check_dataset_parts(files: Sequence[Path], metas: Sequence[Sidecar]) -> None:

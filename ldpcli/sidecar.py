@@ -35,6 +35,10 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     each group of features by its level: the level asked for, the budget c, the BCDP level the
     release grants (recomputed by Prop. 4) and its error, and the sub-releases
     (:meth:`ldpcli.mechanisms.Mechanism.feature_section`).
+``signature`` (optional)
+    the data owner's Ed25519 signature of the rest of the document (:mod:`ldpcli.signing`: its
+    algorithm, the signer's public key and the value). ``load_sidecar`` reads a sidecar with or
+    without one; :func:`ldpcli.signing.verify_document` checks it.
 
 It holds only public parameters and counts: never the seed, never a statistic of the raw data
 (not even how many rows were clipped).

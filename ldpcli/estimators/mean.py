@@ -50,6 +50,9 @@ class MeanEstimate:
     projected: np.ndarray | None = None
     #: What it was projected onto and how far it moved (:func:`ldpcli.estimate.project_mean`).
     projection: dict[str, Any] | None = None
+    #: Whether and by whom the files are signed (:func:`ldpcli.signing.signature_summary`); None
+    #: for an estimate not made from files.
+    signature: dict[str, Any] | None = None
 
     @property
     def mean_norm(self) -> float:
@@ -85,6 +88,7 @@ class MeanEstimate:
             "sidecars": [str(p) for p in self.sidecars],
             "verified": self.verified,
             "copies": self.copies,
+            "signature": self.signature,
             **({} if self.projection is None else {"projected": {"mean": listed(self.projected), **self.projection}}),
         }
 

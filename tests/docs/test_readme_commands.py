@@ -134,7 +134,7 @@ def is_synopsis(command: str) -> bool:
 
 
 #: Subcommands that are groups: their synopses name the group and the command (``queries encode``).
-GROUPS = ("queries",)
+GROUPS = ("queries", "keys")
 
 
 def _subcommand(command: str) -> str | None:
