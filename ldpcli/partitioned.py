@@ -53,6 +53,7 @@ from ldpcli.randomness import input_key, key_block_rows, root_seed
 from ldpcli.risk.release import reconstruction
 from ldpcli.safety import check_clipping, release_warnings
 from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
+from ldpcli.signing import signer_for
 
 #: The suffix of every part file (parts are Parquet whatever the inputs' format).
 PART_SUFFIX = ".parquet"
@@ -231,6 +232,7 @@ def privatize_dataset(
     if out.exists():
         check_replaceable_dataset(out, sources, ledger)
     sweep_stale(out.parent)
+    signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
     choice = {"column": column, "columns": tuple(columns) if columns else None, "keep": tuple(keep),
               "keep_unsafe": keep_unsafe, "skip_invalid": skip_invalid}
     layouts, rows = [], []
@@ -308,7 +310,7 @@ def privatize_dataset(
                     input_tag=tags[result.task.input_index] if tags else None, reconstruction=risk, part=part,
                     created=created,
                 )
-                write_sidecar(sidecar_path(file), content)
+                write_sidecar(sidecar_path(file), signer.sign(content) if signer is not None else content)
             manifest = {
                 "format": MANIFEST_FORMAT, "schema_version": 1, "tool": {"name": "ldp", "version": __version__},
                 "dataset": dataset_id, "created": created, "engine": describe(engine),
@@ -317,6 +319,8 @@ def privatize_dataset(
                 "parts": [{"file": file.name, "rows": r.rows, "sha256": r.sha256, "input": r.task.input_index}
                           for r, file in zip(kept, files)],
             }
+            if signer is not None:
+                manifest = signer.sign(manifest)
             atomic_write_text(staging / MANIFEST_NAME, json.dumps(manifest, indent=2, allow_nan=False) + "\n")
             _sync_tree(staging)
 

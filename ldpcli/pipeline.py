@@ -41,6 +41,7 @@ from ldpcli.randomness import block_generators, input_key, key_block_rows, root_
 from ldpcli.risk.release import reconstruction
 from ldpcli.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
 from ldpcli.sidecar import build_sidecar, sidecar_path, sidecar_text
+from ldpcli.signing import signer_for
 
 #: Default memory budget (bytes) for the batches in flight, shared by all threads.
 DEFAULT_MEMORY = 256 * 2**20
@@ -83,6 +84,8 @@ class PrivatizeResult:
     skipped_rows: tuple[int, ...] = ()
     #: The sidecar's ``release.input_tag`` (None without a ledger).
     input_tag: str | None = None
+    #: The public key (``ldpkey1-…``) that signed the sidecar (None: unsigned).
+    signed_by: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """What ``ldp privatize --json`` prints: the outputs, the public description, and the
@@ -104,6 +107,7 @@ class PrivatizeResult:
             "reproducible": self.reproducible,
             "warnings": list(self.warnings),
             "input_tag": self.input_tag,
+            "signed_by": self.signed_by,
             "n_clipped": self.n_clipped,
             "n_skipped": self.n_skipped,
         }
@@ -316,7 +320,9 @@ def privatize_file(
     ``input_label`` and ``output_label`` are the ledger's names for an input or output that is no
     file of its own (``"<stdin>"``; ``"<stdout>"``, the output being a spool copied there).
     ``overwrite`` replaces only ldp's own output: an existing output must have its sidecar, and is
-    never the input or the ledger. ``risk_k``, ``risk_rho0`` and ``risk_a`` choose the sidecar's
+    never the input or the ledger. When the owner has a signing key beside the ledger
+    (:func:`ldpcli.signing.create_key`, ``ldp keys init``), the sidecar is signed with it
+    (``signed_by`` of the result). ``risk_k``, ``risk_rho0`` and ``risk_a`` choose the sidecar's
     reconstruction section (:func:`ldpcli.risk.release.reconstruction`; default k = d, ρ0 = 0).
     ``copies`` (default 1): release that many independent privatized copies of each row, side by
     side (:meth:`ldpcli.io.VectorLayout.with_copies`), each with the spec's
@@ -358,6 +364,7 @@ def privatize_file(
     if overwrite:
         check_replaceable(target, side, ledger)
     sweep_stale(target.parent)
+    signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
 
     root = root_seed(seed)  # seed None: fresh OS entropy
     # Batches in flight: one being read, up to `workers` being privatized, one being written. The
@@ -417,6 +424,8 @@ def privatize_file(
                         reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=next(iter(tags), None),
                         reconstruction=risk, created=created,
                     )
+                    if signer is not None:
+                        content = signer.sign(content)
                     publication.add_file(sidecars.enter_context(finished_text(side, sidecar_text(content))))
 
                 reservations = commit_release(publication, finish, ledger=ledger, charges=charges,
@@ -427,6 +436,7 @@ def privatize_file(
         output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, layout=layout,
         reproducible=seed is not None, n_clipped=n_clipped, warnings=(*recorded, *notices), dtype=writer.dtype,
         n_skipped=reader.skipped, skipped_rows=tuple(reader.skipped_rows), input_tag=tag,
+        signed_by=signer.public_key.text if signer is not None else None,
     )
 
 
