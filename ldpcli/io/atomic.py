@@ -565,7 +565,12 @@ class Publication:
                 _roll_back(self._moves)
                 _remove_path(journal)
                 for move in self._moves:
-                    _remove_path(move.temp) if move.directory else _remove(move.temp)
+                    if move.directory:
+                        _remove_path(move.temp)
+                    else:
+                        _remove(move.temp)
+                        if move.backup is not None:
+                            _remove_path(move.backup)  # not restored: the target never left its old content
                 raise
             for move in self._moves:
                 _LIVE_TEMPORARIES.discard(move.temp)
@@ -597,7 +602,8 @@ class Publication:
 
 
 def _keep_backup(move: _Move) -> None:
-    """Keep the old file at ``move.backup`` (a hard link, or a copy where links are not allowed)."""
+    """Keep the old file at ``move.backup`` (a hard link, or a copy where links are not allowed;
+    a copy cut short is never restored: a backup is used only once its temporary was placed)."""
     assert move.backup is not None
     try:
         os.link(move.target, move.backup)
@@ -622,9 +628,11 @@ def _roll_back(moves: Sequence[_Move]) -> None:
         with contextlib.suppress(OSError):
             if move.directory:
                 _roll_back_directory(move)
+            elif not _placed(move):
+                continue  # the target still holds what it held (a backup made meanwhile is litter)
             elif move.backup is not None and move.backup.exists():
                 os.replace(move.backup, move.target)
-            elif not move.had_old and _placed(move):
+            elif not move.had_old:
                 os.unlink(move.target)  # there was nothing before it
     for directory in {move.target.parent for move in moves}:
         _sync_directory(directory)
