@@ -130,6 +130,7 @@ class AtomicFileSink:
         # Hashed in a background thread (the bytes pyarrow passes are immutable: no copy).
         self._digest = Sha256(threaded=True, name="ldp-output-hash")
         self._committed = False
+        self._finished = False  # complete and closed (finish), and not discarded since
         _check_output(self.path, self.label, overwrite)
         descriptor, self._temp = _create_temp(self.path, self.label)
         self._file: BinaryIO = os.fdopen(descriptor, "wb")
@@ -195,6 +196,7 @@ class AtomicFileSink:
             _sync(self._file)
             self._file.close()
         self._digest.close()
+        self._finished = True
 
     @property
     def temporary(self) -> Path:
@@ -211,6 +213,7 @@ class AtomicFileSink:
 
     def discard(self) -> None:
         """Abandon the output: close and remove the temporary file (safe to call more than once)."""
+        self._finished = False
         with contextlib.suppress(OSError):
             self._file.close()
         self._digest.close()
@@ -219,7 +222,7 @@ class AtomicFileSink:
     @property
     def sha256(self) -> str:
         """The SHA-256 (hex) of the bytes written; known once :meth:`finish` (or :meth:`commit`) has run."""
-        if not self._file.closed:
+        if not self._finished:
             raise RuntimeError(f"{self.label}: the hash is known only after commit")
         return self._digest.hexdigest()
 
