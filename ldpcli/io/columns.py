@@ -59,7 +59,7 @@ class _Choice:
     columns: tuple[str, ...] | None
     keep: tuple[str, ...]
     layout: VectorLayout | None
-    #: Invalid rows are marked rather than refused (CSV then reads vector columns as text).
+    #: Invalid rows are marked rather than refused (CSV then reads vector columns as bytes).
     skip_invalid: bool = False
 
 
