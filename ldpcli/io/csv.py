@@ -34,13 +34,15 @@ from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, translated_
 
 # pyarrow's streaming CSV reader reads up to 32 blocks ahead on a background thread, so its memory
 # grows with the block size, not with batch_rows: blocks stay at 1 MiB unless lines are long, when a
-# block holds at least _CSV_BLOCK_LINES of the longest line seen in the first _CSV_SAMPLE bytes.
+# block holds at least _CSV_BLOCK_LINES of the longest line seen in the first _CSV_SAMPLE bytes (or
+# more: see _sample).
 #: Decimal text is assumed to carry at least six significant digits (printf's %g); values are
 #: read as float64, but a domain's slack must allow for the rounding of the text.
 CSV_PRECISION = 1e-6
 _CSV_BLOCK = 1 << 20
 _CSV_BLOCK_LINES = 16
 _CSV_SAMPLE = 1 << 20
+_CSV_MAX_SAMPLE = 1 << 28
 # Cells read as missing in a CSV vector column. "nan"/"inf" are not here: they parse as floats
 # and are then reported as non-finite values rather than as missing ones.
 _CSV_NULLS = ["", "NA", "N/A", "n/a", "NULL", "null", "#N/A"]
@@ -65,7 +67,7 @@ def _open_csv(
 
     Batches are pyarrow's blocks cut to at most ``batch_rows`` rows, so they may be smaller.
     """
-    block = max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(_open_input(path, label, _CSV_SAMPLE)))
+    block = max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(_sample(path, label)))
     schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS)).peek()
     automatic = choice.layout is None and choice.column is None and choice.columns is None
     typed = _numbers_read_as_text(path, label, block, schema, choice.keep) if automatic else schema
@@ -197,6 +199,18 @@ def _parse_numbers(cells: pa.Array, label: str, name: str) -> pa.Array:
             f"{label}: column {name!r}: a value could not be read as a number; "
             "fix the value, or read the file without --skip-invalid to find its row."
         ) from exc
+
+
+def _sample(path: Path, label: str) -> bytes:
+    """The first ``_CSV_SAMPLE`` bytes of the file, or more when they do not hold two whole lines
+    (the header and a row of a table of 10⁵ or more columns): doubled until they do, up to
+    ``_CSV_MAX_SAMPLE``, so that a block holds ``_CSV_BLOCK_LINES`` such lines."""
+    size = _CSV_SAMPLE
+    sample = _open_input(path, label, size)
+    while sample.count(b"\n") < 2 and len(sample) == size and size < _CSV_MAX_SAMPLE:
+        size *= 2
+        sample = _open_input(path, label, size)
+    return sample
 
 
 def _longest_line(sample: bytes) -> int:

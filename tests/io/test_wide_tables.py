@@ -61,3 +61,15 @@ def test_a_range_of_thirty_thousand_columns_with_a_kept_column(tmp_path: Path) -
     result = privatize_file(source, output, epsilon=1.0, seed=0, columns=[f"c0:c{D - 1}"], keep=["id"])
     assert result.d == D and result.layout.keep == ("id",)
     assert pq.read_schema(output).names == names
+
+
+def test_lines_longer_than_the_sample_and_a_default_block(tmp_path: Path) -> None:
+    """A header longer than the 1 MiB sample and rows of 34 MB, more than two 16 MiB blocks (a table
+    of 10⁶ columns has rows of about 22 MB): the block is sized from the first two whole lines."""
+    names = [f"{j:04d}" + "n" * 1_100 for j in range(1_000)]  # a 1.1 MB header
+    cell = "0." + "0" * 34_000 + "1"  # 34 KB of digits: rows of 34 MB, two default blocks
+    source = tmp_path / "long.csv"
+    source.write_text(",".join(names) + "\n" + "\n".join(",".join([cell] * len(names)) for _ in range(2)) + "\n")
+    with open_vectors(source) as reader:
+        values = np.concatenate([batch.values for batch in reader])
+    assert values.shape == (2, len(names)) and np.all(values == 0)
