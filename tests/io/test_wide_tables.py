@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ldpcli.estimate import estimate_mean
+from ldpcli.feature_levels import parse_feature_levels
 from ldpcli.io import open_vectors
 from ldpcli.pipeline import privatize_file
 from ldpcli.sidecar import load_sidecar, sidecar_path
@@ -73,3 +74,14 @@ def test_lines_longer_than_the_sample_and_a_default_block(tmp_path: Path) -> Non
     with open_vectors(source) as reader:
         values = np.concatenate([batch.values for batch in reader])
     assert values.shape == (2, len(names)) and np.all(values == 0)
+
+
+def test_a_level_for_each_of_a_hundred_thousand_named_columns(tmp_path: Path) -> None:
+    """--feature-eps naming every column by name: each name is looked up in a table built once
+    (under a second; minutes with a search of the names per item)."""
+    d = 100_000
+    names = [f"c{j}" for j in range(d)]
+    spec = tmp_path / "levels.csv"
+    spec.write_text("feature,eps\n" + "".join(f"{name},{0.5 if j % 2 else 1}\n" for j, name in enumerate(names)))
+    levels = parse_feature_levels(str(spec), d=d, epsilon=1.0, names=names).levels
+    assert levels.shape == (d,) and levels[1] == 0.5 and levels[2] == 1.0
