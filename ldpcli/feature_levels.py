@@ -34,7 +34,7 @@ import csv
 import fnmatch
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -473,10 +473,9 @@ def _indices(key: str, d: int, where: str) -> range | None:
     return range(start, stop + 1)
 
 
-def _name_range(key: str, names: Sequence[str], where: str) -> range | None:
-    """An inclusive range ``A:B`` of column names in column order; None if no split of ``key`` at a
-    ``:`` has two column names as ends."""
-    position = {name: i for i, name in reversed(list(enumerate(names)))}
+def _name_range(key: str, position: Mapping[str, int], where: str) -> range | None:
+    """An inclusive range ``A:B`` of column names in column order (``position``: each name's first
+    coordinate); None if no split of ``key`` at a ``:`` has two column names as ends."""
     for i, char in enumerate(key):
         if char != ":":
             continue
@@ -490,16 +489,19 @@ def _name_range(key: str, names: Sequence[str], where: str) -> range | None:
     return None
 
 
-def _coordinates(key: str, d: int, names: Sequence[str] | None, where: str) -> Sequence[int]:
+def _coordinates(
+    key: str, d: int, names: Sequence[str] | None, position: Mapping[str, int], where: str
+) -> Sequence[int]:
     """The 0-based coordinates ``key`` names: an exact column name, a range ``A:B`` of column names,
     a glob over the names (``*``, ``?``, ``[``; :func:`fnmatch.fnmatchcase`), else coordinates
     ``i`` / ``i:j`` written with integers. (The ``--columns`` helpers of :mod:`ldpcli.io.columns` do
     the same for columns, but their messages name ``--columns`` and a ``:`` item that is not a range
-    of names is an error there, not coordinates.)"""
+    of names is an error there, not coordinates.) ``position``: each name's first coordinate, built
+    once for all keys, so that naming each of d columns takes time linear in d."""
     if names is not None:
-        if key in names:
-            return [list(names).index(key)]
-        span = _name_range(key, names, where)
+        if key in position:
+            return [position[key]]
+        span = _name_range(key, position, where)
         if span is not None:
             return span
         if any(char in key for char in _GLOB_CHARS):
@@ -542,17 +544,18 @@ def parse_feature_levels(spec: str, *, d: int, epsilon: float, names: Sequence[s
         names = list(names)
         if len(names) != d:
             raise ValueError(f"names has {len(names)} entries for d = {d} coordinates")
+    position = {name: i for i, name in reversed(list(enumerate(names)))} if names is not None else {}
     levels = np.full(d, float(epsilon))
     named = np.zeros(d, dtype=bool)
     items = _items(spec)
     clipped: list[str] = []
     for n, (key, value, where) in enumerate(items):
         level = _level(key, value, where)
-        chosen = np.asarray(_coordinates(key, d, names, where), dtype=np.int64)
+        chosen = np.asarray(_coordinates(key, d, names, position, where), dtype=np.int64)
         taken = named[chosen]
         if taken.any():
             i = int(chosen[int(np.argmax(taken))])
-            first = next(k for k, _, w in items[:n] if i in _coordinates(k, d, names, w))
+            first = next(k for k, _, w in items[:n] if i in _coordinates(k, d, names, position, w))
             label = f"coordinate {i}" + (f" ({names[i]!r})" if names is not None else "")
             raise UsageError(f"{_OPTION}: {label} is named twice (by {first!r} and {key!r}); name each feature once")
         named[chosen] = True

@@ -143,9 +143,9 @@ def _item_index(workload: Workload, data: PathLike, key: str, batch_rows: int) -
             index = pc.index_in(column, value_set=universe)
             if index.null_count:
                 bad = int(np.flatnonzero(np.asarray(index.is_null()))[0])
-                value = column[bad].as_py()
-                what = "is empty" if value is None else f"{value!r} is not an item of the workload {workload.source}"
-                raise DataError(f"{label}: row {first + bad + 1} (counting from 1), column {key!r}: {what}")
+                # The value is the data's own (private): the message says where, not what.
+                what = "is empty" if column[bad].as_py() is None else f"is not an item of the workload {workload.source}"
+                raise DataError(f"{label}: row {first + bad + 1} (counting from 1), column {key!r}: the value {what}")
             yield np.asarray(index, dtype=np.int64)
             first += record.num_rows
 

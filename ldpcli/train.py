@@ -296,9 +296,8 @@ class _Labels:
         if codes.null_count:
             row = int(np.flatnonzero(np.asarray(codes.is_null()))[0])
             shown = ", ".join(repr(c) for c in (self.classes or ())[:10])
-            raise DataError(f"{where}: row {first_row + row + 1} (counting from 1), column {self.label!r}: label "
-                            f"{column[row].as_py()!r} is not one of the classes ({shown}); pass every class in "
-                            "--classes")
+            raise DataError(f"{where}: row {first_row + row + 1} (counting from 1), column {self.label!r}: the label "
+                            f"is not one of the classes ({shown}); pass every class in --classes")
         return np.asarray(codes, dtype=np.int64)
 
 

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from ldpcli.errors import DataError
 from ldpcli.io.atomic import Sink
-from ldpcli.io.columns import _Choice, _resolve
+from ldpcli.io.columns import _Choice, _fields, _resolve
 from ldpcli.io.formats import register_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _no_rows, _reason
@@ -50,12 +50,13 @@ def _open_arrow(path: Path, label: str, choice: _Choice, batch_rows: Callable[[i
     except _ArrowFailure as exc:
         raise _not_arrow(label, exc) from exc
     kind, vector, keep, d = _resolve(schema, label, choice, check_types=True)
+    fields = _fields(schema)
     if d is None or d == 0:  # variable-length lists: the first non-empty one gives d
         d = _first_length(path, label, vector[0])
     layout = choice.layout if choice.layout is not None else VectorLayout(kind, vector, d, keep)
     if not any(batch.num_rows for batch in _stream_batches(path, label, [vector[0]])):
         raise _no_rows(label)
-    keep_schema = pa.schema([schema.field(schema.names.index(name)) for name in keep]) if keep else None
+    keep_schema = pa.schema([fields[name] for name in keep]) if keep else None
     batches = _stream_batches(path, label, [*keep, *vector])
     return VectorReader(
         path=path,
@@ -67,7 +68,7 @@ def _open_arrow(path: Path, label: str, choice: _Choice, batch_rows: Callable[[i
         keep_schema=keep_schema,
         batches=batches,
         release=batches.close,
-        precision=source_precision([schema.field(schema.names.index(name)).type for name in vector]),
+        precision=source_precision([fields[name].type for name in vector]),
     )
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -58,7 +59,7 @@ class _Choice:
     columns: tuple[str, ...] | None
     keep: tuple[str, ...]
     layout: VectorLayout | None
-    #: Invalid rows are marked rather than refused (CSV then reads vector columns as text).
+    #: Invalid rows are marked rather than refused (CSV then reads vector columns as bytes).
     skip_invalid: bool = False
 
 
@@ -71,10 +72,29 @@ def _name_option(names: Sequence[str] | None, option: str, label: str) -> tuple[
     result = tuple(names)
     if "" in result:
         raise UsageError(f"{label}: {option} contains an empty column name; name real columns.")
-    repeated = [name for i, name in enumerate(result) if name in result[:i]]
-    if repeated:
-        raise UsageError(f"{label}: column {repeated[0]!r} is listed twice in {option}; list it once.")
+    repeated = _first_repeated(result)
+    if repeated is not None:
+        raise UsageError(f"{label}: column {repeated!r} is listed twice in {option}; list it once.")
     return result
+
+
+def _first_repeated(names: Sequence[str]) -> str | None:
+    """The first name that occurs a second time in ``names``, ``None`` if all differ (one pass)."""
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+def _fields(schema: pa.Schema) -> dict[str, pa.Field]:
+    """The schema's fields by name (the first of a repeated name): one pass, so that looking up
+    every column of a wide table stays linear in its width."""
+    fields: dict[str, pa.Field] = {}
+    for field in schema:
+        fields.setdefault(field.name, field)
+    return fields
 
 
 def _is_number(dtype: pa.DataType) -> bool:
@@ -106,10 +126,11 @@ def _resolve(
     some look like an identifier or a label (:func:`_refuse_suspicious`).
     """
     names = schema.names
+    fields = _fields(schema)
     if choice.layout is not None:
-        return _match_layout(schema, label, choice.layout, check_types)
+        return _match_layout(fields, label, choice.layout, check_types)
     for name in choice.keep:
-        if name not in names:
+        if name not in fields:
             raise UsageError(
                 f"{label}: no column named {name!r} to keep; available columns: {_name_list(names)}."
             )
@@ -117,7 +138,7 @@ def _resolve(
     vector: tuple[str, ...]
     if choice.column is not None:
         kind, vector = "list", (choice.column,)
-        dtype = _field_type(schema, choice.column, "--column", label)
+        dtype = _field_type(fields, names, choice.column, "--column", label)
         if not _is_number_list(dtype):
             raise DataError(
                 f"{label}: column {choice.column!r} holds {dtype}, not lists of numbers; "
@@ -126,14 +147,15 @@ def _resolve(
     elif choice.columns is not None:
         kind, vector = "columns", _expand_columns(names, choice.columns, label)
         for name in vector:
-            dtype = _field_type(schema, name, "--columns", label)
+            dtype = _field_type(fields, names, name, "--columns", label)
             if check_types and not _is_number(dtype):
                 raise DataError(
                     f"{label}: column {name!r} holds {dtype}, not numbers; vector columns must be "
                     "numeric, so leave it out of --columns or convert it."
                 )
     else:
-        candidates = [f for f in schema if f.name not in choice.keep and _automatic(f.name)]
+        kept = set(choice.keep)
+        candidates = [f for f in schema if f.name not in kept and _automatic(f.name)]
         lists = [f.name for f in candidates if _is_number_list(f.type)]
         numeric_fields = [f for f in candidates if _is_number(f.type)]
         numeric = [f.name for f in numeric_fields]
@@ -152,16 +174,19 @@ def _resolve(
                 f"{label}: no numeric vector column (columns: {_name_list(names)}); the file needs "
                 "a list column of numbers or numeric columns, one per coordinate."
             )
+    chosen = set(vector)
     for name in choice.keep:
-        if name in vector:
+        if name in chosen:
             raise UsageError(
                 f"{label}: column {name!r} cannot be both a vector column and a --keep column; "
                 "keep a different column."
             )
-    for name in (*vector, *choice.keep):
-        if names.count(name) > 1:
-            raise DataError(f"{label}: the file has two columns named {name!r}; give every column its own name.")
-    d = len(vector) if kind == "columns" else _fixed_size(schema.field(vector[0]).type)
+    if len(fields) < len(names):  # some name is repeated: refuse it if a chosen column has it
+        counts = Counter(names)
+        for name in (*vector, *choice.keep):
+            if counts[name] > 1:
+                raise DataError(f"{label}: the file has two columns named {name!r}; give every column its own name.")
+    d = len(vector) if kind == "columns" else _fixed_size(fields[vector[0]].type)
     return kind, vector, choice.keep, d
 
 
@@ -170,14 +195,16 @@ def _automatic(name: str) -> bool:
     return bool(name) and _PANDAS_INDEX.fullmatch(name) is None
 
 
-def _field_type(schema: pa.Schema, name: str, option: str, label: str) -> pa.DataType:
-    """The type of column ``name``; :class:`UsageError` listing the columns if there is none."""
-    if name not in schema.names:
+def _field_type(
+    fields: Mapping[str, pa.Field], names: Sequence[str], name: str, option: str, label: str
+) -> pa.DataType:
+    """The type of column ``name`` (``fields``: :func:`_fields` of the schema whose columns are
+    ``names``); :class:`UsageError` listing the columns if there is none."""
+    if name not in fields:
         raise UsageError(
-            f"{label}: no column named {name!r} (from {option}); "
-            f"available columns: {_name_list(schema.names)}."
+            f"{label}: no column named {name!r} (from {option}); available columns: {_name_list(names)}."
         )
-    return schema.field(schema.names.index(name)).type
+    return fields[name].type
 
 
 def _fixed_size(dtype: pa.DataType) -> int | None:
@@ -186,15 +213,16 @@ def _fixed_size(dtype: pa.DataType) -> int | None:
 
 
 def _match_layout(
-    schema: pa.Schema, label: str, layout: VectorLayout, check_types: bool
+    fields: Mapping[str, pa.Field], label: str, layout: VectorLayout, check_types: bool
 ) -> tuple[Literal["list", "columns"], tuple[str, ...], tuple[str, ...], int | None]:
-    """Check that a file has the columns a given layout names; :class:`DataError` if not."""
+    """Check that a file (``fields``: :func:`_fields` of its schema) has the columns a given
+    layout names; :class:`DataError` if not."""
     mismatch = "the file does not match its vector layout; use the file written with it, unchanged."
     for name in (*layout.columns, *layout.keep):
-        if name not in schema.names:
+        if name not in fields:
             raise DataError(f"{label}: column {name!r} is missing; {mismatch}")
     for name in layout.columns:
-        dtype = schema.field(schema.names.index(name)).type
+        dtype = fields[name].type
         if layout.kind == "list" and not _is_number_list(dtype):
             raise DataError(f"{label}: column {name!r} holds {dtype}, not lists of numbers; {mismatch}")
         if layout.kind == "columns" and check_types and not _is_number(dtype):
@@ -220,13 +248,13 @@ def _expand_columns(names: Sequence[str], items: Sequence[str], label: str) -> t
     over the file's columns in file order, which must match at least one. :class:`UsageError` for
     an item that names nothing and for a column that the items name twice.
     """
-    present = set(names)
+    position = _positions(names)
     result: list[str] = []
     source: dict[str, str] = {}
     for item in items:
-        if item in present:
+        if item in position:
             chosen = [item]
-        elif (span := _range(names, item, label)) is not None:
+        elif (span := _range(names, position, item, label)) is not None:
             chosen = span
         elif any(char in item for char in "*?["):
             chosen = [name for name in names if fnmatch.fnmatchcase(name, item)]
@@ -250,15 +278,20 @@ def _expand_columns(names: Sequence[str], items: Sequence[str], label: str) -> t
     return tuple(result)
 
 
-def _range(names: Sequence[str], item: str, label: str) -> list[str] | None:
-    """The columns of a range item ``A:B`` in file order; ``None`` if ``item`` is no range.
+def _positions(names: Sequence[str]) -> dict[str, int]:
+    """The place of each column name in file order (of its first column, for a repeated name)."""
+    return {name: i for i, name in reversed(list(enumerate(names)))}
+
+
+def _range(names: Sequence[str], position: Mapping[str, int], item: str, label: str) -> list[str] | None:
+    """The columns of a range item ``A:B`` in file order (``position``: :func:`_positions` of
+    ``names``); ``None`` if ``item`` is no range.
 
     An item with a ``:`` but no wildcard must be a range: :class:`UsageError` if an end is missing
     or B comes before A. With a wildcard, an item whose ends are not both columns is a glob.
     """
     if ":" not in item:
         return None
-    position = {name: i for i, name in reversed(list(enumerate(names)))}  # first column of a name
     splits = [(item[:i], item[i + 1:]) for i, char in enumerate(item) if char == ":"]
     for first, last in splits:
         if first in position and last in position:
@@ -282,7 +315,7 @@ def _range(names: Sequence[str], item: str, label: str) -> list[str] | None:
 def _column_spec(chosen: Sequence[str], names: Sequence[str]) -> str:
     """A ``--columns`` value for exactly ``chosen`` (in file order): runs of three or more adjacent
     columns as ``A:B`` ranges, the rest by name, comma-separated and quoted for a shell."""
-    position = {name: i for i, name in reversed(list(enumerate(names)))}
+    position = _positions(names)
     runs: list[list[str]] = []
     for name in chosen:
         if runs and position[name] == position[runs[-1][-1]] + 1:
@@ -370,8 +403,9 @@ def _refuse_suspicious(schema: pa.Schema, label: str, keep: Sequence[str], numer
     else:
         head = f"columns {', '.join(repr(n) for n in flagged)} look like {what}, not coordinates"
     names = schema.names
-    carried = [name for name in names if name in keep or name in flagged]
-    rest = [field.name for field in numeric if field.name not in flagged]
+    carried_names = {*keep, *flagged}
+    carried = [name for name in names if name in carried_names]
+    rest = [field.name for field in numeric if field.name not in carried_names]
     choose = f"--columns {_column_spec(rest, names)} to choose the vector columns, or " if rest else ""
     everything = _column_spec([field.name for field in numeric], names)
     them = "them" if len(flagged) > 1 else "it"

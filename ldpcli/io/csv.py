@@ -7,8 +7,9 @@ data row and column where pyarrow knows them (:func:`_csv_error`).
 
 Kept columns keep the type pyarrow infers from the first block (:func:`_keep_types`), so an
 integer id stays an integer in a Parquet output. With ``skip_invalid`` the vector columns are read
-as text and parsed here (:func:`_parse_numbers`), so that a cell that is not a number marks its
-row invalid instead of failing the whole block.
+as bytes and parsed here (:func:`_parse_numbers`), so that a cell that is not a number (or not
+UTF-8) marks its row invalid instead of failing the whole block. A column is a vector column
+whatever the row of its first bad cell (:func:`_numbers_read_as_text`).
 """
 
 from __future__ import annotations
@@ -33,13 +34,15 @@ from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, translated_
 
 # pyarrow's streaming CSV reader reads up to 32 blocks ahead on a background thread, so its memory
 # grows with the block size, not with batch_rows: blocks stay at 1 MiB unless lines are long, when a
-# block holds at least _CSV_BLOCK_LINES of the longest line seen in the first _CSV_SAMPLE bytes.
+# block holds at least _CSV_BLOCK_LINES of the longest line seen in the first _CSV_SAMPLE bytes (or
+# more: see _sample).
 #: Decimal text is assumed to carry at least six significant digits (printf's %g); values are
 #: read as float64, but a domain's slack must allow for the rounding of the text.
 CSV_PRECISION = 1e-6
 _CSV_BLOCK = 1 << 20
 _CSV_BLOCK_LINES = 16
 _CSV_SAMPLE = 1 << 20
+_CSV_MAX_SAMPLE = 1 << 28
 # Cells read as missing in a CSV vector column. "nan"/"inf" are not here: they parse as floats
 # and are then reported as non-finite values rather than as missing ones.
 _CSV_NULLS = ["", "NA", "N/A", "n/a", "NULL", "null", "#N/A"]
@@ -48,9 +51,11 @@ _CSV_INVALID_VALUE = re.compile(r"invalid value '(.*)'")
 _CSV_FIELD_COUNT = re.compile(r"CSV parse error: (?:Row #(\d+): )?Expected (\d+) columns, got (\d+)")
 # An integer written with a leading zero ("007", "-01"): such a kept column stays text.
 _LEADING_ZERO = r"^\s*[+-]?0\d"
-# The number syntax pyarrow's string-to-float cast accepts (after trimming), for marking the cells
-# it refuses with skip_invalid. Only consulted when a whole column fails to cast.
-_NUMBER = r"(?i)^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|nan|inf|infinity)$"
+_NULL_CELLS = pa.array(_CSV_NULLS, pa.binary())
+# A cell that pyarrow's string-to-float cast accepts once trimmed: for marking the cells it refuses
+# with skip_invalid (only when a whole column fails to cast), and for telling a column of numbers
+# with a few bad cells from a text column (_numbers_read_as_text).
+_NUMBER_CELL = r"(?i)^\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|nan|inf|infinity)\s*$"
 
 
 def _open_csv(
@@ -62,13 +67,15 @@ def _open_csv(
 
     Batches are pyarrow's blocks cut to at most ``batch_rows`` rows, so they may be smaller.
     """
-    block = max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(_open_input(path, label, _CSV_SAMPLE)))
+    block = max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(_sample(path, label)))
     schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS)).peek()
-    kind, vector, keep, _ = _resolve(schema, label, choice, check_types=False)
+    automatic = choice.layout is None and choice.column is None and choice.columns is None
+    typed = _numbers_read_as_text(path, label, block, schema, choice.keep) if automatic else schema
+    kind, vector, keep, _ = _resolve(typed, label, choice, check_types=False)
     layout = choice.layout if choice.layout is not None else VectorLayout(kind, vector, len(vector), keep)
     rows = batch_rows(layout.width)
     keep_types = _keep_types(path, label, block, schema, keep)
-    vector_type = pa.string() if choice.skip_invalid else pa.float64()
+    vector_type = pa.binary() if choice.skip_invalid else pa.float64()
     convert = pacsv.ConvertOptions(
         column_types={**{name: vector_type for name in vector}, **keep_types},
         include_columns=[*keep, *vector],
@@ -90,6 +97,40 @@ def _open_csv(
         release=reader.close,
         precision=CSV_PRECISION,
     )
+
+
+def _numbers_read_as_text(
+    path: Path, label: str, block: int, schema: pa.Schema, keep: Sequence[str]
+) -> pa.Schema:
+    """``schema`` with float64 for each column that pyarrow inferred as text (or binary) from the
+    first block but whose non-missing cells there are at least half numbers.
+
+    pyarrow types a column as text when a single cell of the first block is not a number (or not
+    UTF-8), but as a number when that cell comes after the first block, where reading it as a
+    number then reports the cell. Whether a column is a coordinate must not depend on where a bad
+    cell falls, so such a column is a coordinate either way and its bad cells are reported (or,
+    with skip_invalid, skipped) by row. A column of identifiers or names, mostly not numbers,
+    stays text. Kept columns are left as they are.
+    """
+    kept = set(keep)
+    text = [
+        field.name for field in schema
+        if field.name not in kept and (pa.types.is_string(field.type) or pa.types.is_binary(field.type))
+    ]
+    if not text:
+        return schema
+    convert = pacsv.ConvertOptions(
+        column_types={name: pa.binary() for name in text}, include_columns=text, strings_can_be_null=False
+    )
+    first = _CsvStream(path, label, block, convert, header=schema.names).first_batch()
+    numeric = set()
+    for name in text:
+        cells = first.column(name)
+        present = pc.invert(pc.is_in(cells, value_set=_NULL_CELLS))
+        numbers = pc.and_(present, pc.match_substring_regex(cells, _NUMBER_CELL))
+        if 0 < pc.sum(present).as_py() <= 2 * pc.sum(numbers).as_py():
+            numeric.add(name)
+    return pa.schema([field.with_type(pa.float64()) if field.name in numeric else field for field in schema])
 
 
 def _keep_types(
@@ -125,8 +166,8 @@ def _not_typed(dtype: pa.DataType) -> bool:
 def _parsed(
     batches: Generator[pa.RecordBatch, None, None], vector: Sequence[str], label: str
 ) -> Generator[pa.RecordBatch, None, None]:
-    """The batches with their vector columns, read as text, parsed into float64 (NaN where a cell
-    is missing or not a number, so that the reader marks that row invalid)."""
+    """The batches with their vector columns, read as bytes, parsed into float64 (null where a
+    cell is missing, not a number or not UTF-8, so that the reader marks that row invalid)."""
     wanted = set(vector)
     with contextlib.closing(batches):
         for batch in batches:
@@ -138,24 +179,38 @@ def _parsed(
             yield pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-def _parse_numbers(text: pa.Array, label: str, name: str) -> pa.Array:
-    """A text column as float64 the way the CSV reader parses numbers (surrounding whitespace is
-    ignored, a cell in ``_CSV_NULLS`` is missing), with null for each cell that is not a number.
+def _parse_numbers(cells: pa.Array, label: str, name: str) -> pa.Array:
+    """A column of CSV cells (bytes) as float64 the way the CSV reader parses numbers (surrounding
+    whitespace is ignored, a cell in ``_CSV_NULLS`` is missing), with null for each cell that is
+    not a number (text, or bytes that are not UTF-8).
 
     Vectorized: one cast, and where that fails a regular expression marks the bad cells first."""
-    missing = pc.is_in(text, value_set=pa.array(_CSV_NULLS))
-    cells = pc.if_else(missing, pa.scalar(None, pa.string()), pc.utf8_trim_whitespace(text))
+    missing = pc.is_in(cells, value_set=_NULL_CELLS)
     try:
-        return pc.cast(cells, pa.float64())
-    except pa.ArrowInvalid:
-        number = pc.fill_null(pc.match_substring_regex(cells, _NUMBER), False)
+        text = pc.if_else(missing, pa.scalar(None, pa.string()), pc.utf8_trim_whitespace(cells.cast(pa.string())))
+        return pc.cast(text, pa.float64())
+    except pa.ArrowInvalid:  # a cell that is not UTF-8 or not a number
+        number = pc.and_(pc.invert(missing), pc.fill_null(pc.match_substring_regex(cells, _NUMBER_CELL), False))
     try:
-        return pc.cast(pc.if_else(number, cells, pa.scalar(None, pa.string())), pa.float64())
-    except pa.ArrowInvalid as exc:  # a cell that _NUMBER accepts and the cast does not
+        text = pc.utf8_trim_whitespace(pc.if_else(number, cells, pa.scalar(None, pa.binary())).cast(pa.string()))
+        return pc.cast(text, pa.float64())
+    except pa.ArrowInvalid as exc:  # a cell that _NUMBER_CELL accepts and the cast does not
         raise DataError(
-            f"{label}: column {name!r}: a value could not be read as a number ({_reason(exc)}); "
+            f"{label}: column {name!r}: a value could not be read as a number; "
             "fix the value, or read the file without --skip-invalid to find its row."
         ) from exc
+
+
+def _sample(path: Path, label: str) -> bytes:
+    """The first ``_CSV_SAMPLE`` bytes of the file, or more when they do not hold two whole lines
+    (the header and a row of a table of 10⁵ or more columns): doubled until they do, up to
+    ``_CSV_MAX_SAMPLE``, so that a block holds ``_CSV_BLOCK_LINES`` such lines."""
+    size = _CSV_SAMPLE
+    sample = _open_input(path, label, size)
+    while sample.count(b"\n") < 2 and len(sample) == size and size < _CSV_MAX_SAMPLE:
+        size *= 2
+        sample = _open_input(path, label, size)
+    return sample
 
 
 def _longest_line(sample: bytes) -> int:
@@ -259,8 +314,8 @@ def _csv_error(
 ) -> DataError:
     """Turn a pyarrow CSV error message into a one-line :class:`DataError`.
 
-    pyarrow's "Row #N" counts the header as row 1, so the data row is N - 1. A kept column's
-    value is never shown (it may be private).
+    pyarrow's "Row #N" counts the header as row 1, so the data row is N - 1. No cell's value is
+    ever shown (it may be private): the message names its row and column and what is wrong.
     """
     lines = message.strip().splitlines()
     first = lines[0].strip() if lines else message
@@ -269,18 +324,16 @@ def _csv_error(
         index, row, target, detail = int(conversion[1]), conversion[2], conversion[3], conversion[4]
         name = header[index] if index < len(header) else f"#{index + 1}"
         where = f"{label}: {_row(int(row) - 1)}, column {name!r}" if row else f"{label}: column {name!r}"
-        value = _CSV_INVALID_VALUE.fullmatch(detail)
-        if target == "string":  # a text column (kept, or a vector column with skip_invalid)
-            return DataError(f"{where}: {_clip(detail, 80)}; save the file as UTF-8 text.")
+        if target == "string":  # a kept text column
+            return DataError(f"{where}: the value is not valid UTF-8 text; save the file as UTF-8 text.")
         if keep_types and name in keep_types:
             return DataError(
                 f"{where}: the value is not a valid {target}, the type of this --keep column read from "
                 "the start of the file; convert the file to Parquet, which stores each column's type, "
                 "or fix the value."
             )
-        shown = f"value {_clip(value[1])!r}" if value is not None else "a value"
         return DataError(
-            f"{where}: {shown} is not a number; vector columns must be numeric, "
+            f"{where}: the value {_bad_number(detail)}; vector columns must be numeric, "
             "so fix the value or leave the column out (--columns, --keep)."
         )
     field_count = _CSV_FIELD_COUNT.search(first)
@@ -298,10 +351,24 @@ def _csv_error(
             f"{label}: not a valid CSV file: a line is longer than {block_size} bytes, far longer than "
             "the lines at the start of the file; check the file for missing line breaks."
         )
+    # pyarrow ends a parse error with the offending row's text after a ": "; a row is never shown.
     return DataError(
-        f"{label}: not a valid CSV file ({_clip(first, 200)}); "
+        f"{label}: not a valid CSV file ({_clip(': '.join(first.split(': ')[:2]), 200)}); "
         "check that it is a complete comma-separated text file with a header row."
     )
+
+
+def _bad_number(detail: str) -> str:
+    """What is wrong with a cell that pyarrow could not convert to a number (its conversion error's
+    ``detail``), without the cell's value: blank, not UTF-8, or not a number."""
+    value = _CSV_INVALID_VALUE.fullmatch(detail)
+    if value is None:
+        return "is not a number"
+    if not value[1].strip():
+        return "is blank (only spaces)"
+    if "\ufffd" in value[1]:  # pyarrow shows bytes that are not UTF-8 as U+FFFD
+        return "is not valid UTF-8 text, so not a number"
+    return "is not a number"
 
 
 def _check_holds(label: str, layout: VectorLayout, keep_schema: pa.Schema | None) -> None:

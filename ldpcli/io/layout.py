@@ -60,7 +60,8 @@ class VectorLayout:
         names = list(self.columns)
         for copy in range(2, copies + 1):
             names.extend(f"{name}_copy{copy}" for name in self.columns)
-        taken = [name for name in names[len(self.columns):] if name in self.keep]
+        kept = set(self.keep)
+        taken = [name for name in names[len(self.columns):] if name in kept]
         if taken:
             raise ValueError(f"the copy column {taken[0]!r} would replace a kept column of that name")
         return VectorLayout(self.kind, tuple(names), self.d, self.keep, copies)
@@ -117,7 +118,8 @@ def _layout_problem(
         return f"a list layout has one column per copy, got {len(columns)} for {copies} cop{'y' if copies == 1 else 'ies'}"
     if kind == "columns" and len(columns) != copies * d:
         return f"a columns layout has d columns per copy, got {len(columns)} columns for d={d}, copies={copies}"
-    both = [name for name in keep if name in columns]
+    vector = set(columns)
+    both = [name for name in keep if name in vector]
     if both:
         return f"column {both[0]!r} is both a vector column and a keep column"
     return None

@@ -101,7 +101,8 @@ class _NpyEncoder:
 
     def __init__(self, sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None) -> None:
         self._sink = sink
-        self._names = [name for name in schema.names if layout is None or name in layout.columns]
+        vector = set(layout.columns) if layout is not None else None
+        self._names = [name for name in schema.names if vector is None or name in vector]
         values = [field.type.value_type if pa.types.is_fixed_size_list(field.type) else field.type
                   for field in (schema.field(name) for name in self._names)]
         self._dtype = np.result_type(*(np.dtype(value.to_pandas_dtype()) for value in values))

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from ldpcli.errors import DataError
 from ldpcli.io.atomic import Sink
-from ldpcli.io.columns import _Choice, _resolve
+from ldpcli.io.columns import _Choice, _fields, _resolve
 from ldpcli.io.formats import register_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _missing_vector, _no_rows, _reason, _row
@@ -46,11 +46,12 @@ def _open_parquet(
         if num_rows == 0:
             raise _no_rows(label)
         kind, vector, keep, d = _resolve(schema, label, choice, check_types=True)
+        fields = _fields(schema)
         if d is None or d == 0:  # variable-length lists (or a fixed size of 0): look at row 1
             d = _first_list_length(parquet, vector[0], label, choice.skip_invalid)
         layout = choice.layout if choice.layout is not None else VectorLayout(kind, vector, d, keep)
         rows = batch_rows(layout.width)
-        keep_schema = pa.schema([schema.field(schema.names.index(name)) for name in keep]) if keep else None
+        keep_schema = pa.schema([fields[name] for name in keep]) if keep else None
         batches = _parquet_batches(parquet, [*keep, *vector], rows, label)
 
         def seek(row: int) -> tuple[Generator[pa.RecordBatch, None, None], int]:
@@ -74,7 +75,7 @@ def _open_parquet(
         keep_schema=keep_schema,
         batches=batches,
         release=parquet.close,
-        precision=source_precision([schema.field(schema.names.index(name)).type for name in vector]),
+        precision=source_precision([fields[name].type for name in vector]),
         seek=seek,
     )
 

@@ -34,6 +34,8 @@ from ldpcli.io.read import VectorReader, _ArrowFailure
 DTYPES = ("float32", "float64")
 _ARROW_TYPES = {"float32": pa.float32(), "float64": pa.float64()}
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: Bytes gathered before they are handed to the sink in one write.
+_WRITE_BUFFER = 4 * 2**20
 
 
 def check_dtype(dtype: object) -> str:
@@ -256,17 +258,20 @@ class VectorWriter:
         return pa.schema(fields)
 
     def _open_encoder(self, schema: pa.Schema) -> formats.TableEncoder:
-        """The format's pyarrow writer, writing into the sink (through the compressor, if any)."""
-        if self._compression is None:
-            return self._format.encoder(self._sink, schema, self.layout)
-        stream = pa.CompressedOutputStream(pa.PythonFile(self._sink, mode="w"), self._compression)
-        return _Compressed(self._format.encoder(stream, schema, self.layout), stream)
+        """The format's pyarrow writer, writing into the sink through a buffer (and the compressor,
+        if any): a Parquet file of d columns makes two small writes per column and batch, each a
+        call into Python and a hash update, so unbuffered they cost more than the encoding."""
+        stream: pa.NativeFile = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"), _WRITE_BUFFER)
+        if self._compression is not None:
+            stream = pa.CompressedOutputStream(stream, self._compression)
+        return _Streamed(self._format.encoder(stream, schema, self.layout), stream)
 
 
 @dataclass
-class _Compressed:
-    """A format's writer into a compressing stream: closing it closes both, flushing the compressor
-    into the sink (whose own close does nothing: the sink is committed or discarded after)."""
+class _Streamed:
+    """A format's writer into a buffering (or compressing) stream over the sink: closing it closes
+    both, flushing the stream into the sink (whose own close does nothing: the sink is committed or
+    discarded after)."""
 
     encoder: formats.TableEncoder
     stream: pa.NativeFile
