@@ -261,12 +261,16 @@ def empirical_minimizer(loss: Loss, X: np.ndarray, t: np.ndarray, geometry: str,
         return minimize(objective, x0, args=(mu,), jac=True, method="L-BFGS-B",
                         options={"maxiter": max_iter, "ftol": 1e-15, "gtol": tol})
 
+    def settled(found: Any, mu: float) -> bool:
+        """L-BFGS converged, or stopped where the gradient is already at the tolerance (recent scipy
+        reports a line search that cannot improve on an optimal warm start as ABNORMAL)."""
+        value, gradient = objective(found.x, mu)
+        return bool(found.success) or float(np.abs(gradient).max()) <= 1e3 * tol * (1.0 + abs(value))
+
     start = solve(0.0, np.zeros(loss.n_params))
     size = float(np.abs(start.x).sum()) if geometry == "l1" else float(np.sqrt(start.x @ start.x))
     if size <= radius:
-        value, gradient = objective(start.x)
-        ok = float(np.abs(gradient).max()) <= 1e3 * tol * (1.0 + abs(value))
-        return Minimizer(start.x, value, bool(start.success or ok), False, "L-BFGS (interior)")
+        return Minimizer(start.x, objective(start.x)[0], settled(start, 0.0), False, "L-BFGS (interior)")
     if geometry == "l1":
         return _fista_l1(objective, project_l1(start.x, radius), radius, tol, max_iter)
     warm: list[np.ndarray] = [project_l2(start.x, radius)]  # the last θ(μ): the next solve's start
@@ -274,7 +278,7 @@ def empirical_minimizer(loss: Loss, X: np.ndarray, t: np.ndarray, geometry: str,
 
     def excess(log_mu: float) -> float:
         found = solve(math.exp(log_mu), warm[0])
-        warm[0], solved[0] = found.x, bool(found.success)
+        warm[0], solved[0] = found.x, settled(found, math.exp(log_mu))
         return float(np.sqrt(found.x @ found.x)) - radius
 
     top = math.log(float(np.linalg.norm(objective(np.zeros(loss.n_params))[1])) / radius) + 1e-9
