@@ -8,8 +8,11 @@ rows are released k times at ε can lose exactly kε), so ldp never claims a sma
 What the ledger holds
     one entry per release: the input's *fingerprint* (below), the input and output paths as given
     (resolved), rows, d, the vector columns, the mechanism, ε asked for, the exact ε, δ, the UTC
-    time, the release's input tag and whether it was seeded; plus a secret 32-byte key. Never the
-    data itself. Paths and fingerprints are as sensitive as the file names and contents they stand
+    time, the release's input tag, whether it was seeded and its *row file*; plus a secret 32-byte
+    key. Never the data itself. The row file (``<ledger stem>-rows/<release id>.npy`` beside the
+    ledger, 0600 in a 0700 directory) holds the release's distinct keyed row hashes
+    (:mod:`ldpcli.rowhash`), 8 bytes a row, so that a later release sharing some of its rows, in
+    whatever file, is charged for them (:meth:`Ledger.row_spend`). Paths and fingerprints are as sensitive as the file names and contents they stand
     for, so the ledger is written with mode 0600 (its directory, when ldp creates it, 0700) and it
     belongs with the data owner, never next to a release.
 
@@ -42,9 +45,10 @@ Concurrency and crashes: reserve, publish, confirm
     takes an exclusive lock on the sibling file ``<ledger>.lock`` (``fcntl.flock`` on POSIX,
     ``msvcrt.locking`` on Windows; on a platform with neither it proceeds without a lock), re-reads
     the ledger under it, creates the ledger's key if the file has none yet (once, under the lock,
-    so concurrent first releases of one input get one tag), checks ``max_budget`` against every
-    entry, and appends the release as a *reservation* (``"state": "reserved"``) before anything is
-    published. The outputs are then published, and :meth:`Ledger.confirm` marks the entry
+    so concurrent first releases of one input get one tag; a release that hashes its rows has made
+    it before reading, :meth:`Ledger.ensure_key`), checks ``max_budget`` against every entry (per
+    row when the release's row hashes are given), writes the release's row file and appends the
+    release as a *reservation* (``"state": "reserved"``) before anything is published. The outputs are then published, and :meth:`Ledger.confirm` marks the entry
     ``"confirmed"``; a release that fails before it is published is taken out again
     (:meth:`Ledger.cancel`). A reservation counts like a release, so overlapping runs can never
     spend past a cap, and a run killed at any moment leaves the ledger over-counting, never
@@ -705,12 +709,16 @@ class Ledger:
                             "directory's permissions, then run again") from exc
 
     def _remove_rows(self, entries: Iterable[LedgerEntry]) -> None:
-        """Remove the row files of entries taken out of the ledger (one already gone is fine)."""
+        """Remove the row files of entries taken out of the ledger (one already gone is fine), and their
+        directory once it is empty; under the lock (:meth:`_update`), as every row file is written."""
         parent = Path(os.path.realpath(self._path)).parent
         for entry in entries:
             if entry.rows_file:
+                path = parent / entry.rows_file
                 with contextlib.suppress(OSError):
-                    (parent / entry.rows_file).unlink()
+                    path.unlink()
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()
 
     def record(self, entry: LedgerEntry) -> None:
         """Append ``entry`` (as it is: no budget check) to the ledger file, atomically and under its lock.
@@ -776,12 +784,11 @@ class Ledger:
             entries.append(reserved)
             outcome.update(tag=tag, notice=notice, entry=reserved)
 
-        try:
-            self._update(add, step="reserve-write")
-        except BaseException:
-            if "entry" in outcome:  # the row file was written, the entry was not
+        def undo() -> None:  # the row file was written, the entry was not
+            if "entry" in outcome:
                 self._remove_rows([outcome["entry"]])
-            raise
+
+        self._update(add, step="reserve-write", undo=undo)
         return Reservation(self, release, outcome["tag"], outcome["notice"], outcome["entry"])
 
     def confirm(self, release: str, **changes: Any) -> None:
@@ -814,8 +821,7 @@ class Ledger:
             entries[:] = [e for e in entries if e.release != release]
 
         removed: list[LedgerEntry] = []
-        self._update(drop)
-        self._remove_rows(removed)
+        self._update(drop, then=lambda: self._remove_rows(removed))
 
     def pending(self) -> list[PendingRelease]:
         """Every reservation not confirmed, with what can be seen of its run (:class:`PendingRelease`)."""
@@ -841,18 +847,19 @@ class Ledger:
             removed.append(matches[0])
 
         removed: list[LedgerEntry] = []
-        self._update(drop)
-        self._remove_rows(removed)
+        self._update(drop, then=lambda: self._remove_rows(removed))
         return removed[0]
 
     def _update(self, change: Callable[[bytes, list[LedgerEntry]], None], *, step: str = "",
-                create: bool = False) -> None:
+                create: bool = False, then: Callable[[], None] | None = None,
+                undo: Callable[[], None] | None = None) -> None:
         """Read the file under the lock, ``change(key, entries)`` in place, write it back atomically.
 
         A missing file starts empty with this object's key (made now, and so written once, under
         the lock, by the first change, or at once with ``create``). ``change`` may raise to write
         nothing; an unchanged list is not written. ``step`` names the write for
-        :func:`ldpcli.faults.checkpoint`.
+        :func:`ldpcli.faults.checkpoint`. Still under the lock, ``then()`` runs once the file is
+        written, and ``undo()`` when ``change`` or the write failed.
         """
         target = Path(os.path.realpath(self._path))
         self._make_directory(target.parent)
@@ -864,21 +871,32 @@ class Ledger:
             else:
                 key, entries = state
             before = list(entries)
-            change(key, entries)
-            if entries != before or (state is None and create):
-                text = _dump(key, entries)
-                try:
-                    faults.checkpoint(step)
-                    if target.exists():
-                        atomic_write_text(target, text, overwrite=True)
-                    else:
-                        with _private_umask():
-                            atomic_write_text(target, text, overwrite=True)
-                except OSError as exc:
-                    raise DataError(f"{self._label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
-                                    "free space or fix its permissions, then run again") from exc
+            try:
+                change(key, entries)
+                if entries != before or (state is None and create):
+                    self._write(target, key, entries, step)
+            except BaseException:
+                if undo is not None:
+                    undo()
+                raise
+            if then is not None:
+                then()
         self._key = key
         self._entries = entries
+
+    def _write(self, target: Path, key: bytes, entries: list[LedgerEntry], step: str) -> None:
+        """Rewrite the ledger file atomically (0600 when it is new); DataError if it cannot be written."""
+        text = _dump(key, entries)
+        try:
+            faults.checkpoint(step)
+            if target.exists():
+                atomic_write_text(target, text, overwrite=True)
+            else:
+                with _private_umask():
+                    atomic_write_text(target, text, overwrite=True)
+        except OSError as exc:
+            raise DataError(f"{self._label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
+                            "free space or fix its permissions, then run again") from exc
 
     def _make_directory(self, directory: Path) -> None:
         """Create the ledger's directory (0700, parents with the usual mode) if it is missing."""

@@ -194,7 +194,9 @@ def estimate_overlap(first: np.ndarray, n_first: int, second: np.ndarray, n_seco
     releases; the share of them found in both estimates the Jaccard similarity J, and the shared
     rows are J·(n₁ + n₂)/(1 + J). Exact when both sketches hold every row (n ≤ k). Clipped to [0, 1].
     """
-    union = np.union1d(first, second)[:SKETCH_SIZE]
+    complete = first.shape[0] == n_first and second.shape[0] == n_second  # each sketch holds every row
+    union = np.union1d(first, second)
+    union = union if complete else union[:SKETCH_SIZE]
     if union.shape[0] == 0:
         return 0.0
     both = np.intersect1d(first, second, assume_unique=True)
