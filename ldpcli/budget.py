@@ -8,8 +8,11 @@ rows are released k times at ε can lose exactly kε), so ldp never claims a sma
 What the ledger holds
     one entry per release: the input's *fingerprint* (below), the input and output paths as given
     (resolved), rows, d, the vector columns, the mechanism, ε asked for, the exact ε, δ, the UTC
-    time, the release's input tag and whether it was seeded; plus a secret 32-byte key. Never the
-    data itself. Paths and fingerprints are as sensitive as the file names and contents they stand
+    time, the release's input tag, whether it was seeded and its *row file*; plus a secret 32-byte
+    key. Never the data itself. The row file (``<ledger stem>-rows/<release id>.npy`` beside the
+    ledger, 0600 in a 0700 directory) holds the release's distinct keyed row hashes
+    (:mod:`ldpcli.rowhash`), 8 bytes a row, so that a later release sharing some of its rows, in
+    whatever file, is charged for them (:meth:`Ledger.row_spend`). Paths and fingerprints are as sensitive as the file names and contents they stand
     for, so the ledger is written with mode 0600 (its directory, when ldp creates it, 0700) and it
     belongs with the data owner, never next to a release.
 
@@ -42,9 +45,10 @@ Concurrency and crashes: reserve, publish, confirm
     takes an exclusive lock on the sibling file ``<ledger>.lock`` (``fcntl.flock`` on POSIX,
     ``msvcrt.locking`` on Windows; on a platform with neither it proceeds without a lock), re-reads
     the ledger under it, creates the ledger's key if the file has none yet (once, under the lock,
-    so concurrent first releases of one input get one tag), checks ``max_budget`` against every
-    entry, and appends the release as a *reservation* (``"state": "reserved"``) before anything is
-    published. The outputs are then published, and :meth:`Ledger.confirm` marks the entry
+    so concurrent first releases of one input get one tag; a release that hashes its rows has made
+    it before reading, :meth:`Ledger.ensure_key`), checks ``max_budget`` against every entry (per
+    row when the release's row hashes are given), writes the release's row file and appends the
+    release as a *reservation* (``"state": "reserved"``) before anything is published. The outputs are then published, and :meth:`Ledger.confirm` marks the entry
     ``"confirmed"``; a release that fails before it is published is taken out again
     (:meth:`Ledger.cancel`). A reservation counts like a release, so overlapping runs can never
     spend past a cap, and a run killed at any moment leaves the ledger over-counting, never
@@ -58,6 +62,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
+import io
 import json
 import math
 import os
@@ -76,8 +81,9 @@ import numpy as np
 from ldpcli import faults
 from ldpcli.errors import DataError, UsageError
 from ldpcli.hashing import Sha256
-from ldpcli.io.atomic import atomic_write_text, process_alive
+from ldpcli.io.atomic import atomic_write_bytes, atomic_write_text, process_alive
 from ldpcli.io.messages import _reason
+from ldpcli.rowhash import ReleaseRows, RowDigest, contains, key_check
 
 if sys.platform == "win32":
     import msvcrt
@@ -250,6 +256,9 @@ class LedgerEntry:
     state: str = "confirmed"
     release: str = ""
     owner: dict[str, Any] | None = None
+    #: The release's row file (its distinct keyed row hashes, :mod:`ldpcli.rowhash`), relative to the
+    #: ledger's directory; "" for a release recorded without one (older ledgers, ``record``).
+    rows_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as the ledger file stores it (JSON-able)."""
@@ -270,6 +279,7 @@ class LedgerEntry:
             "state": self.state,
             "release": self.release,
             **({"owner": dict(self.owner)} if self.owner is not None else {}),
+            **({"rows_file": self.rows_file} if self.rows_file else {}),
         }
 
     @classmethod
@@ -300,11 +310,16 @@ class LedgerEntry:
             state=data.get("state", CONFIRMED),
             release=data.get("release", ""),
             owner=dict(data["owner"]) if isinstance(data.get("owner"), Mapping) else None,
+            rows_file=data.get("rows_file", ""),
         )
 
 
 #: The fields every stored entry has (those added with reservations are optional: older entries lack them).
-_ENTRY_FIELDS = tuple(name for name in LedgerEntry.__dataclass_fields__ if name not in ("state", "release", "owner"))
+_ENTRY_FIELDS = tuple(name for name in LedgerEntry.__dataclass_fields__
+                      if name not in ("state", "release", "owner", "rows_file"))
+#: A row file's name: in the ledger's rows directory, named by its release id (nothing else is
+#: ever read or removed through an entry, whatever a ledger file says).
+_ROWS_FILE = re.compile(r"[^/\\]+-rows/([0-9a-f]{16})\.npy")
 
 
 
@@ -349,6 +364,10 @@ def _entry_problem(data: Any) -> str | None:
         return f"'state' is neither {CONFIRMED!r} nor {RESERVED!r}"
     if not isinstance(data.get("release", ""), str):
         return "'release' is not a string"
+    rows_file = data.get("rows_file", "")
+    if rows_file and not (isinstance(rows_file, str) and (match := _ROWS_FILE.fullmatch(rows_file))
+                          and match[1] == data.get("release")):
+        return "'rows_file' is not the row file of its release (<ledger>-rows/<release>.npy)"
     return None
 
 
@@ -373,6 +392,29 @@ class Spend:
     first: str
     last: str
     reserved: int = 0
+
+
+@dataclass(frozen=True)
+class RowSpend:
+    """What earlier releases spent on a new release's rows (:meth:`Ledger.row_spend`).
+
+    ``epsilon``: the most any one row spent (sum of exact ε); ``times`` and ``least``: the most and
+    fewest earlier releases that held one of its rows (of those released before); ``held`` of its
+    ``rows`` distinct rows were released before (``rows`` 0: counted per input, not per row).
+    """
+
+    epsilon: float
+    times: int
+    least: int
+    held: int
+    rows: int
+
+    def where(self) -> str:
+        """What the spend is of, for a message."""
+        if not self.rows:
+            return f" over {self.times} release(s)"
+        return (f" on its most released row ({self.held} of its {self.rows} rows were released before, "
+                f"up to {self.times} time(s))")
 
 
 def _spend(entries: list[LedgerEntry]) -> Spend:
@@ -531,6 +573,22 @@ class Ledger:
             self._key = secrets.token_bytes(32)
         return self._key
 
+    def ensure_key(self) -> bytes:
+        """The ledger's key, read from the file, or created and written now (an empty ledger) if it has none.
+
+        Under the lock, once: of concurrent first runs on a new ledger, the first writes the key
+        and the others read it. A release needs the key before it reads its input (its row
+        hashes are keyed), so it calls this first.
+        """
+        self._update(lambda key, entries: None, create=True)
+        assert self._key is not None
+        return self._key
+
+    def row_digest(self, d: int, *, threaded: bool = False) -> RowDigest:
+        """A :class:`ldpcli.rowhash.RowDigest` of a release's rows of ``d`` values, keyed by this ledger's key
+        (:meth:`ensure_key`: created now if the ledger has none)."""
+        return RowDigest(self.ensure_key(), d, threaded=threaded)
+
     def tag(self, fingerprint: str) -> str:
         """The input tag for a sidecar: ``"ldptag1-"`` + HMAC-SHA256(key, fingerprint), hex."""
         return TAG_PREFIX + hmac.new(self._secret(), fingerprint.encode("utf-8"), hashlib.sha256).hexdigest()
@@ -540,38 +598,127 @@ class Ledger:
         entries = [entry for entry in self._entries if entry.fingerprint == fingerprint]
         return _spend(entries) if entries else None
 
-    def check(self, fingerprint: str, epsilon: float, *, max_budget: float | None, input_label: str) -> str | None:
+    def check(self, fingerprint: str, epsilon: float, *, max_budget: float | None, input_label: str,
+              rows: ReleaseRows | None = None) -> str | None:
         """Judge a release at ``epsilon`` of the input with this fingerprint, before it is written.
 
         ``epsilon`` is what the release will spend (its exact ε). Returns a warning sentence when
         the input was already released, None when it is new. Raises :class:`BudgetError` when the
         release alone, or with what was spent already (sum of exact ε), exceeds ``max_budget``
         (UsageError when ``max_budget`` is not positive). δ is summed by :meth:`spent` but not capped.
+
+        With ``rows`` (the release's row hashes, :meth:`row_digest`), what was spent is counted per
+        row (:meth:`row_spend`): the ε of every earlier release that held the row, and the row
+        that was released most decides. So a shard of an input released before, or a file that
+        shares some rows with one, is charged for what its rows spent. Without, per input: the
+        releases of this fingerprint.
         """
         if max_budget is not None and not max_budget > 0:
             raise UsageError(f"--max-budget must be a positive ε, got {max_budget!r}; give the largest total ε to allow")
         if not (math.isfinite(epsilon) and epsilon > 0):
             raise UsageError(f"--epsilon must be a positive finite number, got {epsilon!r}")
-        spend = self.spent(fingerprint)
-        spent = spend.epsilon if spend is not None else 0.0
+        if rows is None:
+            spend = self.spent(fingerprint)
+            used = None if spend is None else RowSpend(spend.epsilon, spend.releases, spend.releases, 0, 0)
+        else:
+            used = self.row_spend(fingerprint, rows)
+        spent = used.epsilon if used is not None else 0.0
         total = spent + epsilon
         if max_budget is not None and total > max_budget * (1 + _BUDGET_SLACK):
-            if spend is None:
+            if used is None:
                 before = "it was never released before"
             else:
-                before = f"ε spent so far: {_fmt(spent)} over {spend.releases} release(s), with it: {_fmt(total)}"
+                before = f"ε spent so far: {_fmt(spent)}{used.where()}, with it: {_fmt(total)}"
             raise BudgetError(
                 f"{input_label}: this release's ε = {_fmt(epsilon)} would exceed --max-budget {_fmt(max_budget)} "
                 f"({before}; ledger {self._label}); nothing was written: choose a smaller --epsilon, "
                 "or a larger --max-budget if you accept the larger privacy loss"
             )
-        if spend is None:
+        if used is None:
             return None
+        if used.rows == 0 or used.held == used.rows and used.least == used.times:
+            opening = f"{input_label} was already released {used.times} time(s)"
+        else:
+            opening = (f"{input_label}: {used.held} of its {used.rows} rows were already released, "
+                       f"up to {used.times} time(s)")
+        every = f"; all {used.rows} of its rows were in earlier releases" if used.rows and used.held == used.rows else ""
         return (
-            f"{input_label} was already released {spend.releases} time(s) (ε spent so far: {_fmt(spent)}; "
-            f"with this release: {_fmt(total)}). Each release of the same people's rows adds to their "
+            f"{opening} (ε spent so far: {_fmt(spent)}{' on the most released row' if used.rows else ''}; "
+            f"with this release: {_fmt(total)}{every}). Each release of the same people's rows adds to their "
             "privacy loss; see `ldp budget`."
         )
+
+    def row_spend(self, fingerprint: str, rows: ReleaseRows) -> RowSpend | None:
+        """What the earlier releases spent on the rows of a new release; None when none of them held any.
+
+        A row's spend is the sum of the exact ε of every entry (confirmed or reserved) whose row
+        file holds its hash, plus every entry without a row file (older ledgers) of the same
+        fingerprint. Reads each row file in turn (memory-mapped); vectorized, no per-row Python.
+        DataError when a row file is missing or damaged (the ledger is never guessed at).
+        """
+        count = rows.hashes.shape[0]
+        spent = np.zeros(count)
+        times = np.zeros(count, dtype=np.int64)
+        for entry in self._entries:
+            if entry.rows_file:
+                held = contains(self._load_rows(entry), rows.hashes)
+            elif entry.fingerprint == fingerprint:
+                held = np.ones(count, dtype=bool)
+            else:
+                continue
+            spent[held] += entry.epsilon_exact
+            times[held] += 1
+        touched = times > 0
+        if not touched.any():
+            return None
+        return RowSpend(float(spent.max()), int(times.max()), int(times[touched].min()), int(np.count_nonzero(touched)),
+                        count)
+
+    def _rows_name(self, release: str) -> str:
+        """The row file of ``release``, relative to the ledger's directory: ``<ledger stem>-rows/<release>.npy``
+        (the stem of the file a link at the ledger's path points to)."""
+        return f"{Path(os.path.realpath(self._path)).stem}-rows/{release}.npy"
+
+    def _load_rows(self, entry: LedgerEntry) -> np.ndarray:
+        """The sorted distinct row hashes of ``entry`` (memory-mapped), DataError if they cannot be used."""
+        path = Path(os.path.realpath(self._path)).parent / entry.rows_file
+        try:
+            hashes = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise _unreadable(self._label, f"the row file {str(path)!r} of release {entry.release}: "
+                                           f"{_reason(exc) if isinstance(exc, OSError) else exc}") from exc
+        if hashes.dtype != np.dtype("<u8") or hashes.ndim != 1 or (
+                hashes.shape[0] > 1 and not bool(np.all(hashes[1:] > hashes[:-1]))):
+            raise _unreadable(self._label, f"the row file {str(path)!r} of release {entry.release} is not an "
+                                           "ascending array of 64-bit row hashes")
+        return hashes
+
+    def _write_rows(self, entry: LedgerEntry, rows: ReleaseRows) -> None:
+        """Write the row file of ``entry`` (its directory 0700, the file 0600, atomically)."""
+        path = Path(os.path.realpath(self._path)).parent / entry.rows_file
+        directory = path.parent
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(rows.hashes, dtype="<u8"), allow_pickle=False)
+        try:
+            with _private_umask():
+                directory.mkdir(mode=0o700, exist_ok=True)
+                atomic_write_bytes(path, buffer.getvalue())
+        except (OSError, DataError, UsageError) as exc:
+            raise DataError(f"{self._label}: cannot write the release's row file {str(path)!r} "
+                            f"({_reason(exc) if isinstance(exc, OSError) else exc}); free space or fix the "
+                            "directory's permissions, then run again") from exc
+
+    def _remove_rows(self, entries: Iterable[LedgerEntry]) -> None:
+        """Remove the row files of entries taken out of the ledger (one already gone is fine), and their
+        directory once it is empty; under the lock (:meth:`_update`), as every row file is written."""
+        parent = Path(os.path.realpath(self._path)).parent
+        for entry in entries:
+            if entry.rows_file:
+                path = parent / entry.rows_file
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()
 
     def record(self, entry: LedgerEntry) -> None:
         """Append ``entry`` (as it is: no budget check) to the ledger file, atomically and under its lock.
@@ -598,7 +745,8 @@ class Ledger:
             raise ValueError(f"not a valid ledger entry: {problem}")
         self._update(lambda key, entries: entries.append(entry))
 
-    def reserve(self, entry: LedgerEntry, *, max_budget: float | None, input_label: str) -> Reservation:
+    def reserve(self, entry: LedgerEntry, *, max_budget: float | None, input_label: str,
+                rows: ReleaseRows | None = None) -> Reservation:
         """Step 1 of a release: check the budget and append ``entry`` as a reservation, under the lock.
 
         ``entry`` describes the release (its ``tag`` is ignored: the tag is made from the key the
@@ -608,23 +756,39 @@ class Ledger:
         :class:`BudgetError` and nothing is written. Returns the :class:`Reservation` (its ``tag``
         goes into the sidecar; :meth:`Reservation.confirm` once the outputs are published,
         :meth:`Reservation.cancel` if they never will be).
+
+        ``rows`` (the release's row hashes, made with this ledger's key: :meth:`row_digest`) makes
+        the check row-level (:meth:`check`) and is kept as the entry's row file
+        (``<ledger stem>-rows/<release>.npy``, written before the entry), so that later releases
+        that share rows with this one are charged for it. DataError when the ledger's key is no
+        longer the one the rows were hashed with (the ledger was replaced meanwhile).
         """
         release = secrets.token_hex(8)
         outcome: dict[str, Any] = {}
 
         def add(key: bytes, entries: list[LedgerEntry]) -> None:
+            if rows is not None and rows.key_check != key_check(key):
+                raise DataError(f"{self._label}: the ledger's key changed while {input_label} was read (was the "
+                                "ledger replaced?); nothing was written: run again")
             snapshot = Ledger(self._path, self._label, key, list(entries))
             notice = snapshot.check(entry.fingerprint, entry.epsilon_exact, max_budget=max_budget,
-                                    input_label=input_label)
+                                    input_label=input_label, rows=rows)
             tag = snapshot.tag(entry.fingerprint)
-            reserved = replace(entry, tag=tag, state=RESERVED, release=release, owner=_this_process())
+            reserved = replace(entry, tag=tag, state=RESERVED, release=release, owner=_this_process(),
+                               rows_file=self._rows_name(release) if rows is not None else "")
             problem = _entry_problem(reserved.to_dict())
             if problem is not None:
                 raise ValueError(f"not a valid ledger entry: {problem}")
+            if rows is not None:
+                self._write_rows(reserved, rows)
             entries.append(reserved)
             outcome.update(tag=tag, notice=notice, entry=reserved)
 
-        self._update(add, step="reserve-write")
+        def undo() -> None:  # the row file was written, the entry was not
+            if "entry" in outcome:
+                self._remove_rows([outcome["entry"]])
+
+        self._update(add, step="reserve-write", undo=undo)
         return Reservation(self, release, outcome["tag"], outcome["notice"], outcome["entry"])
 
     def confirm(self, release: str, **changes: Any) -> None:
@@ -653,9 +817,11 @@ class Ledger:
         already confirmed, since that run knows its outputs are not in place.
         """
         def drop(key: bytes, entries: list[LedgerEntry]) -> None:
+            removed.extend(e for e in entries if e.release == release)
             entries[:] = [e for e in entries if e.release != release]
 
-        self._update(drop)
+        removed: list[LedgerEntry] = []
+        self._update(drop, then=lambda: self._remove_rows(removed))
 
     def pending(self) -> list[PendingRelease]:
         """Every reservation not confirmed, with what can be seen of its run (:class:`PendingRelease`)."""
@@ -681,15 +847,19 @@ class Ledger:
             removed.append(matches[0])
 
         removed: list[LedgerEntry] = []
-        self._update(drop)
+        self._update(drop, then=lambda: self._remove_rows(removed))
         return removed[0]
 
-    def _update(self, change: Callable[[bytes, list[LedgerEntry]], None], *, step: str = "") -> None:
+    def _update(self, change: Callable[[bytes, list[LedgerEntry]], None], *, step: str = "",
+                create: bool = False, then: Callable[[], None] | None = None,
+                undo: Callable[[], None] | None = None) -> None:
         """Read the file under the lock, ``change(key, entries)`` in place, write it back atomically.
 
         A missing file starts empty with this object's key (made now, and so written once, under
-        the lock, by the first change). ``change`` may raise to write nothing; an unchanged list is
-        not written. ``step`` names the write for :func:`ldpcli.faults.checkpoint`.
+        the lock, by the first change, or at once with ``create``). ``change`` may raise to write
+        nothing; an unchanged list is not written. ``step`` names the write for
+        :func:`ldpcli.faults.checkpoint`. Still under the lock, ``then()`` runs once the file is
+        written, and ``undo()`` when ``change`` or the write failed.
         """
         target = Path(os.path.realpath(self._path))
         self._make_directory(target.parent)
@@ -701,21 +871,32 @@ class Ledger:
             else:
                 key, entries = state
             before = list(entries)
-            change(key, entries)
-            if entries != before:
-                text = _dump(key, entries)
-                try:
-                    faults.checkpoint(step)
-                    if target.exists():
-                        atomic_write_text(target, text, overwrite=True)
-                    else:
-                        with _private_umask():
-                            atomic_write_text(target, text, overwrite=True)
-                except OSError as exc:
-                    raise DataError(f"{self._label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
-                                    "free space or fix its permissions, then run again") from exc
+            try:
+                change(key, entries)
+                if entries != before or (state is None and create):
+                    self._write(target, key, entries, step)
+            except BaseException:
+                if undo is not None:
+                    undo()
+                raise
+            if then is not None:
+                then()
         self._key = key
         self._entries = entries
+
+    def _write(self, target: Path, key: bytes, entries: list[LedgerEntry], step: str) -> None:
+        """Rewrite the ledger file atomically (0600 when it is new); DataError if it cannot be written."""
+        text = _dump(key, entries)
+        try:
+            faults.checkpoint(step)
+            if target.exists():
+                atomic_write_text(target, text, overwrite=True)
+            else:
+                with _private_umask():
+                    atomic_write_text(target, text, overwrite=True)
+        except OSError as exc:
+            raise DataError(f"{self._label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
+                            "free space or fix its permissions, then run again") from exc
 
     def _make_directory(self, directory: Path) -> None:
         """Create the ledger's directory (0700, parents with the usual mode) if it is missing."""

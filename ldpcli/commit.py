@@ -4,8 +4,9 @@
 end in :func:`commit_release`, so a release is counted the same way whatever wrote it:
 
 1. **reserve**: for each input, :meth:`ldpcli.budget.Ledger.reserve` checks ``max_budget`` under
-   the ledger's lock, against every release and every reservation of other runs, and appends this
-   release as a reservation; its input tag comes from the key the ledger file holds;
+   the ledger's lock, against every release and every reservation of other runs (per row when the
+   charge carries the release's row hashes), and appends this release as a reservation (with its
+   row file); its input tag comes from the key the ledger file holds;
 2. **finish**: the caller's ``finish(tags, created)`` writes the sidecars (they carry the tags and the
    release time) as finished temporaries and adds them to the :class:`ldpcli.io.atomic.Publication`;
 3. **publish** the outputs together and **confirm** the reservations before the commit point
@@ -27,6 +28,7 @@ from ldpcli.budget import BudgetError, Ledger, LedgerEntry, Reservation
 from ldpcli.errors import DataError, LdpError
 from ldpcli.io.atomic import Publication
 from ldpcli.io.messages import _reason
+from ldpcli.rowhash import ReleaseRows
 from ldpcli.sidecar import utc_now
 
 
@@ -37,6 +39,9 @@ class Charge:
     entry: LedgerEntry
     #: The input as messages name it.
     label: str
+    #: The release's row hashes (:meth:`ldpcli.budget.Ledger.row_digest`): the budget is then checked per
+    #: row and the rows are kept in the ledger; None: per input (by the entry's fingerprint).
+    rows: ReleaseRows | None = None
 
 
 def commit_release(
@@ -62,7 +67,7 @@ def commit_release(
         if ledger is not None:
             for charge in charges:
                 reservations.append(ledger.reserve(replace(charge.entry, created=created), max_budget=max_budget,
-                                                   input_label=charge.label))
+                                                   input_label=charge.label, rows=charge.rows))
             faults.checkpoint("reserved")
         finish([reservation.tag for reservation in reservations] if ledger is not None else [None] * len(charges),
                created)

@@ -51,6 +51,7 @@ from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.pipeline import DEFAULT_MEMORY, _Privatizer, _run, ledger_entry, release_checks
 from ldpcli.randomness import input_key, key_block_rows, root_seed
 from ldpcli.risk.release import reconstruction
+from ldpcli.rowhash import RowDigest
 from ldpcli.safety import check_clipping, release_warnings
 from ldpcli.sidecar import build_sidecar, sidecar_path, write_sidecar
 from ldpcli.signing import signer_for
@@ -276,9 +277,10 @@ def privatize_dataset(
     except OSError as exc:  # e.g. a read-only file system, or what os.access cannot tell (root, ACLs)
         raise _unwritable(out, exc.strerror or type(exc).__name__) from exc
     notices: list[str] = list(bound_notes)
+    row_digest = ledger.row_digest(layout.d) if ledger is not None else None  # makes the ledger's key if none
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") as pool:
-            digests = pool.submit(_fingerprints, sources, layout.d, choice) if ledger is not None else None
+            digests = pool.submit(_fingerprints, sources, layout.d, choice, row_digest) if row_digest is not None else None
             results = run_all(engine, privatize_part, tasks)
             fingerprints = digests.result() if digests is not None else None
         interrupts.check()
@@ -294,9 +296,10 @@ def privatize_dataset(
                 Path(result.task.target).unlink()
         files = _number_parts(staging, [Path(r.task.target) for r in kept])
         charges = [
-            Charge(ledger_entry(mech, digest=digest, source=source, rows=count, columns=layout.columns, output=out,
-                                copies=1, created="", tag="", reproducible=seed is not None), str(source))
-            for source, (digest, count) in zip(sources, fingerprints or [])
+            Charge(ledger_entry(mech, digest=read.digest, source=source, rows=read.rows, columns=layout.columns,
+                                output=out, copies=1, created="", tag="", reproducible=seed is not None), str(source),
+                   row_digest.summarize(read.hashes[read.released]) if row_digest is not None else None)
+            for source, read in zip(sources, fingerprints or [])
         ]
 
         def finish(tags: Sequence[str | None], created: str) -> None:
@@ -308,7 +311,7 @@ def privatize_dataset(
                     mech, n=result.rows, layout=layout, data_path=file, sha256=result.sha256,
                     reproducible=seed is not None, dtype=result.dtype, warnings=recorded,
                     input_tag=tags[result.task.input_index] if tags else None, reconstruction=risk, part=part,
-                    created=created,
+                    created=created, row_sketch=_part_sketch(result.task, fingerprints, row_digest),
                 )
                 write_sidecar(sidecar_path(file), signer.sign(content) if signer is not None else content)
             manifest = {
@@ -345,16 +348,40 @@ def _unwritable(out: Path, reason: str) -> UsageError:
                       "write to")
 
 
-def _fingerprints(sources: Sequence[Path], d: int, choice: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """(fingerprint, rows) of each input's values, read in file order (the ledger's key)."""
+@dataclass(frozen=True)
+class _InputRead:
+    """What the driver's read of one input gives the ledger: its fingerprint, its rows, the keyed hash
+    of every row in file order and which of them are released (``skip_invalid`` leaves some out)."""
+
+    digest: str
+    rows: int
+    hashes: np.ndarray
+    released: np.ndarray
+
+
+def _fingerprints(sources: Sequence[Path], d: int, choice: Mapping[str, Any], row_digest: RowDigest) -> list[_InputRead]:
+    """Each input's fingerprint and row hashes, read in file order (for the ledger and the row sketches)."""
     out = []
     for source in sources:
         fingerprint = InputFingerprint(d)
+        hashes, released = [], []
         with open_vectors(source, writable=False, **choice) as reader:
             for batch in reader:
                 fingerprint.update(batch.values)
-        out.append((fingerprint.hexdigest(), fingerprint.rows))
+                hashes.append(row_digest.hasher.hash(batch.values))
+                released.append(np.ones(batch.values.shape[0], dtype=bool) if batch.valid is None else batch.valid)
+        out.append(_InputRead(fingerprint.hexdigest(), fingerprint.rows, np.concatenate(hashes or [np.empty(0, np.uint64)]),
+                              np.concatenate(released or [np.empty(0, bool)])))
     return out
+
+
+def _part_sketch(task: PartTask, reads: Sequence[_InputRead] | None, row_digest: RowDigest | None) -> np.ndarray | None:
+    """The row sketch of one part: of the released rows of its input's range (None without a ledger)."""
+    if reads is None or row_digest is None:
+        return None
+    read = reads[task.input_index]
+    chosen = slice(task.start, task.stop)
+    return row_digest.summarize(read.hashes[chosen][read.released[chosen]]).sketch
 
 
 def _part_name(index: int) -> str:

@@ -32,13 +32,14 @@ from ldpcli import interrupts
 from ldpcli.budget import InputFingerprint, Ledger, LedgerEntry
 from ldpcli.commit import Charge, commit_release
 from ldpcli.errors import DataError, LdpError, UsageError
-from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_format, open_vectors
+from ldpcli.io import AtomicVectorWriter, VectorBatch, VectorLayout, VectorReader, file_format, open_vectors
 from ldpcli.io.atomic import Publication, finished_text, sweep_stale
 from ldpcli.io.formats import check_local, data_suffix
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.randomness import block_generators, input_key, key_block_rows, root_seed
 from ldpcli.risk.release import reconstruction
+from ldpcli.rowhash import RowDigest
 from ldpcli.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
 from ldpcli.sidecar import build_sidecar, sidecar_path, sidecar_text
 from ldpcli.signing import signer_for
@@ -388,6 +389,9 @@ def privatize_file(
         # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL), so
         # it overlaps with the privatizing; the reader's arrays are read-only views that nothing writes to.
         fingerprint = InputFingerprint(reader.layout.d, threaded=True) if ledger is not None else None
+        # The keyed hash of each row released (the ledger's row-level budget and the sidecar's row sketch), on
+        # its own background thread; the ledger's key is made now if it has none (it keys the hashes).
+        row_digest = ledger.row_digest(reader.layout.d, threaded=True) if ledger is not None else None
         key = input_key(source, reader.layout.columns, spec) if seed is not None else ()
         if on_start is not None:
             on_start(reader.num_rows)
@@ -398,11 +402,13 @@ def privatize_file(
             try:
                 n, n_clipped = _run(
                     reader, writer, _Privatizer(mech, root, key, reader.precision, copies), workers, on_rows,
-                    fingerprint,
+                    fingerprint, row_digest,
                 )
             finally:
                 if fingerprint is not None:
                     fingerprint.close()
+                if row_digest is not None:
+                    row_digest.close()
             if n == 0:
                 raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
             check_clipping(n_clipped, n, clip_limit, os.fspath(source))
@@ -410,19 +416,20 @@ def privatize_file(
             publication = Publication(overwrite=overwrite)
             publication.add_file(writer.sink)
             charges = []
+            rows = row_digest.finish() if row_digest is not None else None
             if ledger is not None and fingerprint is not None:
                 charges.append(Charge(ledger_entry(
                     mech, digest=fingerprint.hexdigest(), source=source, rows=fingerprint.rows,
                     columns=reader.layout.columns, output=target, copies=copies, created="", tag="",
                     reproducible=seed is not None, label=input_label, output_label=output_label,
-                ), input_label or str(source)))
+                ), input_label or str(source), rows))
             with contextlib.ExitStack() as sidecars:
 
                 def finish(tags: Sequence[str | None], created: str) -> None:
                     content = build_sidecar(
                         mech, n=n, layout=layout, data_path=target, sha256=writer.sha256,
                         reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=next(iter(tags), None),
-                        reconstruction=risk, created=created,
+                        reconstruction=risk, created=created, row_sketch=rows.sketch if rows is not None else None,
                     )
                     if signer is not None:
                         content = signer.sign(content)
@@ -465,6 +472,14 @@ class _Privatizer:
         return out, moved
 
 
+def _feed(batch: VectorBatch, fingerprint: InputFingerprint | None, row_digest: RowDigest | None) -> None:
+    """Give a batch as read to the ledger's fingerprint (every row) and row digest (the valid rows)."""
+    if fingerprint is not None:
+        fingerprint.update(batch.values)
+    if row_digest is not None:
+        row_digest.update(batch.values, batch.valid)
+
+
 def _run(
     reader: VectorReader,
     writer: AtomicVectorWriter,
@@ -472,10 +487,12 @@ def _run(
     threads: int,
     on_rows: Callable[[int], None] | None,
     fingerprint: InputFingerprint | None = None,
+    row_digest: RowDigest | None = None,
 ) -> tuple[int, int]:
     """Privatize every batch of ``reader`` into ``writer`` in order; return (rows, clipped rows).
 
-    ``fingerprint`` (the ledger's) is fed every batch's values as read, in file order.
+    ``fingerprint`` (the ledger's) is fed every batch's values as read, in file order; ``row_digest``
+    (the ledger's row hashes) the rows released (those ``skip_invalid`` left out excepted).
 
     With several threads, the calling thread only reads and submits batches to the pool, and a writer thread
     takes the results in file order and encodes, hashes and writes them, so that reading,
@@ -498,8 +515,7 @@ def _run(
     if threads == 1:
         for batch in reader:
             interrupts.check()
-            if fingerprint is not None:
-                fingerprint.update(batch.values)
+            _feed(batch, fingerprint, row_digest)
             write(privatize(batch.values, batch.first_row), batch.keep, batch.valid)
         return counts[0], counts[1]
 
@@ -524,8 +540,7 @@ def _run(
             interrupts.check()
             if failure:
                 break
-            if fingerprint is not None:
-                fingerprint.update(batch.values)
+            _feed(batch, fingerprint, row_digest)
             queue.put((pool.submit(privatize, batch.values, batch.first_row), batch.keep, batch.valid))
     except BaseException:
         stop.set()

@@ -41,6 +41,7 @@ from ldpcli.datasets import expand_inputs
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import file_format, file_sha256, open_vectors
 from ldpcli.mechanisms import Mechanism
+from ldpcli.rowhash import estimate_overlap
 from ldpcli.sidecar import Sidecar, find_sidecar, load_sidecar
 from ldpcli.signing import PublicKey, Verification, check_signatures, read_public_key, signature_summary
 
@@ -238,6 +239,7 @@ def scan(
             )
     _check_dataset_parts(files, metas)
     _check_distinct_inputs(files, metas)
+    _check_disjoint_rows(files, metas)
     if verify:
         for path, meta in zip(files, metas):
             _check_dtype(path, meta)
@@ -305,6 +307,40 @@ def _check_distinct_inputs(files: Sequence[Path], metas: Sequence[Sidecar]) -> N
                 "estimate from both would count every person twice; estimate from one of them"
             )
         seen[meta.input_tag] = (path, meta)
+
+
+def _check_disjoint_rows(files: Sequence[Path], metas: Sequence[Sidecar]) -> None:
+    """Refuse two releases given as shards whose row sketches share a value (they share rows).
+
+    Each sidecar recorded in the owner's ledger carries ``release.row_sketch``, the smallest keyed
+    hashes of its rows (:mod:`ldpcli.rowhash`), so a release of some rows of another (a file split
+    into shards and released again, say) is found although its input tag differs. Parts of one
+    input in a dataset directory are one release and are not compared with each other (an input
+    with repeated rows gives its parts equal values); everything else is, in one pass over the
+    values. A shared value is never a false alarm between releases of different owners (their keys
+    differ); how likely a small overlap escapes is in :mod:`ldpcli.rowhash`.
+    """
+    seen: dict[int, int] = {}  # sketch value -> the first file that holds it
+    for index, meta in enumerate(metas):
+        group = _release_group(meta, index)
+        for value in meta.row_sketch or ():
+            other = seen.setdefault(value, index)
+            if other != index and _release_group(metas[other], other) != group:
+                first = metas[other]
+                assert first.row_sketch is not None and meta.row_sketch is not None
+                smaller = files[index] if meta.n <= first.n else files[other]
+                share = estimate_overlap(np.array(first.row_sketch, dtype=np.uint64), first.n,
+                                         np.array(meta.row_sketch, dtype=np.uint64), meta.n)
+                raise DataError(
+                    f"{files[other]} and {files[index]} share rows of the same people (about {max(1, round(100 * share))}% "
+                    f"of the rows of {smaller}, estimated from their sketches); they are not shards of one dataset: "
+                    "estimate each on its own"
+                )
+
+
+def _release_group(meta: Sidecar, index: int) -> tuple[str, int]:
+    """The release a file belongs to: a dataset's input for a part, else the file itself."""
+    return ("", index) if meta.part is None else (meta.part.dataset, meta.part.input)
 
 
 def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:

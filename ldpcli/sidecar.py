@@ -25,7 +25,9 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     ``warnings`` (sentences for whoever receives the file: for a baseline mechanism
     :func:`ldpcli.safety.baseline_warning`'s, then the caller's), and ``input_tag`` when the release
     was recorded in the data owner's ledger (:mod:`ldpcli.budget`: a keyed hash, equal for two
-    releases of one input, useless to anyone without the ledger's key), and ``part`` for a part of
+    releases of one input, useless to anyone without the ledger's key), ``row_sketch`` with it (the
+    k smallest keyed hashes of the released rows, :mod:`ldpcli.rowhash`: two releases of one owner
+    that share rows share sketch values, whatever their inputs), and ``part`` for a part of
     a dataset directory (:class:`DatasetPart`: the dataset's id, the part's number, its input and
     the dataset's number of parts; no row position, which would count skipped rows).
 ``reconstruction`` (optional, d ≥ 2)
@@ -69,6 +71,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ldpcli import __version__
 from ldpcli.errors import DataError, LdpError
 from ldpcli.io import VectorLayout, atomic_write_text, file_format
@@ -77,6 +81,7 @@ from ldpcli.kernels import kernel_name
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms.base import MechanismSpec
 from ldpcli.randomness import BIT_GENERATOR
+from ldpcli.rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
 from ldpcli.safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
 
 FORMAT = "ldp-sidecar"
@@ -167,6 +172,7 @@ def build_sidecar(
     reconstruction: dict[str, Any] | None = None,
     part: dict[str, Any] | None = None,
     created: str | None = None,
+    row_sketch: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``.
 
@@ -185,8 +191,12 @@ def build_sidecar(
     ``release.unprivatized_columns`` are the layout's keep columns. ``input_tag`` (from the data
     owner's ledger, :meth:`ldpcli.budget.Ledger.tag`) goes to ``release.input_tag``;
     ``reconstruction`` (:func:`ldpcli.risk.release.reconstruction`) is the top-level section of
-    reconstruction bounds. UsageError (from ``describe``) if a number is not finite.
+    reconstruction bounds. ``row_sketch`` (:class:`ldpcli.rowhash.ReleaseRows`' ``sketch`` of these
+    ``n`` rows, made with the ledger's key) goes to ``release.row_sketch``. UsageError (from
+    ``describe``) if a number is not finite.
     """
+    if row_sketch is not None and len(row_sketch) != min(n, SKETCH_SIZE):
+        raise ValueError(f"a row sketch of {n} rows has {min(n, SKETCH_SIZE)} values, got {len(row_sketch)}")
     if input_tag is not None and not re.fullmatch(INPUT_TAG_PATTERN, input_tag):
         raise ValueError(f"input_tag must match {INPUT_TAG_PATTERN}, got {input_tag!r}")
     if layout.d != mechanism.d:
@@ -230,6 +240,8 @@ def build_sidecar(
     release["warnings"] = recorded
     if input_tag is not None:
         release["input_tag"] = input_tag
+    if row_sketch is not None:
+        release["row_sketch"] = {"method": SKETCH_METHOD, "k": SKETCH_SIZE, "values": encode_sketch(row_sketch)}
     if part is not None:
         release["part"] = dict(part)
     release["randomness"] = {"bit_generator": BIT_GENERATOR, "kernel": kernel_name()}
@@ -313,6 +325,8 @@ class Sidecar:
     input_tag: str | None = None
     #: ``release.part``: which part of which dataset directory the file is, else None.
     part: DatasetPart | None = None
+    #: ``release.row_sketch``'s values (ascending), None when not recorded (no ledger, older sidecars).
+    row_sketch: tuple[int, ...] | None = None
 
     @property
     def d(self) -> int:
@@ -418,6 +432,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     baseline = bool(type(mechanism).baseline)
     input_tag: str | None = None
     part: DatasetPart | None = None
+    row_sketch: tuple[int, ...] | None = None
     if v2:  # fields added within version 2: absent from the sidecars written before them
         if _lookup(content, "data.dtype") is not _MISSING:
             dtype, dtype_recorded = _field(path, content, "data.dtype", str), True
@@ -438,6 +453,8 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
                 raise _malformed(path, "release.input_tag")
         if _lookup(content, "release.part") is not _MISSING:
             part = _dataset_part(path, content)
+        if _lookup(content, "release.row_sketch") is not _MISSING:
+            row_sketch = _row_sketch(path, content, n)
         if _lookup(content, "mechanism.baseline") is not _MISSING:
             recorded_baseline = _field(path, content, "mechanism.baseline", bool)
             if recorded_baseline != baseline:
@@ -450,6 +467,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         path=path, content=content, mechanism=mechanism, layout=layout, n=n, sha256=sha256,
         spec=mechanism.spec, version=version, data_file=data_file, dtype=dtype, dtype_recorded=dtype_recorded,
         unprivatized_columns=unprivatized, warnings=warnings, baseline=baseline, input_tag=input_tag, part=part,
+        row_sketch=row_sketch,
     )
 
 
@@ -471,6 +489,18 @@ def _dataset_part(path: Path, content: dict[str, Any]) -> DatasetPart:
         raise DataError(f"{path}: field 'release.part.index' is {numbers['index']} but the dataset has {parts} parts "
                         "(numbered from 0); restore the sidecar from the privatize run")
     return DatasetPart(dataset, numbers["index"], numbers["input"], parts)
+
+
+def _row_sketch(path: Path, content: dict[str, Any], n: int) -> tuple[int, ...]:
+    """``release.row_sketch``'s values: min(n, k) distinct ascending uint64 (DataError naming the field if not)."""
+    if _field(path, content, "release.row_sketch.method", str) != SKETCH_METHOD:
+        raise _malformed(path, "release.row_sketch.method")
+    if _field(path, content, "release.row_sketch.k", int) != SKETCH_SIZE:
+        raise _malformed(path, "release.row_sketch.k")
+    values = decode_sketch(_field(path, content, "release.row_sketch.values", str))
+    if values is None or values.shape[0] != min(n, SKETCH_SIZE):
+        raise _malformed(path, "release.row_sketch.values")
+    return tuple(int(value) for value in values)
 
 
 def _lookup(content: Any, dotted: str) -> Any:
