@@ -498,8 +498,13 @@ def _row_sketch(path: Path, content: dict[str, Any], n: int) -> tuple[int, ...]:
     if _field(path, content, "release.row_sketch.k", int) != SKETCH_SIZE:
         raise _malformed(path, "release.row_sketch.k")
     values = decode_sketch(_field(path, content, "release.row_sketch.values", str))
-    if values is None or values.shape[0] != min(n, SKETCH_SIZE):
+    if values is None:
         raise _malformed(path, "release.row_sketch.values")
+    if values.shape[0] != min(n, SKETCH_SIZE):
+        raise DataError(
+            f"{path}: release.row_sketch.values holds {values.shape[0]} row hashes, but a release of n = {n} rows has "
+            f"{min(n, SKETCH_SIZE)}; the sidecar was edited: restore it from the privatize run"
+        )
     return tuple(int(value) for value in values)
 
 
