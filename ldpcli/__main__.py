@@ -13,8 +13,11 @@ import sys
 
 def main() -> None:
     """Console-script entry point (see the module)."""
+    import faulthandler
+
     from ldpcli import interrupts
 
+    faulthandler.enable()  # a crash in native code prints every thread's stack (for a bug report), not nothing
     interrupts.install()
     try:
         from ldpcli.cli import main as run
