@@ -52,8 +52,8 @@ Concurrency and crashes: reserve, publish, confirm
     ``"confirmed"``; a release that fails before it is published is taken out again
     (:meth:`Ledger.cancel`). A reservation counts like a release, so overlapping runs can never
     spend past a cap, and a run killed at any moment leaves the ledger over-counting, never
-    under-counting: its reservation stays, :meth:`Ledger.pending` shows it (``ldp budget``), and the
-    owner removes it with :meth:`Ledger.release_reservation` once its release is known never to
+    under-counting: its reservation stays, :meth:`Ledger.pending` lists it (``ldp budget``, with what became of it:
+    :func:`ldpcli.commit.pending_releases`), and the owner removes it with :func:`ldpcli.commit.release_reservation` once its release is known never to
     have appeared. Every write rewrites the file atomically; readers need no lock.
 """
 
@@ -81,7 +81,7 @@ import numpy as np
 from ldpcli import faults
 from ldpcli.errors import DataError, UsageError
 from ldpcli.hashing import Sha256
-from ldpcli.io.atomic import atomic_write_bytes, atomic_write_text, process_alive
+from ldpcli.io.atomic import atomic_write_bytes, atomic_write_text
 from ldpcli.io.messages import _reason
 from ldpcli.rowhash import ReleaseRows, RowDigest, contains, key_check
 
@@ -823,26 +823,26 @@ class Ledger:
         removed: list[LedgerEntry] = []
         self._update(drop, then=lambda: self._remove_rows(removed))
 
-    def pending(self) -> list[PendingRelease]:
-        """Every reservation not confirmed, with what can be seen of its run (:class:`PendingRelease`)."""
-        return [PendingRelease(entry, _pending_status(entry)) for entry in self._entries if entry.state == RESERVED]
+    def pending(self) -> list[LedgerEntry]:
+        """Every reservation not confirmed (what became of each: :func:`ldpcli.commit.pending_releases`)."""
+        return [entry for entry in self._entries if entry.state == RESERVED]
 
-    def release_reservation(self, release: str) -> LedgerEntry:
+    def release_reservation(self, release: str, removable: Callable[[LedgerEntry], str | None]) -> LedgerEntry:
         """Remove the reservation ``release`` whose release never appeared (the owner's decision).
 
-        Refused (UsageError) when no reservation has that id (a unique prefix of at least 4 hex
-        digits is enough), while the run that reserved it is still running on this host, and when
-        its output is in place with a sidecar that carries the reservation's input tag and time
-        (then the release was published and its ε is spent: it stays).
+        ``release`` may be a unique prefix of at least 4 hex digits. ``removable(entry)`` says, under
+        the lock, why the entry must stay (a sentence), or None when it may go
+        (:func:`ldpcli.commit.release_reservation` judges whether its run still runs or published).
+        UsageError when no reservation has that id, or it must stay.
         """
         def drop(key: bytes, entries: list[LedgerEntry]) -> None:
             matches = [e for e in entries if e.state == RESERVED and len(release) >= 4 and e.release.startswith(release)]
             if len(matches) != 1:
                 found = "no" if not matches else "more than one"
                 raise UsageError(f"{self._label}: {found} reservation has the id {release!r}; `ldp budget` lists them")
-            status = _pending_status(matches[0])
-            if status != NOT_PUBLISHED:
-                raise UsageError(f"{self._label}: reservation {matches[0].release} is {status}; it stays counted")
+            reason = removable(matches[0])
+            if reason is not None:
+                raise UsageError(f"{self._label}: reservation {matches[0].release} is {reason}; it stays counted")
             entries.remove(matches[0])
             removed.append(matches[0])
 
@@ -936,12 +936,6 @@ class Ledger:
 
 # --- reservations ------------------------------------------------------------------------------------
 
-#: What :func:`_pending_status` says of a reservation.
-IN_PROGRESS = "in progress (its run is still running)"
-PUBLISHED = "published but not confirmed (its run was interrupted after publishing)"
-NOT_PUBLISHED = "not published (its run ended before publishing)"
-
-
 @dataclass(frozen=True)
 class Reservation:
     """A release reserved in the ledger (:meth:`Ledger.reserve`), to confirm or cancel."""
@@ -962,60 +956,6 @@ class Reservation:
         self.ledger.cancel(self.release)
 
 
-@dataclass(frozen=True)
-class PendingRelease:
-    """A reservation not confirmed and its status (:data:`IN_PROGRESS`, :data:`PUBLISHED`, :data:`NOT_PUBLISHED`)."""
-
-    entry: LedgerEntry
-    status: str
-
-
-def recover_pending(ledger: Ledger) -> None:
-    """Roll back the interrupted commits of the ledger's dead reservations (:func:`ldpcli.io.atomic.sweep_stale`
-    in each of their output directories), so that :meth:`Ledger.pending` sees what is really published."""
-    from ldpcli.io.atomic import sweep_stale
-
-    for directory in _distinct(os.fspath(Path(entry.output).parent) for entry in ledger.entries
-                               if entry.state == RESERVED):
-        sweep_stale(Path(directory))
-
-
 def _this_process() -> dict[str, Any]:
     """The reserving process: host name and pid (to tell a running reservation from a dead one)."""
     return {"host": socket.gethostname(), "pid": os.getpid()}
-
-
-def _pending_status(entry: LedgerEntry) -> str:
-    """Whether the run of a reservation is still running, published its outputs, or never did."""
-    owner = entry.owner or {}
-    pid = owner.get("pid")
-    if owner.get("host") != socket.gethostname() or not isinstance(pid, int):
-        return IN_PROGRESS if owner else NOT_PUBLISHED  # another host's run: it cannot be judged from here
-    if process_alive(pid):
-        return IN_PROGRESS
-    return PUBLISHED if _published(entry) else NOT_PUBLISHED
-
-
-def _published(entry: LedgerEntry) -> bool:
-    """Whether the reserved release's output is in place with the reservation's tag and time: its
-    sidecar (a file) or its manifest and one of its part sidecars (a dataset directory)."""
-    from ldpcli.sidecar import sidecar_path
-
-    output = Path(entry.output)
-    if output.is_dir():
-        manifest = output / "_ldp_dataset.json"
-        return _mentions(manifest, entry.created) and any(
-            _mentions(part, entry.tag) for part in sorted(output.glob("*.ldp.json")))
-    side = sidecar_path(output)
-    return _mentions(side, entry.tag) and _mentions(side, entry.created)
-
-
-def _mentions(path: Path, text: str) -> bool:
-    """Whether the small JSON file ``path`` holds ``text`` (True when it is there but unreadable: the safe side)."""
-    if not path.is_file():
-        return False
-    try:
-        with open(path, "rb") as handle:
-            return text.encode("utf-8") in handle.read(2**20)
-    except OSError:
-        return True

@@ -1886,17 +1886,18 @@ def budget(
     it. Remove one whose release never appeared with --release ID.
     """
     with _errors():
-        from ldpcli.budget import Ledger, recover_pending
+        from ldpcli.budget import Ledger
+        from ldpcli.commit import pending_releases, release_reservation
 
         book = Ledger.open(ledger)
-        recover_pending(book)
+        pending = pending_releases(book)  # rolls back what dead runs left first
         if release is not None:
-            removed = book.release_reservation(release)
+            removed = release_reservation(book, release)
             err.print(f"ldp: removed reservation {removed.release} (ε = {_fmt(removed.epsilon_exact)} of "
                       f"{removed.input}, never published)", markup=False)
             book = Ledger.open(ledger)
+            pending = pending_releases(book)
         spends = book.summary()
-        pending = book.pending()
     if as_json:
         out.print(json.dumps({"ledger": str(book.path), "inputs": [_spend_dict(s) for s in spends],
                               "pending": [_pending_dict(p) for p in pending]}, allow_nan=False), markup=False)

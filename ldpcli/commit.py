@@ -20,16 +20,20 @@ states the protocol and what each kind of failure leaves.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from ldpcli import faults, interrupts
 from ldpcli.budget import BudgetError, Ledger, LedgerEntry, Reservation
+from ldpcli.datasets import MANIFEST_NAME
 from ldpcli.errors import DataError, LdpError
-from ldpcli.io.atomic import Publication
+from ldpcli.io.atomic import Publication, process_alive, sweep_stale
 from ldpcli.io.messages import _reason
 from ldpcli.rowhash import ReleaseRows
-from ldpcli.sidecar import utc_now
+from ldpcli.sidecar import SUFFIX as SIDECAR_SUFFIX
+from ldpcli.sidecar import sidecar_path, utc_now
 
 
 @dataclass(frozen=True)
@@ -107,3 +111,67 @@ def _after_failure(kept: Sequence[str]) -> str:
                  "`ldp budget` lists them and `ldp budget --release ID` removes one")
     return text + ")"
 
+
+
+# --- what became of a reservation -------------------------------------------------------------------
+
+#: What :func:`pending_releases` says of a reservation.
+IN_PROGRESS = "in progress (its run is still running)"
+PUBLISHED = "published but not confirmed (its run was interrupted after publishing)"
+NOT_PUBLISHED = "not published (its run ended before publishing)"
+
+
+@dataclass(frozen=True)
+class PendingRelease:
+    """A reservation not confirmed and its status (:data:`IN_PROGRESS`, :data:`PUBLISHED`, :data:`NOT_PUBLISHED`)."""
+
+    entry: LedgerEntry
+    status: str
+
+
+def pending_releases(ledger: Ledger) -> list[PendingRelease]:
+    """The ledger's reservations and what became of each, once the interrupted commits of dead runs
+    in their output directories are rolled back (:func:`ldpcli.io.atomic.sweep_stale`), so that
+    what is judged published really is."""
+    for directory in dict.fromkeys(Path(entry.output).parent for entry in ledger.pending()):
+        sweep_stale(directory)
+    return [PendingRelease(entry, _status(entry)) for entry in ledger.pending()]
+
+
+def release_reservation(ledger: Ledger, release: str) -> LedgerEntry:
+    """Remove the reservation ``release`` (or a unique prefix of it) if its release never appeared:
+    refused while its run still runs on this host, or when its output is in place."""
+    return ledger.release_reservation(release, lambda entry: None if (s := _status(entry)) == NOT_PUBLISHED else s)
+
+
+def _status(entry: LedgerEntry) -> str:
+    """Whether the run of a reservation is still running, published its outputs, or never did."""
+    owner = entry.owner or {}
+    pid = owner.get("pid")
+    if owner.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return IN_PROGRESS if owner else NOT_PUBLISHED  # another host's run: it cannot be judged from here
+    if process_alive(pid):
+        return IN_PROGRESS
+    return PUBLISHED if _published(entry) else NOT_PUBLISHED
+
+
+def _published(entry: LedgerEntry) -> bool:
+    """Whether the reserved release's output is in place with the reservation's tag and time: its
+    sidecar (a file) or its manifest and one of its part sidecars (a dataset directory)."""
+    output = Path(entry.output)
+    if output.is_dir():
+        return _mentions(output / MANIFEST_NAME, entry.created) and any(
+            _mentions(part, entry.tag) for part in sorted(output.glob("*" + SIDECAR_SUFFIX)))
+    side = sidecar_path(output)
+    return _mentions(side, entry.tag) and _mentions(side, entry.created)
+
+
+def _mentions(path: Path, text: str) -> bool:
+    """Whether the small JSON file ``path`` holds ``text`` (True when it is there but unreadable: the safe side)."""
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return text.encode("utf-8") in handle.read(2**20)
+    except OSError:
+        return True
