@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,17 @@ def read_list(path: Path, column: str = "vec") -> np.ndarray:
     """The rows of a Parquet file's list column as an (n, d) array of its own (writable)."""
     values = pq.read_table(path).column(column).combine_chunks()
     return np.array(values.flatten()).reshape(len(values), -1)
+
+
+# --- documents -------------------------------------------------------------------------------------
+
+
+def keys_anywhere(value: Any) -> Iterator[str]:
+    """Every key of a JSON document, at any depth (to show a field is absent everywhere)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield key
+            yield from keys_anywhere(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from keys_anywhere(inner)

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import unit_rows
+from helpers import keys_anywhere, unit_rows
 
 from ldpcli.datasets import MANIFEST_NAME
 from ldpcli.errors import DataError
@@ -154,16 +154,6 @@ def test_a_part_given_without_the_rest_of_its_dataset_is_refused(dataset: Path, 
     assert estimate_mean([shard_out, *parts]).n == estimate_mean([shard_out, dataset]).n == sum(ROWS) + 500
 
 
-def _keys(value: Any) -> Iterator[str]:
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            yield key
-            yield from _keys(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from _keys(inner)
-
-
 def test_no_file_of_a_dataset_counts_the_skipped_rows(tmp_path: Path) -> None:
     rows = unit_rows(3000, D, seed=4)
     rows[[5, 700, 2100]] = np.nan  # three rows skipped in three parts
@@ -186,7 +176,7 @@ def test_no_file_of_a_dataset_counts_the_skipped_rows(tmp_path: Path) -> None:
         assert side["data"]["n"] == part["rows"]
     for path in out.iterdir():
         if path.name.endswith(".json"):
-            keys = set(_keys(json.loads(path.read_text())))
+            keys = set(keys_anywhere(json.loads(path.read_text())))
             assert not keys & {"first_row", "start", "stop", "skipped", "n_skipped", "offset"}, path.name
     assert estimate_mean(out).n == result.n
 

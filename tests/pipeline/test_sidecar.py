@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import keys_anywhere
 
 from ldpcli import __version__
 from ldpcli.errors import DataError
@@ -136,16 +137,6 @@ def validator() -> Any:
     schema = sidecar_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
-
-
-def keys_anywhere(value: Any) -> Iterator[str]:
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            yield key
-            yield from keys_anywhere(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            yield from keys_anywhere(inner)
 
 
 def refused(side: Path) -> str:
