@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ldpcli.engines import DaskEngine
-from ldpcli.estimate import estimate_mean
-from ldpcli.partitioned import privatize_dataset
-from ldpcli.pipeline import privatize_file
+from ldpcli.analysis.estimate import estimate_mean
+from ldpcli.release.dataset import privatize_dataset
+from ldpcli.release.engines import DaskEngine
+from ldpcli.release.file import privatize_file
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:

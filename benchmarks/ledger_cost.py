@@ -17,8 +17,8 @@ from pathlib import Path
 
 from privatize_vs_baseline import make_input
 
-from ldpcli.budget import Ledger
-from ldpcli.pipeline import privatize_file
+from ldpcli.release.file import privatize_file
+from ldpcli.release.ledger import Ledger
 
 
 def timed(src: Path, out: Path, threads: int, ledger: Ledger | None) -> float:

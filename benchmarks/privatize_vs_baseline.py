@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ldpcli.io import default_batch_rows
-from ldpcli.pipeline import privatize_file
+from ldpcli.release.file import privatize_file
 
 
 def make_input(path: Path, n: int, d: int, seed: int = 0) -> None:

@@ -8,7 +8,7 @@ Sections (ratios are against a baseline measured in the same run, on the same fi
 runs of the two sides alternate, so drift in the machine's speed hits both):
 - privatize: PrivUnit2 at ε = 8, Parquet → Parquet, against read + n·d numpy normals + write with
   ldp's writer settings (``privatize_vs_baseline.baseline``), with each sampler kernel
-  (``ldpcli.kernels``: numba when installed, and the numpy reference) on 1 and 2 threads. Targets
+  (``ldpcli.math.kernels``: numba when installed, and the numpy reference) on 1 and 2 threads. Targets
   (issue 14): ≤ 1.25× on one thread, ≤ 0.7× of the one-thread baseline on two. ``--before PATH``
   adds the same run of the ldp checkout at PATH (e.g. a ``git worktree`` of an older commit).
 - api: each vector mechanism's ``privatize`` on an n × d batch with n·d = 10⁷, d ∈ {500, 10⁴,
@@ -41,11 +41,11 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from privatize_vs_baseline import baseline, make_input  # noqa: E402
 
+from ldpcli.analysis.estimate import estimate_mean  # noqa: E402
 from ldpcli.errors import UsageError  # noqa: E402
-from ldpcli.estimate import estimate_mean  # noqa: E402
-from ldpcli.kernels import KERNEL_ENV, _numba_installed  # noqa: E402
+from ldpcli.math.kernels import KERNEL_ENV, _numba_installed  # noqa: E402
 from ldpcli.mechanisms import get_mechanism, mechanism_names  # noqa: E402
-from ldpcli.pipeline import privatize_file  # noqa: E402
+from ldpcli.release.file import privatize_file  # noqa: E402
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 
@@ -67,7 +67,7 @@ def side_by_side(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str,
 
 
 def with_kernel(kernel: str, fn: Callable[[], object]) -> Callable[[], object]:
-    """``fn`` run with ``LDP_KERNEL=kernel`` (ldpcli.kernels reads it at every call)."""
+    """``fn`` run with ``LDP_KERNEL=kernel`` (ldpcli.math.kernels reads it at every call)."""
 
     def run() -> object:
         previous = os.environ.get(KERNEL_ENV)
@@ -91,7 +91,7 @@ def kernels_here() -> list[str]:
 _BEFORE_PROBE = (
     "import sys, time\n"
     "sys.path.insert(0, sys.argv[1])\n"
-    "from ldpcli.pipeline import privatize_file\n"
+    "from ldpcli.release.file import privatize_file\n"
     "args = dict(epsilon=8.0, threads=int(sys.argv[4]), overwrite=True)\n"
     "privatize_file(sys.argv[2], sys.argv[3], **args)\n"
     "t0 = time.perf_counter()\n"
@@ -204,7 +204,7 @@ def bench_mechanisms(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
 
 _HWM_PROBE = (
     "import sys\n"
-    "from ldpcli.cli import app\n"
+    "from ldpcli.cli.app import app\n"
     "try:\n"
     "    app(sys.argv[1:], prog_name='ldp')\n"
     "except SystemExit as exc:\n"

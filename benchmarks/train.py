@@ -138,7 +138,7 @@ def timing(n: int, d: int, eps: float, batch: int) -> None:
 
 
 def digits(reps: int, eps_grid: list[float], epochs_grid: list[int]) -> None:
-    from ldpcli.train import train
+    from ldpcli.learn.train import train
 
     data = Path(__file__).resolve().parent.parent / "examples" / "digits_unit.parquet"
     classes = [str(c) for c in range(10)]

@@ -1,9 +1,9 @@
 """ldp: privatize vector datasets under local differential privacy.
 
 The array API is importable from here (loaded on first use, so ``ldp --help`` stays fast):
-``ldpcli.privatize(x, eps=…)`` → (privatized rows, :class:`~ldpcli.api.Release`) and
-``ldpcli.estimate_mean(z, release)``; see :mod:`ldpcli.api`. The file API is
-:func:`ldpcli.pipeline.privatize_file` and :func:`ldpcli.estimate.estimate_mean`.
+``ldpcli.privatize(x, eps=…)`` → (privatized rows, :class:`~ldpcli.release.arrays.Release`) and
+``ldpcli.estimate_mean(z, release)``; see :mod:`ldpcli.release.arrays`. The file API is
+:func:`ldpcli.release.file.privatize_file` and :func:`ldpcli.analysis.estimate.estimate_mean`.
 """
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from ldpcli._version import __version__
 
 _API = ("privatize", "estimate_mean", "Release", "LdpWarning")
 
 
 def __getattr__(name: str) -> Any:
-    """The array API (:mod:`ldpcli.api`), imported when first asked for (PEP 562)."""
+    """The array API (:mod:`ldpcli.release.arrays`), imported when first asked for (PEP 562)."""
     if name in _API:
-        return getattr(importlib.import_module("ldpcli.api"), name)
+        return getattr(importlib.import_module("ldpcli.release.arrays"), name)
     raise AttributeError(f"module 'ldpcli' has no attribute {name!r}")
 
 

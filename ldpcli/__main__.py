@@ -1,53 +1,6 @@
-"""The ``ldp`` console script: cancellation first, then the command line.
+"""``python -m ldpcli``: the same entry as the ``ldp`` console script (:func:`ldpcli.cli.entry.main`)."""
 
-SIGINT and SIGTERM are routed to :func:`ldpcli.interrupts.handler` before the command-line
-framework is imported, so a signal during start-up ends the run with one line instead of a
-``KeyboardInterrupt`` traceback, and a signal that some library swallows later is still honoured
-at the next batch boundary or before the commit. ``python -m ldpcli`` runs the same.
-"""
-
-from __future__ import annotations
-
-import sys
-
-
-def main() -> None:
-    """Console-script entry point (see the module)."""
-    import faulthandler
-
-    from ldpcli import interrupts
-
-    faulthandler.enable()  # a crash in native code prints every thread's stack (for a bug report), not nothing
-    interrupts.install()
-    try:
-        from ldpcli.cli import main as run
-    except KeyboardInterrupt as exc:
-        _report(interrupts.interrupted_message())
-        raise SystemExit(getattr(exc, "exit_code", 130)) from None
-    try:
-        run()
-    except KeyboardInterrupt as exc:  # raised outside a command's own handling
-        _report(interrupts.interrupted_message())
-        raise SystemExit(getattr(exc, "exit_code", 130)) from None
-    except SystemExit as exc:
-        signum = interrupts.requested()
-        if signum is None or exc.code != 130:
-            raise
-        _report(interrupts.interrupted_message())  # Typer turned the interrupt into a silent exit 130
-        raise SystemExit(128 + signum) from None
-    finally:
-        interrupts.ignore()  # the run is over: a signal now could only turn a finished run into a failed one
-        late = interrupts.late()
-        if late is not None:
-            sys.stderr.write(f"ldp: signal {late} arrived while the release was being published; the release is "
-                             "complete (output, sidecar and ledger entry)\n")
-
-
-def _report(message: str | None) -> None:
-    """Say once that the run was interrupted."""
-    if message is not None:
-        sys.stderr.write(f"ldp: {message}\n")
-
+from ldpcli.cli.entry import main
 
 if __name__ == "__main__":
     main()

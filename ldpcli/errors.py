@@ -1,6 +1,6 @@
 """The few exception types the CLI turns into one-line messages.
 
-Library code raises these; ``ldpcli.cli`` catches them, prints ``ldp: error: <message>`` on stderr
+Library code raises these; ``ldpcli.cli.app`` catches them, prints ``ldp: error: <message>`` on stderr
 and exits with :attr:`LdpError.exit_code`. Messages name the file, row and column involved and say
 what to do, so they can be shown to a person unchanged.
 """

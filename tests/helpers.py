@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from scipy import stats
 from typer.testing import CliRunner, Result
 
-from ldpcli.cli import app
+from ldpcli.cli.app import app
 
 # --- statistics ------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ldpcli.errors import UsageError
 from ldpcli.estimators.moments import RunningMoments
-from ldpcli.lazy import special
+from ldpcli.math.lazy import special
 from ldpcli.mechanisms.base import Mechanism
 
 
@@ -48,9 +48,9 @@ class MeanEstimate:
     copies: int = 1
     #: The mean projected onto a public convex set (``estimate-mean --project``), else None.
     projected: np.ndarray | None = None
-    #: What it was projected onto and how far it moved (:func:`ldpcli.estimate.project_mean`).
+    #: What it was projected onto and how far it moved (:func:`ldpcli.analysis.estimate.project_mean`).
     projection: dict[str, Any] | None = None
-    #: Whether and by whom the files are signed (:func:`ldpcli.signing.signature_summary`); None
+    #: Whether and by whom the files are signed (:func:`ldpcli.release.signing.signature_summary`); None
     #: for an estimate not made from files.
     signature: dict[str, Any] | None = None
 

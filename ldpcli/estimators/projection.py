@@ -7,7 +7,7 @@ mean estimate can be projected onto a public set known to contain the truth (``l
 --project``), and query answers onto the convex hull of the universe's answer vectors
 (``ldp queries``). Each set here projects exactly, with no general-purpose solver:
 
-- :class:`Ball` and :class:`Box`: closed forms (the ball reuses :data:`ldpcli.domains.L2_BALL`'s
+- :class:`Ball` and :class:`Box`: closed forms (the ball reuses :data:`ldpcli.math.domains.L2_BALL`'s
   overflow-safe scaling);
 - :class:`Simplex`: the sort-based algorithm (Held, Wolfe, Crowder 1974; Duchi, Shalev-Shwartz,
   Singer, Chandra 2008, Fig. 1);
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.domains import L2_BALL
-from ldpcli.lazy import linalg
+from ldpcli.math.domains import L2_BALL
+from ldpcli.math.lazy import linalg
 
 #: The accepted forms of a set, for messages.
 FORMS = "ball[:R], box[:L], box:LO,HI, simplex[:S], nonneg, hull:FILE, domain"

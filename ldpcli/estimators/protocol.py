@@ -4,7 +4,7 @@ An estimator receives batches of privatized rows with :meth:`Estimator.add`, can
 estimator of the same kind with :meth:`Estimator.merge` (another shard or thread), and produces its
 result with :meth:`Estimator.finalize`, given the calibrated mechanism (for guaranteed error bounds)
 and the number of rows it saw. A new estimator is one class with these three methods and
-:meth:`Estimator.empty`; :func:`ldpcli.estimate.estimate` runs it over verified files.
+:meth:`Estimator.empty`; :func:`ldpcli.analysis.estimate.estimate` runs it over verified files.
 
 Rows are privatized one by one and independently, so any subset chosen by *public* kept columns (a
 label, a split) is again a set of independent unbiased rows: each group's estimate has the same

@@ -8,7 +8,7 @@ contains the truth. The workload is public, so everything here is computed from 
 the public n and privacy parameters), never from the data:
 
 - :class:`Workload`: the items' keys, the queries' names and the answer matrix; its distinct answer
-  vectors, their centroid c (the encoding :func:`ldpcli.queries.encode_queries` subtracts), the
+  vectors, their centroid c (the encoding :func:`ldpcli.analysis.answer.encode_queries` subtracts), the
   radius about c, the exact ℓ2 diameter, and the Gaussian mean width g(K) = E sup_{w∈K}⟨w, Z⟩.
 - Lemma 5.3 with its constant: for W with E W = x ∈ K and W* its projection onto K,
   ‖W* − x‖² ≤ ⟨W* − x, W − x⟩ ≤ sup_{w∈K}⟨w − x, W − x⟩ (the projection's obtuse angle), so
@@ -66,7 +66,7 @@ class MeanWidth:
 class Workload:
     """A public workload: item keys (rows), query names (columns) and the answers (N × m).
 
-    Values lie in [0, 1] (counting queries) or [−1, 1]; :func:`ldpcli.queries.read_workload` checks
+    Values lie in [0, 1] (counting queries) or [−1, 1]; :func:`ldpcli.analysis.answer.read_workload` checks
     that and the keys' uniqueness.
     """
 

@@ -33,7 +33,8 @@ The modules (``layout``, ``messages``, ``atomic`` and ``formats`` load no pyarro
   (by suffix), :func:`get_format`, ``FORMATS``.
 - :mod:`~ldpcli.io.columns`: choosing the vector and keep columns from a file's schema, and the
   checks that keep identifiers out of the vectors and free text out of the kept columns.
-- :mod:`~ldpcli.io.read`: :func:`open_vectors`, :class:`VectorReader`, :class:`VectorBatch` and
+- :mod:`~ldpcli.io.vectors`: :func:`open_vectors`, the entry to reading a file in any format.
+- :mod:`~ldpcli.io.read`: :class:`VectorReader`, :class:`VectorBatch` and
   the checks of every batch's values; :func:`open_table`, the same rules for an in-memory table.
 - :mod:`~ldpcli.io.parquet`: reading and writing Parquet (``.parquet``, ``.pq``).
 - :mod:`~ldpcli.io.csv`: reading and writing CSV (``.csv``).
@@ -75,8 +76,8 @@ if TYPE_CHECKING:
         VectorReader,
         default_batch_rows,
         open_table,
-        open_vectors,
     )
+    from ldpcli.io.vectors import open_vectors
     from ldpcli.io.write import AtomicVectorWriter, VectorWriter, table_bytes
 
 #: Each name this package re-exports, and the module that holds it.
@@ -99,7 +100,7 @@ _EXPORTS: dict[str, str] = {
     "VectorReader": "read",
     "default_batch_rows": "read",
     "open_table": "read",
-    "open_vectors": "read",
+    "open_vectors": "vectors",
     "AtomicVectorWriter": "write",
     "VectorWriter": "write",
     "table_bytes": "write",

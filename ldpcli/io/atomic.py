@@ -43,9 +43,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO, Protocol
 
-from ldpcli import faults, interrupts
 from ldpcli.errors import DataError, UsageError
-from ldpcli.hashing import Sha256
+from ldpcli.io.faults import checkpoint
+from ldpcli.io.hashing import Sha256
+from ldpcli.io.interrupts import check as check_interrupt
+from ldpcli.io.interrupts import consume_pending, note_published
 from ldpcli.io.messages import _reason, _write_failed
 
 #: Temporary files created and neither renamed nor removed yet. A signal can interrupt the
@@ -534,7 +536,7 @@ class Publication:
 
     def run(self, confirm: Callable[[], None] | None = None) -> None:
         """Publish every output, then ``confirm``; on any failure restore the old outputs and re-raise."""
-        interrupts.check()  # a cancellation some library code swallowed still stops the run here
+        check_interrupt()  # a cancellation some library code swallowed still stops the run here
         if not self._moves:  # a release with no file (a model printed on stdout): only the confirmation
             if confirm is not None:
                 confirm()
@@ -550,20 +552,20 @@ class Publication:
                     move.backup = hidden_name(move.target, "old")
             try:
                 _write_journal(journal, self._moves)
-                faults.checkpoint("journal")
+                checkpoint("journal")
                 for move in self._moves:
                     if move.had_old and not move.directory:
                         _keep_backup(move)
                 for index, move in enumerate(self._moves):
                     self._place(move)
                     if index == 0:
-                        faults.checkpoint("data-placed")
+                        checkpoint("data-placed")
                 for directory in {move.target.parent for move in self._moves}:
                     _sync_directory(directory)
-                faults.checkpoint("published")
+                checkpoint("published")
                 if confirm is not None:
                     confirm()
-                faults.checkpoint("confirmed")
+                checkpoint("confirmed")
             except BaseException:
                 _roll_back(self._moves)
                 _remove_path(journal)
@@ -582,8 +584,8 @@ class Publication:
             _sync_directory(journal.parent)
             for move in self._moves:
                 _drop_old(move)
-            interrupts.note_published(self.label)
-            interrupts.consume_pending()  # too late to cancel: the release is complete
+            note_published(self.label)
+            consume_pending()  # too late to cancel: the release is complete
         for sink in self._sinks:
             sink._mark_committed()
 

@@ -11,7 +11,6 @@ unless the caller passes ``keep_unsafe`` (:mod:`ldpcli.io.columns`).
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ldpcli.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io.columns import (
     _check_keep_names,
@@ -32,7 +30,6 @@ from ldpcli.io.columns import (
     _resolve,
     _text_columns,
 )
-from ldpcli.io.formats import file_format, get_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _coordinate, _missing_vector, _no_rows, _reason, _row
 
@@ -47,6 +44,10 @@ _ArrowFailure = (pa.ArrowException, OSError, UnicodeDecodeError)
 DEFAULT_BATCH_MEMORY = 64 * 2**20
 #: How many skipped row numbers a reader keeps (``VectorReader.skipped_rows``).
 SKIPPED_ROWS_SHOWN = 20
+
+
+#: The unit roundoff of float64 (numpy's ``epsneg``, 2⁻⁵³): the precision of float64, integer and decimal values.
+FLOAT64_ROUNDOFF = float(np.finfo(np.float64).epsneg)
 
 
 def default_batch_rows(d: int, memory_bytes: int = DEFAULT_BATCH_MEMORY) -> int:
@@ -110,7 +111,7 @@ class VectorReader:
         keep_schema: pa.Schema | None,
         batches: Generator[pa.RecordBatch, None, None],
         release: Callable[[], None],
-        precision: float = FLOAT64_PRECISION,
+        precision: float = FLOAT64_ROUNDOFF,
         seek: Callable[[int], tuple[Generator[pa.RecordBatch, None, None], int]] | None = None,
     ) -> None:
         """Wrap a stream of raw record batches (already translating pyarrow errors).
@@ -273,14 +274,12 @@ def _take(held: list[pa.RecordBatch], rows: int) -> tuple[pa.RecordBatch, list[p
 def source_precision(types: Sequence[pa.DataType]) -> float:
     """The unit roundoff of the coarsest floating type among the vector columns' value types
     (2⁻⁵³ for float64, integers and decimals; 2⁻²⁴ for float32; 2⁻¹¹ for float16)."""
-    precision = FLOAT64_PRECISION
+    precision = FLOAT64_ROUNDOFF
     for dtype in types:
         value = dtype.value_type if pa.types.is_list(dtype) or pa.types.is_large_list(dtype) or (
             pa.types.is_fixed_size_list(dtype)) else dtype
-        if pa.types.is_float32(value):
-            precision = max(precision, FLOAT32_PRECISION)
-        elif pa.types.is_float16(value):
-            precision = max(precision, 2.0**-11)
+        if pa.types.is_float32(value) or pa.types.is_float16(value):
+            precision = max(precision, float(np.finfo(value.to_pandas_dtype()).epsneg))
     return precision
 
 
@@ -315,94 +314,6 @@ def _row_range(
             row = end
             if row >= stop:
                 return
-
-
-def open_vectors(
-    path: str | os.PathLike[str],
-    *,
-    column: str | None = None,
-    columns: Sequence[str] | None = None,
-    keep: Sequence[str] = (),
-    layout: VectorLayout | None = None,
-    batch_rows: int | None = None,
-    memory_bytes: int = DEFAULT_BATCH_MEMORY,
-    writable: bool = True,
-    granule: Callable[[int], int] | None = None,
-    keep_unsafe: bool = False,
-    skip_invalid: bool = False,
-) -> VectorReader:
-    """Open a Parquet or CSV file of vectors for batch-by-batch reading.
-
-    Which columns hold the vectors: ``layout`` (exactly those columns, e.g. when re-reading a
-    privatized file), else the list column ``column``, else the numeric ``columns`` in that
-    order, else the file's only list column of numbers, else all its numeric columns except
-    ``keep`` (unnamed columns and pandas ``__index_level_N__`` columns are never picked
-    automatically). Automatic detection refuses (:class:`UsageError`, with the options that fix
-    it) numeric columns that look like an identifier or a label
-    (:func:`~ldpcli.io.columns._suspicious_columns`); naming ``columns`` bypasses that. Items of
-    ``columns`` are exact names, ``A:B`` ranges in file order or globs
-    (:func:`~ldpcli.io.columns._expand_columns`). ``batch_rows`` defaults to :func:`default_batch_rows` for the file's ``d``
-    and ``memory_bytes`` (the budget of one batch's working copies). ``writable=False`` lets
-    read-only consumers (estimators, and the mechanisms, which never write to their input)
-    receive zero-copy views of list columns instead of copies. ``granule(d)``: every batch but the
-    last then has exactly ``batch_rows`` rows, rounded to a multiple of ``granule(d)`` (at least
-    one), so batches start on fixed row boundaries whatever the file's own blocks (keyed
-    randomness needs this).
-
-    ``keep_unsafe=False`` refuses (:class:`UsageError`) kept text columns that look like free text,
-    by name when opening and by value in each batch (:func:`~ldpcli.io.columns._check_keep_names`,
-    :func:`~ldpcli.io.columns._check_keep_values`); ``True`` keeps them as they are. With a
-    ``layout`` (re-reading a privatized file, whose kept columns are already out) nothing is checked.
-
-    ``skip_invalid=True`` marks invalid rows (missing vector or value, NaN/inf, list of the wrong
-    length, text in a CSV vector column) in :attr:`VectorBatch.valid` instead of raising, and
-    counts them in ``reader.skipped`` / ``reader.skipped_rows``; batches keep all their rows. A
-    variable-length list column then takes d from its first non-empty vector. Damage to the file
-    itself (a CSV line with the wrong number of fields, a corrupt Parquet page) is still an error.
-    """
-    label = os.fspath(path)
-    fmt = get_format(file_format(path))
-    column_names = _name_option(columns, "--columns", label)
-    keep_names = _name_option(keep, "--keep", label) or ()
-    if column is not None and column_names is not None:
-        raise UsageError(
-            f"{label}: give either --column (one list column) or --columns "
-            "(one column per coordinate), not both."
-        )
-    if column_names == ():
-        raise UsageError(f"{label}: --columns needs at least one column name.")
-    if layout is not None and (column is not None or column_names is not None or keep_names):
-        raise UsageError(
-            f"{label}: the vector layout already fixes the columns; "
-            "do not combine it with --column, --columns or --keep."
-        )
-    if batch_rows is not None and batch_rows < 1:
-        raise UsageError(f"{label}: the batch size must be at least 1 row, got {batch_rows}.")
-    target = Path(path)
-    choice = _Choice(
-        column=column, columns=column_names, keep=keep_names, layout=layout, skip_invalid=skip_invalid
-    )
-
-    def rows_for(d: int) -> int:
-        rows = batch_rows or default_batch_rows(d, memory_bytes)
-        if granule is None:
-            return rows
-        step = granule(d)
-        return max(1, rows // step) * step
-
-    reader = fmt.open_reader(target, label, choice, rows_for)
-    reader.writable = writable
-    reader.skip_invalid = skip_invalid
-    if granule is not None:
-        reader.granule = granule(reader.layout.d)
-    if layout is None and not keep_unsafe:
-        try:
-            _check_keep_names(label, reader.keep_schema)
-        except BaseException:
-            reader.close()
-            raise
-        reader._text_keep = _text_columns(reader.keep_schema)
-    return reader
 
 
 def open_table(

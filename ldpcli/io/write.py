@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ldpcli.domains import FLOAT32_PRECISION
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import formats
 from ldpcli.io.atomic import AtomicFileSink, Sink
@@ -63,7 +62,7 @@ def output_dtype(dtype: str | None, source: VectorReader | None = None) -> str:
 def dtype_of_precision(precision: float) -> str:
     """The narrowest written dtype that holds values of this unit roundoff: float32 for float32 (and
     float16) values, float64 otherwise."""
-    return "float32" if precision >= FLOAT32_PRECISION else "float64"
+    return "float32" if precision >= np.finfo(np.float32).epsneg else "float64"
 
 
 def _output_format(

@@ -1,7 +1,7 @@
 """The losses ``ldp train`` minimises: logistic, softmax, squared and hinge, with their gradients.
 
 Each loss is a function ℓ(θ; x, t) of the parameters θ (a flat vector of ``n_params`` numbers),
-one feature row x (with the intercept's constant already appended, see :mod:`ldpcli.train`) and
+one feature row x (with the intercept's constant already appended, see :mod:`ldpcli.learn.train`) and
 the row's *target* t: ±1 for the binary losses, a class index for softmax, a number for squared.
 Every method takes a batch: ``X`` is (n, d), ``t`` is (n,), and ``gradients`` returns the (n, p)
 per-row gradients that the mechanism privatizes as one array (Duchi, Jordan, Wainwright 2014,

@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.domains import L2_BALL, LINF_BOX
 from ldpcli.estimators.projection import Simplex
 from ldpcli.learn.losses import Loss
+from ldpcli.math.domains import L2_BALL, LINF_BOX
 from ldpcli.mechanisms.base import Mechanism
 
 GEOMETRIES = ("l2", "l1")

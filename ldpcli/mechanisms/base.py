@@ -24,27 +24,11 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 
-from ldpcli.domains import FLOAT64_PRECISION, L2_BALL, Domain
 from ldpcli.errors import UsageError
+from ldpcli.math.domains import FLOAT64_PRECISION, L2_BALL, Domain
+from ldpcli.math.lawtests import LawTest
 
 M = TypeVar("M", bound="Mechanism")
-
-
-class LawTest(NamedTuple):
-    """One goodness-of-fit test of a mechanism's output against its exact law (``Mechanism.law_tests``).
-
-    ``statistic`` is the test's own (KS distance, χ², a count); ``p_value`` its p-value under the
-    exact law (exact where the docstring of the test says so). A deterministic check (every output
-    on the support, a constant norm) has p-value 1 when it holds and 0 when it does not. A test
-    that cannot be run at these parameters is returned with ``skipped`` set and ``note`` saying
-    why; it counts neither as a pass nor in the Bonferroni family.
-    """
-
-    name: str
-    statistic: float
-    p_value: float
-    note: str = ""
-    skipped: bool = False
 
 
 class RiskEpsilon(NamedTuple):
@@ -296,7 +280,7 @@ class Mechanism(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     calibrations: ClassVar[tuple[str, ...]]
-    #: The set a row must lie in, scaled by L = ``norm_bound`` (see :mod:`ldpcli.domains`). It
+    #: The set a row must lie in, scaled by L = ``norm_bound`` (see :mod:`ldpcli.math.domains`). It
     #: compares equal to its name: ``l2-ball``, ``linf-box`` or ``interval``.
     domain: ClassVar[Domain] = L2_BALL
     #: The options of ``calibrate`` beyond (d, ε, L, calibration), by name (see :func:`declare`).

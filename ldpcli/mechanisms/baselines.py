@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.lazy import special
+from ldpcli.math.lazy import special
 from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, RiskEpsilon, declare, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -126,14 +126,14 @@ class Laplace(Mechanism):
         noise shared between coordinates, or a wrong scale, changes both."""
         from scipy import stats
 
-        from ldpcli import audit_law
+        from ldpcli.math import lawtests
 
         y = (z - self.domain.nearest(x[None, :], self.norm_bound)) / self.b
         flat = y.ravel()[:_LAW_MAX_VALUES]
         cdf = np.where(flat < 0.0, 0.5 * np.exp(np.minimum(flat, 0.0)), 1.0 - 0.5 * np.exp(-np.maximum(flat, 0.0)))
-        tests = [audit_law.ks_uniform("(Z − x)/b ~ Laplace(0, 1), pooled", cdf)]
+        tests = [lawtests.ks_uniform("(Z − x)/b ~ Laplace(0, 1), pooled", cdf)]
         if self.d >= 2:
-            tests.append(audit_law.ks_uniform("Σ|Z_j − x_j|/b ~ Gamma(d, 1)", stats.gamma.cdf(np.abs(y).sum(axis=1), self.d)))
+            tests.append(lawtests.ks_uniform("Σ|Z_j − x_j|/b ~ Gamma(d, 1)", stats.gamma.cdf(np.abs(y).sum(axis=1), self.d)))
         return tests
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -337,12 +337,12 @@ class Gaussian(Mechanism):
         p-value), and for d ≥ 2 ‖Z − x‖²/σ² against χ²(d) (KS)."""
         from scipy import stats
 
-        from ldpcli import audit_law
+        from ldpcli.math import lawtests
 
         y = (z - self.domain.nearest(x[None, :], self.norm_bound)) / self.sigma
-        tests = [audit_law.ks_uniform("(Z − x)/σ ~ N(0, 1), pooled", special.ndtr(y.ravel()[:_LAW_MAX_VALUES]))]
+        tests = [lawtests.ks_uniform("(Z − x)/σ ~ N(0, 1), pooled", special.ndtr(y.ravel()[:_LAW_MAX_VALUES]))]
         if self.d >= 2:
-            tests.append(audit_law.ks_uniform("‖Z − x‖²/σ² ~ χ²(d)", stats.chi2.cdf(np.einsum("ij,ij->i", y, y), self.d)))
+            tests.append(lawtests.ks_uniform("‖Z − x‖²/σ² ~ χ²(d)", stats.chi2.cdf(np.einsum("ij,ij->i", y, y), self.d)))
         return tests
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -43,9 +43,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldpcli import feature_levels as fl
-from ldpcli.domains import LINF_BOX
 from ldpcli.errors import UsageError
+from ldpcli.math.domains import LINF_BOX
+from ldpcli.mechanisms import feature_levels as fl
 from ldpcli.mechanisms.base import (
     LawTest,
     Mechanism,

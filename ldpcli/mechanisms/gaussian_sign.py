@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli import spheremath as sm
+from ldpcli.math import sphere as sm
 from ldpcli.mechanisms.base import LawTest, Mechanism, register
 
 _LOG_SQRT_HALF_PI = 0.5 * math.log(0.5 * math.pi)
@@ -130,23 +130,23 @@ class GaussianSign(Mechanism):
         """
         from scipy import special, stats
 
-        from ldpcli import audit_law
+        from ldpcli.math import lawtests
 
-        u, rho = audit_law.rounding_weights(x, self.norm_bound)
+        u, rho = lawtests.rounding_weights(x, self.norm_bound)
         if u is None:  # x = 0: the law is rotation invariant, any fixed axis will do
             u = np.eye(self.d)[0]
         v = z / self.gaussian_scale
         along = v @ u
         k = int(np.count_nonzero(along > 0.0))
         tests = [
-            audit_law.binomial_test("sign⟨W, u⟩ = +1 w.p. ½ + bρ/2", k, along.size, 0.5 + 0.5 * self.bias * rho),
-            audit_law.ks_uniform("|⟨W, u⟩|/s half-normal", 2.0 * special.ndtr(np.abs(along)) - 1.0),
+            lawtests.binomial_test("sign⟨W, u⟩ = +1 w.p. ½ + bρ/2", k, along.size, 0.5 + 0.5 * self.bias * rho),
+            lawtests.ks_uniform("|⟨W, u⟩|/s half-normal", 2.0 * special.ndtr(np.abs(along)) - 1.0),
         ]
         if self.d >= 2:
-            perp, norms = audit_law.orthogonal_parts(v, u)
-            for i, w in enumerate(audit_law.fixed_directions(self.d, orthogonal_to=u)):
-                tests.append(audit_law.ks_uniform(f"⟨W, w{i + 1}⟩/s ~ N(0, 1), w{i + 1} ⊥ u", special.ndtr(perp @ w)))
-            tests.append(audit_law.ks_uniform("‖W⊥‖²/s² ~ χ²(d − 1)", stats.chi2.cdf(norms**2, self.d - 1)))
+            perp, norms = lawtests.orthogonal_parts(v, u)
+            for i, w in enumerate(lawtests.fixed_directions(self.d, orthogonal_to=u)):
+                tests.append(lawtests.ks_uniform(f"⟨W, w{i + 1}⟩/s ~ N(0, 1), w{i + 1} ⊥ u", special.ndtr(perp @ w)))
+            tests.append(lawtests.ks_uniform("‖W⊥‖²/s² ~ χ²(d − 1)", stats.chi2.cdf(norms**2, self.d - 1)))
         return tests
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

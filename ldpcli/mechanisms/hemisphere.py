@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli import spheremath as sm
+from ldpcli.math import sphere as sm
 from ldpcli.mechanisms.base import LawTest, Mechanism, register
 
 _LOG_SQRT_PI = 0.5 * math.log(math.pi)
@@ -164,12 +164,12 @@ class DuchiL2(Mechanism):
         )
 
     def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
-        """PrivUnit2's tests at γ = 0, P = ½, p = π_ε (``audit_law.sphere_tests``): ‖Z‖ = B, the
+        """PrivUnit2's tests at γ = 0, P = ½, p = π_ε (``lawtests.sphere_tests``): ‖Z‖ = B, the
         cosine to u against the two half-sphere laws (× the rounding ±u inside the ball), the
         direction orthogonal to u uniform; x = 0: uniform direction; d = 1: exact binomial."""
-        from ldpcli import audit_law
+        from ldpcli.math import lawtests
 
-        return audit_law.sphere_tests(
+        return lawtests.sphere_tests(
             x, z, norm_bound=self.norm_bound, radius=self.radius, s_gamma=0.5, log_p_cap=-sm.LOG2,
             logit_p=self.epsilon,
         )

@@ -52,8 +52,8 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli import spheremath as sm
-from ldpcli.domains import LINF_BOX
+from ldpcli.math import sphere as sm
+from ldpcli.math.domains import LINF_BOX
 from ldpcli.mechanisms.base import LawTest, Mechanism, register
 
 #: Loader's Stirling remainder δ(k) = log k! − [(k + ½)·log k − k + ½·log 2π] for k < 16 (δ(0) = 0),
@@ -498,34 +498,34 @@ class _HypercubeThreshold(Mechanism):
         and exchangeable. Elsewhere (d ≤ 512): the agreement count with r = sign(x), whose exact
         law mixes the channel's pmf with the independent roundings (``_agreement_with_sign_pmf``).
         """
-        from ldpcli import audit_law
+        from ldpcli.math import lawtests
 
         n, d = z.shape
         value = self.norm_bound * self.B
         off = int(np.count_nonzero(np.any(np.abs(np.abs(z) - value) > 1e-12 * value, axis=1)))
-        tests = [audit_law.deterministic(f"Z ∈ {{±L·B}}^d, L·B = {value:.6g}", off, n, "off the scaled cube")]
+        tests = [lawtests.deterministic(f"Z ∈ {{±L·B}}^d, L·B = {value:.6g}", off, n, "off the scaled cube")]
         pos = z > 0.0
         q = np.clip((1.0 + x / self.norm_bound) / 2.0, 0.0, 1.0)  # P(s_j = +1)
         if np.all((q == 0.0) | (q == 1.0)):
             agree = pos == (q == 1.0)
             counts = np.bincount(agree.sum(axis=1), minlength=d + 1)
-            tests.append(audit_law.counts_test("agreements with x/L ~ channel pmf", counts,
+            tests.append(lawtests.counts_test("agreements with x/L ~ channel pmf", counts,
                                                self.agreement_pmf()))
             if d >= 2:
-                tests.append(audit_law.homogeneity_test("agreement positions exchangeable", agree))
+                tests.append(lawtests.homogeneity_test("agreement positions exchangeable", agree))
         elif np.all(q == 0.5):
             counts = np.bincount(pos.sum(axis=1), minlength=d + 1)
-            tests.append(audit_law.counts_test("#{z_j > 0} ~ Binomial(d, ½)", counts,
+            tests.append(lawtests.counts_test("#{z_j > 0} ~ Binomial(d, ½)", counts,
                                                np.exp(log_binomial_pmf(d, 0))))
             if d >= 2:
-                tests.append(audit_law.homogeneity_test("coordinates exchangeable", pos))
+                tests.append(lawtests.homogeneity_test("coordinates exchangeable", pos))
         elif d <= _LAW_DP_MAX_D:
             r = q >= 0.5
             counts = np.bincount((pos == r).sum(axis=1), minlength=d + 1)
             probs = _agreement_with_sign_pmf(self.agreement_pmf(), np.where(r, q, 1.0 - q))
-            tests.append(audit_law.counts_test("agreements with sign(x) ~ exact pmf", counts, probs))
+            tests.append(lawtests.counts_test("agreements with sign(x) ~ exact pmf", counts, probs))
         else:
-            tests.append(audit_law.skipped("agreements with sign(x) ~ exact pmf", f"exact law computed for d <= {_LAW_DP_MAX_D}"))
+            tests.append(lawtests.skipped("agreements with sign(x) ~ exact pmf", f"exact law computed for d <= {_LAW_DP_MAX_D}"))
         return tests
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

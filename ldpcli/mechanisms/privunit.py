@@ -43,8 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
+from ldpcli.math import sphere as sm
 from ldpcli.mechanisms.base import LawTest, Mechanism, register
 
 _RTOL = 4 * np.finfo(float).eps
@@ -314,10 +314,10 @@ class PrivUnit2(Mechanism):
         """‖Z‖ = L/m for every row; the cosine to u against the exact cap/complement mixture (× the
         rounding ±u inside the ball), the direction orthogonal to u uniform on S^{d−2} (KS with
         exact p-values); x = 0: the direction uniform on S^{d−1}; d = 1: an exact binomial test
-        (``audit_law.sphere_tests``)."""
-        from ldpcli import audit_law
+        (``lawtests.sphere_tests``)."""
+        from ldpcli.math import lawtests
 
-        return audit_law.sphere_tests(
+        return lawtests.sphere_tests(
             x, z, norm_bound=self.norm_bound, radius=self.norm_bound * self.scale,
             s_gamma=math.exp(sm.log_expit(-self.cap_logit)), log_p_cap=self.log_cap_probability,
             logit_p=self.logit_p,

@@ -65,8 +65,8 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli import spheremath as sm
-from ldpcli.lazy import special
+from ldpcli.math import sphere as sm
+from ldpcli.math.lazy import special
 from ldpcli.mechanisms.base import LawTest, Mechanism, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -335,13 +335,13 @@ class PrivUnitG(Mechanism):
         """
         from scipy import stats
 
-        from ldpcli import audit_law
+        from ldpcli.math import lawtests
 
         n, d = z.shape
-        u, rho = audit_law.rounding_weights(x, self.norm_bound)
+        u, rho = lawtests.rounding_weights(x, self.norm_bound)
         if u is None:
             if d >= 2:
-                return audit_law.uniform_direction_tests(audit_law.unit_rows(z)[0], d)
+                return lawtests.uniform_direction_tests(lawtests.unit_rows(z)[0], d)
             u = np.ones(1)
         scaled = z * (math.exp(self.log_mu) / self.norm_bound)
         t = scaled @ u
@@ -356,13 +356,13 @@ class PrivUnitG(Mechanism):
 
         mixture = (1.0 + rho) / 2.0 * cdf(t) + (1.0 - rho) / 2.0 * (1.0 - cdf(-t))
         sign = "" if rho >= 1.0 - 1e-12 else " × rounding ±u"
-        tests = [audit_law.ks_uniform(f"⟨Z, u⟩μ/L ~ truncated-normal mixture{sign}", mixture)]
+        tests = [lawtests.ks_uniform(f"⟨Z, u⟩μ/L ~ truncated-normal mixture{sign}", mixture)]
         if d == 1:
             return tests
-        perp, norms = audit_law.orthogonal_parts(scaled, u)
-        tests.append(audit_law.ks_uniform("‖Z⊥‖²μ²/L² ~ χ²(d − 1)", stats.chi2.cdf(norms**2, d - 1)))
-        for i, w in enumerate(audit_law.fixed_directions(d, orthogonal_to=u)):
-            tests.append(audit_law.ks_uniform(f"⟨Z⊥, w{i + 1}⟩μ/L ~ N(0, 1), w{i + 1} ⊥ u",
+        perp, norms = lawtests.orthogonal_parts(scaled, u)
+        tests.append(lawtests.ks_uniform("‖Z⊥‖²μ²/L² ~ χ²(d − 1)", stats.chi2.cdf(norms**2, d - 1)))
+        for i, w in enumerate(lawtests.fixed_directions(d, orthogonal_to=u)):
+            tests.append(lawtests.ks_uniform(f"⟨Z⊥, w{i + 1}⟩μ/L ~ N(0, 1), w{i + 1} ⊥ u",
                                               special.ndtr(perp @ w)))
         return tests
 

@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli import spheremath as sm
-from ldpcli.domains import INTERVAL
 from ldpcli.errors import UsageError
+from ldpcli.math import sphere as sm
+from ldpcli.math.domains import INTERVAL
 from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, declare, register
 
 #: Largest ScalarDP grid size. The default k = ⌈e^{ε/3}⌉ reaches it at ε = 3·52·log 2 ≈ 108.1 and
@@ -157,7 +157,7 @@ class _GridResponse:
         the pmf is not enumerated, an exact binomial test of the share of outputs equal to the
         value of one of the rounding's two grid points, (2λ + 1)/(1 + (k + 1)λ), λ = 1/(e^ε − 1).
         """
-        from ldpcli import audit_law
+        from ldpcli.math import lawtests
 
         n = z.shape[0]
         r = float(np.clip(x[0], 0.0, self.norm_bound))
@@ -170,15 +170,15 @@ class _GridResponse:
         idx = np.where(values - left <= right - values, idx - 1, idx)
         gap = np.min(np.abs(np.diff(support)))
         off = int(np.count_nonzero(np.abs(values - support[idx]) > 1e-6 * gap))
-        tests = [audit_law.deterministic(f"Z on the grid ({self.k + 1} values)", off, n, "off the grid")]
+        tests = [lawtests.deterministic(f"Z on the grid ({self.k + 1} values)", off, n, "off the grid")]
         counts = np.bincount(idx, minlength=support.size)
-        tests.append(audit_law.counts_test(f"grid counts ~ pmf(r = {r:.6g})", counts,
+        tests.append(lawtests.counts_test(f"grid counts ~ pmf(r = {r:.6g})", counts,
                                            self.pmf(r)[0]))  # type: ignore[attr-defined]
         return tests
 
     def _truthful_share_test(self, r: float, values: np.ndarray) -> LawTest:
         """Large k (ScalarDP only): the share of outputs at the rounding's grid points, exact binomial."""
-        from ldpcli import audit_law
+        from ldpcli.math import lawtests
 
         g = self.norm_bound / self.k
         a, b = self.coefficients
@@ -191,7 +191,7 @@ class _GridResponse:
             hits |= values == (b * g) * float(j) - a * 0.5 * self.norm_bound
         lam = math.exp(-sm.log_expm1(self.epsilon))
         prob = (len(js) * lam + 1.0) / (1.0 + (self.k + 1) * lam)
-        return audit_law.binomial_test(f"share at the rounding's grid points (k = {self.k})",
+        return lawtests.binomial_test(f"share at the rounding's grid points (k = {self.k})",
                                        int(hits.sum()), values.shape[0], prob)
 
 

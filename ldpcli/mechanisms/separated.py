@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
+from ldpcli.math import sphere as sm
 from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, RiskEpsilon, declare, register
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.scalar import K_MAX, K_REL_MAX, ScalarDP
@@ -266,12 +266,12 @@ class Separated(Mechanism):
         pmf) and the direction's own on Û = sign(R̂)·Z·(1/m)/‖Z‖ at w/‖w‖ (PrivUnit2's cosine
         mixture and uniform orthogonal direction), each name prefixed by its part.
         """
-        from ldpcli import audit_law
+        from ldpcli.math import lawtests
 
         n = z.shape[0]
         if self.magnitude.k > K_REL_MAX:
             why = f"magnitude grid k = {self.magnitude.k} > {K_REL_MAX}: too fine to split Z into its parts"
-            return [audit_law.skipped("magnitude", why), audit_law.skipped("direction", why)]
+            return [lawtests.skipped("magnitude", why), lawtests.skipped("direction", why)]
         norms = np.sqrt(np.einsum("ij,ij->i", z, z))
         m = math.exp(self.direction.log_m)
         size = norms * m  # |R̂|
@@ -285,10 +285,10 @@ class Separated(Mechanism):
             signs.append((np.abs(j - near) <= 1e-6) & (near >= 0) & (near <= self.magnitude.k))
         pos, neg = signs
         off = int(np.count_nonzero(~(pos | neg)))
-        tests = [audit_law.deterministic("‖Z‖·m on the magnitude grid (±)", off, n, "off the grid")]
+        tests = [lawtests.deterministic("‖Z‖·m on the magnitude grid (±)", off, n, "off the grid")]
         both = pos & neg
         if np.any(both):
-            tests.append(audit_law.skipped("rows whose sign cannot be told", f"{int(both.sum())} rows: |R̂| matches ±"))
+            tests.append(lawtests.skipped("rows whose sign cannot be told", f"{int(both.sum())} rows: |R̂| matches ±"))
         keep = (pos | neg) & ~both
         index = np.rint((np.where(pos, size, -size) + shift) / step)[keep]
         r_hat = step * index - shift  # the grid value itself, as ``privatize_values`` computes it

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
+from ldpcli.math import sphere as sm
 
 LOG2 = math.log(2.0)
 
@@ -114,7 +114,7 @@ def log_uniform_cap(a: float, k: int) -> float:
     """log P(⟨Y, v0⟩ > a) for Y uniform on S^{k−1}, exactly (Bhowmick et al. 2018, proof of Prop. 1).
 
     ⟨Y, v0⟩ has density ∝ (1 − t²)^{(k−3)/2}, so P = I_{(1−a)/2}((k−1)/2, (k−1)/2) (App. D); it is
-    evaluated by :func:`ldpcli.spheremath.log_cap_probability` at the cap logit y = 2·artanh(a)
+    evaluated by :func:`ldpcli.math.sphere.log_cap_probability` at the cap logit y = 2·artanh(a)
     (that function takes γ = tanh(y/2) = a). k = 2: arccos(a)/π; k = 3: (1 − a)/2. a = 0 gives
     log ½ (symmetry) and a = 1 gives −∞ (a single point). k ≥ 2, a ∈ [0, 1].
     """

@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import UsageError
-from ldpcli.lazy import optimize
+from ldpcli.math.lazy import optimize
+from ldpcli.math.sphere import logsumexp
 from ldpcli.risk.diffuse import check_epsilon, finite_or_none, is_int, is_real
-from ldpcli.spheremath import logsumexp
 
 EXACT_MAX_D = 20_000
 """Largest d for the exact route (:func:`log_best_guess`): 1–3 s at d = 20000 on one core (0.1 s at

@@ -23,11 +23,11 @@ import pytest
 from helpers import ldp
 from scipy import stats
 
-from ldpcli import audit_law
-from ldpcli import spheremath as sm
-from ldpcli.audit import FAMILY_ALPHA, LAW_ALPHA, LOWER_BOUND_BETA, TOTAL_ALPHA, audit
+from ldpcli.audit.claims import FAMILY_ALPHA, LAW_ALPHA, LOWER_BOUND_BETA, TOTAL_ALPHA, audit
+from ldpcli.audit.lower_bound import cp_lower, cp_upper
 from ldpcli.errors import UsageError
-from ldpcli.lower_bound import cp_lower, cp_upper
+from ldpcli.math import lawtests
+from ldpcli.math import sphere as sm
 from ldpcli.mechanisms import (
     DuchiL2,
     Laplace,
@@ -288,7 +288,7 @@ def test_the_budget_adds_up() -> None:
 
 def test_a_mechanism_without_law_tests_is_reported_not_failed() -> None:
     class NoLaw(PrivUnit2):
-        def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[audit_law.LawTest]:
+        def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[lawtests.LawTest]:
             return Mechanism.law_tests(self, x, z)
 
     honest = PrivUnit2.calibrate(5, 2.0)
@@ -318,11 +318,11 @@ def test_cli_shows_the_law_table_and_the_lower_bound() -> None:
 
 def test_counts_test_keeps_rare_cells_apart() -> None:
     probs = np.array([1e-9, 1e-9, 1.0 - 3e-9, 1e-9])
-    assert audit_law.counts_test("t", np.array([0, 0, 20_000, 0]), probs).p_value == 1.0
+    assert lawtests.counts_test("t", np.array([0, 0, 20_000, 0]), probs).p_value == 1.0
     # half the rows in cells of probability 1e−9 cannot hide in the big cell
-    assert audit_law.counts_test("t", np.array([0, 10_000, 10_000, 0]), probs).p_value < 1e-100
-    assert audit_law.counts_test("t", np.array([1, 0]), np.array([0.0, 1.0])).p_value == 0.0
-    assert audit_law.counts_test("t", np.array([5000, 5000, 10_000]), np.array([0.25, 0.25, 0.5])).p_value == 1.0
+    assert lawtests.counts_test("t", np.array([0, 10_000, 10_000, 0]), probs).p_value < 1e-100
+    assert lawtests.counts_test("t", np.array([1, 0]), np.array([0.0, 1.0])).p_value == 0.0
+    assert lawtests.counts_test("t", np.array([5000, 5000, 10_000]), np.array([0.25, 0.25, 0.5])).p_value == 1.0
 
 
 def test_agreement_law_inside_the_box_by_brute_force() -> None:

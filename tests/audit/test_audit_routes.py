@@ -14,7 +14,7 @@ from fractions import Fraction
 import pytest
 from helpers import AUDIT_D_GRID, AUDIT_EPS_GRID
 
-from ldpcli.audit import EPSILON_TOLERANCE, audit
+from ldpcli.audit.claims import EPSILON_TOLERANCE, audit
 from ldpcli.mechanisms import (
     DuchiL2,
     Gaussian,

@@ -265,7 +265,7 @@ def ldp_argv(command: str, workdir: Path) -> list[str]:
     words = shlex.split(command, comments=True)
     assert words and words[0] == "ldp", command
     args = [TMP_PATH.sub(f"{workdir.as_posix()}/", word) for word in words[1:]]
-    return [sys.executable, "-m", "ldpcli.cli", *args]
+    return [sys.executable, "-m", "ldpcli.cli.app", *args]
 
 
 def run_document(doc: str, workdir: Path) -> dict[int, Result]:
@@ -282,7 +282,7 @@ def run_document(doc: str, workdir: Path) -> dict[int, Result]:
         elif step.kind == "synopsis":
             sub = _subcommand(step.text) or ""
             if sub not in help_cache:
-                argv = [sys.executable, "-m", "ldpcli.cli", *sub.split(), "--help"]
+                argv = [sys.executable, "-m", "ldpcli.cli.app", *sub.split(), "--help"]
                 help_cache[sub] = _run(argv, workdir)
             found = help_cache[sub]
             results[step.index] = Result(

@@ -1,6 +1,6 @@
 """The dataset engine's commit with real processes: --overwrite replaces only an ldp dataset, two runs
 never both publish one directory, and a kill or a failure at any step leaves the old dataset or
-the new one, counted (docs/commit-protocol.md; faults through LDP_FAULT, :mod:`ldpcli.faults`).
+the new one, counted (docs/commit-protocol.md; faults through LDP_FAULT, :mod:`ldpcli.io.faults`).
 
 The tests of the CLI's ``--engine dask`` skip without Dask; .ci/run runs this file again with it.
 The library tests run the same publication through the in-process engine.
@@ -23,11 +23,11 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import unit_rows
 
-from ldpcli.budget import Ledger
-from ldpcli.datasets import MANIFEST_NAME
 from ldpcli.errors import UsageError
-from ldpcli.faults import STEPS
-from ldpcli.partitioned import privatize_dataset
+from ldpcli.io.faults import STEPS
+from ldpcli.release.dataset import privatize_dataset
+from ldpcli.release.datasets import MANIFEST_NAME
+from ldpcli.release.ledger import Ledger
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
@@ -119,7 +119,7 @@ def test_two_dask_runs_to_one_directory_publish_one(tmp_path: Path, source: Path
 def test_a_directory_that_appears_before_publishing_is_not_replaced(tmp_path: Path, source: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The check at the start is repeated, atomically, at the rename: another run's directory wins."""
-    import ldpcli.partitioned as module
+    import ldpcli.release.dataset as module
 
     out = tmp_path / "release"
     real = module.commit_release

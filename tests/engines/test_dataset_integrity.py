@@ -22,11 +22,11 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import keys_anywhere, unit_rows
 
-from ldpcli.datasets import MANIFEST_NAME
+from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError
-from ldpcli.estimate import estimate_mean
-from ldpcli.partitioned import privatize_dataset
-from ldpcli.pipeline import privatize_file
+from ldpcli.release.dataset import privatize_dataset
+from ldpcli.release.datasets import MANIFEST_NAME
+from ldpcli.release.file import privatize_file
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 D = 16  # key blocks of 512 rows

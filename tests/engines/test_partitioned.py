@@ -19,14 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp, unit_rows
 
-from ldpcli.budget import Ledger
-from ldpcli.datasets import MANIFEST_NAME
-from ldpcli.engines import DaskEngine, make_engine
+from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
-from ldpcli.estimate import estimate_mean
 from ldpcli.io.atomic import file_sha256
-from ldpcli.partitioned import privatize_dataset
-from ldpcli.pipeline import privatize_file
+from ldpcli.release.dataset import privatize_dataset
+from ldpcli.release.datasets import MANIFEST_NAME
+from ldpcli.release.engines import DaskEngine, make_engine
+from ldpcli.release.file import privatize_file
+from ldpcli.release.ledger import Ledger
 
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
 D = 16  # key blocks of 512 rows
@@ -197,7 +197,7 @@ def test_cli_dask_engine_end_to_end(inputs: list[Path], tmp_path: Path) -> None:
 
 def test_an_unseeded_run_sends_no_entropy_to_its_tasks(inputs: list[Path], tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import ldpcli.partitioned as partitioned
+    import ldpcli.release.dataset as partitioned
 
     sent: list[partitioned.PartTask] = []
 

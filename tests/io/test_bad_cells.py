@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 from helpers import ldp
 
+from ldpcli.analysis.answer import encode_queries, read_workload
 from ldpcli.errors import DataError
 from ldpcli.io import open_vectors
-from ldpcli.pipeline import privatize_file
-from ldpcli.queries import encode_queries, read_workload
-from ldpcli.train import train
+from ldpcli.learn.train import train
+from ldpcli.release.file import privatize_file
 
 ROWS = 50_000  # 40,000 is far beyond the first block of the CSV reader
 LDP = str(Path(sys.executable).with_name("ldp"))

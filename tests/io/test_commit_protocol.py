@@ -2,7 +2,7 @@
 ledger and one output, cancellations, and the litter of dead runs (docs/commit-protocol.md).
 
 Every test here runs the `ldp` console script as a subprocess; faults are armed through
-``LDP_FAULT=STEP:ACTION`` (:mod:`ldpcli.faults`), so a "kill" is a real SIGKILL of the process at
+``LDP_FAULT=STEP:ACTION`` (:mod:`ldpcli.io.faults`), so a "kill" is a real SIGKILL of the process at
 that step and nothing of it runs afterwards.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from helpers import unit_rows, write_list
 
-from ldpcli.faults import STEPS
+from ldpcli.io.faults import STEPS
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 
@@ -239,7 +239,7 @@ def test_a_signal_at_any_moment_either_cancels_everything_or_comes_after_a_compl
         if proc.returncode == -signal.SIGSEGV:
             # Seen once in CI (a fresh virtual environment), never in 66 local tries: a crash in native
             # code while the signal unwound the run. Judged as a kill (the next run finishes what it
-            # left); faulthandler's stacks (ldpcli.__main__) are printed for the diagnosis.
+            # left); faulthandler's stacks (ldpcli.cli.entry) are printed for the diagnosis.
             outcomes.add("crashed")
             print(f"crash after a signal at {delay:.2f} s:\n{stderr}", file=sys.stderr)
             assert run("budget", "--ledger", ledger, "--json").returncode == 0

@@ -15,7 +15,7 @@ import pytest
 from helpers import unit_rows, write_list
 
 from ldpcli.errors import DataError
-from ldpcli.pipeline import privatize_file
+from ldpcli.release.file import privatize_file
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 
@@ -69,7 +69,7 @@ def test_a_bad_row_late_in_the_file_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_a_failed_sidecar_write_removes_the_data_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ldpcli.pipeline as module
+    import ldpcli.release.file as module
 
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")

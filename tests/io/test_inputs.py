@@ -1,6 +1,6 @@
 """Several inputs, directories and glob patterns for `ldp privatize` and the commands that estimate.
 
-ldpcli.datasets.expand_inputs decides which files an argument names; privatize_files gives each
+ldpcli.release.datasets.expand_inputs decides which files an argument names; privatize_files gives each
 its own release; scan (estimate-mean, queries, regress) takes the shards a directory or a pattern
 names. Every test checks the files written and the messages, not only the exit code.
 """
@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp, unit_rows, write_list
 
-from ldpcli.datasets import expand_inputs
+from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
-from ldpcli.estimate import estimate_mean
-from ldpcli.pipeline import privatize_file, privatize_files
+from ldpcli.release.datasets import expand_inputs
+from ldpcli.release.file import privatize_file, privatize_files
 
 
 @pytest.fixture

@@ -41,8 +41,8 @@ from hypothesis import strategies as st
 from ldpcli.errors import DataError
 from ldpcli.io import open_vectors
 from ldpcli.mechanisms import get_mechanism, mechanism_names
-from ldpcli.pipeline import privatize_file
-from ldpcli.sidecar import load_sidecar, sidecar_path
+from ldpcli.release.file import privatize_file
+from ldpcli.release.sidecar import load_sidecar, sidecar_path
 
 
 def listing(directory: Path) -> list[str]:

@@ -15,10 +15,10 @@ import pyarrow.fs as pafs
 import pytest
 from helpers import ldp, unit_rows, write_list
 
+from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
-from ldpcli.estimate import estimate_mean
 from ldpcli.io import remote
-from ldpcli.pipeline import privatize_file
+from ldpcli.release.file import privatize_file
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_remote_failures_are_one_line_errors(bucket: Path) -> None:
 
 
 def privatize_file_from(url: str) -> None:
-    from ldpcli.pipeline import privatize_files
+    from ldpcli.release.file import privatize_files
 
     privatize_files(url, epsilon=1.0)
 

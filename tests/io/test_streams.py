@@ -18,10 +18,10 @@ import pyarrow.parquet  # noqa: F401 - pa.parquet below
 import pytest
 from helpers import unit_rows
 
-from ldpcli.estimate import estimate_mean
+from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.io.atomic import file_sha256
 from ldpcli.io.streams import spool_stdin
-from ldpcli.pipeline import privatize_file
+from ldpcli.release.file import privatize_file
 
 
 def arrow_stream(rows: np.ndarray, ids: bool = True) -> bytes:
@@ -36,7 +36,7 @@ def arrow_stream(rows: np.ndarray, ids: bool = True) -> bytes:
 
 def ldp_pipe(args: list[str], data: bytes, tmp_path: Path) -> subprocess.CompletedProcess[bytes]:
     env_ledger = {"LDP_LEDGER": str(tmp_path / "ledger.json")}
-    return subprocess.run([sys.executable, "-m", "ldpcli.cli", *args], input=data, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "ldpcli.cli.app", *args], input=data, capture_output=True,
                           env={**os.environ, **env_ledger}, check=False, timeout=120)
 
 
@@ -92,7 +92,7 @@ def test_kill_9_leaves_no_copy_of_standard_input(tmp_path: Path) -> None:
     spool_dir = tmp_path / "tmp"
     spool_dir.mkdir()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ldpcli.cli", "privatize", "-", "--eps", "1", "-o", "-", "--sidecar",
+        [sys.executable, "-m", "ldpcli.cli.app", "privatize", "-", "--eps", "1", "-o", "-", "--sidecar",
          str(tmp_path / "s.json")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         env={**os.environ, "TMPDIR": str(spool_dir), "LDP_LEDGER": str(tmp_path / "ledger.json")},
     )

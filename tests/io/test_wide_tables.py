@@ -18,11 +18,11 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from ldpcli.estimate import estimate_mean
-from ldpcli.feature_levels import parse_feature_levels
+from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.io import open_vectors
-from ldpcli.pipeline import privatize_file
-from ldpcli.sidecar import load_sidecar, sidecar_path
+from ldpcli.mechanisms.feature_levels import parse_feature_levels
+from ldpcli.release.file import privatize_file
+from ldpcli.release.sidecar import load_sidecar, sidecar_path
 
 D = 30_000
 N = 4

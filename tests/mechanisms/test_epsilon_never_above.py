@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
+from ldpcli.math import sphere as sm
 from ldpcli.mechanisms import Mechanism, PrivUnit2, ScalarDP, Separated, get_mechanism, mechanism_names
 from ldpcli.mechanisms.privunit import _cap_epsilon
 

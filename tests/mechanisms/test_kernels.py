@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from helpers import bonferroni_z
 
-from ldpcli import kernels
-from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
+from ldpcli.math import kernels
+from ldpcli.math import sphere as sm
 from ldpcli.mechanisms import get_mechanism
 
 numba_only = pytest.mark.skipif(not kernels._numba_installed(), reason="numba is not installed (pip install 'ldp[fast]')")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from helpers import ldp
 
-from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
+from ldpcli.math import sphere as sm
 from ldpcli.mechanisms import PrivUnit2, PrivUnitInf, get_mechanism
 
 

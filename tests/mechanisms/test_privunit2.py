@@ -10,8 +10,8 @@ import pytest
 from helpers import PRIVUNIT2_D_GRID, PRIVUNIT2_EPS_GRID, bonferroni_z
 from scipy import integrate, optimize, special
 
-from ldpcli import spheremath as sm
 from ldpcli.errors import UsageError
+from ldpcli.math import sphere as sm
 from ldpcli.mechanisms import PrivUnit2, get_mechanism, mechanism_names
 from ldpcli.mechanisms.privunit import _log_m
 

@@ -132,7 +132,7 @@ def test_release_round_trips_and_a_sidecar_path_works(tmp_path: Path) -> None:
     assert ldpcli.estimate_mean(z, again.to_dict()).expected_error == ldpcli.estimate_mean(z, release).expected_error
     from helpers import write_list
 
-    from ldpcli.pipeline import privatize_file
+    from ldpcli.release.file import privatize_file
 
     src = tmp_path / "x.parquet"
     write_list(src, x)

@@ -24,15 +24,15 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import read_list, unit_rows, write_list
 
+from ldpcli.analysis.estimate import estimate_mean
+from ldpcli.analysis.scan import scan
 from ldpcli.errors import DataError, UsageError
-from ldpcli.estimate import estimate_mean
 from ldpcli.io import VectorLayout, open_vectors
 from ldpcli.io.write import AtomicVectorWriter, output_dtype
 from ldpcli.mechanisms import get_mechanism
-from ldpcli.pipeline import privatize_file
-from ldpcli.safety import unprivatized_warning
-from ldpcli.scan import scan
-from ldpcli.sidecar import baseline_warning, load_sidecar, sidecar_schema
+from ldpcli.release.file import privatize_file
+from ldpcli.release.safety import unprivatized_warning
+from ldpcli.release.sidecar import baseline_warning, load_sidecar, sidecar_schema
 
 N, D = 400, 32
 F32_ROUND = 2.0**-24  # relative rounding of float64 → float32 (to nearest)

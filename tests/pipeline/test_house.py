@@ -18,14 +18,14 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp, read_list, write_list
 
-from ldpcli.audit import audit
-from ldpcli.domains import FLOAT32_PRECISION, INTERVAL, L2_BALL, LINF_BOX, get_domain
+from ldpcli.analysis.estimate import estimate, estimate_mean
+from ldpcli.analysis.scan import scan
+from ldpcli.audit.claims import audit
 from ldpcli.errors import UsageError
-from ldpcli.estimate import estimate, estimate_mean
+from ldpcli.math.domains import FLOAT32_PRECISION, INTERVAL, L2_BALL, LINF_BOX, get_domain
 from ldpcli.mechanisms import MechanismSpec, PrivUnit2, get_mechanism, mechanism_names, unregister
-from ldpcli.pipeline import privatize_file
-from ldpcli.scan import scan
-from ldpcli.sidecar import load_sidecar, sidecar_path
+from ldpcli.release.file import privatize_file
+from ldpcli.release.sidecar import load_sidecar, sidecar_path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ldpcli"
 
@@ -39,9 +39,9 @@ read_v = functools.partial(read_list, column="v")
 
 
 @pytest.mark.parametrize(
-    "module", ["ldpcli.mechanisms", "ldpcli.audit", "ldpcli.domains", "ldpcli.spheremath", "ldpcli.estimators.moments",
-               "ldpcli.io.layout", "ldpcli.io.atomic", "ldpcli.randomness", "ldpcli.risk.diffuse", "ldpcli.risk.sparse",
-               "ldpcli.risk.release", "ldpcli.risk.solvers", "ldpcli.compare", "ldpcli.budget"],
+    "module", ["ldpcli.mechanisms", "ldpcli.audit.claims", "ldpcli.math.domains", "ldpcli.math.sphere", "ldpcli.estimators.moments",
+               "ldpcli.io.layout", "ldpcli.io.atomic", "ldpcli.release.randomness", "ldpcli.risk.diffuse", "ldpcli.risk.sparse",
+               "ldpcli.risk.section", "ldpcli.planning.solvers", "ldpcli.planning.compare", "ldpcli.release.ledger"],
 )
 def test_math_modules_do_not_load_pyarrow(module: str) -> None:
     code = f"import sys, {module}; sys.exit('pyarrow' in sys.modules)"
@@ -57,7 +57,7 @@ def test_no_library_module_imports_the_cli() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
                 [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
-            if any(name == "ldpcli.cli" or name.startswith("ldpcli.cli.") for name in names):
+            if any(name == "ldpcli.cli.app" or name.startswith("ldpcli.cli.app.") for name in names):
                 offenders.append(str(path.relative_to(PACKAGE)))
     assert offenders == []
 

@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp, read_list, unit_rows, write_list
 
+from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
-from ldpcli.estimate import estimate_mean
 from ldpcli.estimators.moments import RunningMoments
-from ldpcli.pipeline import privatize_file
+from ldpcli.release.file import privatize_file
 
 
 def test_seeded_output_does_not_depend_on_the_thread_count(tmp_path: Path) -> None:

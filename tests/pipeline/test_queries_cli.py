@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from helpers import ldp, write_list
 
-from ldpcli.estimate import estimate_mean
+from ldpcli.analysis.answer import answer_queries, read_workload
+from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.estimators.queries import marginal_workload
-from ldpcli.pipeline import privatize_file
-from ldpcli.queries import answer_queries, read_workload
-from ldpcli.sidecar import sidecar_path
+from ldpcli.release.file import privatize_file
+from ldpcli.release.sidecar import sidecar_path
 
 
 @pytest.fixture()
@@ -98,7 +98,7 @@ def test_central_release_writes_answers_and_a_sidecar(tmp_path, marginals) -> No
 
 def test_central_error_is_within_its_bound_over_seeds(marginals) -> None:  # type: ignore[no-untyped-def]
     """E‖answers − truth‖² ≤ σ·g(K) (constant 1) and ‖noisy − truth‖² averages mσ²."""
-    from ldpcli.queries import release_queries
+    from ldpcli.analysis.answer import release_queries
 
     w, workload, data, truth = marginals
     loaded = read_workload(workload, key="item")

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from helpers import ldp
 
+from ldpcli.analysis.regress import regress
 from ldpcli.errors import UsageError
 from ldpcli.estimators.regression import ball_least_squares, least_squares_objective
-from ldpcli.pipeline import privatize_file
-from ldpcli.regress import regress
+from ldpcli.release.file import privatize_file
 
 
 @pytest.fixture()

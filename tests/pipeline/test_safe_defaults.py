@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp, unit_rows, write_list
 
-from ldpcli.compare import compare_mechanisms, recommendation
-from ldpcli.safety import EPSILON_MAX, EPSILON_MIN, NEAR_EXACT_RELATIVE_RMS, relative_rms
+from ldpcli.planning.compare import compare_mechanisms, recommendation
+from ldpcli.release.safety import EPSILON_MAX, EPSILON_MIN, NEAR_EXACT_RELATIVE_RMS, relative_rms
 
 
 def privatized(tmp_path: Path, n: int = 400, d: int = 8, scale: float = 1.0, *extra: str) -> Path:

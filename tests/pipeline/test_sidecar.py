@@ -22,12 +22,12 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import keys_anywhere
 
-from ldpcli import __version__
+from ldpcli._version import __version__
 from ldpcli.errors import DataError
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import get_mechanism, mechanism_names
 from ldpcli.mechanisms.base import Mechanism
-from ldpcli.sidecar import (
+from ldpcli.release.sidecar import (
     REPRODUCIBLE_NOTE,
     SCHEMA_VERSION,
     baseline_warning,
@@ -284,7 +284,7 @@ def test_a_seeded_sidecar_holds_no_seed(tmp_path: Path) -> None:
 
 
 def test_a_seeded_privatization_writes_neither_the_seed_nor_clipped_counts(tmp_path: Path) -> None:
-    from ldpcli.pipeline import privatize_file
+    from ldpcli.release.file import privatize_file
 
     src = tmp_path / "x.parquet"
     x = np.random.default_rng(0).standard_normal((50, 4))  # most rows outside the unit ball: clipped
@@ -302,7 +302,7 @@ def test_a_seeded_privatization_writes_neither_the_seed_nor_clipped_counts(tmp_p
 
 
 def test_csv_and_parquet_outputs_of_one_stem_have_their_own_sidecars(tmp_path: Path) -> None:
-    from ldpcli.pipeline import privatize_file
+    from ldpcli.release.file import privatize_file
 
     src = tmp_path / "x.parquet"
     pq.write_table(pa.table({"a": [0.1, 0.2, -0.3], "b": [0.0, 0.5, 0.1]}), src)
@@ -479,8 +479,8 @@ def test_a_v1_sidecar_under_the_old_name_is_found_and_read(tmp_path: Path) -> No
 
 def test_estimate_mean_reads_a_v1_sidecar_under_the_old_name(tmp_path: Path) -> None:
     """A file privatized before schema version 2: ``<stem>.ldp.json``, flat fields."""
-    from ldpcli.estimate import estimate_mean
-    from ldpcli.pipeline import privatize_file
+    from ldpcli.analysis.estimate import estimate_mean
+    from ldpcli.release.file import privatize_file
 
     src = tmp_path / "x.parquet"
     pq.write_table(pa.table({"a": [0.1, 0.2, -0.3, 0.4], "b": [0.0, 0.5, 0.1, -0.2]}), src)

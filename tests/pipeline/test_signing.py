@@ -1,6 +1,6 @@
 """Signed releases (issue 24, item 13): a sidecar was checked for consistency with its data, never for
 who wrote it. A sidecar forged from ε = 1 to ε = 8 with every derived number recomputed, or stripped of
-its input tag, loads today; signed by the data owner (ldpcli.signing) it is refused.
+its input tag, loads today; signed by the data owner (ldpcli.release.signing) it is refused.
 
 Every release here is made by the real privatize path and then signed with the library's own call, as
 the privatize path does once it is wired (``signer.sign(content)`` before the sidecar is written).
@@ -23,16 +23,16 @@ import numpy as np
 import pytest
 from helpers import unit_rows, write_list
 
-from ldpcli.budget import Ledger
-from ldpcli.datasets import MANIFEST_NAME
+from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
-from ldpcli.estimate import estimate_mean
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.partitioned import privatize_dataset
-from ldpcli.pipeline import privatize_file
-from ldpcli.sidecar import build_sidecar, load_sidecar, sidecar_path, sidecar_schema
-from ldpcli.signing import (
+from ldpcli.release.dataset import privatize_dataset
+from ldpcli.release.datasets import MANIFEST_NAME
+from ldpcli.release.file import privatize_file
+from ldpcli.release.ledger import Ledger
+from ldpcli.release.sidecar import build_sidecar, load_sidecar, sidecar_path, sidecar_schema
+from ldpcli.release.signing import (
     KEY_NAME,
     PublicKey,
     Signer,
@@ -348,7 +348,7 @@ def test_without_cryptography_signing_names_the_extra_and_unsigned_files_stay_re
     env = {**os.environ, "PYTHONPATH": root, "LDP_LEDGER": str(tmp_path / "l" / "ledger.json")}
 
     def without(*args: Any) -> subprocess.CompletedProcess[str]:
-        code = ("import sys; sys.modules['cryptography'] = None; from ldpcli.cli import main; "
+        code = ("import sys; sys.modules['cryptography'] = None; from ldpcli.cli.app import main; "
                 f"sys.argv = ['ldp', *{[str(a) for a in args]!r}]; main()")
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
 

@@ -1,4 +1,4 @@
-"""``ldp train`` and :func:`ldpcli.train.train` on files: accounting, outputs, evaluation, bad input.
+"""``ldp train`` and :func:`ldpcli.learn.train.train` on files: accounting, outputs, evaluation, bad input.
 
 The optimiser's mathematics is tested in tests/learn/test_learn_math.py; here: epochs × ε in the
 result, the sidecar and the ledger, and --max-budget refusing before anything is written; the
@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp, write_list
 
-from ldpcli.budget import Ledger
 from ldpcli.errors import DataError, UsageError
-from ldpcli.train import MODEL_SIDECAR_FORMAT, train
+from ldpcli.learn.train import MODEL_SIDECAR_FORMAT, train
+from ldpcli.release.ledger import Ledger
 
 
 def _logistic_file(path: Path, n: int = 600, d: int = 4, seed: int = 0, *, labels: tuple = (0, 1)) -> Path:

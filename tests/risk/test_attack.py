@@ -1,4 +1,4 @@
-"""ldpcli.risk.attack: the natural reconstruction on a release, against Lemma 2.2 / Prop. 1.
+"""ldpcli.analysis.attack: the natural reconstruction on a release, against Lemma 2.2 / Prop. 1.
 
 Rows uniform on S^{d−1} make f_A(x) = Ax/‖Ax‖ uniform on S^{k−1} for any A with orthonormal rows,
 so the prior of Bhowmick et al. 2018 Prop. 1 holds with ρ0 = 0, and every row's chance of a
@@ -20,10 +20,10 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import special, stats
 
+from ldpcli.analysis.attack import AttackReport, attack, random_basis
 from ldpcli.errors import DataError, UsageError
-from ldpcli.pipeline import privatize_file
-from ldpcli.risk import attack as attack_module
-from ldpcli.risk.attack import AttackReport, attack, random_basis
+from ldpcli.release.file import privatize_file
+from ldpcli.analysis import attack as attack_module
 
 N, D = 20_000, 32
 EPSILONS = (1.0, 4.0, 8.0)

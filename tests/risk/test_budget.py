@@ -1,4 +1,4 @@
-"""The privacy-budget ledger, input fingerprints and input tags (ldpcli.budget).
+"""The privacy-budget ledger, input fingerprints and input tags (ldpcli.release.ledger).
 
 Every test works under tmp_path: the autouse fixture points LDP_LEDGER, XDG_DATA_HOME, HOME and
 APPDATA there, so no test can reach the real ledger in the user's home directory.
@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpcli.budget import (
+from ldpcli.errors import DataError, UsageError
+from ldpcli.release.ledger import (
     LEDGER_ENV,
     LEDGER_VERSION,
     BudgetError,
@@ -26,7 +27,6 @@ from ldpcli.budget import (
     LedgerEntry,
     default_ledger_path,
 )
-from ldpcli.errors import DataError, UsageError
 
 POSIX = os.name == "posix"
 

@@ -19,13 +19,13 @@ import pyarrow.csv as pacsv
 import pytest
 from helpers import ldp, unit_rows, write_list
 
-from ldpcli.budget import Ledger
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.pipeline import privatize_file
+from ldpcli.release.file import privatize_file
+from ldpcli.release.ledger import Ledger
+from ldpcli.release.sidecar import load_sidecar, sidecar_path, sidecar_schema
 from ldpcli.risk.diffuse import log_uniform_cap
-from ldpcli.risk.release import reconstruction
-from ldpcli.sidecar import load_sidecar, sidecar_path, sidecar_schema
+from ldpcli.risk.section import reconstruction
 
 
 def rows_file(tmp_path: Path, name: str = "rows.parquet", n: int = 300, d: int = 6, seed: int = 1) -> Path:

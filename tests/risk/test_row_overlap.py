@@ -1,4 +1,4 @@
-"""Issue 24 item 15: releases that share rows, whatever their input files (ldpcli.rowhash).
+"""Issue 24 item 15: releases that share rows, whatever their input files (ldpcli.release.rowhash).
 
 Release a file, split it into shards, release the shards: the ledger charges each shard's rows the
 ε they already spent (keyed row hashes kept beside the ledger) and ``estimate-mean`` refuses to
@@ -22,13 +22,13 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import unit_rows
 
-from ldpcli import rowhash
-from ldpcli.budget import BudgetError, Ledger, LedgerEntry
+from ldpcli.analysis.scan import scan
 from ldpcli.errors import DataError
-from ldpcli.partitioned import privatize_dataset
-from ldpcli.rowhash import SKETCH_SIZE, RowDigest, RowHasher, estimate_overlap, summarize
-from ldpcli.scan import scan
-from ldpcli.sidecar import load_sidecar, sidecar_path, sidecar_schema
+from ldpcli.release import rowhash
+from ldpcli.release.dataset import privatize_dataset
+from ldpcli.release.ledger import BudgetError, Ledger, LedgerEntry
+from ldpcli.release.rowhash import SKETCH_SIZE, RowDigest, RowHasher, estimate_overlap, summarize
+from ldpcli.release.sidecar import load_sidecar, sidecar_path, sidecar_schema
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 KEY = bytes(range(32))

@@ -1,0 +1,369 @@
+"""The Python API for arrays and tables, beside the file API: :func:`privatize` and :func:`estimate_mean`.
+
+``ldpcli.privatize(x, eps=…)`` privatizes a numpy array of rows, a pyarrow Table or a pandas
+DataFrame in memory and returns the privatized rows (same kind as ``x``) with a :class:`Release`,
+the public description of what was done (what a sidecar holds for a file). ``ldpcli.estimate_mean(z,
+release)`` estimates the mean of the raw rows from the privatized ones. Both run the same code as
+``ldp privatize`` and ``ldp estimate-mean``: the registered mechanisms, the domain's projection,
+the safety checks of :mod:`ldpcli.release.safety` (ε range, near-exact releases, clipping, baselines, id and
+free-text columns), in batches so that memory stays bounded.
+
+Errors speak Python: bad arguments raise :class:`ValueError` (or :class:`TypeError` for a wrong
+type) naming the keyword (``eps``, ``norm_bound``), not a CLI flag. Warnings (a baseline mechanism,
+many clipped rows, kept columns released as they are) are :class:`LdpWarning`\\ s.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ldpcli.errors import LdpError
+from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
+from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
+from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, clip_warning, release_warnings
+
+#: Rows privatized at once (the memory of a batch is a few copies of rows × d doubles).
+_BATCH_VALUES = 2**22
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
+
+
+class LdpWarning(UserWarning):
+    """A release that is legal but should make its author stop and look (see :mod:`ldpcli.release.safety`)."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """The public description of one privatization: what a sidecar records for a file.
+
+    ``mechanism`` is the calibrated mechanism (its spec re-creates it); ``n`` the rows released;
+    ``columns``/``keep`` the vector and pass-through columns of a table input (None/() for an
+    array); ``reproducible`` is True for an integer seed, False for OS entropy and None for a
+    caller's generator (reproducible by whoever can re-create it). ``n_clipped`` (rows moved onto
+    the bound) is a statistic of the raw data: it is for the caller and is left out of
+    :meth:`to_dict`.
+    """
+
+    mechanism: Mechanism
+    n: int
+    columns: tuple[str, ...] | None = None
+    keep: tuple[str, ...] = ()
+    dtype: str = "float64"
+    reproducible: bool | None = False
+    warnings: tuple[str, ...] = ()
+    n_clipped: int = field(default=0, compare=False)
+
+    @property
+    def d(self) -> int:
+        """Dimension of the rows."""
+        return self.mechanism.d
+
+    @property
+    def expected_error_mean(self) -> float:
+        """Worst-case E‖mean of the released rows − mean of the raw (clipped) rows‖²."""
+        return self.mechanism.expected_error_mean(self.n)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict of public parameters and counts only (no seed, no clipped count)."""
+        return {
+            "mechanism": {"spec": self.mechanism.spec.to_dict(), **self.mechanism.describe()},
+            "n": self.n,
+            "d": self.d,
+            "columns": None if self.columns is None else list(self.columns),
+            "unprivatized_columns": list(self.keep),
+            "dtype": self.dtype,
+            "reproducible": self.reproducible,
+            "warnings": list(self.warnings),
+            "expected_error_mean": self.expected_error_mean,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Release:
+        """Inverse of :meth:`to_dict`: the mechanism is re-calibrated from its public spec."""
+        try:
+            spec = MechanismSpec.from_dict(data["mechanism"]["spec"])
+            mechanism = spec.calibrate(int(data["d"]))
+            columns = data.get("columns")
+            return cls(
+                mechanism=mechanism, n=int(data["n"]), columns=None if columns is None else tuple(columns),
+                keep=tuple(data.get("unprivatized_columns", ())), dtype=str(data.get("dtype", "float64")),
+                reproducible=data.get("reproducible"), warnings=tuple(data.get("warnings", ())),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a Release description: {exc!r} is missing or malformed") from None
+        except LdpError as exc:
+            raise ValueError(_python_words(str(exc))) from None
+
+
+def _python_words(message: str) -> str:
+    """A library message with CLI flags turned into keyword names: ``--norm-bound`` → ``norm_bound``."""
+    return _FLAG.sub(lambda m: m[1].replace("-", "_"), message)
+
+
+@contextmanager
+def _python_errors() -> Iterator[None]:
+    """Re-raise the library's one-line errors as ValueError with keyword names."""
+    try:
+        yield
+    except LdpError as exc:
+        raise ValueError(_python_words(str(exc))) from None
+
+
+def _warn(text: str | None) -> None:
+    if text:
+        warnings.warn(text, LdpWarning, stacklevel=3)
+
+
+def _generator(rng: np.random.Generator | int | None) -> tuple[np.random.Generator, bool | None]:
+    """(the generator, whether the output is reproducible) from ``rng``."""
+    if rng is None:
+        return np.random.default_rng(), False
+    if isinstance(rng, np.random.Generator):
+        return rng, None
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
+        return np.random.default_rng(int(rng)), True
+    raise TypeError(f"rng must be a numpy.random.Generator, a non-negative int seed or None, got {rng!r}")
+
+
+def _is_pandas(x: Any) -> bool:
+    return type(x).__module__.split(".")[0] == "pandas"
+
+
+def privatize(
+    x: Any,
+    *,
+    eps: float,
+    mechanism: str = "privunit2",
+    norm_bound: float = 1.0,
+    calibration: str | None = None,
+    rng: np.random.Generator | int | None = None,
+    column: str | None = None,
+    columns: Sequence[str] | None = None,
+    keep: Sequence[str] = (),
+    keep_unsafe: bool = False,
+    force: bool = False,
+    fail_on_clip: float | None = None,
+    dtype: str | None = None,
+    **options: Any,
+) -> tuple[Any, Release]:
+    """Privatize every row of ``x`` under ε-LDP; return ``(privatized, release)``.
+
+    ``x``: a 2-D numpy array (n, d) of real numbers, a pyarrow Table or a pandas DataFrame (one
+    list column of vectors, or one numeric column per coordinate: ``column``/``columns`` choose,
+    with the same rules and refusals as ``ldp privatize``; ``keep`` columns pass through
+    unprivatized). The result has the kind of ``x``: an (n, d) array (``dtype``, default the
+    input's float32 or float64), or a table with the vector columns privatized and the kept ones.
+
+    ``mechanism``, ``calibration`` and ``**options`` (e.g. ``delta=1e-6``, ``k=8``) name a registered
+    mechanism (:func:`ldpcli.mechanisms.mechanism_names`). ``norm_bound`` is the public bound L: rows
+    outside the domain are moved onto it (an :class:`LdpWarning` when more than 1% are;
+    ``fail_on_clip`` = a fraction raises ValueError instead). ``rng``: a Generator, an int seed
+    (reproducible: not for release) or None (OS entropy). ε outside [0.01, 10⁴] needs
+    ``force=True``. Every output row is an unbiased estimate of its (clipped) input row.
+    """
+    from ldpcli.io.write import check_dtype, dtype_of_precision
+
+    with _python_errors():
+        spec = MechanismSpec(mechanism, eps, calibration, norm_bound, options).validated()
+        forced = check_epsilon(spec.epsilon, force=force, name="eps")
+        limit = check_clip_fraction(fail_on_clip, "fail_on_clip")
+        if dtype is not None:
+            check_dtype(dtype)
+        generator, reproducible = _generator(rng)
+        if isinstance(x, np.ndarray) or not (_is_pandas(x) or _is_arrow(x)):
+            if column is not None or columns is not None or keep:
+                raise TypeError("column, columns and keep apply to tables; x is an array")
+            values, precision = _array_rows(x)
+            table_out: _TableShape | None = None
+        else:
+            values, table_out = _table_rows(x, column, columns, keep, keep_unsafe)
+            precision = table_out.precision
+        out_dtype = dtype or dtype_of_precision(precision)
+        mech = spec.calibrate(values.shape[1])
+        mech.describe()  # a ValueError now if a number would not be finite
+        privatized, n_clipped = _privatize_rows(mech, values, generator, precision)
+        check_clipping(n_clipped, values.shape[0], limit, "x", "fail_on_clip")
+    keep_names = table_out.layout.keep if table_out is not None else ()
+    texts = release_warnings(mech, keep_names, forced)
+    for text in texts:
+        _warn(text)
+    clipped = clip_warning(n_clipped, values.shape[0], mech)
+    if clipped is not None and clipped[1]:
+        _warn(clipped[0])
+    release = Release(
+        mechanism=mech, n=values.shape[0], columns=table_out.layout.columns if table_out is not None else None,
+        keep=tuple(keep_names), dtype=out_dtype, reproducible=reproducible, warnings=texts, n_clipped=n_clipped,
+    )
+    if table_out is None:
+        return privatized.astype(out_dtype, copy=False), release
+    return table_out.build(privatized.astype(out_dtype, copy=False)), release
+
+
+def _array_rows(x: Any) -> tuple[np.ndarray, float]:
+    """The rows of an array-like as a checked (n, d) float64 array (a view when already float64),
+    and the unit roundoff of its values as given (float32 rows on the sphere stay on it)."""
+    array = np.asarray(x)
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise TypeError(f"x must hold real numbers, got dtype {array.dtype}")
+    if np.iscomplexobj(array):
+        raise TypeError("x must hold real numbers, not complex ones")
+    if array.ndim != 2:
+        raise ValueError(
+            f"x must be 2-D (n rows, d coordinates), got shape {array.shape}; for one row use x[None, :], "
+            "for n scalars x[:, None]"
+        )
+    if array.shape[0] == 0 or array.shape[1] == 0:
+        raise ValueError(f"x has no rows or no coordinates (shape {array.shape})")
+    values = np.asarray(array, dtype=np.float64)
+    finite = np.isfinite(values)
+    if not finite.all():
+        row, j = divmod(int(np.argmin(finite, axis=None)), values.shape[1])
+        raise ValueError(f"x[{row}, {j}] is {values[row, j]}: rows must be finite; remove or impute it")
+    return values, FLOAT32_PRECISION if array.dtype == np.float32 else FLOAT64_PRECISION
+
+
+def _privatize_rows(
+    mech: Mechanism, values: np.ndarray, rng: np.random.Generator, precision: float
+) -> tuple[np.ndarray, int]:
+    """Project and privatize in batches; (the privatized rows, how many rows were moved)."""
+    n, d = values.shape
+    step = max(1, _BATCH_VALUES // d)
+    out = np.empty((n, d), dtype=np.float64)
+    moved = 0
+    for start in range(0, n, step):
+        batch, count = mech.project(values[start:start + step], precision)
+        out[start:start + step] = mech.privatize(batch, rng)
+        moved += count
+    return out, moved
+
+
+def _is_arrow(x: Any) -> bool:
+    return type(x).__module__.split(".")[0] == "pyarrow"
+
+
+@dataclass(frozen=True)
+class _TableShape:
+    """Where a table's vectors are and how to put privatized ones back."""
+
+    layout: Any  # ldpcli.io.VectorLayout
+    precision: float
+    pandas: bool
+    table: Any  # the input as a pyarrow Table
+
+    def build(self, values: np.ndarray) -> Any:
+        """The output table: privatized vector columns, then the kept columns (as ``ldp privatize``)."""
+        import pyarrow as pa
+
+        table = self.table
+        n, d = values.shape
+        arrays: list[pa.Array] = []
+        names: list[str] = []
+        if self.layout.kind == "list":
+            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), d))
+            names.append(self.layout.columns[0])
+        else:
+            arrays.extend(pa.array(values[:, j]) for j in range(d))
+            names.extend(self.layout.columns)
+        for name in self.layout.keep:
+            arrays.append(table.column(name))
+            names.append(name)
+        result = pa.Table.from_arrays(arrays, names=names)
+        return result.to_pandas() if self.pandas else result
+
+
+def _table_rows(
+    x: Any, column: str | None, columns: Sequence[str] | None, keep: Sequence[str], keep_unsafe: bool
+) -> tuple[np.ndarray, _TableShape]:
+    """The checked float64 rows of a table, and how to rebuild one, by the file readers' rules."""
+    from ldpcli.io.read import open_table
+
+    table = _as_table(x, "x")
+    values, layout, precision = open_table(
+        table, label="x", column=column, columns=columns, keep=keep, keep_unsafe=keep_unsafe
+    )
+    return values, _TableShape(layout, precision, _is_pandas(x), table)
+
+
+def _as_table(x: Any, name: str) -> Any:
+    """A pyarrow Table from a Table, a RecordBatch or a pandas DataFrame (its index left out)."""
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(x, preserve_index=False) if _is_pandas(x) else x
+    if isinstance(table, pa.RecordBatch):
+        table = pa.Table.from_batches([table])
+    if not isinstance(table, pa.Table):
+        raise TypeError(f"{name} must be a numpy array, a pyarrow Table or a pandas DataFrame, got {type(x).__name__}")
+    return table
+
+
+def _description(description: Any) -> Mechanism:
+    """The calibrated mechanism behind a Release, its dict, a sidecar file or a mechanism."""
+    if isinstance(description, Release):
+        return description.mechanism
+    if isinstance(description, Mechanism):
+        return description
+    if isinstance(description, Mapping):
+        if "schema_version" in description:  # a sidecar's content
+            spec = MechanismSpec.from_dict(description["mechanism"]["spec"])
+            return spec.calibrate(int(description["mechanism"]["d"]))
+        return Release.from_dict(description).mechanism
+    if isinstance(description, (str, os.PathLike)):
+        from ldpcli.release.sidecar import load_sidecar
+
+        with _python_errors():
+            return load_sidecar(description).mechanism
+    raise TypeError(
+        "description must be a Release (from ldpcli.privatize), its to_dict(), a sidecar path or a Mechanism, "
+        f"got {type(description).__name__}"
+    )
+
+
+def estimate_mean(z: Any, description: Any, *, confidence: float = 0.95) -> MeanEstimate:
+    """The mean of the raw rows estimated from privatized rows ``z``, with error bars.
+
+    ``z``: the privatized (n, d) array (or any subset of its rows: each row is unbiased on its own);
+    ``description``: the :class:`Release` that :func:`privatize` returned, its ``to_dict()``, a
+    sidecar path, or the mechanism. Returns a :class:`~ldpcli.estimators.mean.MeanEstimate`: the
+    mean, its guaranteed expected squared error ``expected_error_max / n``, per-coordinate
+    standard errors and Student-t intervals at ``confidence``.
+    """
+    mech = _description(description)
+    if _is_pandas(z) or _is_arrow(z):
+        if not isinstance(description, Release) or description.columns is None:
+            raise TypeError("a table z needs the Release of the table privatization (it names the vector columns)")
+        z = _release_table_values(z, description)
+    values, _ = _array_rows(z)
+    if values.shape[1] != mech.d:
+        raise ValueError(f"z has d = {values.shape[1]} coordinates but the release has d = {mech.d}")
+    with _python_errors():
+        estimator = MeanEstimator(mech.d, confidence)
+    estimator.add(values, None)
+    return estimator.finalize(mech, values.shape[0])
+
+
+def _release_table_values(z: Any, release: Release) -> np.ndarray:
+    """The vector columns of a privatized table as an (n, d) array, read by the file readers' rules."""
+    import pyarrow as pa
+
+    from ldpcli.io.read import open_table
+
+    table = _as_table(z, "z")
+    assert release.columns is not None
+    names = list(release.columns)
+    is_list = len(names) == 1 and names[0] in table.column_names and pa.types.is_nested(
+        table.schema.field(names[0]).type)
+    with _python_errors():
+        values, _, _ = open_table(table, label="z", column=names[0] if is_list else None,
+                                  columns=None if is_list else names)
+    return values
+
+
+__all__ = ["LdpWarning", "Release", "estimate_mean", "privatize"]

@@ -1,0 +1,177 @@
+"""The one commit protocol of every release: reserve in the ledger, publish, confirm.
+
+``ldp privatize`` (a file or a dataset directory), ``ldp train`` and ``ldp queries release`` all
+end in :func:`commit_release`, so a release is counted the same way whatever wrote it:
+
+1. **reserve**: for each input, :meth:`ldpcli.release.ledger.Ledger.reserve` checks ``max_budget`` under
+   the ledger's lock, against every release and every reservation of other runs (per row when the
+   charge carries the release's row hashes), and appends this release as a reservation (with its
+   row file); its input tag comes from the key the ledger file holds;
+2. **finish**: the caller's ``finish(tags, created)`` writes the sidecars (they carry the tags and the
+   release time) as finished temporaries and adds them to the :class:`ldpcli.io.atomic.Publication`;
+3. **publish** the outputs together and **confirm** the reservations before the commit point
+   (:meth:`ldpcli.io.atomic.Publication.run`).
+
+A failure before the commit point restores the previous outputs and takes the reservations out
+again; a kill leaves the reservations in the ledger (counted: the ledger over-counts, never
+under-counts) and a journal that the next run in that directory rolls back. ``docs/commit-protocol.md``
+states the protocol and what each kind of failure leaves.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ldpcli.errors import DataError, LdpError
+from ldpcli.io import faults, interrupts
+from ldpcli.io.atomic import Publication, process_alive, sweep_stale
+from ldpcli.io.messages import _reason
+from ldpcli.release.datasets import MANIFEST_NAME
+from ldpcli.release.ledger import BudgetError, Ledger, LedgerEntry, Reservation
+from ldpcli.release.rowhash import ReleaseRows
+from ldpcli.release.sidecar import SUFFIX as SIDECAR_SUFFIX
+from ldpcli.release.sidecar import sidecar_path, utc_now
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one input of a release costs: its ledger entry (tag and time are set at the reservation)."""
+
+    entry: LedgerEntry
+    #: The input as messages name it.
+    label: str
+    #: The release's row hashes (:meth:`ldpcli.release.ledger.Ledger.row_digest`): the budget is then checked per
+    #: row and the rows are kept in the ledger; None: per input (by the entry's fingerprint).
+    rows: ReleaseRows | None = None
+
+
+def commit_release(
+    publication: Publication,
+    finish: Callable[[Sequence[str | None], str], None],
+    *,
+    ledger: Ledger | None,
+    charges: Sequence[Charge],
+    max_budget: float | None,
+) -> list[Reservation]:
+    """Reserve each charge in ``ledger``, ``finish(tags, created)``, publish and confirm (see the module).
+
+    ``tags`` has one input tag per charge (None for each when there is no ledger); ``created`` is
+    the release's time, the same in the sidecars and the ledger. Returns the confirmed
+    reservations (their ``notice`` says when an input was released before). On any failure the
+    previous outputs are back in place, the reservations are taken out where the ledger can still
+    be written, and the error is raised (an :class:`~ldpcli.errors.LdpError` says what was kept).
+    """
+    interrupts.check()
+    created = utc_now()
+    reservations: list[Reservation] = []
+    try:
+        if ledger is not None:
+            for charge in charges:
+                reservations.append(ledger.reserve(replace(charge.entry, created=created), max_budget=max_budget,
+                                                   input_label=charge.label, rows=charge.rows))
+            faults.checkpoint("reserved")
+        finish([reservation.tag for reservation in reservations] if ledger is not None else [None] * len(charges),
+               created)
+
+        def confirm() -> None:
+            for reservation in reservations:
+                reservation.confirm()
+
+        publication.run(confirm=confirm)
+    except BaseException as exc:
+        kept = _cancel(reservations)
+        if isinstance(exc, OSError):  # a full disk, a lost permission: one line, saying what was kept
+            raise DataError(f"{publication.label}: cannot publish the release ({_reason(exc)})"
+                            f"{_after_failure(kept)}") from exc
+        if isinstance(exc, LdpError) and not isinstance(exc, BudgetError):
+            raise type(exc)(f"{exc}{_after_failure(kept)}") from exc
+        raise
+    return reservations
+
+
+def _cancel(reservations: Sequence[Reservation]) -> list[str]:
+    """Take the reservations out; the ids of those the ledger would not let go (they stay counted)."""
+    kept = []
+    for reservation in reservations:
+        try:
+            reservation.cancel()
+        except (LdpError, OSError):
+            kept.append(reservation.release)
+    return kept
+
+
+def _after_failure(kept: Sequence[str]) -> str:
+    """The sentence an error gets once its release was rolled back."""
+    text = " (nothing was published: any previous output there is unchanged"
+    if kept:
+        text += (f"; the ledger could not be updated and still counts reservation(s) {', '.join(kept)}: "
+                 "`ldp budget` lists them and `ldp budget --release ID` removes one")
+    return text + ")"
+
+
+
+# --- what became of a reservation -------------------------------------------------------------------
+
+#: What :func:`pending_releases` says of a reservation.
+IN_PROGRESS = "in progress (its run is still running)"
+PUBLISHED = "published but not confirmed (its run was interrupted after publishing)"
+NOT_PUBLISHED = "not published (its run ended before publishing)"
+
+
+@dataclass(frozen=True)
+class PendingRelease:
+    """A reservation not confirmed and its status (:data:`IN_PROGRESS`, :data:`PUBLISHED`, :data:`NOT_PUBLISHED`)."""
+
+    entry: LedgerEntry
+    status: str
+
+
+def pending_releases(ledger: Ledger) -> list[PendingRelease]:
+    """The ledger's reservations and what became of each, once the interrupted commits of dead runs
+    in their output directories are rolled back (:func:`ldpcli.io.atomic.sweep_stale`), so that
+    what is judged published really is."""
+    for directory in dict.fromkeys(Path(entry.output).parent for entry in ledger.pending()):
+        sweep_stale(directory)
+    return [PendingRelease(entry, _status(entry)) for entry in ledger.pending()]
+
+
+def release_reservation(ledger: Ledger, release: str) -> LedgerEntry:
+    """Remove the reservation ``release`` (or a unique prefix of it) if its release never appeared:
+    refused while its run still runs on this host, or when its output is in place."""
+    return ledger.release_reservation(release, lambda entry: None if (s := _status(entry)) == NOT_PUBLISHED else s)
+
+
+def _status(entry: LedgerEntry) -> str:
+    """Whether the run of a reservation is still running, published its outputs, or never did."""
+    owner = entry.owner or {}
+    pid = owner.get("pid")
+    if owner.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return IN_PROGRESS if owner else NOT_PUBLISHED  # another host's run: it cannot be judged from here
+    if process_alive(pid):
+        return IN_PROGRESS
+    return PUBLISHED if _published(entry) else NOT_PUBLISHED
+
+
+def _published(entry: LedgerEntry) -> bool:
+    """Whether the reserved release's output is in place with the reservation's tag and time: its
+    sidecar (a file) or its manifest and one of its part sidecars (a dataset directory)."""
+    output = Path(entry.output)
+    if output.is_dir():
+        return _mentions(output / MANIFEST_NAME, entry.created) and any(
+            _mentions(part, entry.tag) for part in sorted(output.glob("*" + SIDECAR_SUFFIX)))
+    side = sidecar_path(output)
+    return _mentions(side, entry.tag) and _mentions(side, entry.created)
+
+
+def _mentions(path: Path, text: str) -> bool:
+    """Whether the small JSON file ``path`` holds ``text`` (True when it is there but unreadable: the safe side)."""
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return text.encode("utf-8") in handle.read(2**20)
+    except OSError:
+        return True

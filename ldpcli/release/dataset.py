@@ -1,0 +1,446 @@
+"""Privatize inputs into a dataset directory of part files, one task per part, on any engine.
+
+``ldp privatize INPUTS… --engine dask -o DIR/`` calls :func:`privatize_dataset`. Each input is cut
+into parts: row ranges that start on key-block boundaries (:mod:`ldpcli.release.randomness`) and follow the
+Parquet row groups (any other input is one part). Each part is one task (:func:`privatize_part`) that
+reads its rows with the local engine's reader, privatizes them with the local engine's
+``_Privatizer`` (the same generators for the same rows) and writes one Parquet part file. The driver
+then writes each part's sidecar (a complete sidecar of that file, with ``release.part`` naming the
+dataset and the part) and the dataset's manifest (``_ldp_dataset.json``: every part, its rows and
+SHA-256), and renames the staging directory onto ``DIR`` only when everything succeeded.
+
+Keyed randomness makes the privatized values independent of the engine, the scheduler, the number
+of workers and the parts: for a seed, the parts' rows are bit for bit the rows ``privatize_file``
+writes for the same input (with the same kernel, :mod:`ldpcli.math.kernels`).
+
+The workers read the inputs and write the parts by path, so on a cluster the paths must be on a
+file system that the workers and the driver share. Only task descriptions and counts cross the
+network: an unseeded run sends no entropy at all (each task draws its own from the worker's OS), so
+a scheduler reached over plain TCP never carries what decides the noise; a seeded run (not for
+release) sends the seed's root. The ledger's fingerprint of each input is computed by the driver,
+reading the input once while the tasks run (it hashes every value in file order, which cannot be
+split across workers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from ldpcli._version import __version__
+from ldpcli.errors import DataError, UsageError
+from ldpcli.io import AtomicVectorWriter, VectorLayout, atomic_write_text, file_format, interrupts, open_vectors
+from ldpcli.io.atomic import Publication, hidden_name, sweep_stale
+from ldpcli.io.formats import data_suffix, file_suffixes
+from ldpcli.io.jsonfile import read_json
+from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.release.commit import Charge, commit_release
+from ldpcli.release.datasets import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
+from ldpcli.release.engines import DaskEngine, describe, run_all
+from ldpcli.release.file import DEFAULT_MEMORY, _Privatizer, _run, ledger_entry, release_checks
+from ldpcli.release.ledger import InputFingerprint, Ledger
+from ldpcli.release.randomness import input_key, key_block_rows, root_seed
+from ldpcli.release.rowhash import RowDigest
+from ldpcli.release.safety import check_clipping, release_warnings
+from ldpcli.release.sidecar import build_sidecar, sidecar_path, write_sidecar
+from ldpcli.release.signing import signer_for
+from ldpcli.risk.section import reconstruction
+
+#: The suffix of every part file (parts are Parquet whatever the inputs' format).
+PART_SUFFIX = ".parquet"
+
+
+@dataclass(frozen=True)
+class PartTask:
+    """One part: rows [start, stop) of one input (stop None: to the end), and where it goes."""
+
+    source: str
+    input_index: int
+    index: int
+    start: int
+    stop: int | None
+    target: str
+    spec: MechanismSpec  # bound to the vector columns: spec.calibrate(d) is the dataset's mechanism
+    d: int
+    #: The seeded run's root (None unseeded: the task draws its own from the worker's OS, so the
+    #: entropy that decides a release's noise never crosses the network).
+    entropy: int | None
+    spawn_key: tuple[int, ...]
+    key: tuple[int, ...]
+    column: str | None
+    columns: tuple[str, ...] | None
+    keep: tuple[str, ...]
+    keep_unsafe: bool
+    skip_invalid: bool
+    dtype: str | None
+    memory: int
+
+
+@dataclass(frozen=True)
+class PartResult:
+    """What one task did: the rows it wrote, the public hash of its file, and counts for the operator."""
+
+    task: PartTask
+    rows: int
+    clipped: int
+    sha256: str
+    dtype: str
+    skipped: int
+    skipped_rows: tuple[int, ...]
+
+
+def privatize_part(task: PartTask) -> PartResult:
+    """Privatize one part into its file (the body of each engine task; runs on a worker)."""
+    mech = task.spec.calibrate(task.d)
+    root = np.random.SeedSequence(task.entropy, spawn_key=task.spawn_key) if task.entropy is not None else (
+        np.random.SeedSequence())
+    with open_vectors(
+        task.source, column=task.column, columns=task.columns, keep=task.keep, memory_bytes=task.memory,
+        writable=False, granule=key_block_rows, keep_unsafe=task.keep_unsafe, skip_invalid=task.skip_invalid,
+    ) as reader:
+        reader.restrict(task.start, sys.maxsize if task.stop is None else task.stop)
+        with AtomicVectorWriter(
+            task.target, reader.layout, format="parquet", keep_schema=reader.keep_schema, dtype=task.dtype,
+            like=reader,
+        ) as writer:
+            rows, clipped = _run(reader, writer, _Privatizer(mech, root, task.key, reader.precision), 1, None)
+            writer.commit()
+    return PartResult(task, rows, clipped, writer.sha256, writer.dtype, reader.skipped, tuple(reader.skipped_rows))
+
+
+@dataclass(frozen=True)
+class DatasetResult:
+    """What ``privatize_dataset`` did: the dataset directory, its parts and the public counts."""
+
+    output: Path
+    manifest: Path
+    parts: tuple[Path, ...]
+    inputs: tuple[Path, ...]
+    n: int
+    d: int
+    mechanism: Mechanism
+    layout: VectorLayout
+    reproducible: bool
+    engine: dict[str, Any]
+    #: Statistics of the raw data, for the operator only (never in a sidecar or the manifest).
+    n_clipped: int = 0
+    n_skipped: int = 0
+    warnings: tuple[str, ...] = ()
+
+    def summary(self) -> dict[str, Any]:
+        """What ``ldp privatize --engine dask --json`` prints."""
+        mech = self.mechanism
+        return {
+            "output": str(self.output), "manifest": str(self.manifest), "parts": [str(p) for p in self.parts],
+            "inputs": [str(p) for p in self.inputs], "n": self.n, "d": self.d,
+            "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
+                          "expected_error_max": mech.expected_error_max},
+            "expected_error_mean": mech.expected_error_mean(self.n), "layout": self.layout.to_dict(),
+            "reproducible": self.reproducible, "engine": self.engine, "warnings": list(self.warnings),
+            "n_clipped": self.n_clipped, "n_skipped": self.n_skipped,
+        }
+
+
+def part_starts(source: Path, rows: int | None, block: int, part_rows: int | None) -> list[int]:
+    """The first row of each part of an input: multiples of the key block ``block``.
+
+    ``part_rows``: parts of about that many rows. Otherwise a Parquet input's row groups (each
+    start rounded up to a block boundary), and one part for any other format (CSV, whose ``rows``
+    is None: not known; ``.npy``, whose parts read row ranges of the memory-mapped array).
+    """
+    if rows is None:
+        return [0]
+    if part_rows is not None:
+        step = max(1, -(-part_rows // block)) * block
+        return list(range(0, rows, step))
+    if file_format(source) != "parquet":
+        return [0]
+    metadata = pq.ParquetFile(source).metadata
+    starts, first = {0}, 0
+    for group in range(metadata.num_row_groups):
+        aligned = -(-first // block) * block
+        if aligned < rows:
+            starts.add(aligned)
+        first += metadata.row_group(group).num_rows
+    return sorted(starts)
+
+
+def privatize_dataset(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    output_dir: str | os.PathLike[str],
+    *,
+    engine: DaskEngine | None,
+    epsilon: float,
+    mechanism: str = "privunit2",
+    calibration: str | None = None,
+    norm_bound: float = 1.0,
+    options: Mapping[str, Any] | None = None,
+    column: str | None = None,
+    columns: Sequence[str] | None = None,
+    keep: Sequence[str] = (),
+    keep_unsafe: bool = False,
+    seed: int | None = None,
+    overwrite: bool = False,
+    force: bool = False,
+    fail_on_clip: float | None = None,
+    skip_invalid: bool = False,
+    memory: int = DEFAULT_MEMORY,
+    dtype: str | None = None,
+    warnings: Sequence[str] = (),
+    ledger: Ledger | None = None,
+    max_budget: float | None = None,
+    risk_k: int | None = None,
+    risk_rho0: float = 0.0,
+    risk_a: Sequence[float] | None = None,
+    part_rows: int | None = None,
+) -> DatasetResult:
+    """Privatize every row of ``inputs`` into the dataset directory ``output_dir`` (see the module).
+
+    The options are :func:`ldpcli.release.file.privatize_file`'s, the same for every input; the inputs
+    must share their vector columns (one release, one mechanism). ``engine`` None runs the tasks
+    one after the other in this process. ``memory`` is each task's batch budget. ``part_rows``
+    overrides the parts (about that many rows each, rounded to key blocks). Each input is its own
+    ledger entry (its own ``max_budget`` check), as with ``privatize_file``. Nothing is published
+    unless every part and every check succeeded.
+    """
+    spec, forced, clip_limit = release_checks(
+        mechanism, epsilon, calibration, norm_bound, options, force=force, fail_on_clip=fail_on_clip, dtype=dtype,
+        seed=seed, max_budget=max_budget, ledger=ledger,
+    )
+    if part_rows is not None and (isinstance(part_rows, bool) or not isinstance(part_rows, int) or part_rows < 1):
+        raise UsageError(f"--part-rows must be an integer >= 1, got {part_rows!r}")
+    out = Path(output_dir)
+    if data_suffix(out).lower() in file_suffixes():  # a data file's name, not a directory's
+        raise UsageError(f"-o {out}: the dask engine writes a dataset directory of parts; give a directory (-o DIR/)")
+    if out.exists() and (not out.is_dir() or not overwrite):
+        raise UsageError(f"{out} already exists; pass --overwrite to replace it" if out.is_dir()
+                         else f"{out}: exists and is not a directory; choose another -o")
+    if not out.parent.is_dir():
+        raise UsageError(f"-o {out}: {str(out.parent)!r} is not an existing directory; create it first")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise _unwritable(out, "permission denied")
+    sources = expand_inputs(inputs, privatized=False)
+    if out.exists():
+        check_replaceable_dataset(out, sources, ledger)
+    sweep_stale(out.parent)
+    signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
+    choice = {"column": column, "columns": tuple(columns) if columns else None, "keep": tuple(keep),
+              "keep_unsafe": keep_unsafe, "skip_invalid": skip_invalid}
+    layouts, rows = [], []
+    for source in sources:
+        file_format(source)
+        with open_vectors(source, writable=False, **choice) as reader:  # type: ignore[arg-type]
+            layouts.append(reader.layout)
+            rows.append(reader.num_rows)
+    layout = layouts[0]
+    for source, other in zip(sources[1:], layouts[1:]):
+        if other != layout:
+            raise UsageError(
+                f"{source}: its vectors ({other.kind} {list(other.columns)[:4]}…, d = {other.d}) differ from "
+                f"{sources[0]}'s (d = {layout.d}); the inputs of one dataset must share their columns"
+            )
+    names = layout.columns if layout.kind == "columns" else None
+    bound_spec, bound_notes = spec.bind_columns(names, layout.d)
+    mech = bound_spec.calibrate(layout.d)
+    mech.describe()
+    risk = reconstruction(mech, k=risk_k, rho0=risk_rho0, a=risk_a)
+    recorded = release_warnings(mech, layout.keep, forced, warnings)
+    root = root_seed(seed)
+    block = key_block_rows(layout.d)
+    dataset_id = secrets.token_hex(16)
+    staging = hidden_name(out)
+    tasks: list[PartTask] = []
+    for index, source in enumerate(sources):
+        key = input_key(source, layout.columns, spec) if seed is not None else ()
+        starts = part_starts(source, rows[index], block, part_rows)
+        for at, start in enumerate(starts):
+            stop = starts[at + 1] if at + 1 < len(starts) else None
+            tasks.append(PartTask(
+                source=os.fspath(source), input_index=index, index=len(tasks), start=start, stop=stop,
+                target=os.fspath(staging / _part_name(len(tasks))), spec=bound_spec, d=layout.d,
+                entropy=int(root.entropy) if seed is not None else None,  # type: ignore[arg-type]
+                spawn_key=tuple(root.spawn_key), key=key, memory=memory // 8,
+                dtype=dtype, **choice,  # type: ignore[arg-type]
+            ))
+    try:
+        staging.mkdir()
+    except OSError as exc:  # e.g. a read-only file system, or what os.access cannot tell (root, ACLs)
+        raise _unwritable(out, exc.strerror or type(exc).__name__) from exc
+    notices: list[str] = list(bound_notes)
+    row_digest = ledger.row_digest(layout.d) if ledger is not None else None  # makes the ledger's key if none
+    try:
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") as pool:
+            digests = pool.submit(_fingerprints, sources, layout.d, choice, row_digest) if row_digest is not None else None
+            results = run_all(engine, privatize_part, tasks)
+            fingerprints = digests.result() if digests is not None else None
+        interrupts.check()
+        per_input = [[r for r in results if r.task.input_index == i] for i in range(len(sources))]
+        for source, parts in zip(sources, per_input):
+            n_input = sum(r.rows for r in parts)
+            if n_input == 0:
+                raise DataError(f"{source}: every row is invalid; nothing was written")
+            check_clipping(sum(r.clipped for r in parts), n_input, clip_limit, os.fspath(source))
+        kept = [r for r in results if r.rows > 0]
+        for result in results:
+            if result.rows == 0:  # every row of this part was invalid (--skip-invalid): no empty part file
+                Path(result.task.target).unlink()
+        files = _number_parts(staging, [Path(r.task.target) for r in kept])
+        charges = [
+            Charge(ledger_entry(mech, digest=read.digest, source=source, rows=read.rows, columns=layout.columns,
+                                output=out, copies=1, created="", tag="", reproducible=seed is not None), str(source),
+                   row_digest.summarize(read.hashes[read.released]) if row_digest is not None else None)
+            for source, read in zip(sources, fingerprints or [])
+        ]
+
+        def finish(tags: Sequence[str | None], created: str) -> None:
+            """Write every part's sidecar and the manifest into the staging directory."""
+            for index, (result, file) in enumerate(zip(kept, files)):
+                # No row position: the gaps between parts' positions would count the rows skip_invalid left out.
+                part = {"dataset": dataset_id, "index": index, "input": result.task.input_index, "parts": len(kept)}
+                content = build_sidecar(
+                    mech, n=result.rows, layout=layout, data_path=file, sha256=result.sha256,
+                    reproducible=seed is not None, dtype=result.dtype, warnings=recorded,
+                    input_tag=tags[result.task.input_index] if tags else None, reconstruction=risk, part=part,
+                    created=created, row_sketch=_part_sketch(result.task, fingerprints, row_digest),
+                )
+                write_sidecar(sidecar_path(file), signer.sign(content) if signer is not None else content)
+            manifest = {
+                "format": MANIFEST_FORMAT, "schema_version": 1, "tool": {"name": "ldp", "version": __version__},
+                "dataset": dataset_id, "created": created, "engine": describe(engine),
+                "mechanism": {"spec": mech.spec.to_dict(), "d": mech.d, "epsilon_exact": mech.epsilon_exact},
+                "inputs": len(sources), "rows": sum(r.rows for r in kept),
+                "parts": [{"file": file.name, "rows": r.rows, "sha256": r.sha256, "input": r.task.input_index}
+                          for r, file in zip(kept, files)],
+            }
+            if signer is not None:
+                manifest = signer.sign(manifest)
+            atomic_write_text(staging / MANIFEST_NAME, json.dumps(manifest, indent=2, allow_nan=False) + "\n")
+            _sync_tree(staging)
+
+        publication = Publication(overwrite=overwrite)
+        publication.add_directory(staging, out, dataset_id)
+        reservations = commit_release(publication, finish, ledger=ledger, charges=charges, max_budget=max_budget)
+        notices.extend(r.notice for r in reservations if r.notice is not None)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return DatasetResult(
+        output=out, manifest=out / MANIFEST_NAME, parts=tuple(out / file.name for file in files),
+        inputs=tuple(sources), n=sum(r.rows for r in kept), d=mech.d, mechanism=mech, layout=layout,
+        reproducible=seed is not None, engine=describe(engine), n_clipped=sum(r.clipped for r in results),
+        n_skipped=sum(r.skipped for r in results), warnings=(*recorded, *notices),
+    )
+
+
+def _unwritable(out: Path, reason: str) -> UsageError:
+    """The error for an output directory whose parent ldp cannot write in."""
+    return UsageError(f"-o {out}: cannot create a directory in {str(out.parent)!r} ({reason}); choose a place you can "
+                      "write to")
+
+
+@dataclass(frozen=True)
+class _InputRead:
+    """What the driver's read of one input gives the ledger: its fingerprint, its rows, the keyed hash
+    of every row in file order and which of them are released (``skip_invalid`` leaves some out)."""
+
+    digest: str
+    rows: int
+    hashes: np.ndarray
+    released: np.ndarray
+
+
+def _fingerprints(sources: Sequence[Path], d: int, choice: Mapping[str, Any], row_digest: RowDigest) -> list[_InputRead]:
+    """Each input's fingerprint and row hashes, read in file order (for the ledger and the row sketches)."""
+    out = []
+    for source in sources:
+        fingerprint = InputFingerprint(d)
+        hashes, released = [], []
+        with open_vectors(source, writable=False, **choice) as reader:
+            for batch in reader:
+                fingerprint.update(batch.values)
+                hashes.append(row_digest.hasher.hash(batch.values))
+                released.append(np.ones(batch.values.shape[0], dtype=bool) if batch.valid is None else batch.valid)
+        out.append(_InputRead(fingerprint.hexdigest(), fingerprint.rows, np.concatenate(hashes or [np.empty(0, np.uint64)]),
+                              np.concatenate(released or [np.empty(0, bool)])))
+    return out
+
+
+def _part_sketch(task: PartTask, reads: Sequence[_InputRead] | None, row_digest: RowDigest | None) -> np.ndarray | None:
+    """The row sketch of one part: of the released rows of its input's range (None without a ledger)."""
+    if reads is None or row_digest is None:
+        return None
+    read = reads[task.input_index]
+    chosen = slice(task.start, task.stop)
+    return row_digest.summarize(read.hashes[chosen][read.released[chosen]]).sketch
+
+
+def _part_name(index: int) -> str:
+    """The file name of part ``index`` of a dataset directory."""
+    return f"part-{index:05d}{PART_SUFFIX}"
+
+
+def _number_parts(staging: Path, written: Sequence[Path]) -> list[Path]:
+    """The part files renamed part-00000, part-00001, … in order, so that a part left out because
+    every one of its rows was invalid leaves no gap in the numbers (a gap would say so)."""
+    files = [staging / _part_name(index) for index in range(len(written))]
+    for old, new in zip(written, files):
+        if old != new:
+            old.rename(new)
+    return files
+
+
+def check_replaceable_dataset(out: Path, sources: Sequence[Path], ledger: Ledger | None) -> None:
+    """UsageError unless the existing directory ``out`` may be replaced: an ldp dataset directory
+    that holds its manifest and nothing but the parts it lists and their sidecars (hidden ldp
+    temporaries aside), and neither an input nor the ledger."""
+    how = ("--overwrite replaces only a dataset directory written by ldp; choose another -o, or empty or move the "
+           "directory yourself")
+    root = out.resolve()
+    for path in [*sources, *([ledger.path] if ledger is not None else [])]:
+        if root in Path(os.path.realpath(path)).parents:
+            raise UsageError(f"{out}: holds {path}, which --overwrite would delete; {how}")
+    manifest = out / MANIFEST_NAME
+    try:
+        listed = read_json(manifest) if manifest.is_file() else None
+    except (OSError, ValueError):
+        listed = None
+    if not isinstance(listed, dict) or listed.get("format") != MANIFEST_FORMAT or not isinstance(
+            listed.get("parts"), list):
+        raise UsageError(f"{out}: is not an ldp dataset directory (no readable {MANIFEST_NAME}); {how}")
+    allowed = {MANIFEST_NAME}
+    for part in listed["parts"]:
+        name = part.get("file") if isinstance(part, dict) else None
+        if isinstance(name, str):
+            allowed.update({name, sidecar_path(Path(name)).name})
+    for entry in os.scandir(out):
+        if entry.name in allowed and entry.is_file(follow_symlinks=False):
+            continue
+        if entry.name.startswith(".") and ".ldp-" in entry.name:
+            continue  # a temporary of an ldp run
+        raise UsageError(f"{out}: holds {entry.name!r}, which is not part of its ldp dataset; {how}")
+
+
+def _sync_tree(directory: Path) -> None:
+    """Flush a finished staging directory's files and the directory itself to the disk."""
+    for entry in os.scandir(directory):
+        if entry.is_file(follow_symlinks=False):
+            descriptor = os.open(entry.path, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

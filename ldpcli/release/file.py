@@ -1,0 +1,554 @@
+"""Privatize a whole file, batch by batch: read → clip to the public bound → mechanism → write.
+
+``privatize_file`` is the library call behind ``ldp privatize``. Rows are streamed in batches
+sized from a memory budget (memory stays flat as files grow, whatever d), batches are privatized
+on a thread pool (numpy and scipy release the GIL in the heavy loops) and written in file order.
+Randomness is keyed (:mod:`ldpcli.release.randomness`): each block of rows has its own generator named by
+(run, input, block index), so a given seed gives the same output whatever the thread count, the
+memory budget or the batch size, and different inputs get independent noise. The
+output and the sidecar are written to temporary files in the target directory and renamed only
+when everything succeeded; the input is only ever read.
+
+Randomness comes from OS entropy unless a seed is given; a seeded run is marked
+``"reproducible": true`` in the sidecar (and so not for release). The seed itself is never
+written anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Queue
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ldpcli.errors import DataError, LdpError, UsageError
+from ldpcli.io import AtomicVectorWriter, VectorBatch, VectorLayout, VectorReader, file_format, interrupts, open_vectors
+from ldpcli.io.atomic import Publication, finished_text, sweep_stale
+from ldpcli.io.formats import check_local, data_suffix
+from ldpcli.io.write import check_dtype
+from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.release.commit import Charge, commit_release
+from ldpcli.release.ledger import InputFingerprint, Ledger, LedgerEntry
+from ldpcli.release.randomness import block_generators, input_key, key_block_rows, root_seed
+from ldpcli.release.rowhash import RowDigest
+from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
+from ldpcli.release.sidecar import build_sidecar, sidecar_path, sidecar_text
+from ldpcli.release.signing import signer_for
+from ldpcli.risk.section import reconstruction
+
+#: Default memory budget (bytes) for the batches in flight, shared by all threads.
+DEFAULT_MEMORY = 256 * 2**20
+#: A batch gets 1/8 of the budget, so up to 6 threads privatize while one batch is read and
+#: one is written.
+_BATCHES_PER_BUDGET = 8
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class PrivatizeResult:
+    """What ``privatize_file`` did: where the outputs are and the public counts."""
+
+    output: Path
+    sidecar: Path
+    n: int
+    d: int
+    mechanism: Mechanism
+    layout: VectorLayout
+    reproducible: bool
+    #: Rows whose norm exceeded the bound and were scaled onto it. A statistic of the raw data:
+    #: shown to the person running the command, never written to the sidecar.
+    n_clipped: int
+    #: The sentences recorded in the sidecar's ``release.warnings`` (ε forced out of range, a
+    #: baseline, a near-exact release, kept columns released unprivatized), to show on stderr; then,
+    #: for the operator only (not in the sidecar), the ledger's notice that the input was released before.
+    warnings: tuple[str, ...] = ()
+    #: The type the vectors were written as (``"float32"`` or ``"float64"``).
+    dtype: str = "float64"
+    #: With ``skip_invalid``: rows left out, and the first of their row numbers (counting from 1).
+    #: Like ``n_clipped``, shown to the person running the command and never stored.
+    n_skipped: int = 0
+    skipped_rows: tuple[int, ...] = ()
+    #: The sidecar's ``release.input_tag`` (None without a ledger).
+    input_tag: str | None = None
+    #: The public key (``ldpkey1-…``) that signed the sidecar (None: unsigned).
+    signed_by: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        """What ``ldp privatize --json`` prints: the outputs, the public description, and the
+        counts for the operator (``n_clipped``, ``n_skipped``: statistics of the raw data, kept out
+        of the sidecar; do not publish them)."""
+        mech = self.mechanism
+        return {
+            "output": str(self.output),
+            "sidecar": str(self.sidecar),
+            "n": self.n,
+            "d": self.d,
+            "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
+                          "expected_error_max": mech.expected_error_max},
+            "expected_error_mean": mech.expected_error_mean(self.n) / self.layout.copies,
+            "copies": self.layout.copies,
+            "layout": self.layout.to_dict(),
+            "unprivatized_columns": list(self.layout.keep),
+            "dtype": self.dtype,
+            "reproducible": self.reproducible,
+            "warnings": list(self.warnings),
+            "input_tag": self.input_tag,
+            "signed_by": self.signed_by,
+            "n_clipped": self.n_clipped,
+            "n_skipped": self.n_skipped,
+        }
+
+
+def release_checks(
+    mechanism: str, epsilon: float, calibration: str | None, norm_bound: float, options: Mapping[str, Any] | None,
+    *, force: bool, fail_on_clip: float | None, dtype: str | None, seed: int | None, max_budget: float | None,
+    ledger: Ledger | None,
+) -> tuple[MechanismSpec, str | None, float | None]:
+    """The options every release checks before reading a row: (the validated spec, the warning for
+    an ε forced out of range, the clip limit). UsageError for any that cannot be used."""
+    spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
+    forced = check_epsilon(spec.epsilon, force=force)
+    clip_limit = check_clip_fraction(fail_on_clip)
+    if dtype is not None:
+        check_dtype(dtype)
+    if max_budget is not None and ledger is None:
+        raise UsageError("--max-budget needs the privacy-budget ledger (it counts what each input has spent)")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise UsageError("--seed must be a non-negative integer")
+    return spec, forced, clip_limit
+
+
+def ledger_entry(
+    mech: Mechanism, *, digest: str, source: Path, rows: int, columns: Sequence[str], output: Path, copies: int,
+    created: str, tag: str, reproducible: bool, label: str | None = None, output_label: str | None = None,
+) -> LedgerEntry:
+    """The ledger's record of one input released by ``mech`` (``copies`` times) into ``output``.
+
+    ``label`` and ``output_label`` name an input or output that is no file of its own (``"<stdin>"``,
+    ``"<stdout>"``); by default the resolved paths."""
+    return LedgerEntry(
+        fingerprint=digest, input=label if label is not None else str(source.resolve()), rows=rows, d=mech.d,
+        columns=list(columns), output=output_label if output_label is not None else str(output.resolve()), mechanism=mech.name, epsilon=copies * mech.epsilon,
+        epsilon_exact=copies * mech.epsilon_exact, delta=mech.delta_exact if mech.delta_exact > 0 else None,
+        created=created, tag=tag, reproducible=reproducible,
+    )
+
+
+def check_replaceable(target: Path, side: Path, ledger: Ledger | None) -> None:
+    """UsageError unless an existing ``target`` may be replaced: an ldp output (with its sidecar
+    ``side``), and neither the ledger nor its lock file."""
+    if not target.exists():
+        return
+    if ledger is not None:
+        book = Path(os.path.realpath(ledger.path))
+        if target.resolve() in (book, book.with_name(book.name + ".lock")):
+            raise UsageError(f"{target}: is the privacy-budget ledger; choose another -o")
+    if not side.is_file():
+        raise UsageError(
+            f"{target}: exists and is not an ldp output (no sidecar {side.name} beside it); --overwrite replaces only "
+            "ldp's own outputs: choose another -o, or move the file away yourself"
+        )
+
+
+def default_output_path(input_path: str | os.PathLike[str]) -> Path:
+    """``<stem>.privatized.<ext>`` beside the input (``x.csv.gz`` → ``x.privatized.csv.gz``)."""
+    path = Path(input_path)
+    suffix = data_suffix(path)
+    stem = path.name[: len(path.name) - len(suffix)] if suffix else path.name
+    return path.with_name(f"{stem}.privatized{suffix}")
+
+
+def output_paths(
+    inputs: Sequence[Path], output: str | os.PathLike[str] | None
+) -> tuple[list[Path], Path | None]:
+    """Where each input's privatized file goes, and the directory to create first (or None).
+
+    No ``output``: :func:`default_output_path` beside each input. An ``output`` that is an existing
+    directory, or ends with a path separator (``-o DIR/``, created if its parent exists): that name
+    inside it. Any other ``output`` is one file, for one input only. UsageError for a file output
+    with several inputs and for two inputs that would write the same file.
+    """
+    if output is None:
+        targets = [default_output_path(path) for path in inputs]
+        folder = None
+    else:
+        text = os.fspath(output)
+        folder = Path(text)
+        if folder.is_dir() or text.endswith((os.sep, "/")):
+            targets = [folder / default_output_path(path).name for path in inputs]
+        elif len(inputs) > 1:
+            raise UsageError(
+                f"-o {text}: names one file but {len(inputs)} inputs were given; give a directory for their "
+                f"outputs (-o {text.rstrip(os.sep)}{os.sep}) or leave -o out to write each beside its input"
+            )
+        else:
+            return [folder], None
+        if folder.is_dir():
+            folder = None
+        elif not folder.parent.is_dir():
+            raise UsageError(f"-o {text}: {str(folder.parent)!r} is not an existing directory; create it first")
+    seen: dict[Path, Path] = {}
+    for source, target in zip(inputs, targets):
+        key = target.resolve()
+        if key in seen:
+            raise UsageError(
+                f"{seen[key]} and {source} would both be privatized into {target}; write each beside its input "
+                "(no -o) or rename one"
+            )
+        seen[key] = source
+    return targets, folder
+
+
+def privatize_files(
+    inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    output: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> list[PrivatizeResult]:
+    """:func:`privatize_file` on each input, in order: files, directories and glob patterns
+    (:func:`ldpcli.release.datasets.expand_inputs`; ldp's own outputs in a directory are skipped).
+
+    ``output``: None (each output beside its input), one file (one input only) or a directory
+    (:func:`output_paths`). ``options`` are :func:`privatize_file`'s keywords, the same for every
+    input. Each input is its own release: its own output and sidecar, its own ledger record (and
+    ``max_budget`` check), and, for a seeded run, its own key (so one ``seed`` gives independent
+    noise to each). Before any row is read, every target is checked (an existing output needs ``overwrite``). If an input fails,
+    the ones before it stay released, complete with their sidecars and ledger records, and the
+    error says which they are.
+    """
+    from ldpcli.release.datasets import expand_inputs
+
+    sources = expand_inputs(inputs, privatized=False)
+    targets, folder = output_paths(sources, output)
+    if not options.get("overwrite", False):
+        for target in targets:
+            for path in (target, sidecar_path(target)):
+                if path.exists():
+                    raise UsageError(f"{path} already exists; pass --overwrite to replace it")
+    if folder is not None:
+        folder.mkdir(exist_ok=True)
+    results: list[PrivatizeResult] = []
+    for source, target in zip(sources, targets):
+        try:
+            results.append(privatize_file(source, target, **options))
+        except LdpError as exc:
+            if not results:
+                if folder is not None:  # created above: leave no empty directory behind
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()
+                raise
+            done = ", ".join(os.fspath(result.output) for result in results)
+            raise type(exc)(f"{exc} ({len(results)} of {len(sources)} inputs were privatized before this one and "
+                            f"stay released: {done})") from exc
+    return results
+
+
+def privatize_file(
+    input_path: str | os.PathLike[str],
+    output_path: str | os.PathLike[str] | None = None,
+    *,
+    epsilon: float,
+    mechanism: str = "privunit2",
+    calibration: str | None = None,
+    norm_bound: float = 1.0,
+    options: Mapping[str, Any] | None = None,
+    column: str | None = None,
+    columns: Sequence[str] | None = None,
+    keep: Sequence[str] = (),
+    keep_unsafe: bool = False,
+    seed: int | None = None,
+    overwrite: bool = False,
+    force: bool = False,
+    fail_on_clip: float | None = None,
+    skip_invalid: bool = False,
+    threads: int | None = None,
+    memory: int = DEFAULT_MEMORY,
+    batch_rows: int | None = None,
+    on_rows: Callable[[int], None] | None = None,
+    on_start: Callable[[int | None], None] | None = None,
+    dtype: str | None = None,
+    warnings: Sequence[str] = (),
+    ledger: Ledger | None = None,
+    max_budget: float | None = None,
+    risk_k: int | None = None,
+    risk_rho0: float = 0.0,
+    risk_a: Sequence[float] | None = None,
+    copies: int = 1,
+    sidecar: str | os.PathLike[str] | None = None,
+    input_label: str | None = None,
+    output_label: str | None = None,
+) -> PrivatizeResult:
+    """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar
+    (``sidecar``, default ``OUTPUT.ldp.json`` beside the output).
+
+    ``options`` are the mechanism's own calibration options (``Mechanism.options``, e.g. ``k``,
+    ``delta``). ``threads`` (default: the available cores) privatize batches in parallel;
+    ``memory`` bytes bound the batches in flight (``batch_rows`` overrides the batch size). ``on_start`` receives the number of rows when known (progress bars); ``on_rows``
+    the size of each finished batch. ``keep`` columns are copied unprivatized (free-text ones only
+    with ``keep_unsafe``, :func:`ldpcli.io.open_vectors`). ε outside [0.01, 10⁴] needs ``force``
+    (:func:`ldpcli.release.safety.check_epsilon`). ``fail_on_clip``: a fraction of the rows; when more
+    rows than that lie outside the bound, a DataError and nothing is written. ``skip_invalid``:
+    rows with a missing, NaN/inf or wrong-length vector are left out instead of failing (each
+    kept row's noise stays the one of its position). ``dtype`` (``"float32"`` or ``"float64"``) is the type the
+    vectors are written as; by default the input's own: float32 for float32 (or float16) Parquet
+    vectors, float64 for float64, integer or decimal ones and for CSV input. Rounding the
+    privatized float64 values to float32 is post-processing, so the privacy guarantee is unchanged;
+    the sidecar records it as ``data.dtype``. ``warnings`` (sentences) are recorded in the
+    sidecar's ``release.warnings``, with the reason a baseline mechanism is not for release
+    (:func:`ldpcli.release.sidecar.baseline_warning`); its ``release.unprivatized_columns`` are ``keep``.
+    ``ledger`` (:class:`ldpcli.release.ledger.Ledger`; ``ldp privatize`` passes the user's) fingerprints the
+    input's values while they are read, refuses the release before anything is published when the
+    input's spent ε plus this release's would exceed ``max_budget`` (which needs a ledger), warns
+    (in ``warnings`` of the result, not in the sidecar) when the input was released before, writes
+    the input's keyed tag to the sidecar, and commits the release by :func:`ldpcli.release.commit.commit_release`:
+    reserved in the ledger (the budget checked again under its lock), output and sidecar published
+    together, then confirmed; after any failure the previous output and sidecar are in place and the
+    reservation is taken out. Without a ledger nothing is recorded and the sidecar has no tag.
+    ``input_label`` and ``output_label`` are the ledger's names for an input or output that is no
+    file of its own (``"<stdin>"``; ``"<stdout>"``, the output being a spool copied there).
+    ``overwrite`` replaces only ldp's own output: an existing output must have its sidecar, and is
+    never the input or the ledger. When the owner has a signing key beside the ledger
+    (:func:`ldpcli.release.signing.create_key`, ``ldp keys init``), the sidecar is signed with it
+    (``signed_by`` of the result). ``risk_k``, ``risk_rho0`` and ``risk_a`` choose the sidecar's
+    reconstruction section (:func:`ldpcli.risk.section.reconstruction`; default k = d, ρ0 = 0).
+    ``copies`` (default 1): release that many independent privatized copies of each row, side by
+    side (:meth:`ldpcli.io.VectorLayout.with_copies`), each with the spec's
+    :meth:`~ldpcli.mechanisms.MechanismSpec.for_copies` so that together they spend the requested
+    privacy; estimators that need two independent copies of a row (``ldp regress``) read them.
+    Raises ``UsageError`` / ``DataError`` with one-line messages (``--dtype`` other than float32 or
+    float64 is a UsageError); on any failure no output or sidecar is left behind.
+    """
+    spec, forced, clip_limit = release_checks(
+        mechanism, epsilon, calibration, norm_bound, options, force=force, fail_on_clip=fail_on_clip, dtype=dtype,
+        seed=seed, max_budget=max_budget, ledger=ledger,
+    )
+    copy_spec = spec.for_copies(copies)
+    threads = available_cores() if threads is None else threads
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise UsageError(f"--threads must be an integer >= 1, got {threads!r}")
+    if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
+        raise UsageError(f"--memory must be at least 1 MB, got {memory!r} bytes")
+    source = Path(input_path)
+    target = Path(output_path) if output_path is not None else default_output_path(source)
+    file_format(source)
+    out_format = file_format(target)
+    if source.exists() and target.exists() and source.resolve() == target.resolve():
+        raise UsageError(f"{target}: the output would overwrite the input; choose another -o")
+    side = sidecar_path(target) if sidecar is None else Path(sidecar)
+    if sidecar is not None:
+        check_local(side)
+    if target.exists() and not overwrite:
+        raise UsageError(f"{target} already exists; pass --overwrite to replace it")
+    if side.is_dir():
+        raise UsageError(
+            f"{side}: is a directory, so the sidecar of {target.name} cannot be written there; choose another -o"
+        )
+    if side.exists() and not overwrite:
+        raise UsageError(
+            f"{side} already exists (the sidecar of {target.name}); "
+            "pass --overwrite to replace it, or choose another -o"
+        )
+    if overwrite:
+        check_replaceable(target, side, ledger)
+    sweep_stale(target.parent)
+    signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
+
+    root = root_seed(seed)  # seed None: fresh OS entropy
+    # Batches in flight: one being read, up to `workers` being privatized, one being written. The
+    # output does not depend on the batch size or the thread count (keyed randomness).
+    per_batch = memory // _BATCHES_PER_BUDGET
+    workers = min(threads, _BATCHES_PER_BUDGET - 2)
+    with open_vectors(
+        source, column=column, columns=columns, keep=keep, batch_rows=batch_rows, memory_bytes=per_batch,
+        writable=False, granule=key_block_rows, keep_unsafe=keep_unsafe, skip_invalid=skip_invalid,
+    ) as reader:
+        names = reader.layout.columns if reader.layout.kind == "columns" else None
+        bound_spec, bound_notes = copy_spec.bind_columns(names, reader.layout.d)
+        mech = bound_spec.calibrate(reader.layout.d)
+        mech.describe()  # UsageError now, before any row is read, if a number would not be finite
+        try:
+            layout = reader.layout.with_copies(copies)
+        except ValueError as exc:
+            raise UsageError(f"{source}: --copies {copies}: {exc}; rename that column") from exc
+        risk = reconstruction(mech, k=risk_k, rho0=risk_rho0, a=risk_a, copies=copies)
+        recorded = release_warnings(mech, reader.layout.keep, forced, warnings)
+        # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL), so
+        # it overlaps with the privatizing; the reader's arrays are read-only views that nothing writes to.
+        fingerprint = InputFingerprint(reader.layout.d, threaded=True) if ledger is not None else None
+        # The keyed hash of each row released (the ledger's row-level budget and the sidecar's row sketch), on
+        # its own background thread; the ledger's key is made now if it has none (it keys the hashes).
+        row_digest = ledger.row_digest(reader.layout.d, threaded=True) if ledger is not None else None
+        key = input_key(source, reader.layout.columns, spec) if seed is not None else ()
+        if on_start is not None:
+            on_start(reader.num_rows)
+        with AtomicVectorWriter(
+            target, layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite,
+            dtype=dtype, like=reader,
+        ) as writer:
+            try:
+                n, n_clipped = _run(
+                    reader, writer, _Privatizer(mech, root, key, reader.precision, copies), workers, on_rows,
+                    fingerprint, row_digest,
+                )
+            finally:
+                if fingerprint is not None:
+                    fingerprint.close()
+                if row_digest is not None:
+                    row_digest.close()
+            if n == 0:
+                raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
+            check_clipping(n_clipped, n, clip_limit, os.fspath(source))
+            writer.finish()
+            publication = Publication(overwrite=overwrite)
+            publication.add_file(writer.sink)
+            charges = []
+            rows = row_digest.finish() if row_digest is not None else None
+            if ledger is not None and fingerprint is not None:
+                charges.append(Charge(ledger_entry(
+                    mech, digest=fingerprint.hexdigest(), source=source, rows=fingerprint.rows,
+                    columns=reader.layout.columns, output=target, copies=copies, created="", tag="",
+                    reproducible=seed is not None, label=input_label, output_label=output_label,
+                ), input_label or str(source), rows))
+            with contextlib.ExitStack() as sidecars:
+
+                def finish(tags: Sequence[str | None], created: str) -> None:
+                    content = build_sidecar(
+                        mech, n=n, layout=layout, data_path=target, sha256=writer.sha256,
+                        reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=next(iter(tags), None),
+                        reconstruction=risk, created=created, row_sketch=rows.sketch if rows is not None else None,
+                    )
+                    if signer is not None:
+                        content = signer.sign(content)
+                    publication.add_file(sidecars.enter_context(finished_text(side, sidecar_text(content))))
+
+                reservations = commit_release(publication, finish, ledger=ledger, charges=charges,
+                                              max_budget=max_budget)
+            notices = (*bound_notes, *(r.notice for r in reservations if r.notice is not None))
+            tag = reservations[0].tag if reservations else None
+    return PrivatizeResult(
+        output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, layout=layout,
+        reproducible=seed is not None, n_clipped=n_clipped, warnings=(*recorded, *notices), dtype=writer.dtype,
+        n_skipped=reader.skipped, skipped_rows=tuple(reader.skipped_rows), input_tag=tag,
+        signed_by=signer.public_key.text if signer is not None else None,
+    )
+
+
+@dataclass(frozen=True)
+class _Privatizer:
+    """The work on one batch: move rows onto the domain, then privatize each key block with its
+    own generator (:func:`ldpcli.release.randomness.block_generators`)."""
+
+    mech: Mechanism
+    root: np.random.SeedSequence
+    key: tuple[int, ...]
+    precision: float  # unit roundoff of the input's values (the domain's slack depends on it)
+    copies: int = 1  # independent outputs per row, side by side, drawn one after the other per block
+
+    def __call__(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
+        """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``."""
+        values, moved = self.mech.project(values, self.precision)
+        blocks = list(block_generators(self.root, self.key, first_row, values.shape[0], self.mech.d))
+        if len(blocks) == 1 and self.copies == 1:
+            return self.mech.privatize(values, blocks[0][1]), moved
+        d = self.mech.d
+        out = np.empty((values.shape[0], self.copies * d), dtype=np.float64)
+        for rows, rng in blocks:
+            for copy in range(self.copies):
+                out[rows, copy * d: (copy + 1) * d] = self.mech.privatize(values[rows], rng)
+        return out, moved
+
+
+def _feed(batch: VectorBatch, fingerprint: InputFingerprint | None, row_digest: RowDigest | None) -> None:
+    """Give a batch as read to the ledger's fingerprint (every row) and row digest (the valid rows)."""
+    if fingerprint is not None:
+        fingerprint.update(batch.values)
+    if row_digest is not None:
+        row_digest.update(batch.values, batch.valid)
+
+
+def _run(
+    reader: VectorReader,
+    writer: AtomicVectorWriter,
+    privatize: _Privatizer,
+    threads: int,
+    on_rows: Callable[[int], None] | None,
+    fingerprint: InputFingerprint | None = None,
+    row_digest: RowDigest | None = None,
+) -> tuple[int, int]:
+    """Privatize every batch of ``reader`` into ``writer`` in order; return (rows, clipped rows).
+
+    ``fingerprint`` (the ledger's) is fed every batch's values as read, in file order; ``row_digest``
+    (the ledger's row hashes) the rows released (those ``skip_invalid`` left out excepted).
+
+    With several threads, the calling thread only reads and submits batches to the pool, and a writer thread
+    takes the results in file order and encodes, hashes and writes them, so that reading,
+    privatizing and writing overlap. At most ``threads`` batches wait between reader and writer.
+    """
+    counts = [0, 0]  # rows, clipped rows
+
+    def write(result: tuple[np.ndarray, int], keep: Any, valid: np.ndarray | None) -> None:
+        values, clipped = result
+        rows = values.shape[0]
+        if valid is not None:  # --skip-invalid: privatized by position, then the invalid rows left out
+            values = values[valid]
+            keep = None if keep is None else keep.filter(pa.array(valid))
+        writer.write(values, keep)
+        counts[0] += values.shape[0]
+        counts[1] += clipped
+        if on_rows is not None:
+            on_rows(rows)
+
+    if threads == 1:
+        for batch in reader:
+            interrupts.check()
+            _feed(batch, fingerprint, row_digest)
+            write(privatize(batch.values, batch.first_row), batch.keep, batch.valid)
+        return counts[0], counts[1]
+
+    queue: Queue[tuple[Future[tuple[np.ndarray, int]], Any, np.ndarray | None] | None] = Queue(maxsize=threads)
+    stop = threading.Event()  # set by the reader on failure or interrupt: discard what is queued
+    failure: list[BaseException] = []
+
+    def drain() -> None:
+        while (item := queue.get()) is not None:
+            if stop.is_set() or failure:
+                continue  # keep taking items so that the reader never blocks on a full queue
+            try:
+                write(item[0].result(), item[1], item[2])
+            except BaseException as exc:  # re-raised by the reader below
+                failure.append(exc)
+
+    pool = ThreadPoolExecutor(max_workers=threads)
+    writing = threading.Thread(target=drain, name="ldp-writer", daemon=True)
+    writing.start()
+    try:
+        for batch in reader:
+            interrupts.check()
+            if failure:
+                break
+            _feed(batch, fingerprint, row_digest)
+            queue.put((pool.submit(privatize, batch.values, batch.first_row), batch.keep, batch.valid))
+    except BaseException:
+        stop.set()
+        raise
+    finally:
+        queue.put(None)
+        writing.join()
+        pool.shutdown(wait=True, cancel_futures=True)
+    interrupts.check()
+    if failure:
+        raise failure[0]
+    return counts[0], counts[1]

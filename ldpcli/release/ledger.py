@@ -1,0 +1,961 @@
+"""The data owner's privacy-budget ledger, input fingerprints and input tags.
+
+Releasing the same people's rows twice at ε spends 2ε: this module keeps the account. Composition
+here is *basic composition*: the ε of the releases of one input add up (and, for the (ε, δ)
+Gaussian baseline, so do the δ). For pure ε-LDP the sum is tight in the worst case (a person whose
+rows are released k times at ε can lose exactly kε), so ldp never claims a smaller total.
+
+What the ledger holds
+    one entry per release: the input's *fingerprint* (below), the input and output paths as given
+    (resolved), rows, d, the vector columns, the mechanism, ε asked for, the exact ε, δ, the UTC
+    time, the release's input tag, whether it was seeded and its *row file*; plus a secret 32-byte
+    key. Never the data itself. The row file (``<ledger stem>-rows/<release id>.npy`` beside the
+    ledger, 0600 in a 0700 directory) holds the release's distinct keyed row hashes
+    (:mod:`ldpcli.release.rowhash`), 8 bytes a row, so that a later release sharing some of its rows, in
+    whatever file, is charged for them (:meth:`Ledger.row_spend`). Paths and fingerprints are as sensitive as the file names and contents they stand
+    for, so the ledger is written with mode 0600 (its directory, when ldp creates it, 0700) and it
+    belongs with the data owner, never next to a release.
+
+Where it lives
+    ``--ledger PATH``, else ``$LDP_LEDGER``, else the user data directory
+    (:func:`default_ledger_path`): ``$XDG_DATA_HOME/ldp/ledger.json`` (``~/.local/share/...``) on
+    Linux and other systems, ``~/Library/Application Support/ldp/ledger.json`` on macOS,
+    ``%APPDATA%\\ldp\\ledger.json`` on Windows. A missing file is an empty ledger; nothing is
+    written until the first release is recorded. A ledger ldp cannot read is never reset or
+    overwritten: the owner fixes or moves it.
+
+The fingerprint
+    :class:`InputFingerprint` is an *unkeyed* SHA-256 of the vector values exactly as read
+    (float64, little-endian), of d and of the row count, so the same values read from CSV or
+    Parquet, in any batch size, give the same fingerprint. Because it is unkeyed, anyone holding a
+    guess of the raw data could test the guess against it: the fingerprint must never leave the
+    ledger: it is never written into a sidecar, and anything that displays it is for the owner only.
+
+The input tag
+    what goes into a release's sidecar instead: ``"ldptag1-" + HMAC-SHA256(key, fingerprint)`` with
+    the ledger's secret key. Two releases of one input recorded in one ledger carry the same tag, so
+    whoever holds both releases can see that they describe the same rows and that their ε add up
+    (``estimate-mean`` explains this). The tag reveals *that* inputs are equal, and nothing else:
+    without the key nobody can test a guess of the raw data against it. With the key, i.e. for the
+    owner of the ledger, a guess can be tested, as it can against the fingerprint itself. Tags from
+    different ledgers (different keys) never match, even for equal inputs.
+
+Concurrency and crashes: reserve, publish, confirm
+    A release is committed in three steps (``docs/commit-protocol.md``). :meth:`Ledger.reserve`
+    takes an exclusive lock on the sibling file ``<ledger>.lock`` (``fcntl.flock`` on POSIX,
+    ``msvcrt.locking`` on Windows; on a platform with neither it proceeds without a lock), re-reads
+    the ledger under it, creates the ledger's key if the file has none yet (once, under the lock,
+    so concurrent first releases of one input get one tag; a release that hashes its rows has made
+    it before reading, :meth:`Ledger.ensure_key`), checks ``max_budget`` against every entry (per
+    row when the release's row hashes are given), writes the release's row file and appends the
+    release as a *reservation* (``"state": "reserved"``) before anything is published. The outputs are then published, and :meth:`Ledger.confirm` marks the entry
+    ``"confirmed"``; a release that fails before it is published is taken out again
+    (:meth:`Ledger.cancel`). A reservation counts like a release, so overlapping runs can never
+    spend past a cap, and a run killed at any moment leaves the ledger over-counting, never
+    under-counting: its reservation stays, :meth:`Ledger.pending` lists it (``ldp budget``, with what became of it:
+    :func:`ldpcli.release.commit.pending_releases`), and the owner removes it with :func:`ldpcli.release.commit.release_reservation` once its release is known never to
+    have appeared. Every write rewrites the file atomically; readers need no lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import io
+import json
+import math
+import os
+import re
+import secrets
+import socket
+import struct
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldpcli.errors import DataError, UsageError
+from ldpcli.io import faults
+from ldpcli.io.atomic import atomic_write_bytes, atomic_write_text
+from ldpcli.io.hashing import Sha256
+from ldpcli.io.messages import _reason
+from ldpcli.release.rowhash import ReleaseRows, RowDigest, contains, key_check
+
+if sys.platform == "win32":
+    import msvcrt
+
+    def _lock(descriptor: int) -> None:
+        """Take the exclusive lock on byte 0 of the lock file, waiting as long as it takes."""
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        while True:
+            try:
+                msvcrt.locking(descriptor, msvcrt.LK_LOCK, 1)  # retries for about 10 s, then raises
+                return
+            except OSError:
+                continue
+
+    def _unlock(descriptor: int) -> None:
+        """Release the lock taken by :func:`_lock`."""
+        os.lseek(descriptor, 0, os.SEEK_SET)
+        msvcrt.locking(descriptor, msvcrt.LK_UNLCK, 1)
+
+else:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - e.g. WebAssembly builds: no locking, documented above
+        fcntl = None  # type: ignore[assignment]
+
+    def _lock(descriptor: int) -> None:
+        """Take the exclusive ``flock`` on the lock file, waiting as long as it takes."""
+        if fcntl is not None:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+
+    def _unlock(descriptor: int) -> None:
+        """Release the lock taken by :func:`_lock`."""
+        if fcntl is not None:
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+
+
+LEDGER_VERSION = 1
+LEDGER_ENV = "LDP_LEDGER"
+
+#: The ``"format"`` of a ledger file.
+LEDGER_FORMAT = "ldp-ledger"
+#: The states of an entry: published and confirmed, or reserved by a run that has not confirmed it (yet).
+CONFIRMED = "confirmed"
+RESERVED = "reserved"
+#: The prefix of every input tag (the 1 is the tag's version: HMAC-SHA256 of the fingerprint).
+TAG_PREFIX = "ldptag1-"
+
+_FINGERPRINT_PREFIX = b"ldp-input-fingerprint-v1\0"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+#: Relative slack of the budget comparison, so that e.g. three releases at ε = 0.1 fit a cap of
+#: 0.3 although 0.1 + 0.1 + 0.1 > 0.3 in floating point. It is far below any meaningful ε.
+_BUDGET_SLACK = 1e-9
+_FIX = "ldp never resets a ledger: fix or move it, or choose another with --ledger PATH"
+
+
+class BudgetError(DataError):
+    """A release would take an input's privacy loss past ``--max-budget`` (nothing was written)."""
+
+    exit_code = 1
+
+
+def default_ledger_path() -> Path:
+    """Where the ledger lives when no ``--ledger`` is given.
+
+    ``$LDP_LEDGER`` if set and non-empty; else the user data directory: ``%APPDATA%\\ldp`` on
+    Windows, ``~/Library/Application Support/ldp`` on macOS, ``$XDG_DATA_HOME/ldp`` elsewhere
+    (``~/.local/share/ldp`` when ``XDG_DATA_HOME`` is unset, empty or relative, as the XDG
+    specification asks); the file is ``ledger.json`` there.
+    """
+    configured = os.environ.get(LEDGER_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    if sys.platform == "win32":
+        appdata = os.environ.get("APPDATA")
+        base = Path(appdata) if appdata else Path.home() / "AppData" / "Roaming"
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        xdg = os.environ.get("XDG_DATA_HOME")
+        base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "ldp" / "ledger.json"
+
+
+# --- the fingerprint ---------------------------------------------------------------------------------
+
+
+class InputFingerprint:
+    """An incremental, format- and batch-independent SHA-256 of an input's vector values.
+
+    Feed every batch of vectors as read, in order, to :meth:`update`; the bytes hashed are the
+    values as little-endian float64 in row-major order (``np.ascontiguousarray(values, '<f8')``),
+    so float64 values equal in a CSV and a Parquet file, or float32 values widened to float64,
+    give the same fingerprint, and so does any split into batches. NaN payloads and the sign of
+    zero are hashed as they are. :meth:`hexdigest` is the SHA-256 of a domain-separation prefix,
+    d and the row count (``struct '<QQ'``) and the digest of the value stream.
+
+    With ``threaded=True`` the hashing runs in one background thread (hashlib releases the GIL on
+    large buffers), so it overlaps with the caller's work; at most ``max_pending`` batches wait.
+    :meth:`update` may then keep a *reference* to the batch until it is hashed (no copy when the
+    batch is already C-contiguous float64), so the caller must pass an array it will not mutate
+    afterwards, or a copy. The default (``threaded=False``) hashes at once and keeps nothing.
+    """
+
+    def __init__(self, d: int, *, threaded: bool = False, max_pending: int = 4) -> None:
+        """A fingerprint of an input whose vectors have ``d`` coordinates."""
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+            raise ValueError(f"d must be a positive integer, got {d!r}")
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be at least 1, got {max_pending!r}")
+        self._d = int(d)
+        self._rows = 0
+        self._stream = Sha256(threaded=threaded, max_pending=max_pending, name="ldp-fingerprint")
+
+    @property
+    def d(self) -> int:
+        """The number of coordinates of each vector."""
+        return self._d
+
+    @property
+    def rows(self) -> int:
+        """The number of rows passed to :meth:`update` so far."""
+        return self._rows
+
+    def update(self, values: np.ndarray) -> None:
+        """Hash a batch: an (n_b, d) array of the vectors as read (any real dtype; n_b may be 0)."""
+        batch = np.ascontiguousarray(values, dtype="<f8")
+        if batch.ndim != 2 or batch.shape[1] != self._d:
+            raise ValueError(f"expected an (n, {self._d}) array of vectors, got shape {batch.shape}")
+        self._rows += batch.shape[0]
+        self._stream.update(batch.data)
+
+    def hexdigest(self) -> str:
+        """The fingerprint (64 hex digits) of the rows passed so far; more rows may follow."""
+        final = hashlib.sha256(_FINGERPRINT_PREFIX)
+        final.update(struct.pack("<QQ", self._d, self._rows))
+        final.update(self._stream.digest())
+        return final.hexdigest()
+
+    def close(self) -> None:
+        """Stop the background thread, if any, after the pending batches (:meth:`hexdigest` still works)."""
+        self._stream.close()
+
+
+# --- entries and spends ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One release as the ledger records it.
+
+    ``input`` and ``output`` are the paths as given, resolved; ``epsilon`` is the ε asked for and
+    ``epsilon_exact`` the mechanism's exact worst-case ε (what the budget counts); ``delta`` is
+    None for pure ε-LDP; ``created`` is UTC ISO-8601 (the release's ``created``, as its sidecar records it); ``tag`` is the input tag
+    written into the release's sidecar; ``reproducible`` says whether the run was seeded.
+    """
+
+    fingerprint: str
+    input: str
+    rows: int
+    d: int
+    columns: list[str]
+    output: str
+    mechanism: str
+    epsilon: float
+    epsilon_exact: float
+    delta: float | None
+    created: str
+    tag: str
+    reproducible: bool
+    state: str = "confirmed"
+    release: str = ""
+    owner: dict[str, Any] | None = None
+    #: The release's row file (its distinct keyed row hashes, :mod:`ldpcli.release.rowhash`), relative to the
+    #: ledger's directory; "" for a release recorded without one (older ledgers, ``record``).
+    rows_file: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as the ledger file stores it (JSON-able)."""
+        return {
+            "fingerprint": self.fingerprint,
+            "input": self.input,
+            "rows": self.rows,
+            "d": self.d,
+            "columns": list(self.columns),
+            "output": self.output,
+            "mechanism": self.mechanism,
+            "epsilon": self.epsilon,
+            "epsilon_exact": self.epsilon_exact,
+            "delta": self.delta,
+            "created": self.created,
+            "tag": self.tag,
+            "reproducible": self.reproducible,
+            "state": self.state,
+            "release": self.release,
+            **({"owner": dict(self.owner)} if self.owner is not None else {}),
+            **({"rows_file": self.rows_file} if self.rows_file else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, ledger: str | os.PathLike[str], *, index: int | None = None) -> LedgerEntry:
+        """The entry stored as ``data`` in the ledger ``ledger`` (named in the DataError if malformed).
+
+        ``index`` (0-based) names the entry in that message. Extra keys are ignored.
+        """
+        where = "an entry" if index is None else f"entry {index + 1} (counting from 1)"
+        problem = _entry_problem(data)
+        if problem is not None:
+            raise _unreadable(os.fspath(ledger), f"{where}: {problem}")
+        delta = data["delta"]
+        return cls(
+            fingerprint=data["fingerprint"],
+            input=data["input"],
+            rows=int(data["rows"]),
+            d=int(data["d"]),
+            columns=list(data["columns"]),
+            output=data["output"],
+            mechanism=data["mechanism"],
+            epsilon=float(data["epsilon"]),
+            epsilon_exact=float(data["epsilon_exact"]),
+            delta=None if delta is None else float(delta),
+            created=data["created"],
+            tag=data["tag"],
+            reproducible=data["reproducible"],
+            state=data.get("state", CONFIRMED),
+            release=data.get("release", ""),
+            owner=dict(data["owner"]) if isinstance(data.get("owner"), Mapping) else None,
+            rows_file=data.get("rows_file", ""),
+        )
+
+
+#: The fields every stored entry has (those added with reservations are optional: older entries lack them).
+_ENTRY_FIELDS = tuple(name for name in LedgerEntry.__dataclass_fields__
+                      if name not in ("state", "release", "owner", "rows_file"))
+#: A row file's name: in the ledger's rows directory, named by its release id (nothing else is
+#: ever read or removed through an entry, whatever a ledger file says).
+_ROWS_FILE = re.compile(r"[^/\\]+-rows/([0-9a-f]{16})\.npy")
+
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _entry_problem(data: Any) -> str | None:
+    """Why ``data`` is not a valid stored entry, or None when it is."""
+    if not isinstance(data, Mapping):
+        return "not a JSON object"
+    missing = [name for name in _ENTRY_FIELDS if name not in data]
+    if missing:
+        return f"missing field {', '.join(repr(name) for name in missing)}"
+    fingerprint = data["fingerprint"]
+    if not isinstance(fingerprint, str) or not _HEX64.fullmatch(fingerprint):
+        return "'fingerprint' is not 64 lowercase hex digits"
+    for name in ("input", "output", "mechanism", "created", "tag"):
+        if not isinstance(data[name], str):
+            return f"{name!r} is not a string"
+    if not _is_int(data["rows"]) or data["rows"] < 0:
+        return "'rows' is not a non-negative integer"
+    if not _is_int(data["d"]) or data["d"] < 1:
+        return "'d' is not a positive integer"
+    columns = data["columns"]
+    if not isinstance(columns, (list, tuple)) or not all(isinstance(name, str) for name in columns):
+        return "'columns' is not a list of strings"
+    for name in ("epsilon", "epsilon_exact"):
+        value = data[name]
+        if not _is_number(value) or not math.isfinite(value) or value <= 0:
+            return f"{name!r} is not a positive finite number"
+    delta = data["delta"]
+    if delta is not None and (not _is_number(delta) or not 0 <= delta < 1):
+        return "'delta' is neither null nor a number in [0, 1)"
+    if not isinstance(data["reproducible"], bool):
+        return "'reproducible' is not true or false"
+    if data.get("state", CONFIRMED) not in (CONFIRMED, RESERVED):
+        return f"'state' is neither {CONFIRMED!r} nor {RESERVED!r}"
+    if not isinstance(data.get("release", ""), str):
+        return "'release' is not a string"
+    rows_file = data.get("rows_file", "")
+    if rows_file and not (isinstance(rows_file, str) and (match := _ROWS_FILE.fullmatch(rows_file))
+                          and match[1] == data.get("release")):
+        return "'rows_file' is not the row file of its release (<ledger>-rows/<release>.npy)"
+    return None
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What the releases of one input (one fingerprint) have spent, by basic composition.
+
+    ``epsilon`` is the sum of the exact ε (the privacy loss), ``epsilon_asked`` the sum of the ε
+    asked for, ``delta`` the sum of δ when any release had one (else None: pure ε-LDP);
+    ``inputs`` and ``outputs`` are the distinct paths in the order first seen; ``first`` and
+    ``last`` are the creation times of the first and last release in the ledger. ``reserved`` of
+    the ``releases`` are reservations not (yet) confirmed: they are counted in full.
+    """
+
+    fingerprint: str
+    releases: int
+    epsilon: float
+    epsilon_asked: float
+    delta: float | None
+    inputs: list[str]
+    outputs: list[str]
+    first: str
+    last: str
+    reserved: int = 0
+
+
+@dataclass(frozen=True)
+class RowSpend:
+    """What earlier releases spent on a new release's rows (:meth:`Ledger.row_spend`).
+
+    ``epsilon``: the most any one row spent (sum of exact ε); ``times`` and ``least``: the most and
+    fewest earlier releases that held one of its rows (of those released before); ``held`` of its
+    ``rows`` distinct rows were released before (``rows`` 0: counted per input, not per row).
+    """
+
+    epsilon: float
+    times: int
+    least: int
+    held: int
+    rows: int
+
+    def where(self) -> str:
+        """What the spend is of, for a message."""
+        if not self.rows:
+            return f" over {self.times} release(s)"
+        return (f" on its most released row ({self.held} of its {self.rows} rows were released before, "
+                f"up to {self.times} time(s))")
+
+
+def _spend(entries: list[LedgerEntry]) -> Spend:
+    """The spend of ``entries`` (non-empty, all of one fingerprint, in ledger order)."""
+    deltas = [entry.delta for entry in entries if entry.delta is not None]
+    return Spend(
+        fingerprint=entries[0].fingerprint,
+        releases=len(entries),
+        epsilon=math.fsum(entry.epsilon_exact for entry in entries),
+        epsilon_asked=math.fsum(entry.epsilon for entry in entries),
+        delta=math.fsum(deltas) if deltas else None,
+        inputs=_distinct(entry.input for entry in entries),
+        outputs=_distinct(entry.output for entry in entries),
+        first=entries[0].created,
+        last=entries[-1].created,
+        reserved=sum(entry.state == RESERVED for entry in entries),
+    )
+
+
+def _distinct(values: Iterable[str]) -> list[str]:
+    """``values`` without repeats, in the order first seen."""
+    return list(dict.fromkeys(values))
+
+
+def _fmt(value: float) -> str:
+    """A privacy parameter for a message: 6 significant digits."""
+    return f"{value:.6g}"
+
+
+# --- the ledger ----------------------------------------------------------------------------------
+
+
+def _unreadable(label: str, reason: str) -> DataError:
+    """The error for a ledger file ldp cannot use."""
+    return DataError(f"{label}: cannot read the privacy-budget ledger ({reason}); {_FIX}")
+
+
+def _read_ledger(path: Path, label: str) -> tuple[bytes, list[LedgerEntry]] | None:
+    """The key and entries stored at ``path``; None when there is no file; DataError when unusable."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _unreadable(label, _reason(exc)) from exc
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise _unreadable(label, f"not JSON: {_reason(exc)}") from exc
+    if not isinstance(data, dict):
+        raise _unreadable(label, f"not a JSON object but a {type(data).__name__}")
+    if data.get("format") != LEDGER_FORMAT:
+        raise _unreadable(label, f'no "format": "{LEDGER_FORMAT}"')
+    version = data.get("version")
+    if not _is_int(version):
+        raise _unreadable(label, "no integer \"version\"")
+    if version != LEDGER_VERSION:
+        raise DataError(
+            f"{label}: this privacy-budget ledger is version {version}, and this ldp reads version "
+            f"{LEDGER_VERSION}; use the ldp that wrote it, or choose another ledger with --ledger PATH "
+            "(ldp never resets a ledger)"
+        )
+    key = data.get("key")
+    if not isinstance(key, str) or not _HEX64.fullmatch(key):
+        raise _unreadable(label, 'no "key" of 64 lowercase hex digits')
+    entries = data.get("entries")
+    if not isinstance(entries, list):
+        raise _unreadable(label, 'no "entries" list')
+    return bytes.fromhex(key), [LedgerEntry.from_dict(item, label, index=i) for i, item in enumerate(entries)]
+
+
+def _dump(key: bytes, entries: list[LedgerEntry]) -> str:
+    """The ledger file's text (ASCII JSON, so paths that are not valid UTF-8 survive as escapes)."""
+    document = {
+        "format": LEDGER_FORMAT,
+        "version": LEDGER_VERSION,
+        "key": key.hex(),
+        "entries": [entry.to_dict() for entry in entries],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path, label: str) -> Iterator[None]:
+    """Hold the exclusive lock on ``lock_path`` (created 0600 and left in place) for the block."""
+    try:
+        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise DataError(
+            f"{label}: cannot open the ledger's lock file {str(lock_path)!r} ({_reason(exc)}); "
+            "check the directory's permissions, or choose another ledger with --ledger PATH"
+        ) from exc
+    try:
+        try:
+            _lock(descriptor)
+        except OSError as exc:
+            raise DataError(
+                f"{label}: cannot lock the ledger ({_reason(exc)}); "
+                "keep the ledger on a local file system, or choose another with --ledger PATH"
+            ) from exc
+        try:
+            yield
+        finally:
+            _unlock(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def _private_umask() -> Iterator[None]:
+    """Create files 0600 and directories 0700 in this block (the umask is per process, see record)."""
+    previous = os.umask(0o077)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+class Ledger:
+    """The data owner's record of releases: open with :meth:`open`, append with :meth:`record`."""
+
+    def __init__(self, path: Path, label: str, key: bytes | None, entries: list[LedgerEntry]) -> None:
+        """Use :meth:`open`."""
+        self._path = path
+        self._label = label
+        self._key = key
+        self._entries = entries
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str] | None = None) -> Ledger:
+        """The ledger at ``path`` (default :func:`default_ledger_path`); a missing file is empty.
+
+        Writes nothing. DataError when the file exists but cannot be used (it is left as it is).
+        """
+        target = Path(path) if path is not None else default_ledger_path()
+        label = os.fspath(target)
+        state = _read_ledger(target, label)
+        if state is None:
+            return cls(target, label, None, [])
+        key, entries = state
+        return cls(target, label, key, entries)
+
+    @property
+    def path(self) -> Path:
+        """The ledger file."""
+        return self._path
+
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        """Every recorded release, oldest first."""
+        return tuple(self._entries)
+
+    def _secret(self) -> bytes:
+        """The key, created (in memory; :meth:`record` persists it) for a ledger that has none yet."""
+        if self._key is None:
+            self._key = secrets.token_bytes(32)
+        return self._key
+
+    def ensure_key(self) -> bytes:
+        """The ledger's key, read from the file, or created and written now (an empty ledger) if it has none.
+
+        Under the lock, once: of concurrent first runs on a new ledger, the first writes the key
+        and the others read it. A release needs the key before it reads its input (its row
+        hashes are keyed), so it calls this first.
+        """
+        self._update(lambda key, entries: None, create=True)
+        assert self._key is not None
+        return self._key
+
+    def row_digest(self, d: int, *, threaded: bool = False) -> RowDigest:
+        """A :class:`ldpcli.release.rowhash.RowDigest` of a release's rows of ``d`` values, keyed by this ledger's key
+        (:meth:`ensure_key`: created now if the ledger has none)."""
+        return RowDigest(self.ensure_key(), d, threaded=threaded)
+
+    def tag(self, fingerprint: str) -> str:
+        """The input tag for a sidecar: ``"ldptag1-"`` + HMAC-SHA256(key, fingerprint), hex."""
+        return TAG_PREFIX + hmac.new(self._secret(), fingerprint.encode("utf-8"), hashlib.sha256).hexdigest()
+
+    def spent(self, fingerprint: str) -> Spend | None:
+        """What the releases of the input with this fingerprint spent; None if it was never released."""
+        entries = [entry for entry in self._entries if entry.fingerprint == fingerprint]
+        return _spend(entries) if entries else None
+
+    def check(self, fingerprint: str, epsilon: float, *, max_budget: float | None, input_label: str,
+              rows: ReleaseRows | None = None) -> str | None:
+        """Judge a release at ``epsilon`` of the input with this fingerprint, before it is written.
+
+        ``epsilon`` is what the release will spend (its exact ε). Returns a warning sentence when
+        the input was already released, None when it is new. Raises :class:`BudgetError` when the
+        release alone, or with what was spent already (sum of exact ε), exceeds ``max_budget``
+        (UsageError when ``max_budget`` is not positive). δ is summed by :meth:`spent` but not capped.
+
+        With ``rows`` (the release's row hashes, :meth:`row_digest`), what was spent is counted per
+        row (:meth:`row_spend`): the ε of every earlier release that held the row, and the row
+        that was released most decides. So a shard of an input released before, or a file that
+        shares some rows with one, is charged for what its rows spent. Without, per input: the
+        releases of this fingerprint.
+        """
+        if max_budget is not None and not max_budget > 0:
+            raise UsageError(f"--max-budget must be a positive ε, got {max_budget!r}; give the largest total ε to allow")
+        if not (math.isfinite(epsilon) and epsilon > 0):
+            raise UsageError(f"--epsilon must be a positive finite number, got {epsilon!r}")
+        if rows is None:
+            spend = self.spent(fingerprint)
+            used = None if spend is None else RowSpend(spend.epsilon, spend.releases, spend.releases, 0, 0)
+        else:
+            used = self.row_spend(fingerprint, rows)
+        spent = used.epsilon if used is not None else 0.0
+        total = spent + epsilon
+        if max_budget is not None and total > max_budget * (1 + _BUDGET_SLACK):
+            if used is None:
+                before = "it was never released before"
+            else:
+                before = f"ε spent so far: {_fmt(spent)}{used.where()}, with it: {_fmt(total)}"
+            raise BudgetError(
+                f"{input_label}: this release's ε = {_fmt(epsilon)} would exceed --max-budget {_fmt(max_budget)} "
+                f"({before}; ledger {self._label}); nothing was written: choose a smaller --epsilon, "
+                "or a larger --max-budget if you accept the larger privacy loss"
+            )
+        if used is None:
+            return None
+        if used.rows == 0 or used.held == used.rows and used.least == used.times:
+            opening = f"{input_label} was already released {used.times} time(s)"
+        else:
+            opening = (f"{input_label}: {used.held} of its {used.rows} rows were already released, "
+                       f"up to {used.times} time(s)")
+        every = f"; all {used.rows} of its rows were in earlier releases" if used.rows and used.held == used.rows else ""
+        return (
+            f"{opening} (ε spent so far: {_fmt(spent)}{' on the most released row' if used.rows else ''}; "
+            f"with this release: {_fmt(total)}{every}). Each release of the same people's rows adds to their "
+            "privacy loss; see `ldp budget`."
+        )
+
+    def row_spend(self, fingerprint: str, rows: ReleaseRows) -> RowSpend | None:
+        """What the earlier releases spent on the rows of a new release; None when none of them held any.
+
+        A row's spend is the sum of the exact ε of every entry (confirmed or reserved) whose row
+        file holds its hash, plus every entry without a row file (older ledgers) of the same
+        fingerprint. Reads each row file in turn (memory-mapped); vectorized, no per-row Python.
+        DataError when a row file is missing or damaged (the ledger is never guessed at).
+        """
+        count = rows.hashes.shape[0]
+        spent = np.zeros(count)
+        times = np.zeros(count, dtype=np.int64)
+        for entry in self._entries:
+            if entry.rows_file:
+                held = contains(self._load_rows(entry), rows.hashes)
+            elif entry.fingerprint == fingerprint:
+                held = np.ones(count, dtype=bool)
+            else:
+                continue
+            spent[held] += entry.epsilon_exact
+            times[held] += 1
+        touched = times > 0
+        if not touched.any():
+            return None
+        return RowSpend(float(spent.max()), int(times.max()), int(times[touched].min()), int(np.count_nonzero(touched)),
+                        count)
+
+    def _rows_name(self, release: str) -> str:
+        """The row file of ``release``, relative to the ledger's directory: ``<ledger stem>-rows/<release>.npy``
+        (the stem of the file a link at the ledger's path points to)."""
+        return f"{Path(os.path.realpath(self._path)).stem}-rows/{release}.npy"
+
+    def _load_rows(self, entry: LedgerEntry) -> np.ndarray:
+        """The sorted distinct row hashes of ``entry`` (memory-mapped), DataError if they cannot be used."""
+        path = Path(os.path.realpath(self._path)).parent / entry.rows_file
+        try:
+            hashes = np.load(path, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise _unreadable(self._label, f"the row file {str(path)!r} of release {entry.release}: "
+                                           f"{_reason(exc) if isinstance(exc, OSError) else exc}") from exc
+        if hashes.dtype != np.dtype("<u8") or hashes.ndim != 1 or (
+                hashes.shape[0] > 1 and not bool(np.all(hashes[1:] > hashes[:-1]))):
+            raise _unreadable(self._label, f"the row file {str(path)!r} of release {entry.release} is not an "
+                                           "ascending array of 64-bit row hashes")
+        return hashes
+
+    def _write_rows(self, entry: LedgerEntry, rows: ReleaseRows) -> None:
+        """Write the row file of ``entry`` (its directory 0700, the file 0600, atomically)."""
+        path = Path(os.path.realpath(self._path)).parent / entry.rows_file
+        directory = path.parent
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(rows.hashes, dtype="<u8"), allow_pickle=False)
+        try:
+            with _private_umask():
+                directory.mkdir(mode=0o700, exist_ok=True)
+                atomic_write_bytes(path, buffer.getvalue())
+        except (OSError, DataError, UsageError) as exc:
+            raise DataError(f"{self._label}: cannot write the release's row file {str(path)!r} "
+                            f"({_reason(exc) if isinstance(exc, OSError) else exc}); free space or fix the "
+                            "directory's permissions, then run again") from exc
+
+    def _remove_rows(self, entries: Iterable[LedgerEntry]) -> None:
+        """Remove the row files of entries taken out of the ledger (one already gone is fine), and their
+        directory once it is empty; under the lock (:meth:`_update`), as every row file is written."""
+        parent = Path(os.path.realpath(self._path)).parent
+        for entry in entries:
+            if entry.rows_file:
+                path = parent / entry.rows_file
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                with contextlib.suppress(OSError):
+                    path.parent.rmdir()
+
+    def record(self, entry: LedgerEntry) -> None:
+        """Append ``entry`` (as it is: no budget check) to the ledger file, atomically and under its lock.
+
+        Creates the directory (0700) and the file (0600, with a new key unless :meth:`tag` made one
+        already) when missing. Under the lock the file is read again, so releases recorded by other
+        runs since :meth:`open` are kept; if it has become unreadable, DataError and nothing is
+        written. A rewrite keeps the file's mode (``atomic_write_text`` gives the new file the mode
+        of the one it replaces), so 0600 stays 0600. A symbolic link at the ledger's path is
+        followed: the file it points to is rewritten, and the lock file sits beside that file.
+
+        If the file held a different key when re-read (another run created the ledger after this
+        one opened it, or it was swapped), the file's key is kept: tags already handed out with this
+        object's key stay in their entries, and :meth:`by_tag` still finds them there. A release
+        being published uses :meth:`reserve` and :meth:`confirm` instead, whose tag is always the
+        file's.
+
+        The 0600/0700 modes are set through the process umask while the file and directory are
+        created, which is per process: a file another thread creates at that moment is made
+        private too (never less private).
+        """
+        problem = _entry_problem(entry.to_dict())
+        if problem is not None:
+            raise ValueError(f"not a valid ledger entry: {problem}")
+        self._update(lambda key, entries: entries.append(entry))
+
+    def reserve(self, entry: LedgerEntry, *, max_budget: float | None, input_label: str,
+                rows: ReleaseRows | None = None) -> Reservation:
+        """Step 1 of a release: check the budget and append ``entry`` as a reservation, under the lock.
+
+        ``entry`` describes the release (its ``tag`` is ignored: the tag is made from the key the
+        file holds under the lock, which is created there if the file has none). The budget check is
+        :meth:`check`'s, against the ledger as it is under the lock, reservations of runs still in
+        flight (or killed) included, so overlapping runs can never spend past ``max_budget``:
+        :class:`BudgetError` and nothing is written. Returns the :class:`Reservation` (its ``tag``
+        goes into the sidecar; :meth:`Reservation.confirm` once the outputs are published,
+        :meth:`Reservation.cancel` if they never will be).
+
+        ``rows`` (the release's row hashes, made with this ledger's key: :meth:`row_digest`) makes
+        the check row-level (:meth:`check`) and is kept as the entry's row file
+        (``<ledger stem>-rows/<release>.npy``, written before the entry), so that later releases
+        that share rows with this one are charged for it. DataError when the ledger's key is no
+        longer the one the rows were hashed with (the ledger was replaced meanwhile).
+        """
+        release = secrets.token_hex(8)
+        outcome: dict[str, Any] = {}
+
+        def add(key: bytes, entries: list[LedgerEntry]) -> None:
+            if rows is not None and rows.key_check != key_check(key):
+                raise DataError(f"{self._label}: the ledger's key changed while {input_label} was read (was the "
+                                "ledger replaced?); nothing was written: run again")
+            snapshot = Ledger(self._path, self._label, key, list(entries))
+            notice = snapshot.check(entry.fingerprint, entry.epsilon_exact, max_budget=max_budget,
+                                    input_label=input_label, rows=rows)
+            tag = snapshot.tag(entry.fingerprint)
+            reserved = replace(entry, tag=tag, state=RESERVED, release=release, owner=_this_process(),
+                               rows_file=self._rows_name(release) if rows is not None else "")
+            problem = _entry_problem(reserved.to_dict())
+            if problem is not None:
+                raise ValueError(f"not a valid ledger entry: {problem}")
+            if rows is not None:
+                self._write_rows(reserved, rows)
+            entries.append(reserved)
+            outcome.update(tag=tag, notice=notice, entry=reserved)
+
+        def undo() -> None:  # the row file was written, the entry was not
+            if "entry" in outcome:
+                self._remove_rows([outcome["entry"]])
+
+        self._update(add, step="reserve-write", undo=undo)
+        return Reservation(self, release, outcome["tag"], outcome["notice"], outcome["entry"])
+
+    def confirm(self, release: str, **changes: Any) -> None:
+        """Step 3: mark the reservation ``release`` confirmed (its outputs are published).
+
+        ``changes`` update its fields (e.g. ``created``, the sidecar's time). DataError if the
+        reservation is no longer in the file (removed by hand meanwhile): the release stays
+        published and the owner is told to record it.
+        """
+        def mark(key: bytes, entries: list[LedgerEntry]) -> None:
+            for index, entry in enumerate(entries):
+                if entry.release == release and entry.state == RESERVED:
+                    entries[index] = replace(entry, state=CONFIRMED, owner=None, **changes)
+                    return
+            raise DataError(
+                f"{self._label}: the reservation {release} of a release that is now published is no longer in the "
+                "ledger (was it removed by hand?); the release's ε is not counted: record it again"
+            )
+
+        self._update(mark, step="confirm-write")
+
+    def cancel(self, release: str) -> None:
+        """Take the entry ``release`` out again: its outputs were never published, or were put back.
+
+        For the run that reserved it (the id is its own): the entry goes whether reserved or
+        already confirmed, since that run knows its outputs are not in place.
+        """
+        def drop(key: bytes, entries: list[LedgerEntry]) -> None:
+            removed.extend(e for e in entries if e.release == release)
+            entries[:] = [e for e in entries if e.release != release]
+
+        removed: list[LedgerEntry] = []
+        self._update(drop, then=lambda: self._remove_rows(removed))
+
+    def pending(self) -> list[LedgerEntry]:
+        """Every reservation not confirmed (what became of each: :func:`ldpcli.release.commit.pending_releases`)."""
+        return [entry for entry in self._entries if entry.state == RESERVED]
+
+    def release_reservation(self, release: str, removable: Callable[[LedgerEntry], str | None]) -> LedgerEntry:
+        """Remove the reservation ``release`` whose release never appeared (the owner's decision).
+
+        ``release`` may be a unique prefix of at least 4 hex digits. ``removable(entry)`` says, under
+        the lock, why the entry must stay (a sentence), or None when it may go
+        (:func:`ldpcli.release.commit.release_reservation` judges whether its run still runs or published).
+        UsageError when no reservation has that id, or it must stay.
+        """
+        def drop(key: bytes, entries: list[LedgerEntry]) -> None:
+            matches = [e for e in entries if e.state == RESERVED and len(release) >= 4 and e.release.startswith(release)]
+            if len(matches) != 1:
+                found = "no" if not matches else "more than one"
+                raise UsageError(f"{self._label}: {found} reservation has the id {release!r}; `ldp budget` lists them")
+            reason = removable(matches[0])
+            if reason is not None:
+                raise UsageError(f"{self._label}: reservation {matches[0].release} is {reason}; it stays counted")
+            entries.remove(matches[0])
+            removed.append(matches[0])
+
+        removed: list[LedgerEntry] = []
+        self._update(drop, then=lambda: self._remove_rows(removed))
+        return removed[0]
+
+    def _update(self, change: Callable[[bytes, list[LedgerEntry]], None], *, step: str = "",
+                create: bool = False, then: Callable[[], None] | None = None,
+                undo: Callable[[], None] | None = None) -> None:
+        """Read the file under the lock, ``change(key, entries)`` in place, write it back atomically.
+
+        A missing file starts empty with this object's key (made now, and so written once, under
+        the lock, by the first change, or at once with ``create``). ``change`` may raise to write
+        nothing; an unchanged list is not written. ``step`` names the write for
+        :func:`ldpcli.io.faults.checkpoint`. Still under the lock, ``then()`` runs once the file is
+        written, and ``undo()`` when ``change`` or the write failed.
+        """
+        target = Path(os.path.realpath(self._path))
+        self._make_directory(target.parent)
+        with _locked(target.with_name(target.name + ".lock"), self._label):
+            state = _read_ledger(target, self._label)
+            entries: list[LedgerEntry]
+            if state is None:
+                key, entries = self._secret(), []
+            else:
+                key, entries = state
+            before = list(entries)
+            try:
+                change(key, entries)
+                if entries != before or (state is None and create):
+                    self._write(target, key, entries, step)
+            except BaseException:
+                if undo is not None:
+                    undo()
+                raise
+            if then is not None:
+                then()
+        self._key = key
+        self._entries = entries
+
+    def _write(self, target: Path, key: bytes, entries: list[LedgerEntry], step: str) -> None:
+        """Rewrite the ledger file atomically (0600 when it is new); DataError if it cannot be written."""
+        text = _dump(key, entries)
+        try:
+            faults.checkpoint(step)
+            if target.exists():
+                atomic_write_text(target, text, overwrite=True)
+            else:
+                with _private_umask():
+                    atomic_write_text(target, text, overwrite=True)
+        except OSError as exc:
+            raise DataError(f"{self._label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
+                            "free space or fix its permissions, then run again") from exc
+
+    def _make_directory(self, directory: Path) -> None:
+        """Create the ledger's directory (0700, parents with the usual mode) if it is missing."""
+        if directory.is_dir():
+            return
+        try:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataError(
+                f"{self._label}: cannot create the ledger's directory ({_reason(exc)}); "
+                "create it yourself, or choose another ledger with --ledger PATH"
+            ) from exc
+
+    def summary(self) -> list[Spend]:
+        """One :class:`Spend` per input (fingerprint), the input released most recently last."""
+        groups: dict[str, list[LedgerEntry]] = {}
+        for entry in self._entries:
+            groups.setdefault(entry.fingerprint, []).append(entry)
+        order = {entry.fingerprint: index for index, entry in enumerate(self._entries)}
+        return [_spend(groups[fingerprint]) for fingerprint in sorted(groups, key=order.__getitem__)]
+
+    def by_tag(self, tag: str) -> Spend | None:
+        """The spend of the input whose releases carry ``tag`` (from a sidecar); None if unknown here.
+
+        A tag from another ledger (another key) is unknown here, even for an equal input.
+        """
+        for entry in self._entries:
+            if entry.tag == tag:
+                return self.spent(entry.fingerprint)
+        if self._key is None:
+            return None
+        for fingerprint in _distinct(entry.fingerprint for entry in self._entries):
+            if self.tag(fingerprint) == tag:
+                return self.spent(fingerprint)
+        return None
+
+
+# --- reservations ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reservation:
+    """A release reserved in the ledger (:meth:`Ledger.reserve`), to confirm or cancel."""
+
+    ledger: Ledger
+    release: str
+    tag: str
+    #: The warning that the input was released before (None when it is new).
+    notice: str | None
+    entry: LedgerEntry
+
+    def confirm(self, **changes: Any) -> None:
+        """The outputs are published: mark the entry confirmed (with ``changes``, e.g. ``created``)."""
+        self.ledger.confirm(self.release, **changes)
+
+    def cancel(self) -> None:
+        """The outputs were not published: take the entry out."""
+        self.ledger.cancel(self.release)
+
+
+def _this_process() -> dict[str, Any]:
+    """The reserving process: host name and pid (to tell a running reservation from a dead one)."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
