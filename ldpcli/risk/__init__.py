@@ -1,8 +1,9 @@
-"""What a release costs: reconstruction bounds, the attack demonstration and ε solvers.
+"""What a release risks: reconstruction bounds for a released ε.
 
 Bhowmick et al. 2018 Sec. 2.3: an ε-LDP release multiplies the prior's chance of reconstructing a
 person's data by at most e^ε (Lemma 2.2), so a diffuse prior keeps reconstruction unlikely even at
 large ε. ``diffuse`` (Sec. 2.3.1, Prop. 1) and ``sparse`` (Sec. 2.3.2, Lemma 2.3, Prop. 2) compute
-those bounds; ``attack`` runs the natural reconstruction on a release; ``solvers`` chooses ε from
-an error target.
+those bounds, and ``section`` states them for a release (the ``reconstruction`` section of every
+sidecar). The attack demonstration is a job on a release (:mod:`ldpcli.analysis.attack`); choosing ε
+from an error target is planning (:mod:`ldpcli.planning.solvers`).
 """
