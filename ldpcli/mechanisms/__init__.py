@@ -3,9 +3,8 @@
 Registration order is the order of ``mechanism_names()`` (and of ``ldp params`` comparisons).
 """
 
+from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import (
-    LawTest,
-    RiskEpsilon,
     Mechanism,
     MechanismSpec,
     OptionSpec,
@@ -15,6 +14,7 @@ from ldpcli.mechanisms.base import (
     register,
     unregister,
 )
+from ldpcli.mechanisms.hooks import RiskEpsilon
 # Registration order, not alphabetical: the imports below register in this order.
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.privunitg import PrivUnitG

@@ -45,7 +45,8 @@ import numpy as np
 from ldpcli.errors import UsageError
 from ldpcli.math import sphere as sm
 from ldpcli.math.domains import INTERVAL
-from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, declare, register
+from ldpcli.math.lawtests import LawTest
+from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
 
 #: Largest ScalarDP grid size. The default k = ⌈e^{ε/3}⌉ reaches it at ε = 3·52·log 2 ≈ 108.1 and
 #: stays there: the grid step r_max·2⁻⁵² is one or two float64 units in the last place of r_max,
