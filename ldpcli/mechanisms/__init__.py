@@ -21,8 +21,9 @@ from ldpcli.mechanisms.privunitg import PrivUnitG
 from ldpcli.mechanisms.hemisphere import DuchiL2
 from ldpcli.mechanisms.gaussian_sign import GaussianSign
 from ldpcli.mechanisms.hypercube import DuchiLinf, PrivUnitInf
+from ldpcli.mechanisms.scalar import ScalarDP
+from ldpcli.mechanisms.scalar_rel import ScalarRelDP
 from ldpcli.mechanisms.separated import Separated
-from ldpcli.mechanisms.scalar import ScalarDP, ScalarRelDP
 from ldpcli.mechanisms.baselines import Gaussian, Laplace
 from ldpcli.mechanisms.bcdp import BCDP
 
