@@ -39,6 +39,7 @@ from ldpcli.audit.lower_bound import cp_lower, cp_upper
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import VectorLayout, VectorReader, open_vectors
 from ldpcli.math import sphere as sm
+from ldpcli.mechanisms.hooks import risk_epsilons
 from ldpcli.risk.diffuse import diffuse_risk
 
 #: The accuracies a reported by default (cosines; ‖f(x) − v̂‖ ≤ √(2 − 2a)).
@@ -293,7 +294,7 @@ def attack(
         raise DataError(f"{raw_path}: changed while it was read (it had {n} rows, then {prior_cos.shape[0]})")
 
     epsilon = float(mech.epsilon_exact)
-    level = mech.risk_epsilons()[0].epsilon  # None: no per-output guarantee (the Gaussian baseline), bound 1
+    level = risk_epsilons(mech)[0].epsilon  # None: no per-output guarantee (the Gaussian baseline), bound 1
     success = tuple(
         SuccessAt(value, _fraction(release_cos, value), _fraction(prior_cos, value),
                   1.0 if level is None else diffuse_risk(level, k=k, a=value).probability_bound)

@@ -33,6 +33,7 @@ from ldpcli.errors import Interrupted, LdpError, UsageError
 from ldpcli.io import interrupts
 from ldpcli.mechanisms import BCDP, MechanismSpec, OptionSpec, get_mechanism, mechanism_names
 from ldpcli.mechanisms.base import check_count
+from ldpcli.mechanisms.hooks import risk_epsilons
 from ldpcli.release.safety import check_epsilon, clip_warning, near_exact_warning
 
 # emoji=False: a message quoting a range such as 'A:B:K' must not turn ':b:' into an emoji.
@@ -1785,7 +1786,7 @@ def _risk_sparse(
     assert m is not None and d is not None and precision is not None and recall is not None
     if mechanism is not None or sidecar is not None:
         mech = _risk_mechanism(eps, mechanism, sidecar, d if sidecar is None else None, calibration, norm_bound)
-        level = mech.risk_epsilons()[0]
+        level = risk_epsilons(mech)[0]
         if level.epsilon is None:
             raise UsageError(f"{mech.name}: {level.applies}")
         epsilon = level.epsilon

@@ -52,6 +52,7 @@ from ldpcli.learn.sgd import (
 )
 from ldpcli.mechanisms.base import Mechanism, MechanismSpec, check_count, get_mechanism
 from ldpcli.release.ledger import InputFingerprint, Ledger, LedgerEntry
+from ldpcli.release.randomness import keyed_generator, root_seed
 from ldpcli.release.safety import check_epsilon
 
 PathLike = str | os.PathLike[str]
@@ -352,11 +353,6 @@ class _Pass:
 _TRAINING, _HOLDOUT = 0, 1
 
 
-def _generator(root: np.random.SeedSequence, stream: int) -> np.random.Generator:
-    """A fresh generator for one of the run's streams (the same draws each time it is made)."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, stream))))
-
-
 def _augment(values: np.ndarray, intercept: bool) -> np.ndarray:
     """The rows with the intercept's constant 1 appended (a fresh array either way)."""
     if not intercept:
@@ -410,7 +406,7 @@ class _Source:
 
     def batches(self) -> Iterator[tuple[np.ndarray, Any, np.ndarray, int]]:
         """(features as read, label column, holdout mask, first row) per batch, in file order."""
-        split = _generator(self.root, _HOLDOUT)
+        split = keyed_generator(self.root, _HOLDOUT)
         with self.open() as reader:
             if self.layout is None:
                 self.layout = reader.layout
@@ -521,7 +517,7 @@ def train(
     if target is not None:
         _check_output(target, overwrite, path)
 
-    root = np.random.SeedSequence(seed)
+    root = root_seed(seed)
     source = _Source(path, label, column, columns, holdout or 0.0, root, memory, intercept)
     arrow_type = _label_type(path, label, source)
     _check_label_type(arrow_type, loss_cls, label, str(path))
@@ -568,7 +564,7 @@ def train(
         ledger.check(digest, epochs * mech.epsilon_exact, max_budget=max_budget, input_label=str(path))
 
     # Training.
-    rng = _generator(root, _TRAINING)
+    rng = keyed_generator(root, _TRAINING)
     private = ITERATES[geometry](p, radius)
     twin: Iterate | None = ITERATES[geometry](p, radius) if baseline else None
     window_rows = max(batch, memory // (2 * 8 * (len(features) + 1)))

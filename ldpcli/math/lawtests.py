@@ -1,8 +1,8 @@
 """The exact law of a mechanism's output, as goodness-of-fit tests: the pieces ``law_tests`` share.
 
 ``ldp audit`` checks more than the mean and the squared error: each mechanism's ``law_tests(x, z)``
-(``Mechanism.law_tests``) compares statistics of its privatized rows with their exact laws under the
-calibrated parameters. This module holds the tests themselves and the laws that several mechanisms
+(:class:`ldpcli.mechanisms.hooks.LawTested`) compares statistics of its privatized rows with their exact
+laws under the calibrated parameters. This module holds the tests themselves and the laws that several mechanisms
 share:
 
 - :func:`ks_uniform`: the one-sample Kolmogorov–Smirnov test of probability-integral-transformed
@@ -40,7 +40,7 @@ from ldpcli.math.lazy import special
 
 
 class LawTest(NamedTuple):
-    """One goodness-of-fit test of a mechanism's output against its exact law (``Mechanism.law_tests``).
+    """One goodness-of-fit test of a mechanism's output against its exact law (``LawTested.law_tests``).
 
     ``statistic`` is the test's own (KS distance, χ², a count); ``p_value`` its p-value under the
     exact law (exact where the docstring of the test says so). A deterministic check (every output

@@ -3,9 +3,8 @@
 Registration order is the order of ``mechanism_names()`` (and of ``ldp params`` comparisons).
 """
 
+from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import (
-    LawTest,
-    RiskEpsilon,
     Mechanism,
     MechanismSpec,
     OptionSpec,
@@ -15,14 +14,16 @@ from ldpcli.mechanisms.base import (
     register,
     unregister,
 )
+from ldpcli.mechanisms.hooks import RiskEpsilon
 # Registration order, not alphabetical: the imports below register in this order.
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.privunitg import PrivUnitG
 from ldpcli.mechanisms.hemisphere import DuchiL2
 from ldpcli.mechanisms.gaussian_sign import GaussianSign
 from ldpcli.mechanisms.hypercube import DuchiLinf, PrivUnitInf
+from ldpcli.mechanisms.scalar import ScalarDP
+from ldpcli.mechanisms.scalar_rel import ScalarRelDP
 from ldpcli.mechanisms.separated import Separated
-from ldpcli.mechanisms.scalar import ScalarDP, ScalarRelDP
 from ldpcli.mechanisms.baselines import Gaussian, Laplace
 from ldpcli.mechanisms.bcdp import BCDP
 

@@ -12,6 +12,12 @@ method checks, the private one computes): (d, ε, L), the calibration name and e
 its :class:`OptionSpec` are checked there, then the mechanism's own ``_calibrate`` receives clean
 values. The options a mechanism declares are all the CLI knows about it: its flags, their help,
 the sidecar's round trip and the property tests come from the declaration.
+
+The base is what every mechanism is. What only some have, each asked for by one part of the house
+(the audit's second route and law tests, the risk's levels, bcdp's per-feature table and its base
+mechanisms' second moments), is in :mod:`ldpcli.mechanisms.hooks`; the two hooks of a spec (options
+that name columns, copies that split a budget their own way) are :class:`ColumnOptions` and
+:class:`SplitsCopies` here, beside the :class:`MechanismSpec` that asks for them.
 """
 
 from __future__ import annotations
@@ -20,31 +26,14 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
 from ldpcli.errors import UsageError
 from ldpcli.math.domains import FLOAT64_PRECISION, L2_BALL, Domain
-from ldpcli.math.lawtests import LawTest
 
 M = TypeVar("M", bound="Mechanism")
-
-
-class RiskEpsilon(NamedTuple):
-    """A privacy level that bounds reconstruction (``Mechanism.risk_epsilons``), and when it applies.
-
-    Bhowmick et al. 2018, Lemma 2.2: if the release is ε-LDP, the chance of reconstructing f(X)
-    after seeing any output is at most e^ε times the prior's. ``epsilon`` is None when the
-    mechanism gives no such per-output guarantee (an (ε, δ) mechanism with δ > 0: Sec. 4.4.1, "these
-    weakenings can never actually protect against a reconstruction breach for all possible
-    observations z"). ``conservative`` marks the level that holds with no assumption on the prior.
-    """
-
-    name: str
-    epsilon: float | None
-    applies: str
-    conservative: bool
 
 
 _REGISTRY: dict[str, type[Mechanism]] = {}
@@ -181,6 +170,29 @@ class OptionSpec:
         return value
 
 
+@runtime_checkable
+class ColumnOptions(Protocol):
+    """A mechanism class with options that may name the data's columns (bcdp's ``feature_eps``)."""
+
+    @classmethod
+    def bind_options(
+        cls, options: dict[str, Any], names: Sequence[str] | None, d: int, epsilon: float
+    ) -> tuple[dict[str, Any], tuple[str, ...]]:
+        """The options with the columns they name (``names``; None for a list column) resolved for
+        rows of dimension d, and notes for the operator."""
+        ...
+
+
+@runtime_checkable
+class SplitsCopies(Protocol):
+    """A mechanism class whose copies of a row split its privacy otherwise than ε/copies (bcdp)."""
+
+    @classmethod
+    def copy_spec(cls, spec: MechanismSpec, copies: int) -> MechanismSpec:
+        """The spec of one of ``copies`` independent releases of a row that together satisfy ``spec``."""
+        ...
+
+
 @dataclass(frozen=True)
 class MechanismSpec:
     """What names a calibrated mechanism apart from the data's dimension: the public choices.
@@ -216,16 +228,29 @@ class MechanismSpec:
         """This spec with options that name the data's columns resolved for rows of dimension d.
 
         ``names`` are the coordinates' column names (None for a list column). Returns the spec and
-        notes for the operator (e.g. a level clipped to ε); see :meth:`Mechanism.bind_options`.
+        notes for the operator (e.g. a level clipped to ε). Only a mechanism with
+        :class:`ColumnOptions` has such options; any other spec is returned as it is.
         """
-        options, notes = self.mechanism_class.bind_options(dict(self.options), names, d, self.epsilon)
+        cls = self.mechanism_class
+        if not isinstance(cls, ColumnOptions):
+            return self, ()
+        options, notes = cls.bind_options(dict(self.options), names, d, self.epsilon)
         return MechanismSpec(self.name, self.epsilon, self.calibration, self.norm_bound, options), notes
 
     def for_copies(self, copies: int) -> MechanismSpec:
         """The spec of each of ``copies`` independent releases of one row that together spend this
-        spec's privacy (``privatize --copies``): see :meth:`Mechanism.copy_spec`."""
+        spec's privacy (``privatize --copies``).
+
+        Basic composition: ``copies`` releases at ε/copies are ε-LDP together. A mechanism whose
+        privacy is more than one ε (per-feature levels) splits its own way (:class:`SplitsCopies`).
+        """
         copies = check_count(copies, "--copies")
-        return self if copies == 1 else self.mechanism_class.copy_spec(self, copies)
+        if copies == 1:
+            return self
+        cls = self.mechanism_class
+        if isinstance(cls, SplitsCopies):
+            return cls.copy_spec(self, copies)
+        return MechanismSpec(self.name, self.epsilon / copies, self.calibration, self.norm_bound, dict(self.options))
 
     def calibrate(self, d: int) -> Mechanism:
         """The mechanism for rows of dimension d."""
@@ -269,7 +294,8 @@ class Mechanism(ABC):
     """A calibrated ε-LDP randomizer for d-dimensional rows.
 
     Subclasses set the class attributes, implement ``_calibrate``, ``epsilon_exact``,
-    ``expected_error``, ``expected_error_max``, ``parameters`` and ``privatize``.
+    ``expected_error``, ``expected_error_max``, ``parameters`` and ``privatize``, and may have the
+    methods of :mod:`ldpcli.mechanisms.hooks` (``audit_epsilon``, ``law_tests``, ``risk_epsilons``, …).
     """
 
     d: int
@@ -374,25 +400,6 @@ class Mechanism(ABC):
         return MechanismSpec(self.name, self.epsilon, self.calibration, self.norm_bound, self.option_values())
 
     @classmethod
-    def bind_options(
-        cls, options: dict[str, Any], names: Sequence[str] | None, d: int, epsilon: float
-    ) -> tuple[dict[str, Any], tuple[str, ...]]:
-        """Resolve options that refer to the data's columns (``names``; None for a list column).
-
-        The default has none. bcdp turns ``--feature-eps age=0.5`` into coordinates.
-        """
-        return options, ()
-
-    @classmethod
-    def copy_spec(cls, spec: MechanismSpec, copies: int) -> MechanismSpec:
-        """The spec of one of ``copies`` independent releases of a row that together satisfy ``spec``.
-
-        Basic composition: ``copies`` releases at ε/copies are ε-LDP together. A mechanism whose
-        privacy is more than one ε (per-feature levels) overrides this.
-        """
-        return MechanismSpec(spec.name, spec.epsilon / copies, spec.calibration, spec.norm_bound, dict(spec.options))
-
-    @classmethod
     def check_calibration(cls, calibration: str | None) -> str:
         """The calibration to use (the first listed by default); UsageError for an unknown one."""
         if calibration is None:
@@ -434,54 +441,6 @@ class Mechanism(ABC):
         to (it may be a read-only view of the file's buffer). Each output row is an unbiased
         estimate of its input row and depends on no other row.
         """
-
-    def audit_epsilon(self) -> tuple[float, str]:
-        """The exact privacy level recomputed by a second route, independent of the calibration code.
-
-        Returns (ε, a one-line description of the route). ``ldp audit`` compares it with
-        ``epsilon_exact``. A mechanism without such a route reports that it has none.
-        """
-        raise NotImplementedError(f"mechanism {self.name!r} has no second route to its privacy level")
-
-    def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
-        """Goodness-of-fit tests of ``z`` against the exact law of the output for the input ``x``.
-
-        ``x`` is one input row (shape (d,), in the domain), ``z`` the (n, d) privatized copies of
-        it. Each test compares a statistic of the rows (a cosine, an agreement count, a grid value, a
-        standardised noise) with its exact law under the calibrated parameters and returns its
-        p-value; ``ldp audit`` applies a Bonferroni correction over all tests of all inputs. The
-        tests must not depend on ``z`` for their choice (fixed directions are seeded constants).
-        A mechanism without them reports that it has none.
-        """
-        raise NotImplementedError(f"mechanism {self.name!r} has no tests of its output's law")
-
-    def risk_epsilons(self) -> list[RiskEpsilon]:
-        """The levels that bound reconstruction from this release, the conservative one first.
-
-        Every pure ε-LDP mechanism: ``epsilon_exact``, for every target f(X) and every prior
-        (Bhowmick et al. 2018, Lemma 2.2). Mechanisms with more structure add levels that hold
-        under a stated assumption (``separated``: the direction's ε₁).
-        """
-        return [RiskEpsilon("release", self.epsilon_exact, "any target and any prior (Lemma 2.2: the release is "
-                            f"{self.epsilon_exact:.6g}-LDP)", True)]
-
-    def feature_section(self) -> dict[str, Any] | None:
-        """Per-feature guarantees and errors for a mechanism whose features differ (bcdp), else None.
-
-        ``ldp params`` prints it and the sidecar stores it as its ``features`` section.
-        """
-        return None
-
-    def second_moments(self) -> tuple[float, float]:
-        """(E⟨Z, u⟩², E⟨Z, w⟩²) for the unit direction u of the (rounded) input and any unit w ⊥ u.
-
-        For a mechanism that rounds its input to ±L·u without bias and is rotation-equivariant, the
-        second-moment matrix of the output is E[ZZᵀ] = a·uuᵀ + b·(I − uuᵀ) for every input in the
-        ball, whatever its norm: this gives (a, b), and a + (d − 1)·b = E‖Z‖². A mechanism whose
-        output covariance has no such form raises NotImplementedError. :mod:`ldpcli.mechanisms.bcdp`
-        uses it for the exact worst case of its combined estimate.
-        """
-        raise NotImplementedError(f"mechanism {self.name!r} does not report its output's second moments")
 
     @property
     def delta_exact(self) -> float:

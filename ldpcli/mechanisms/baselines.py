@@ -34,8 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from ldpcli.math.lawtests import LawTest
 from ldpcli.math.lazy import special
-from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, RiskEpsilon, declare, register
+from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
+from ldpcli.mechanisms.hooks import RiskEpsilon
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_SQRT_HALF_PI = 0.5 * math.log(math.pi / 2.0)

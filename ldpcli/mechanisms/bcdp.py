@@ -26,7 +26,7 @@ Exact privacy: the release is Σ(used increments) = c_d-LDP (basic composition),
 δ'_i-BCDP with δ'_i = min(c_i + log(1 + q·e^{c_d} − q), c_d) (Prop. 4 part 2 with Prop. 3, as in the
 proof of Thm 2; errata §16), which is ≤ δ̃_i by construction; :meth:`BCDP.feature_levels` recomputes
 it. Exact errors: ``expected_error`` at a vertex is Σ_i 1/Σ_{k≤i} w_k; ``expected_error_max``, the
-supremum over the box, uses each base's second moments (:meth:`Mechanism.second_moments`).
+supremum over the box, uses each base's second moments (:class:`~ldpcli.mechanisms.hooks.SecondMoments`).
 
 ``split`` (``privatize --copies``): the release is one of ``split`` independent copies of the row
 (Alg. 3 privatizes each row twice with c/2): every increment is divided by ``split`` and the
@@ -45,9 +45,10 @@ import numpy as np
 
 from ldpcli.errors import UsageError
 from ldpcli.math.domains import LINF_BOX
+from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms import feature_levels as fl
+from ldpcli.mechanisms import hooks
 from ldpcli.mechanisms.base import (
-    LawTest,
     Mechanism,
     MechanismSpec,
     OptionSpec,
@@ -268,7 +269,7 @@ class BCDP(Mechanism):
         """sup over the box of E‖ν̂ − x‖².
 
         Each release k has E[Y Yᵀ] = a_k·uuᵀ + b_k(I − uuᵀ) for its suffix's direction u
-        (:meth:`Mechanism.second_moments`), so the error is Σ_k Σ_{i≥k} ω_{ik}²·(b_k + (a_k − b_k)u_i²)
+        (:func:`~ldpcli.mechanisms.hooks.second_moments`), so the error is Σ_k Σ_{i≥k} ω_{ik}²·(b_k + (a_k − b_k)u_i²)
         − Σ_i x_i²·Σ_k ω_{ik}². The supremum is approached as x → 0 with each suffix pointing where
         its term is largest: ω_{ik} decreases in i, so along coordinate k when a_k ≥ b_k and along the
         last when a_k < b_k; x_k = t^k (t → 0) points every suffix at its first coordinate and x = t·e_d
@@ -278,7 +279,7 @@ class BCDP(Mechanism):
         lengths, log_total = self._segments
         total = 0.0
         for k, (part, log_w) in enumerate(zip(self.parts, self._log_weights)):
-            along, across = part.second_moments()
+            along, across = hooks.second_moments(part)
             omega_sq = np.exp(2.0 * (log_w - log_total[k:]))  # ω_{ik}² on the runs i ≥ start_k
             total += across * float(np.sum(lengths[k:] * omega_sq))
             total += max((along - across) * omega_sq[0], (along - across) * omega_sq[-1])
@@ -358,7 +359,7 @@ class BCDP(Mechanism):
         """With one release (every level at least c_d) the output is the base mechanism's on the ball
         of radius L√d, and its law tests apply; a weighted sum of several releases has no closed-form law."""
         if len(self.parts) == 1:
-            return self.parts[0].law_tests(x, z)
+            return hooks.law_tests(self.parts[0], x, z)
         raise NotImplementedError(
             f"bcdp with {len(self.parts)} releases: the output is a weighted sum of independent releases of "
             "overlapping suffixes, whose law has no closed form to test against"
@@ -368,7 +369,7 @@ class BCDP(Mechanism):
         """Σ over the releases of each base mechanism's own second route to its level."""
         total = 0.0
         for part in self.parts:
-            total += part.audit_epsilon()[0]
+            total += hooks.audit_epsilon(part)[0]
         return total, f"sum over the {len(self.parts)} releases of each {self.base} release's own second route"
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 
 from ldpcli.math import sphere as sm
-from ldpcli.mechanisms.base import LawTest, Mechanism, register
+from ldpcli.math.lawtests import LawTest
+from ldpcli.mechanisms.base import Mechanism, register
 
 _LOG_SQRT_HALF_PI = 0.5 * math.log(0.5 * math.pi)
 

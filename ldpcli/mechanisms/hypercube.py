@@ -54,7 +54,8 @@ import numpy as np
 
 from ldpcli.math import sphere as sm
 from ldpcli.math.domains import LINF_BOX
-from ldpcli.mechanisms.base import LawTest, Mechanism, register
+from ldpcli.math.lawtests import LawTest
+from ldpcli.mechanisms.base import Mechanism, register
 
 #: Loader's Stirling remainder δ(k) = log k! − [(k + ½)·log k − k + ½·log 2π] for k < 16 (δ(0) = 0),
 #: evaluated in 40-digit arithmetic and rounded to double (the same formula in doubles loses ~10

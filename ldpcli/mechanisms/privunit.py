@@ -45,7 +45,8 @@ import numpy as np
 
 from ldpcli.errors import UsageError
 from ldpcli.math import sphere as sm
-from ldpcli.mechanisms.base import LawTest, Mechanism, register
+from ldpcli.math.lawtests import LawTest
+from ldpcli.mechanisms.base import Mechanism, register
 
 _RTOL = 4 * np.finfo(float).eps
 _Y_HALF = 2.0 * math.atanh(0.5)  # the cap logit of γ = 1/2

@@ -66,8 +66,9 @@ from typing import Any
 import numpy as np
 
 from ldpcli.math import sphere as sm
+from ldpcli.math.lawtests import LawTest
 from ldpcli.math.lazy import special
-from ldpcli.mechanisms.base import LawTest, Mechanism, register
+from ldpcli.mechanisms.base import Mechanism, register
 
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT_HALF_PI = math.sqrt(math.pi / 2.0)

@@ -46,7 +46,9 @@ import numpy as np
 
 from ldpcli.errors import UsageError
 from ldpcli.math import sphere as sm
-from ldpcli.mechanisms.base import LawTest, Mechanism, OptionSpec, RiskEpsilon, declare, register
+from ldpcli.math.lawtests import LawTest
+from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
+from ldpcli.mechanisms.hooks import RiskEpsilon
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.scalar import K_MAX, K_REL_MAX, ScalarDP
 

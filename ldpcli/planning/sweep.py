@@ -54,6 +54,7 @@ from ldpcli.mechanisms import Mechanism, MechanismSpec, PrivUnit2, get_mechanism
 from ldpcli.mechanisms.base import check_common, check_count
 from ldpcli.planning.compare import DEFAULT_DELTA as DEFAULT_DELTA  # re-exported: the sweep table's δ is params'
 from ldpcli.planning.compare import comparison_options
+from ldpcli.release.randomness import digest_key, keyed_generator, root_seed
 from ldpcli.release.safety import check_epsilon, clip_warning
 
 #: Points of a range grid ``A:B`` when none is given.
@@ -357,13 +358,11 @@ class _DataSource:
                             batch_rows=rows, granule=lambda _d: 1)
 
 
-def _generator(seed_entropy: int, row: dict[str, Any], mech: Mechanism) -> np.random.Generator:
-    """The grid point's own generator: the run's entropy and a key naming the point."""
+def _generator(root: np.random.SeedSequence, row: dict[str, Any], mech: Mechanism) -> np.random.Generator:
+    """The grid point's own generator: the run's root and a key naming the point."""
     key = json.dumps({"spec": mech.spec.to_dict(), "d": row["d"], "n": row["n"], "inputs": row["inputs"]},
                      sort_keys=True)
-    words = np.frombuffer(hashlib.sha256(key.encode()).digest(), dtype="<u4")
-    child = np.random.SeedSequence(seed_entropy, spawn_key=tuple(int(word) for word in words))
-    return np.random.Generator(np.random.PCG64(child))
+    return keyed_generator(root, *digest_key(hashlib.sha256(key.encode()).digest()))
 
 
 def _simulate_all(
@@ -377,8 +376,7 @@ def _simulate_all(
     warn: Callable[[str], None],
 ) -> None:
     """Fill the empirical columns of every job's row."""
-    entropy = np.random.SeedSequence(seed).entropy
-    assert isinstance(entropy, int)
+    root = root_seed(seed)
     if on_start is not None:
         on_start(sum(trials * row["n"] for row, _ in jobs))
     lock = threading.Lock()
@@ -394,7 +392,7 @@ def _simulate_all(
     clipped: dict[tuple[str, float], tuple[int, Mechanism]] = {}
 
     def run(row: dict[str, Any], mech: Mechanism) -> None:
-        rng = _generator(entropy, row, mech)
+        rng = _generator(root, row, mech)
         if source is None:
             errors = simulate_boundary(mech, row["n"], trials, rng, report)
         else:

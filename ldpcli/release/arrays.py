@@ -29,6 +29,7 @@ from ldpcli.errors import LdpError
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.release.randomness import rng_from
 from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, clip_warning, release_warnings
 
 #: Rows privatized at once (the memory of a batch is a few copies of rows × d doubles).
@@ -122,17 +123,6 @@ def _warn(text: str | None) -> None:
         warnings.warn(text, LdpWarning, stacklevel=3)
 
 
-def _generator(rng: np.random.Generator | int | None) -> tuple[np.random.Generator, bool | None]:
-    """(the generator, whether the output is reproducible) from ``rng``."""
-    if rng is None:
-        return np.random.default_rng(), False
-    if isinstance(rng, np.random.Generator):
-        return rng, None
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
-        return np.random.default_rng(int(rng)), True
-    raise TypeError(f"rng must be a numpy.random.Generator, a non-negative int seed or None, got {rng!r}")
-
-
 def _is_pandas(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "pandas"
 
@@ -177,7 +167,7 @@ def privatize(
         limit = check_clip_fraction(fail_on_clip, "fail_on_clip")
         if dtype is not None:
             check_dtype(dtype)
-        generator, reproducible = _generator(rng)
+        generator, reproducible = rng_from(rng)
         if isinstance(x, np.ndarray) or not (_is_pandas(x) or _is_arrow(x)):
             if column is not None or columns is not None or keep:
                 raise TypeError("column, columns and keep apply to tables; x is an array")

@@ -14,6 +14,15 @@ engine or partitioning runs them: only on the seed, the input and the row's posi
   same output on any machine, whatever the file is called.
 
 Neither the seed nor anything derived from it (the key, the root's state) is written anywhere.
+
+This module is the one home of keyed randomness; the rest of the house asks it for generators:
+
+- :func:`root_seed` (seed) → the run's root ``SeedSequence``;
+- :func:`keyed_generator` (root, *key) → ``PCG64(SeedSequence(root, spawn_key=(*root's, *key)))``,
+  one independent stream per key (a key block of a file, a sweep's grid point, a training stream);
+- :func:`digest_key` (a SHA-256 digest) → the eight 32-bit words of a key that names content;
+- :func:`input_key` and :func:`block_generators` for the key blocks of an input;
+- :func:`rng_from` (a Generator, a seed or None) → the generator of a library call on arrays.
 """
 
 from __future__ import annotations
@@ -49,13 +58,28 @@ def root_seed(seed: int | None) -> np.random.SeedSequence:
     return np.random.SeedSequence(seed)
 
 
+def keyed_generator(root: np.random.SeedSequence, *key: int) -> np.random.Generator:
+    """The generator of the stream named ``key`` under ``root``: the same draws every time it is made.
+
+    ``PCG64(SeedSequence(root.entropy, spawn_key=(*root.spawn_key, *key)))``: streams with different
+    keys are independent (numpy's ``SeedSequence`` hashes the entropy and the key together), and
+    with no key it is the root's own stream (``numpy.random.default_rng(seed)`` for a root from ``seed``).
+    """
+    child = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, *key))
+    return np.random.Generator(np.random.PCG64(child))
+
+
+def digest_key(digest: bytes) -> tuple[int, ...]:
+    """The key that a SHA-256 digest names: its 32 bytes as eight little-endian 32-bit words."""
+    return tuple(int(word) for word in np.frombuffer(digest, dtype="<u4"))
+
+
 def input_key(path: str | os.PathLike[str], columns: Sequence[str], spec: MechanismSpec) -> tuple[int, ...]:
     """Eight 32-bit words naming one input of a seeded run: its bytes, its vector columns, the spec."""
     digest = hashlib.sha256()
     digest.update(bytes.fromhex(file_sha256(path)))
     digest.update(json.dumps({"columns": list(columns), "spec": spec.to_dict()}, sort_keys=True).encode())
-    words = np.frombuffer(digest.digest(), dtype="<u4")
-    return tuple(int(word) for word in words)
+    return digest_key(digest.digest())
 
 
 def block_generators(
@@ -70,6 +94,20 @@ def block_generators(
     if first_row % block:
         raise ValueError(f"a batch starting at row {first_row} is not aligned to key blocks of {block} rows")
     for start in range(0, rows, block):
-        index = (first_row + start) // block
-        child = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, *key, index))
-        yield slice(start, min(rows, start + block)), np.random.Generator(np.random.PCG64(child))
+        yield slice(start, min(rows, start + block)), keyed_generator(root, *key, (first_row + start) // block)
+
+
+def rng_from(rng: np.random.Generator | int | None) -> tuple[np.random.Generator, bool | None]:
+    """(the generator, whether the output is reproducible) for a call given ``rng``.
+
+    None: a generator from OS entropy (not reproducible); a ``numpy.random.Generator``: itself
+    (reproducible only if the caller seeded it: unknown here, None); a non-negative int: the root
+    stream of that seed (``numpy.random.default_rng(seed)``, reproducible).
+    """
+    if rng is None:
+        return np.random.default_rng(), False
+    if isinstance(rng, np.random.Generator):
+        return rng, None
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
+        return np.random.default_rng(int(rng)), True
+    raise TypeError(f"rng must be a numpy.random.Generator, a non-negative int seed or None, got {rng!r}")

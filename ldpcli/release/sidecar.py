@@ -36,7 +36,7 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
 ``features`` (optional: ``bcdp``)
     each group of features by its level: the level asked for, the budget c, the BCDP level the
     release grants (recomputed by Prop. 4) and its error, and the sub-releases
-    (:meth:`ldpcli.mechanisms.Mechanism.feature_section`).
+    (:func:`ldpcli.mechanisms.hooks.feature_section`).
 ``signature`` (optional)
     the data owner's Ed25519 signature of the rest of the document (:mod:`ldpcli.release.signing`: its
     algorithm, the signer's public key and the value). ``load_sidecar`` reads a sidecar with or
@@ -80,6 +80,7 @@ from ldpcli.io.jsonfile import read_json
 from ldpcli.math.kernels import kernel_name
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms.base import MechanismSpec
+from ldpcli.mechanisms.hooks import feature_section
 from ldpcli.release.randomness import BIT_GENERATOR
 from ldpcli.release.rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
 from ldpcli.release.safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
@@ -264,7 +265,7 @@ def build_sidecar(
     }
     if reconstruction is not None:
         content["reconstruction"] = reconstruction
-    features = mechanism.feature_section()
+    features = feature_section(mechanism)
     if features is not None:
         content["features"] = features
     return content

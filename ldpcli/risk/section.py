@@ -1,6 +1,6 @@
 """The reconstruction section of ``ldp params``, ``ldp risk`` and every sidecar: Prop. 1 for a release.
 
-For each level of :meth:`ldpcli.mechanisms.Mechanism.risk_epsilons` (the conservative one first),
+For each level of :func:`ldpcli.mechanisms.hooks.risk_epsilons` (the conservative one first),
 the bounds of :func:`ldpcli.risk.diffuse.diffuse_risks` on reconstructing the direction of a
 k-dimensional orthonormal projection of one row (default k = d: the whole direction) under a prior
 whose density is at most e^ρ0 times uniform (default ρ0 = 0), at a few accuracies a
@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ldpcli.mechanisms import Mechanism, RiskEpsilon
+from ldpcli.mechanisms import Mechanism
+from ldpcli.mechanisms.hooks import RiskEpsilon, risk_epsilons
 from ldpcli.risk.diffuse import STANDARD_A, TARGET, diffuse_risks
 
 #: How errors name the section's choices in ``ldp params`` and ``ldp privatize``.
@@ -55,7 +56,7 @@ def reconstruction(
     """
     if mech.d < 2 and k is None:
         return None
-    levels = mech.risk_epsilons()
+    levels = risk_epsilons(mech)
     if copies > 1:
         levels = [level._replace(
             epsilon=None if level.epsilon is None else copies * level.epsilon,

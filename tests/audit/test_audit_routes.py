@@ -1,4 +1,4 @@
-"""Second routes to ε (``Mechanism.audit_epsilon``) for every mechanism but PrivUnit2.
+"""Second routes to ε (each mechanism's ``audit_epsilon``) for every mechanism but PrivUnit2.
 
 Each route must agree with ``epsilon_exact`` within the audit's tolerance over a (d, ε) grid, must
 disagree (or make ``ldp audit`` fail) on a deliberately broken calibration, and the full audit must

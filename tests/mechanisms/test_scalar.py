@@ -12,7 +12,8 @@ from scipy import stats
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import get_mechanism, mechanism_names
-from ldpcli.mechanisms.scalar import ALPHA0_MIN, K_MAX, K_REL_MAX, ScalarDP, ScalarRelDP, default_k
+from ldpcli.mechanisms.scalar import K_MAX, K_REL_MAX, ScalarDP, default_k
+from ldpcli.mechanisms.scalar_rel import ALPHA0_MIN, ScalarRelDP
 
 # --- the papers' algorithms, written out independently of the module ---------------------------
 

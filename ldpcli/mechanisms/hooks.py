@@ -1,0 +1,161 @@
+"""What a mechanism may have beyond the base: the audit's, the risk's and the per-feature hooks.
+
+:class:`~ldpcli.mechanisms.base.Mechanism` is what every mechanism is (calibrate, privatize, ε,
+its errors, describe). The methods here are what some mechanisms also have, each asked for by one
+part of the house. A mechanism has one by defining the method (no base class to inherit: the
+protocols are structural and ``runtime_checkable``); the callers ask through the adapter functions
+below, which say what a mechanism without the method gives.
+
+- The audit (:mod:`ldpcli.audit.claims`): :class:`PrivacyRoute` (``audit_epsilon``, a second route
+  to the exact privacy level) and :class:`LawTested` (``law_tests``, goodness-of-fit tests of the
+  output's exact law). Without them the audit reports the check as unavailable, not failed.
+- The reconstruction risk (:mod:`ldpcli.risk.section`, ``ldp attack``): :class:`RiskLevels`
+  (``risk_epsilons``, the levels that bound reconstruction). Without it: ``epsilon_exact``.
+- Per-feature privacy (:mod:`ldpcli.mechanisms.bcdp`): :class:`SecondMoments` of a base mechanism's
+  output, which bcdp combines into its exact worst-case error, and :class:`FeatureSection`, the
+  per-feature table that ``ldp params`` prints and the sidecar stores. The spec-level hooks of bcdp
+  (options that name columns, copies that split a budget) are in :mod:`ldpcli.mechanisms.base`
+  beside :class:`~ldpcli.mechanisms.base.MechanismSpec`, which asks for them.
+
+A mechanism that has a method but cannot answer for its calibrated parameters (the law of a sum of
+releases, a calibration without a second route) raises NotImplementedError from it, saying why; the
+adapters raise the same for a mechanism without the method.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+from ldpcli.math.lawtests import LawTest
+from ldpcli.mechanisms.base import Mechanism
+
+# --------------------------------------------------------------------------- the audit
+
+
+@runtime_checkable
+class PrivacyRoute(Protocol):
+    """A mechanism whose exact privacy level can be recomputed by a second route."""
+
+    def audit_epsilon(self) -> tuple[float, str]:
+        """The exact privacy level recomputed by a second route, independent of the calibration code.
+
+        Returns (ε, a one-line description of the route). ``ldp audit`` compares it with
+        ``epsilon_exact``.
+        """
+        ...
+
+
+@runtime_checkable
+class LawTested(Protocol):
+    """A mechanism with goodness-of-fit tests of its output against the output's exact law."""
+
+    def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+        """Goodness-of-fit tests of ``z`` against the exact law of the output for the input ``x``.
+
+        ``x`` is one input row (shape (d,), in the domain), ``z`` the (n, d) privatized copies of
+        it. Each test compares a statistic of the rows (a cosine, an agreement count, a grid value, a
+        standardised noise) with its exact law under the calibrated parameters and returns its
+        p-value; ``ldp audit`` applies a Bonferroni correction over all tests of all inputs. The
+        tests must not depend on ``z`` for their choice (fixed directions are seeded constants).
+        """
+        ...
+
+
+def audit_epsilon(mech: Mechanism) -> tuple[float, str]:
+    """``mech.audit_epsilon()``; NotImplementedError for a mechanism without a second route."""
+    if not isinstance(mech, PrivacyRoute):
+        raise NotImplementedError(f"mechanism {mech.name!r} has no second route to its privacy level")
+    return mech.audit_epsilon()
+
+
+def law_tests(mech: Mechanism, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+    """``mech.law_tests(x, z)``; NotImplementedError for a mechanism without tests of its law."""
+    if not isinstance(mech, LawTested):
+        raise NotImplementedError(f"mechanism {mech.name!r} has no tests of its output's law")
+    return mech.law_tests(x, z)
+
+
+# --------------------------------------------------------------------------- the reconstruction risk
+
+
+class RiskEpsilon(NamedTuple):
+    """A privacy level that bounds reconstruction (:func:`risk_epsilons`), and when it applies.
+
+    Bhowmick et al. 2018, Lemma 2.2: if the release is ε-LDP, the chance of reconstructing f(X)
+    after seeing any output is at most e^ε times the prior's. ``epsilon`` is None when the
+    mechanism gives no such per-output guarantee (an (ε, δ) mechanism with δ > 0: Sec. 4.4.1, "these
+    weakenings can never actually protect against a reconstruction breach for all possible
+    observations z"). ``conservative`` marks the level that holds with no assumption on the prior.
+    """
+
+    name: str
+    epsilon: float | None
+    applies: str
+    conservative: bool
+
+
+@runtime_checkable
+class RiskLevels(Protocol):
+    """A mechanism whose levels that bound reconstruction are not (only) its ``epsilon_exact``."""
+
+    def risk_epsilons(self) -> list[RiskEpsilon]:
+        """The levels that bound reconstruction from this release, the conservative one first.
+
+        ``separated`` adds the direction's ε₁, under a stated assumption on the prior; the
+        Gaussian baseline has no per-output level.
+        """
+        ...
+
+
+def risk_epsilons(mech: Mechanism) -> list[RiskEpsilon]:
+    """The levels that bound reconstruction from ``mech``'s release, the conservative one first.
+
+    Every pure ε-LDP mechanism: ``epsilon_exact``, for every target f(X) and every prior
+    (Bhowmick et al. 2018, Lemma 2.2); a mechanism with more structure says more (:class:`RiskLevels`).
+    """
+    if isinstance(mech, RiskLevels):
+        return mech.risk_epsilons()
+    return [RiskEpsilon("release", mech.epsilon_exact, "any target and any prior (Lemma 2.2: the release is "
+                        f"{mech.epsilon_exact:.6g}-LDP)", True)]
+
+
+# --------------------------------------------------------------------------- per-feature privacy (bcdp)
+
+
+@runtime_checkable
+class SecondMoments(Protocol):
+    """A rotation-equivariant ℓ2 mechanism that reports its output's second moments."""
+
+    def second_moments(self) -> tuple[float, float]:
+        """(E⟨Z, u⟩², E⟨Z, w⟩²) for the unit direction u of the (rounded) input and any unit w ⊥ u.
+
+        For a mechanism that rounds its input to ±L·u without bias and is rotation-equivariant, the
+        second-moment matrix of the output is E[ZZᵀ] = a·uuᵀ + b·(I − uuᵀ) for every input in the
+        ball, whatever its norm: this gives (a, b), and a + (d − 1)·b = E‖Z‖².
+        """
+        ...
+
+
+def second_moments(mech: Mechanism) -> tuple[float, float]:
+    """``mech.second_moments()`` (:class:`SecondMoments`); NotImplementedError for a mechanism whose
+    output covariance has no such form."""
+    if not isinstance(mech, SecondMoments):
+        raise NotImplementedError(f"mechanism {mech.name!r} does not report its output's second moments")
+    return mech.second_moments()
+
+
+@runtime_checkable
+class FeatureSection(Protocol):
+    """A mechanism whose features have different guarantees and errors (bcdp)."""
+
+    def feature_section(self) -> dict[str, Any]:
+        """Per-feature guarantees and errors: ``ldp params`` prints it and the sidecar stores it as
+        its ``features`` section."""
+        ...
+
+
+def feature_section(mech: Mechanism) -> dict[str, Any] | None:
+    """``mech.feature_section()`` for a mechanism whose features differ, else None."""
+    return mech.feature_section() if isinstance(mech, FeatureSection) else None
