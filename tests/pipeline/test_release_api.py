@@ -184,3 +184,22 @@ def test_numpydoc_sections_on_the_public_api() -> None:
     for method in ("mean", "group_means", "regress", "answer", "attack", "to_dict"):
         assert "Returns\n        -------" in getattr(ldpcli.Release, method).__doc__, method
     assert math.isfinite(ldpcli.Release.from_dict(ldpcli.privatize(unit_rows(5, 2), epsilon=1.0)[1].to_dict()).n)
+
+
+def test_open_release_with_the_owners_key(tmp_path: Path) -> None:
+    from ldpcli.release.signing import create_key
+
+    ledger = tmp_path / "owner" / "ledger.json"
+    owner = create_key(ledger)
+    src = tmp_path / "x.parquet"
+    write_list(src, unit_rows(60, 4))
+    out = tmp_path / "x.private.parquet"
+    written = ldpcli.privatize_file(src, out, epsilon=2.0, ledger=ldpcli.Ledger.open(ledger))
+    assert written.result is not None and written.result.signed_by == owner.public_key.text
+    trusted = ldpcli.open_release(out, trust=owner.public_key.text)
+    assert trusted.trust == owner.public_key and written.trust is None
+    assert trusted.mean().signature["files"][0]["trusted"] is True  # the jobs check the key too
+    assert written.mean().signature["files"][0]["trusted"] is False
+    mallory = create_key(tmp_path / "mallory" / "ledger.json")
+    with pytest.raises(ldpcli.DataError, match="untrusted signature"):
+        ldpcli.open_release(out, trust=mallory.public_key)
