@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ldpcli.estimators.mean import MeanEstimate
     from ldpcli.mechanisms import MechanismSpec
     from ldpcli.release.dataset import DatasetResult
+    from ldpcli.release.engines import DaskEngine
     from ldpcli.release.file import PrivatizeResult
 
 PathLike = str | os.PathLike[str]
@@ -407,7 +408,8 @@ def privatize_file(src: PathLike, dst: PathLike | None = None, *, epsilon: float
     return dataclasses.replace(release, n_clipped=result.n_clipped, result=result)
 
 
-def privatize_dataset(inputs: Paths, output_dir: PathLike, *, epsilon: float, **options: Any) -> Release:
+def privatize_dataset(inputs: Paths, output_dir: PathLike, *, epsilon: float, engine: DaskEngine | None = None,
+                      **options: Any) -> Release:
     """Privatize files into a dataset directory of parts, one task per part: ``ldp privatize --engine dask``.
 
     Parameters
@@ -418,10 +420,12 @@ def privatize_dataset(inputs: Paths, output_dir: PathLike, *, epsilon: float, **
         The dataset directory to write (its parts, their sidecars and the manifest).
     epsilon : float
         The privacy level ε.
+    engine : DaskEngine or None
+        The Dask cluster that runs one task per part (:class:`~ldpcli.release.engines.DaskEngine`);
+        None runs the tasks one after the other in this process.
     **options
-        The keywords of :func:`ldpcli.release.dataset.privatize_dataset`: ``engine`` (a
-        :class:`~ldpcli.release.engines.DaskEngine`; default None, the tasks in this process),
-        ``part_rows``, and those of :func:`privatize_file`.
+        The keywords of :func:`ldpcli.release.dataset.privatize_dataset`: ``part_rows``, and those
+        of :func:`privatize_file`.
 
     Returns
     -------
@@ -431,7 +435,7 @@ def privatize_dataset(inputs: Paths, output_dir: PathLike, *, epsilon: float, **
     """
     from ldpcli.release.dataset import privatize_dataset as privatize_parts
 
-    result = privatize_parts(inputs, output_dir, epsilon=epsilon, **{"engine": None, **options})
+    result = privatize_parts(inputs, output_dir, engine=engine, epsilon=epsilon, **options)
     release = open_release(result.output)
     return dataclasses.replace(release, n_clipped=result.n_clipped, result=result)
 
