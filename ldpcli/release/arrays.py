@@ -40,7 +40,7 @@ from ldpcli.release.safety import check_clip_fraction, check_clipping, check_eps
 #: Rows privatized at once (the memory of a batch is a few copies of rows × d doubles).
 _BATCH_VALUES = 2**22
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
-R = TypeVar("R", bound="ReleaseRecord")
+RecordT = TypeVar("RecordT", bound="ReleaseRecord")
 
 
 class LdpWarning(UserWarning):
@@ -116,7 +116,7 @@ class ReleaseRecord:
         }
 
     @classmethod
-    def from_dict(cls: type[R], data: Mapping[str, Any]) -> R:
+    def from_dict(cls: type[RecordT], data: Mapping[str, Any]) -> RecordT:
         """Inverse of :meth:`to_dict`: the mechanism is re-calibrated from its public spec.
 
         Parameters
@@ -139,7 +139,7 @@ class ReleaseRecord:
                 reproducible=data.get("reproducible"), warnings=tuple(data.get("warnings", ())),
             )
         except (KeyError, TypeError) as exc:
-            raise ValueError(f"not a release description: {exc!r} is missing or malformed") from None
+            raise ValueError(f"not a Release description: {exc!r} is missing or malformed") from None
         except LdpError as exc:
             raise ValueError(_python_words(str(exc))) from None
 
