@@ -1,9 +1,43 @@
-"""ldp: privatize vector datasets under local differential privacy.
+"""ldp: privatize vector datasets under local differential privacy, and analyse what was released.
 
-The array API is importable from here (loaded on first use, so ``ldp --help`` stays fast):
-``ldpcli.privatize(x, eps=…)`` → (privatized rows, :class:`~ldpcli.release.arrays.Release`) and
-``ldpcli.estimate_mean(z, release)``; see :mod:`ldpcli.release.arrays`. The file API is
-:func:`ldpcli.release.file.privatize_file` and :func:`ldpcli.analysis.estimate.estimate_mean`.
+The public API is these names (each loaded on first use, so ``import ldpcli`` and ``ldp --help``
+stay fast and load neither pyarrow nor scipy):
+
+Making a release
+    ``privatize(x, epsilon=…, mechanism="privunit2", norm_bound=1.0, rng=None)``
+        Privatize the rows of a numpy array, pyarrow Table or pandas DataFrame in memory; returns
+        ``(privatized rows, Release)``. ``eps`` is an alias of ``epsilon``.
+    ``privatize_file(src, dst, epsilon=…, …)``
+        ``ldp privatize``: a file and its sidecar; returns the written :class:`Release`.
+    ``privatize_dataset(inputs, output_dir, epsilon=…, engine=…)``
+        ``ldp privatize --engine dask``: a dataset directory of parts; returns its :class:`Release`.
+
+Holding a release
+    ``open_release(paths, trust=None)``
+        Privatized files (a file, the shards of one job, a dataset directory) opened as one
+        :class:`Release`, checked against their sidecars and signatures.
+    ``Release``
+        A privatization's public description (``spec``, ``mechanism``, ``n``, ``d``,
+        ``epsilon_total``, ``sidecar``, ``paths``) and the jobs on its files: ``.mean()``,
+        ``.group_means(column)``, ``.regress(label)``, ``.answer(workload)``, ``.attack(raw)``.
+    ``estimate_mean(z, release)``
+        The mean of the raw rows from privatized rows held in memory (``privatize``'s output);
+        for files, ``open_release(paths).mean()``.
+
+Parameters and records
+    ``MechanismSpec``
+        The public choices of a mechanism (name, ε, calibration, L, options); ``.calibrate(d)``.
+    ``Ledger``
+        The data owner's ledger of releases and spent ε (``Ledger.open()``; pass ``ledger=`` to
+        ``privatize_file`` to record a release and enforce ``max_budget``).
+
+Errors and warnings
+    ``LdpError`` (base), ``UsageError`` (impossible options), ``DataError`` (unusable data or a
+    release that fails its checks), ``LdpWarning`` (a legal release to look at twice).
+
+Everything else (the mechanisms, estimators, risk bounds, the sidecar format) is in the
+subpackages: ``ldpcli.math``, ``io``, ``mechanisms``, ``estimators``, ``risk``, ``audit``,
+``release``, ``analysis``, ``planning``, ``learn``, ``cli`` (the README's package map).
 """
 
 from __future__ import annotations
@@ -12,15 +46,34 @@ import importlib
 from typing import Any
 
 from ldpcli._version import __version__
+from ldpcli.errors import DataError, LdpError, UsageError
 
-_API = ("privatize", "estimate_mean", "Release", "LdpWarning")
+#: Each lazily loaded public name and the module that defines it.
+_LAZY = {
+    "privatize": "ldpcli.analysis.release",
+    "privatize_file": "ldpcli.analysis.release",
+    "privatize_dataset": "ldpcli.analysis.release",
+    "open_release": "ldpcli.analysis.release",
+    "Release": "ldpcli.analysis.release",
+    "estimate_mean": "ldpcli.release.arrays",
+    "LdpWarning": "ldpcli.release.arrays",
+    "MechanismSpec": "ldpcli.mechanisms",
+    "Ledger": "ldpcli.release.ledger",
+}
 
 
 def __getattr__(name: str) -> Any:
-    """The array API (:mod:`ldpcli.release.arrays`), imported when first asked for (PEP 562)."""
-    if name in _API:
-        return getattr(importlib.import_module("ldpcli.release.arrays"), name)
-    raise AttributeError(f"module 'ldpcli' has no attribute {name!r}")
+    """A public name, imported from its module when first asked for (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'ldpcli' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value  # asked once: later lookups find it without this hook
+    return value
 
 
-__all__ = ["__version__", *_API]
+def __dir__() -> list[str]:
+    """The module's names with the public ones not loaded yet (PEP 562)."""
+    return sorted({*globals(), *_LAZY})
+
+
+__all__ = ["__version__", "LdpError", "UsageError", "DataError", *_LAZY]

@@ -199,6 +199,19 @@ class MechanismSpec:
 
     ``ldp params``, ``privatize``, ``audit``, the comparison and the sidecar all build their
     mechanism from one of these: ``spec.calibrate(d)``.
+
+    Parameters
+    ----------
+    name : str
+        A registered mechanism (:func:`mechanism_names`).
+    epsilon : float
+        The privacy level ε asked for.
+    calibration : str or None
+        One of the mechanism's ``calibrations`` (None: its default, resolved by :meth:`validated`).
+    norm_bound : float
+        The public bound L of the rows' domain.
+    options : Mapping
+        The mechanism's own options (``Mechanism.options``: ``delta``, ``k``…).
     """
 
     name: str

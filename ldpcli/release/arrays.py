@@ -1,16 +1,22 @@
-"""The Python API for arrays and tables, beside the file API: :func:`privatize` and :func:`estimate_mean`.
+"""The workhorses of the Python API for arrays and tables: :func:`privatize_rows` and :func:`estimate_mean`.
 
-``ldpcli.privatize(x, eps=…)`` privatizes a numpy array of rows, a pyarrow Table or a pandas
-DataFrame in memory and returns the privatized rows (same kind as ``x``) with a :class:`Release`,
-the public description of what was done (what a sidecar holds for a file). ``ldpcli.estimate_mean(z,
-release)`` estimates the mean of the raw rows from the privatized ones. Both run the same code as
-``ldp privatize`` and ``ldp estimate-mean``: the registered mechanisms, the domain's projection,
-the safety checks of :mod:`ldpcli.release.safety` (ε range, near-exact releases, clipping, baselines, id and
-free-text columns), in batches so that memory stays bounded.
+``privatize_rows(x, epsilon=…)`` privatizes a numpy array of rows, a pyarrow Table or a pandas
+DataFrame in memory and returns the privatized rows (same kind as ``x``) with a
+:class:`ReleaseRecord`, the public description of what was done (what a sidecar holds for a
+file). :func:`estimate_mean` estimates the mean of the raw rows from the privatized ones. Both run
+the same code as ``ldp privatize`` and ``ldp estimate-mean``: the registered mechanisms, the
+domain's projection, the safety checks of :mod:`ldpcli.release.safety` (ε range, near-exact
+releases, clipping, baselines, id and free-text columns), in batches so that memory stays bounded.
+
+Users reach them as ``ldpcli.privatize`` (:func:`ldpcli.analysis.release.privatize`, which wraps the
+record into the one :class:`ldpcli.Release <ldpcli.analysis.release.Release>`, a subclass of
+:class:`ReleaseRecord`) and ``ldpcli.estimate_mean``. The record lives here, in the release layer,
+because privatizing needs nothing above it; the jobs a Release runs on its files are in
+``ldpcli.analysis``.
 
 Errors speak Python: bad arguments raise :class:`ValueError` (or :class:`TypeError` for a wrong
-type) naming the keyword (``eps``, ``norm_bound``), not a CLI flag. Warnings (a baseline mechanism,
-many clipped rows, kept columns released as they are) are :class:`LdpWarning`\\ s.
+type) naming the keyword (``epsilon``, ``norm_bound``), not a CLI flag. Warnings (a baseline
+mechanism, many clipped rows, kept columns released as they are) are :class:`LdpWarning`\\ s.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -35,6 +41,7 @@ from ldpcli.release.safety import check_clip_fraction, check_clipping, check_eps
 #: Rows privatized at once (the memory of a batch is a few copies of rows × d doubles).
 _BATCH_VALUES = 2**22
 _FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
+RecordT = TypeVar("RecordT", bound="ReleaseRecord")
 
 
 class LdpWarning(UserWarning):
@@ -42,15 +49,32 @@ class LdpWarning(UserWarning):
 
 
 @dataclass(frozen=True)
-class Release:
+class ReleaseRecord:
     """The public description of one privatization: what a sidecar records for a file.
 
-    ``mechanism`` is the calibrated mechanism (its spec re-creates it); ``n`` the rows released;
-    ``columns``/``keep`` the vector and pass-through columns of a table input (None/() for an
-    array); ``reproducible`` is True for an integer seed, False for OS entropy and None for a
-    caller's generator (reproducible by whoever can re-create it). ``n_clipped`` (rows moved onto
-    the bound) is a statistic of the raw data: it is for the caller and is left out of
-    :meth:`to_dict`.
+    The base of :class:`ldpcli.Release <ldpcli.analysis.release.Release>`, which adds where the
+    privatized rows are (files with their sidecars, or the caller's memory) and the jobs on them.
+
+    Parameters
+    ----------
+    mechanism : Mechanism
+        The calibrated mechanism (its ``spec`` re-creates it).
+    n : int
+        The rows released.
+    columns : tuple of str or None
+        The vector columns of a table input (None for an array).
+    keep : tuple of str
+        The columns passed through unprivatized.
+    dtype : str
+        ``"float32"`` or ``"float64"``: the type the rows were released as.
+    reproducible : bool or None
+        True for an integer seed, False for OS entropy, None for a caller's generator
+        (reproducible by whoever can re-create it).
+    warnings : tuple of str
+        The sentences a receiver of the rows should read (a baseline, ε forced out of range, kept columns).
+    n_clipped : int
+        Rows moved onto the bound: a statistic of the raw data, for the caller only; left out of
+        :meth:`to_dict` and of comparisons.
     """
 
     mechanism: Mechanism
@@ -73,7 +97,13 @@ class Release:
         return self.mechanism.expected_error_mean(self.n)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict of public parameters and counts only (no seed, no clipped count)."""
+        """The public description as a JSON-able dict.
+
+        Returns
+        -------
+        dict
+            Public parameters and counts only (no seed, no clipped count): what a sidecar holds.
+        """
         return {
             "mechanism": {"spec": self.mechanism.spec.to_dict(), **self.mechanism.describe()},
             "n": self.n,
@@ -87,8 +117,19 @@ class Release:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Release:
-        """Inverse of :meth:`to_dict`: the mechanism is re-calibrated from its public spec."""
+    def from_dict(cls: type[RecordT], data: Mapping[str, Any]) -> RecordT:
+        """Inverse of :meth:`to_dict`: the mechanism is re-calibrated from its public spec.
+
+        Parameters
+        ----------
+        data : Mapping
+            What :meth:`to_dict` returned (after a JSON round trip, say).
+
+        Returns
+        -------
+        ReleaseRecord
+            An instance of the class it is called on (``ldpcli.Release.from_dict`` gives a Release).
+        """
         try:
             spec = MechanismSpec.from_dict(data["mechanism"]["spec"])
             mechanism = spec.calibrate(int(data["d"]))
@@ -127,10 +168,10 @@ def _is_pandas(x: Any) -> bool:
     return type(x).__module__.split(".")[0] == "pandas"
 
 
-def privatize(
+def privatize_rows(
     x: Any,
     *,
-    eps: float,
+    epsilon: float | None = None,
     mechanism: str = "privunit2",
     norm_bound: float = 1.0,
     calibration: str | None = None,
@@ -142,28 +183,40 @@ def privatize(
     force: bool = False,
     fail_on_clip: float | None = None,
     dtype: str | None = None,
+    eps: float | None = None,
     **options: Any,
-) -> tuple[Any, Release]:
-    """Privatize every row of ``x`` under ε-LDP; return ``(privatized, release)``.
+) -> tuple[Any, ReleaseRecord]:
+    """Privatize every row of ``x`` under ε-LDP; return ``(privatized, record)``.
 
-    ``x``: a 2-D numpy array (n, d) of real numbers, a pyarrow Table or a pandas DataFrame (one
-    list column of vectors, or one numeric column per coordinate: ``column``/``columns`` choose,
-    with the same rules and refusals as ``ldp privatize``; ``keep`` columns pass through
-    unprivatized). The result has the kind of ``x``: an (n, d) array (``dtype``, default the
-    input's float32 or float64), or a table with the vector columns privatized and the kept ones.
+    The workhorse of ``ldpcli.privatize`` (:func:`ldpcli.analysis.release.privatize`, which
+    documents the parameters and returns a :class:`~ldpcli.analysis.release.Release` in place of
+    the record). Every output row is an unbiased estimate of its (clipped) input row.
 
-    ``mechanism``, ``calibration`` and ``**options`` (e.g. ``delta=1e-6``, ``k=8``) name a registered
-    mechanism (:func:`ldpcli.mechanisms.mechanism_names`). ``norm_bound`` is the public bound L: rows
-    outside the domain are moved onto it (an :class:`LdpWarning` when more than 1% are;
-    ``fail_on_clip`` = a fraction raises ValueError instead). ``rng``: a Generator, an int seed
-    (reproducible: not for release) or None (OS entropy). ε outside [0.01, 10⁴] needs
-    ``force=True``. Every output row is an unbiased estimate of its (clipped) input row.
+    Parameters
+    ----------
+    x : numpy.ndarray, pyarrow.Table or pandas.DataFrame
+        An (n, d) array of real numbers, or a table (one list column of vectors, or one numeric
+        column per coordinate: ``column``/``columns`` choose, by the rules of ``ldp privatize``).
+    epsilon, eps : float
+        The privacy level ε (``eps`` is an alias; give one of them).
+    mechanism, calibration, norm_bound, **options
+        The mechanism's public spec (:class:`~ldpcli.mechanisms.MechanismSpec`).
+    rng : numpy.random.Generator, int or None
+        A generator, an int seed (reproducible: not for release) or None (OS entropy).
+    column, columns, keep, keep_unsafe, force, fail_on_clip, dtype
+        As for ``ldpcli.privatize``.
+
+    Returns
+    -------
+    tuple
+        The privatized rows, of the kind of ``x``, and the :class:`ReleaseRecord`.
     """
     from ldpcli.io.write import check_dtype, dtype_of_precision
 
     with _python_errors():
-        spec = MechanismSpec(mechanism, eps, calibration, norm_bound, options).validated()
-        forced = check_epsilon(spec.epsilon, force=force, name="eps")
+        level, name = _epsilon(epsilon, eps)
+        spec = MechanismSpec(mechanism, level, calibration, norm_bound, options).validated()
+        forced = check_epsilon(spec.epsilon, force=force, name=name)
         limit = check_clip_fraction(fail_on_clip, "fail_on_clip")
         if dtype is not None:
             check_dtype(dtype)
@@ -188,13 +241,24 @@ def privatize(
     clipped = clip_warning(n_clipped, values.shape[0], mech)
     if clipped is not None and clipped[1]:
         _warn(clipped[0])
-    release = Release(
+    release = ReleaseRecord(
         mechanism=mech, n=values.shape[0], columns=table_out.layout.columns if table_out is not None else None,
         keep=tuple(keep_names), dtype=out_dtype, reproducible=reproducible, warnings=texts, n_clipped=n_clipped,
     )
     if table_out is None:
         return privatized.astype(out_dtype, copy=False), release
     return table_out.build(privatized.astype(out_dtype, copy=False)), release
+
+
+def _epsilon(epsilon: float | None, eps: float | None) -> tuple[float, str]:
+    """The privacy level given as ``epsilon`` or as its alias ``eps``, and the keyword it came by."""
+    if epsilon is not None and eps is not None:
+        raise TypeError(f"give the privacy level once: epsilon={epsilon!r} and its alias eps={eps!r} were both given")
+    if epsilon is not None:
+        return epsilon, "epsilon"
+    if eps is not None:
+        return eps, "eps"
+    raise TypeError("missing the privacy level: pass epsilon=ε (or its alias eps=ε)")
 
 
 def _array_rows(x: Any) -> tuple[np.ndarray, float]:
@@ -295,8 +359,8 @@ def _as_table(x: Any, name: str) -> Any:
 
 
 def _description(description: Any) -> Mechanism:
-    """The calibrated mechanism behind a Release, its dict, a sidecar file or a mechanism."""
-    if isinstance(description, Release):
+    """The calibrated mechanism behind a release record, its dict, a sidecar file or a mechanism."""
+    if isinstance(description, ReleaseRecord):
         return description.mechanism
     if isinstance(description, Mechanism):
         return description
@@ -304,7 +368,7 @@ def _description(description: Any) -> Mechanism:
         if "schema_version" in description:  # a sidecar's content
             spec = MechanismSpec.from_dict(description["mechanism"]["spec"])
             return spec.calibrate(int(description["mechanism"]["d"]))
-        return Release.from_dict(description).mechanism
+        return ReleaseRecord.from_dict(description).mechanism
     if isinstance(description, (str, os.PathLike)):
         from ldpcli.release.sidecar import load_sidecar
 
@@ -317,17 +381,36 @@ def _description(description: Any) -> Mechanism:
 
 
 def estimate_mean(z: Any, description: Any, *, confidence: float = 0.95) -> MeanEstimate:
-    """The mean of the raw rows estimated from privatized rows ``z``, with error bars.
+    """The mean of the raw rows estimated from privatized rows ``z`` held in memory, with error bars.
 
-    ``z``: the privatized (n, d) array (or any subset of its rows: each row is unbiased on its own);
-    ``description``: the :class:`Release` that :func:`privatize` returned, its ``to_dict()``, a
-    sidecar path, or the mechanism. Returns a :class:`~ldpcli.estimators.mean.MeanEstimate`: the
-    mean, its guaranteed expected squared error ``expected_error_max / n``, per-coordinate
-    standard errors and Student-t intervals at ``confidence``.
+    ``ldpcli.estimate_mean``. For the rows of privatized files, ``ldpcli.open_release(paths).mean()``
+    reads them (verified against their sidecars); this function takes rows the caller holds.
+
+    Parameters
+    ----------
+    z : numpy.ndarray, pyarrow.Table or pandas.DataFrame
+        The privatized (n, d) rows, or any subset of them (each row is unbiased on its own); a
+        table needs the release of the table privatization (it names the vector columns).
+    description : Release, dict, path or Mechanism
+        The :class:`~ldpcli.analysis.release.Release` that ``ldpcli.privatize`` returned (or any
+        :class:`ReleaseRecord`), its ``to_dict()``, a sidecar path, or the calibrated mechanism.
+    confidence : float
+        The level of the per-coordinate Student-t intervals.
+
+    Returns
+    -------
+    MeanEstimate
+        The mean, its guaranteed expected squared error ``expected_error_max / n``,
+        per-coordinate standard errors and intervals (:class:`~ldpcli.estimators.mean.MeanEstimate`).
+
+    References
+    ----------
+    Bhowmick, Duchi, Freudiger, Kapoor, Rogers (2018), "Protection against reconstruction and its
+    applications in private federated learning": each released row is unbiased, so their average is.
     """
     mech = _description(description)
     if _is_pandas(z) or _is_arrow(z):
-        if not isinstance(description, Release) or description.columns is None:
+        if not isinstance(description, ReleaseRecord) or description.columns is None:
             raise TypeError("a table z needs the Release of the table privatization (it names the vector columns)")
         z = _release_table_values(z, description)
     values, _ = _array_rows(z)
@@ -339,7 +422,7 @@ def estimate_mean(z: Any, description: Any, *, confidence: float = 0.95) -> Mean
     return estimator.finalize(mech, values.shape[0])
 
 
-def _release_table_values(z: Any, release: Release) -> np.ndarray:
+def _release_table_values(z: Any, release: ReleaseRecord) -> np.ndarray:
     """The vector columns of a privatized table as an (n, d) array, read by the file readers' rules."""
     import pyarrow as pa
 
@@ -356,4 +439,4 @@ def _release_table_values(z: Any, release: Release) -> np.ndarray:
     return values
 
 
-__all__ = ["LdpWarning", "Release", "estimate_mean", "privatize"]
+__all__ = ["LdpWarning", "ReleaseRecord", "estimate_mean", "privatize_rows"]

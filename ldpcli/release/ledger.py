@@ -534,7 +534,13 @@ def _private_umask() -> Iterator[None]:
 
 
 class Ledger:
-    """The data owner's record of releases: open with :meth:`open`, append with :meth:`record`."""
+    """The data owner's record of releases: open with :meth:`open`, append with :meth:`record`.
+
+    References
+    ----------
+    The ε an input has spent is the sum over its releases (basic composition; Dwork and Roth
+    2014, Theorem 3.16).
+    """
 
     def __init__(self, path: Path, label: str, key: bytes | None, entries: list[LedgerEntry]) -> None:
         """Use :meth:`open`."""
@@ -548,6 +554,16 @@ class Ledger:
         """The ledger at ``path`` (default :func:`default_ledger_path`); a missing file is empty.
 
         Writes nothing. DataError when the file exists but cannot be used (it is left as it is).
+
+        Parameters
+        ----------
+        path : path or None
+            The ledger file (its directory holds the owner's key and row files).
+
+        Returns
+        -------
+        Ledger
+            Its releases as recorded; pass it as ``ledger=`` to ``ldpcli.privatize_file``.
         """
         target = Path(path) if path is not None else default_ledger_path()
         label = os.fspath(target)

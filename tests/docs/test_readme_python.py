@@ -1,0 +1,91 @@
+"""The README's "Python API" page runs, and it uses only names of the public API (``ldpcli.X``).
+
+Its ```` ```python ```` blocks are read when the tests are collected, run in document order in one
+temporary directory holding a copy of ``examples/`` (one process, so a block may use what an earlier
+one made), and parsed: they may import ``ldpcli`` itself and nothing below it, and every
+``ldpcli.X`` they use must be one of ``ldpcli.__all__``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import ldpcli
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTION = "## Python API"
+FENCE = re.compile(r"^```(\w*)\s*$")
+
+
+def python_blocks(text: str) -> list[tuple[int, str]]:
+    """The (first line number, code) of each python block in the section titled ``SECTION``."""
+    lines = text.splitlines()
+    start = lines.index(SECTION)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    blocks: list[tuple[int, str]] = []
+    lang: str | None = None  # inside a fence: its language
+    body: list[str] = []
+    first = 0
+    for number in range(start + 1, end):
+        if lang is None:
+            match = FENCE.match(lines[number])
+            if match is not None:
+                lang, first, body = match[1], number + 2, []
+        elif lines[number].startswith("```"):
+            if lang == "python":
+                blocks.append((first, "\n".join(body)))
+            lang = None
+        else:
+            body.append(lines[number])
+    return blocks
+
+
+BLOCKS = python_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+
+
+def ldpcli_names(code: str) -> Iterator[str]:
+    """Every ``ldpcli.X`` the code uses, and ``import ldpcli.X`` / ``from ldpcli… import`` as their module path."""
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ldpcli":
+            yield node.attr
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names if alias.name.startswith("ldpcli."))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "ldpcli":
+            yield f"from {node.module} import"
+
+
+def test_the_section_has_its_examples() -> None:
+    code = "\n".join(block for _, block in BLOCKS)
+    for call in ("ldpcli.privatize(", "ldpcli.privatize_file(", "ldpcli.open_release(", ".mean(", ".group_means(",
+                 ".regress(", ".answer(", ".attack(", "ldpcli.Ledger", "ldpcli.MechanismSpec"):
+        assert call in code, call
+
+
+@pytest.mark.parametrize("line, code", BLOCKS, ids=[f"README.md:{line}" for line, _ in BLOCKS])
+def test_blocks_use_only_the_public_api(line: int, code: str) -> None:
+    outside = sorted(set(ldpcli_names(code)) - set(ldpcli.__all__))
+    assert outside == [], f"README.md:{line} uses names outside ldpcli.__all__: {outside}"
+
+
+def test_blocks_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    namespace: dict[str, object] = {"__name__": "__readme__"}
+    here = Path.cwd()
+    os.chdir(tmp_path)
+    try:
+        for line, code in BLOCKS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ldpcli.LdpWarning)
+                exec(compile(code, f"README.md:{line}", "exec"), namespace)  # noqa: S102
+    finally:
+        os.chdir(here)
+    shown = capsys.readouterr().out
+    assert "reconstructed to cosine" in shown and "would exceed" in shown  # the attack ran; the budget refused
