@@ -28,6 +28,7 @@ from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.engines import DaskEngine
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import ReleaseOptions, Resources
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
@@ -58,12 +59,12 @@ def main() -> None:
         rows: list[tuple[str, float]] = []
         for threads in (1, 2):
             rows.append((f"local engine, {threads} thread(s)", timed(lambda: privatize_file(
-                src, tmp / "local.parquet", epsilon=8.0, threads=threads, overwrite=True), args.repeat)))
+                src, tmp / "local.parquet", epsilon=8.0, options=ReleaseOptions(overwrite=True, resources=Resources(threads=threads))), args.repeat)))
         for workers in (1, 2):
             with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
                 engine = DaskEngine(cl.scheduler_address)
                 rows.append((f"dask, {workers} worker(s)", timed(lambda: privatize_dataset(
-                    src, tmp / "release", engine=engine, epsilon=8.0, overwrite=True), args.repeat)))
+                    src, tmp / "release", engine=engine, epsilon=8.0, options=ReleaseOptions(overwrite=True)), args.repeat)))
                 if workers == 2:
                     rows.append(("estimate-mean, dask 2 workers", timed(
                         lambda: estimate_mean(tmp / "release", engine=engine), args.repeat)))

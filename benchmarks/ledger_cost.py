@@ -19,11 +19,13 @@ from privatize_vs_baseline import make_input
 
 from ldpcli.release.file import privatize_file
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.options import Budget, ReleaseOptions, Resources
 
 
 def timed(src: Path, out: Path, threads: int, ledger: Ledger | None) -> float:
     start = time.perf_counter()
-    privatize_file(src, out, epsilon=4.0, threads=threads, ledger=ledger, overwrite=True)
+    privatize_file(src, out, epsilon=4.0, options=ReleaseOptions(
+        overwrite=True, budget=Budget(ledger=ledger), resources=Resources(threads=threads)))
     return time.perf_counter() - start
 
 

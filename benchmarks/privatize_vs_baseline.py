@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from ldpcli.io import default_batch_rows
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import ReleaseOptions
 
 
 def make_input(path: Path, n: int, d: int, seed: int = 0) -> None:
@@ -69,8 +70,7 @@ def main() -> None:
             base, priv = [], []
             for i in range(args.repeat):
                 base.append(timed(lambda: baseline(src, Path(tmp) / "base.parquet", d)))
-                priv.append(timed(lambda: privatize_file(src, Path(tmp) / "out.parquet", epsilon=args.eps, seed=i,
-                                                         overwrite=True)))
+                priv.append(timed(lambda: privatize_file(src, Path(tmp) / "out.parquet", epsilon=args.eps, options=ReleaseOptions(seed=i, overwrite=True))))
             b, p = statistics.median(base), statistics.median(priv)
             print(f"{n:>8}×{d:<5} {b:>11.2f} {p:>12.2f} {p / b:>6.2f}")
 

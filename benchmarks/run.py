@@ -44,8 +44,9 @@ from privatize_vs_baseline import baseline, make_input  # noqa: E402
 from ldpcli.analysis.estimate import estimate_mean  # noqa: E402
 from ldpcli.errors import UsageError  # noqa: E402
 from ldpcli.math.kernels import KERNEL_ENV, _numba_installed  # noqa: E402
-from ldpcli.mechanisms import get_mechanism, mechanism_names  # noqa: E402
+from ldpcli.mechanisms import MechanismSpec, get_mechanism, mechanism_names  # noqa: E402
 from ldpcli.release.file import privatize_file  # noqa: E402
+from ldpcli.release.options import ReleaseOptions, Resources  # noqa: E402
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 
@@ -142,7 +143,8 @@ def bench_privatize(tmp: Path, shapes: list[tuple[int, int]], repeat: int, befor
         for kernel in kernels:
             for threads in (1, 2):
                 fns[f"{kernel} {threads}"] = with_kernel(kernel, lambda threads=threads: privatize_file(
-                    src, tmp / "out.parquet", epsilon=8.0, threads=threads, overwrite=True))
+                    src, tmp / "out.parquet", epsilon=8.0,
+                    options=ReleaseOptions(overwrite=True, resources=Resources(threads=threads))))
         times = side_by_side(fns, repeat)
         base = times["base"]
         cells = [f"{n}×{d}", f"{base:.2f}"]
@@ -196,8 +198,9 @@ def bench_mechanisms(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
         if not cls.vector:
             continue
         options = {"delta": 1e-6} if "delta" in cls.options else {}
-        t = median_time(lambda: privatize_file(src, tmp / "out.parquet", epsilon=8.0, mechanism=name,
-                                               options=options, threads=2, overwrite=True), repeat)
+        t = median_time(lambda: privatize_file(
+            src, tmp / "out.parquet", mechanism=MechanismSpec(name, 8.0, options=options),
+            options=ReleaseOptions(overwrite=True, resources=Resources(threads=2))), repeat)
         rows.append([name, f"{t:.2f}", f"{t / base:.2f}"])
     table(["mechanism", "seconds", "× baseline (%.2f s)" % base], rows)
 
@@ -266,7 +269,7 @@ def bench_estimate(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
     n, d = shape
     print(f"## estimate-mean vs a plain pyarrow scan, {n}×{d} (target ≤ 1.2×)\n")
     src = input_file(tmp, n, d)
-    out = privatize_file(src, tmp / "est.parquet", epsilon=8.0, overwrite=True).output
+    out = privatize_file(src, tmp / "est.parquet", epsilon=8.0, options=ReleaseOptions(overwrite=True)).output
 
     def scan() -> None:
         total = np.zeros(d)

@@ -138,7 +138,8 @@ def timing(n: int, d: int, eps: float, batch: int) -> None:
 
 
 def digits(reps: int, eps_grid: list[float], epochs_grid: list[int]) -> None:
-    from ldpcli.learn.train import train
+    from ldpcli.learn.train import TrainingOptions, train
+    from ldpcli.release.options import ReleaseOptions
 
     data = Path(__file__).resolve().parent.parent / "examples" / "digits_unit.parquet"
     classes = [str(c) for c in range(10)]
@@ -149,8 +150,10 @@ def digits(reps: int, eps_grid: list[float], epochs_grid: list[int]) -> None:
         for eps in eps_grid:
             acc: dict[str, list[float]] = {"private": [], "baseline": [], "minimizer": []}
             for seed in range(reps):
-                result = train(data, label="label", loss="softmax", epsilon=eps, norm_bound=2.0, holdout=0.3,
-                               baseline=True, seed=seed, epochs=epochs, classes=classes, ledger=None)
+                result = train(data, label="label", epsilon=eps, norm_bound=2.0,
+                               training=TrainingOptions(loss="softmax", holdout=0.3, baseline=True, epochs=epochs,
+                                                        classes=classes),
+                               options=ReleaseOptions(seed=seed))
                 for key in acc:
                     accuracy = result.metrics[key].accuracy
                     assert accuracy is not None

@@ -27,6 +27,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import ReleaseOptions
 
 
 def make_input(path: Path, n: int, d: int, seed: int = 0) -> None:
@@ -81,7 +82,7 @@ def main() -> None:
                 make_input(src, args.n, d)
                 times = side_by_side({
                     "baseline": lambda: baseline(src, Path(tmp) / f"base.{fmt}"),
-                    "privatize": lambda: privatize_file(src, Path(tmp) / f"out.{fmt}", epsilon=1.0, overwrite=True),
+                    "privatize": lambda: privatize_file(src, Path(tmp) / f"out.{fmt}", epsilon=1.0, options=ReleaseOptions(overwrite=True)),
                 }, args.repeat)
                 base, priv = times["baseline"], times["privatize"]
                 print(f"{fmt:>8} {d:>9} {base:>11.2f} {priv:>12.2f} {priv / base:>6.2f} {1e6 * priv / d:>10.1f}",

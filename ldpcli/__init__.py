@@ -7,9 +7,9 @@ Making a release
     ``privatize(x, epsilon=…, mechanism="privunit2", norm_bound=1.0, rng=None)``
         Privatize the rows of a numpy array, pyarrow Table or pandas DataFrame in memory; returns
         ``(privatized rows, Release)``. ``eps`` is an alias of ``epsilon``.
-    ``privatize_file(src, dst, epsilon=…, …)``
+    ``privatize_file(src, dst, mechanism="privunit2", epsilon=…, norm_bound=1.0, options=ReleaseOptions())``
         ``ldp privatize``: a file and its sidecar; returns the written :class:`Release`.
-    ``privatize_dataset(inputs, output_dir, epsilon=…, engine=…)``
+    ``privatize_dataset(inputs, output_dir, mechanism=…, epsilon=…, options=…, engine=…)``
         ``ldp privatize --engine dask``: a dataset directory of parts; returns its :class:`Release`.
 
 Holding a release
@@ -27,9 +27,13 @@ Holding a release
 Parameters and records
     ``MechanismSpec``
         The public choices of a mechanism (name, ε, calibration, L, options); ``.calibrate(d)``.
+    ``ReleaseOptions``
+        What a release is asked beyond its mechanism and paths: ``columns`` (a ``Columns``: vector
+        and kept columns), ``seed``, ``copies``, ``dtype``, the clipping policy, ``risk`` (a
+        ``RiskSection``), ``budget`` (a ``Budget``: ledger and cap), ``resources`` (a ``Resources``).
     ``Ledger``
-        The data owner's ledger of releases and spent ε (``Ledger.open()``; pass ``ledger=`` to
-        ``privatize_file`` to record a release and enforce ``max_budget``).
+        The data owner's ledger of releases and spent ε (``Ledger.open()``; pass
+        ``ReleaseOptions(budget=Budget(ledger, max_budget))`` to record a release and enforce a cap).
 
 Errors and warnings
     ``LdpError`` (base), ``UsageError`` (impossible options), ``DataError`` (unusable data or a
@@ -58,6 +62,11 @@ _LAZY = {
     "estimate_mean": "ldpcli.release.arrays",
     "LdpWarning": "ldpcli.release.arrays",
     "MechanismSpec": "ldpcli.mechanisms",
+    "ReleaseOptions": "ldpcli.release.options",
+    "Columns": "ldpcli.release.options",
+    "RiskSection": "ldpcli.release.options",
+    "Budget": "ldpcli.release.options",
+    "Resources": "ldpcli.release.options",
     "Ledger": "ldpcli.release.ledger",
 }
 

@@ -24,6 +24,7 @@ from ldpcli.analysis.scan import Condition, scan
 from ldpcli.errors import DataError, UsageError
 from ldpcli.estimators.regression import RegressionFit, RegressionMoments, Theorem3Rate, fit, theorem3_rate
 from ldpcli.io import VectorLayout, atomic_write_bytes, atomic_write_text, file_format, table_bytes
+from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.signing import PublicKey
 
 Paths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -155,7 +156,7 @@ def regress(
     label_name = meta.layout.copy_columns(0)[index] if meta.layout.kind == "columns" else str(index)
     return RegressionResult(
         features=features, label=label_name, fit=result, rate=rate, mechanism=mech.name,
-        epsilon_total=source.copies * mech.epsilon_exact, per_copy_error=mech.expected_error_max,
+        epsilon_total=release_cost(mech, copies=source.copies).epsilon_exact, per_copy_error=mech.expected_error_max,
         files=source.files, verified=source.verified, signature=source.signature_summary(),
     )
 

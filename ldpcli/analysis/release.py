@@ -28,6 +28,7 @@ import numpy as np
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import file_sha256
 from ldpcli.release.arrays import ReleaseRecord, privatize_rows
+from ldpcli.release.options import ReleaseOptions
 from ldpcli.release.sidecar import Sidecar
 from ldpcli.release.signing import PublicKey
 
@@ -378,21 +379,29 @@ def privatize(
     return rows, Release(**{item.name: getattr(record, item.name) for item in dataclasses.fields(record)})
 
 
-def privatize_file(src: PathLike, dst: PathLike | None = None, *, epsilon: float, **options: Any) -> Release:
+def privatize_file(src: PathLike, dst: PathLike | None = None, *, mechanism: MechanismSpec | str = "privunit2",
+                   epsilon: float | None = None, norm_bound: float | None = None,
+                   options: ReleaseOptions = ReleaseOptions(), sidecar: PathLike | None = None) -> Release:
     """Privatize every row of a file and write the output with its sidecar: ``ldp privatize``.
 
     Parameters
     ----------
     src : path
-        The raw file (Parquet or CSV; a URL is fetched).
+        The raw file (Parquet, CSV, Arrow IPC, ``.npy``; a URL is fetched).
     dst : path or None
         The output (default ``SRC.private.parquet`` beside the input); its sidecar goes beside it.
-    epsilon : float
-        The privacy level ε.
-    **options
-        The keywords of :func:`ldpcli.release.file.privatize_file`: ``mechanism``, ``norm_bound``,
-        ``options`` (the mechanism's), ``keep``, ``seed``, ``copies``, ``dtype``, ``ledger`` (a
-        :class:`~ldpcli.release.ledger.Ledger`), ``max_budget``, ``overwrite``…
+    mechanism : MechanismSpec or str
+        A mechanism's name (then give ``epsilon``, and ``norm_bound`` if it is not 1), or its whole
+        public choice as a :class:`~ldpcli.mechanisms.MechanismSpec` (calibration and options too).
+    epsilon : float or None
+        The privacy level ε of each row (with a name).
+    norm_bound : float or None
+        The public bound L on a row's norm (with a name; default 1).
+    options : ReleaseOptions
+        Everything else the release is asked: kept columns, seed, copies, dtype, clipping policy,
+        risk section, ledger and budget (:class:`~ldpcli.release.options.ReleaseOptions`).
+    sidecar : path or None
+        Where to write the sidecar (default ``DST.ldp.json``).
 
     Returns
     -------
@@ -403,13 +412,16 @@ def privatize_file(src: PathLike, dst: PathLike | None = None, *, epsilon: float
     """
     from ldpcli.release.file import privatize_file as privatize_one
 
-    result = privatize_one(src, dst, epsilon=epsilon, **options)
+    result = privatize_one(src, dst, mechanism=mechanism, epsilon=epsilon, norm_bound=norm_bound, options=options,
+                           sidecar=sidecar)
     release = open_release(result.output, sidecar=result.sidecar)
     return dataclasses.replace(release, n_clipped=result.n_clipped, result=result)
 
 
-def privatize_dataset(inputs: Paths, output_dir: PathLike, *, epsilon: float, engine: DaskEngine | None = None,
-                      **options: Any) -> Release:
+def privatize_dataset(inputs: Paths, output_dir: PathLike, *, mechanism: MechanismSpec | str = "privunit2",
+                      epsilon: float | None = None, norm_bound: float | None = None,
+                      options: ReleaseOptions = ReleaseOptions(), engine: DaskEngine | None = None,
+                      part_rows: int | None = None) -> Release:
     """Privatize files into a dataset directory of parts, one task per part: ``ldp privatize --engine dask``.
 
     Parameters
@@ -418,14 +430,13 @@ def privatize_dataset(inputs: Paths, output_dir: PathLike, *, epsilon: float, en
         The raw files (or directories, patterns) of one release; they share their vector columns.
     output_dir : path
         The dataset directory to write (its parts, their sidecars and the manifest).
-    epsilon : float
-        The privacy level ε.
+    mechanism, epsilon, norm_bound, options
+        As for :func:`privatize_file` (a dataset refuses ``copies``, ``resources`` and the labels).
     engine : DaskEngine or None
         The Dask cluster that runs one task per part (:class:`~ldpcli.release.engines.DaskEngine`);
         None runs the tasks one after the other in this process.
-    **options
-        The keywords of :func:`ldpcli.release.dataset.privatize_dataset`: ``part_rows``, and those
-        of :func:`privatize_file`.
+    part_rows : int or None
+        Rows per part (default: one part per input file).
 
     Returns
     -------
@@ -435,7 +446,8 @@ def privatize_dataset(inputs: Paths, output_dir: PathLike, *, epsilon: float, en
     """
     from ldpcli.release.dataset import privatize_dataset as privatize_parts
 
-    result = privatize_parts(inputs, output_dir, engine=engine, epsilon=epsilon, **options)
+    result = privatize_parts(inputs, output_dir, engine=engine, mechanism=mechanism, epsilon=epsilon,
+                             norm_bound=norm_bound, options=options, part_rows=part_rows)
     release = open_release(result.output)
     return dataclasses.replace(release, n_clipped=result.n_clipped, result=result)
 

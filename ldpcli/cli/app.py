@@ -803,9 +803,13 @@ def privatize(
     output (Bhowmick et al. 2018 Sec. 2.3; --risk-k, --risk-rho0, --risk-a; see `ldp risk`).
     """
     with _errors():
+        from dataclasses import replace
+
+        from ldpcli.mechanisms import MechanismSpec
         from ldpcli.release.engines import make_engine
         from ldpcli.release.file import privatize_files
         from ldpcli.release.ledger import Ledger
+        from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources, RiskSection
 
         bound = _bound(norm_bound, r_max)
         dask_engine = make_engine(engine, scheduler)
@@ -813,6 +817,13 @@ def privatize(
             raise UsageError("--part-rows sets the parts of --engine dask; the local engine writes one file per input")
         owner_ledger = Ledger.open(ledger)
         streams = _check_streams(inputs, output, sidecar, as_json, dask_engine is not None)
+        spec = MechanismSpec(mechanism, eps, calibration, bound, options)
+        release = ReleaseOptions(
+            columns=Columns(column, _split(columns) or None, _split(keep), keep_unsafe), seed=seed, copies=copies,
+            dtype=dtype, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid, force=force, overwrite=overwrite,
+            risk=RiskSection(risk_k, risk_rho0, _floats(risk_a, "--risk-a")), budget=Budget(owner_ledger, max_budget),
+            resources=Resources(threads, _bytes(memory, "--memory")),
+        )
         if dask_engine is not None:
             from ldpcli.release.dataset import privatize_dataset
 
@@ -822,12 +833,7 @@ def privatize(
                 if given:
                     raise UsageError(f"{flag} is not available with --engine dask (its workers set their own threads)")
             dataset = privatize_dataset(
-                inputs, output, engine=dask_engine, epsilon=eps, mechanism=mechanism, calibration=calibration,
-                norm_bound=bound, options=options, column=column, columns=_split(columns) or None, keep=_split(keep),
-                keep_unsafe=keep_unsafe, seed=seed, overwrite=overwrite, force=force, fail_on_clip=fail_on_clip,
-                skip_invalid=skip_invalid, memory=_bytes(memory, "--memory"), dtype=dtype, ledger=owner_ledger,
-                max_budget=max_budget, risk_k=risk_k, risk_rho0=risk_rho0, risk_a=_floats(risk_a, "--risk-a"),
-                part_rows=part_rows,
+                inputs, output, engine=dask_engine, mechanism=spec, options=release, part_rows=part_rows,
             )
             _report_dataset(dataset, quiet, as_json)
             return
@@ -839,14 +845,11 @@ def privatize(
             sources: list[str] = [str(held.enter_context(spool_stdin(Path(spool))))] if streams[0] else inputs
             target = str(Path(spool) / ("stdout" + stdout_suffix(Path(sources[0])))) if streams[1] else output
             results = privatize_files(
-                sources, target, epsilon=eps, mechanism=mechanism, calibration=calibration, norm_bound=bound,
-                options=options, threads=threads, memory=_bytes(memory, "--memory"),
-                column=column, columns=_split(columns) or None, keep=_split(keep), keep_unsafe=keep_unsafe,
-                seed=seed, overwrite=overwrite, force=force, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid,
-                dtype=dtype, on_start=on_start, on_rows=on_rows, ledger=owner_ledger, max_budget=max_budget,
-                risk_k=risk_k, risk_rho0=risk_rho0, risk_a=_floats(risk_a, "--risk-a"), copies=copies,
-                sidecar=sidecar, input_label=STDIN_LABEL if streams[0] else None,
-                output_label=f"{STDOUT_LABEL} (sidecar {Path(sidecar).resolve()})" if streams[1] and sidecar else None,
+                sources, target, mechanism=spec, sidecar=sidecar, on_start=on_start, on_rows=on_rows,
+                options=replace(
+                    release, input_label=STDIN_LABEL if streams[0] else None,
+                    output_label=f"{STDOUT_LABEL} (sidecar {Path(sidecar).resolve()})" if streams[1] and sidecar else None,
+                ),
             )
             if streams[1]:
                 copy_to_stdout(results[0].output)
@@ -932,7 +935,7 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
     if not as_json and not quiet:
         copies = result.layout.copies
         copied = "" if copies == 1 else (
-            f", {copies} copies of each row, ε = {_fmt(copies * result.mechanism.epsilon_exact)} in all"
+            f", {copies} copies of each row, ε = {_fmt(result.cost.epsilon_exact)} in all"
         )
         out.print(
             f"wrote {result.output} ({result.n} rows, d = {result.d}, {result.mechanism.name}, "
@@ -1302,18 +1305,25 @@ def train_cmd(
     once per epoch, so each row's ε is epochs × ε, recorded in the budget ledger.
     """
     with _errors():
-        from ldpcli.learn.train import train
+        from ldpcli.learn.train import TrainingOptions, train
+        from ldpcli.mechanisms import MechanismSpec
         from ldpcli.release.ledger import Ledger
+        from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources
 
         owner_ledger = Ledger.open(ledger)
         with _progress("training", quiet) as (on_start, on_rows):
             result = train(
-                data, label=label, epsilon=eps, loss=loss, mechanism=mechanism, calibration=calibration,
-                norm_bound=_bound(norm_bound, r_max), options=options, geometry=geometry, radius=radius, eta0=eta0,
-                beta=beta, batch=batch, epochs=epochs, intercept=intercept,
-                classes=_split(classes) or None, column=column, columns=_split(columns) or None, baseline=baseline,
-                test=test, holdout=holdout, seed=seed, memory=_bytes(memory, "--memory"), force=force, output=output,
-                overwrite=overwrite, ledger=owner_ledger, max_budget=max_budget, on_start=on_start, on_rows=on_rows,
+                data, output, label=label,
+                mechanism=MechanismSpec(mechanism, eps, calibration, _bound(norm_bound, r_max), options),
+                training=TrainingOptions(
+                    loss=loss, geometry=geometry, radius=radius, eta0=eta0, beta=beta, batch=batch, epochs=epochs,
+                    intercept=intercept, classes=_split(classes) or None, baseline=baseline, test=test, holdout=holdout,
+                ),
+                options=ReleaseOptions(
+                    columns=Columns(column, _split(columns) or None), seed=seed, force=force, overwrite=overwrite,
+                    budget=Budget(owner_ledger, max_budget), resources=Resources(memory=_bytes(memory, "--memory")),
+                ),
+                on_start=on_start, on_rows=on_rows,
             )
     for text in result.notices:
         _warn(text)

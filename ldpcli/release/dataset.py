@@ -47,8 +47,9 @@ from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.datasets import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
 from ldpcli.release.engines import DaskEngine, describe, run_all
-from ldpcli.release.file import DEFAULT_MEMORY, _Privatizer, _run, ledger_entry, release_checks
+from ldpcli.release.file import _Privatizer, _run, ledger_entry, release_checks
 from ldpcli.release.ledger import InputFingerprint, Ledger
+from ldpcli.release.options import ReleaseOptions
 from ldpcli.release.randomness import input_key, key_block_rows, root_seed
 from ldpcli.release.rowhash import RowDigest
 from ldpcli.release.safety import check_clipping, release_warnings
@@ -58,6 +59,8 @@ from ldpcli.risk.section import reconstruction
 
 #: The suffix of every part file (parts are Parquet whatever the inputs' format).
 PART_SUFFIX = ".parquet"
+#: The release options a dataset cannot honour (see :func:`privatize_dataset`).
+_NOT_FOR_DATASETS = ("copies", "resources.threads", "resources.batch_rows", "input_label", "output_label")
 
 
 @dataclass(frozen=True)
@@ -180,43 +183,40 @@ def privatize_dataset(
     output_dir: str | os.PathLike[str],
     *,
     engine: DaskEngine | None,
-    epsilon: float,
-    mechanism: str = "privunit2",
-    calibration: str | None = None,
-    norm_bound: float = 1.0,
-    options: Mapping[str, Any] | None = None,
-    column: str | None = None,
-    columns: Sequence[str] | None = None,
-    keep: Sequence[str] = (),
-    keep_unsafe: bool = False,
-    seed: int | None = None,
-    overwrite: bool = False,
-    force: bool = False,
-    fail_on_clip: float | None = None,
-    skip_invalid: bool = False,
-    memory: int = DEFAULT_MEMORY,
-    dtype: str | None = None,
-    warnings: Sequence[str] = (),
-    ledger: Ledger | None = None,
-    max_budget: float | None = None,
-    risk_k: int | None = None,
-    risk_rho0: float = 0.0,
-    risk_a: Sequence[float] | None = None,
+    mechanism: MechanismSpec | str = "privunit2",
+    epsilon: float | None = None,
+    norm_bound: float | None = None,
+    options: ReleaseOptions = ReleaseOptions(),
     part_rows: int | None = None,
 ) -> DatasetResult:
     """Privatize every row of ``inputs`` into the dataset directory ``output_dir`` (see the module).
 
-    The options are :func:`ldpcli.release.file.privatize_file`'s, the same for every input; the inputs
-    must share their vector columns (one release, one mechanism). ``engine`` None runs the tasks
-    one after the other in this process. ``memory`` is each task's batch budget. ``part_rows``
-    overrides the parts (about that many rows each, rounded to key blocks). Each input is its own
-    ledger entry (its own ``max_budget`` check), as with ``privatize_file``. Nothing is published
-    unless every part and every check succeeded.
+    Parameters
+    ----------
+    inputs : path, glob or sequence of them
+        The inputs (:func:`ldpcli.release.datasets.expand_inputs`); they must share their vector
+        columns (one release, one mechanism). Each is its own ledger entry (its own ``max_budget``
+        check), as with :func:`ldpcli.release.file.privatize_file`.
+    output_dir : path
+        The dataset directory of part files, their sidecars and the manifest.
+    engine : DaskEngine or None
+        Where the tasks run; None: one after the other in this process.
+    mechanism, epsilon, norm_bound
+        The mechanism, as :func:`ldpcli.release.file.privatize_file` takes it.
+    options : ReleaseOptions
+        As :func:`ldpcli.release.file.privatize_file`'s, the same for every input;
+        ``resources.memory`` is each task's batch budget. The engine's workers choose their own
+        threads and batches, and a dataset holds one copy of each row under the paths' own names:
+        ``copies``, ``resources.threads``, ``resources.batch_rows`` and the labels are refused.
+    part_rows : int or None
+        Parts of about that many rows each (rounded to key blocks) instead of one per row group.
+
+    Nothing is published unless every part and every check succeeded.
     """
-    spec, forced, clip_limit = release_checks(
-        mechanism, epsilon, calibration, norm_bound, options, force=force, fail_on_clip=fail_on_clip, dtype=dtype,
-        seed=seed, max_budget=max_budget, ledger=ledger,
-    )
+    options.refuse(_NOT_FOR_DATASETS, "privatize_dataset")
+    spec, forced, clip_limit = release_checks(mechanism, epsilon, norm_bound, options)
+    seed, overwrite, memory = options.seed, options.overwrite, options.resources.memory
+    ledger, max_budget = options.budget.ledger, options.budget.max_budget
     if part_rows is not None and (isinstance(part_rows, bool) or not isinstance(part_rows, int) or part_rows < 1):
         raise UsageError(f"--part-rows must be an integer >= 1, got {part_rows!r}")
     out = Path(output_dir)
@@ -234,8 +234,9 @@ def privatize_dataset(
         check_replaceable_dataset(out, sources, ledger)
     sweep_stale(out.parent)
     signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
-    choice = {"column": column, "columns": tuple(columns) if columns else None, "keep": tuple(keep),
-              "keep_unsafe": keep_unsafe, "skip_invalid": skip_invalid}
+    chosen = options.columns
+    choice = {"column": chosen.column, "columns": tuple(chosen.columns) if chosen.columns else None,
+              "keep": tuple(chosen.keep), "keep_unsafe": chosen.keep_unsafe, "skip_invalid": options.skip_invalid}
     layouts, rows = [], []
     for source in sources:
         file_format(source)
@@ -253,8 +254,8 @@ def privatize_dataset(
     bound_spec, bound_notes = spec.bind_columns(names, layout.d)
     mech = bound_spec.calibrate(layout.d)
     mech.describe()
-    risk = reconstruction(mech, k=risk_k, rho0=risk_rho0, a=risk_a)
-    recorded = release_warnings(mech, layout.keep, forced, warnings)
+    risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a)
+    recorded = release_warnings(mech, layout.keep, forced, options.warnings)
     root = root_seed(seed)
     block = key_block_rows(layout.d)
     dataset_id = secrets.token_hex(16)
@@ -270,7 +271,7 @@ def privatize_dataset(
                 target=os.fspath(staging / _part_name(len(tasks))), spec=bound_spec, d=layout.d,
                 entropy=int(root.entropy) if seed is not None else None,  # type: ignore[arg-type]
                 spawn_key=tuple(root.spawn_key), key=key, memory=memory // 8,
-                dtype=dtype, **choice,  # type: ignore[arg-type]
+                dtype=options.dtype, **choice,  # type: ignore[arg-type]
             ))
     try:
         staging.mkdir()

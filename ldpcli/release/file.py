@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Queue
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -34,8 +34,11 @@ from ldpcli.io.atomic import Publication, finished_text, sweep_stale
 from ldpcli.io.formats import check_local, data_suffix
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.release.commit import Charge, commit_release
-from ldpcli.release.ledger import InputFingerprint, Ledger, LedgerEntry
+from ldpcli.release.ledger import InputFingerprint, Ledger
+from ldpcli.release.ledger_file import LedgerEntry
+from ldpcli.release.options import ReleaseOptions, mechanism_spec
 from ldpcli.release.randomness import block_generators, input_key, key_block_rows, root_seed
 from ldpcli.release.rowhash import RowDigest
 from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
@@ -43,8 +46,6 @@ from ldpcli.release.sidecar import build_sidecar, sidecar_path, sidecar_text
 from ldpcli.release.signing import signer_for
 from ldpcli.risk.section import reconstruction
 
-#: Default memory budget (bytes) for the batches in flight, shared by all threads.
-DEFAULT_MEMORY = 256 * 2**20
 #: A batch gets 1/8 of the budget, so up to 6 threads privatize while one batch is read and
 #: one is written.
 _BATCHES_PER_BUDGET = 8
@@ -87,6 +88,11 @@ class PrivatizeResult:
     #: The public key (``ldpkey1-…``) that signed the sidecar (None: unsigned).
     signed_by: str | None = None
 
+    @property
+    def cost(self) -> ReleaseCost:
+        """What the release spent on each row: its copies together (basic composition)."""
+        return release_cost(self.mechanism, copies=self.layout.copies)
+
     def summary(self) -> dict[str, Any]:
         """What ``ldp privatize --json`` prints: the outputs, the public description, and the
         counts for the operator (``n_clipped``, ``n_skipped``: statistics of the raw data, kept out
@@ -114,19 +120,18 @@ class PrivatizeResult:
 
 
 def release_checks(
-    mechanism: str, epsilon: float, calibration: str | None, norm_bound: float, options: Mapping[str, Any] | None,
-    *, force: bool, fail_on_clip: float | None, dtype: str | None, seed: int | None, max_budget: float | None,
-    ledger: Ledger | None,
+    mechanism: MechanismSpec | str, epsilon: float | None, norm_bound: float | None, options: ReleaseOptions,
 ) -> tuple[MechanismSpec, str | None, float | None]:
     """The options every release checks before reading a row: (the validated spec, the warning for
     an ε forced out of range, the clip limit). UsageError for any that cannot be used."""
-    spec = MechanismSpec(mechanism, epsilon, calibration, norm_bound, dict(options or {})).validated()
-    forced = check_epsilon(spec.epsilon, force=force)
-    clip_limit = check_clip_fraction(fail_on_clip)
-    if dtype is not None:
-        check_dtype(dtype)
-    if max_budget is not None and ledger is None:
+    spec = mechanism_spec(mechanism, epsilon, norm_bound).validated()
+    forced = check_epsilon(spec.epsilon, force=options.force)
+    clip_limit = check_clip_fraction(options.fail_on_clip)
+    if options.dtype is not None:
+        check_dtype(options.dtype)
+    if options.budget.max_budget is not None and options.budget.ledger is None:
         raise UsageError("--max-budget needs the privacy-budget ledger (it counts what each input has spent)")
+    seed = options.seed
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise UsageError("--seed must be a non-negative integer")
     return spec, forced, clip_limit
@@ -139,12 +144,14 @@ def ledger_entry(
     """The ledger's record of one input released by ``mech`` (``copies`` times) into ``output``.
 
     ``label`` and ``output_label`` name an input or output that is no file of its own (``"<stdin>"``,
-    ``"<stdout>"``); by default the resolved paths."""
+    ``"<stdout>"``); by default the resolved paths. The ε and δ are the release's cost, its copies
+    together (:func:`ldpcli.mechanisms.composition.release_cost`)."""
+    cost = release_cost(mech, copies=copies)
     return LedgerEntry(
         fingerprint=digest, input=label if label is not None else str(source.resolve()), rows=rows, d=mech.d,
-        columns=list(columns), output=output_label if output_label is not None else str(output.resolve()), mechanism=mech.name, epsilon=copies * mech.epsilon,
-        epsilon_exact=copies * mech.epsilon_exact, delta=mech.delta_exact if mech.delta_exact > 0 else None,
-        created=created, tag=tag, reproducible=reproducible,
+        columns=list(columns), output=output_label if output_label is not None else str(output.resolve()),
+        mechanism=mech.name, epsilon=cost.epsilon, epsilon_exact=cost.epsilon_exact,
+        delta=cost.delta if cost.delta > 0 else None, created=created, tag=tag, reproducible=reproducible,
     )
 
 
@@ -216,24 +223,39 @@ def output_paths(
 def privatize_files(
     inputs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     output: str | os.PathLike[str] | None = None,
-    **options: Any,
+    *,
+    mechanism: MechanismSpec | str = "privunit2",
+    epsilon: float | None = None,
+    norm_bound: float | None = None,
+    options: ReleaseOptions = ReleaseOptions(),
+    sidecar: str | os.PathLike[str] | None = None,
+    on_rows: Callable[[int], None] | None = None,
+    on_start: Callable[[int | None], None] | None = None,
 ) -> list[PrivatizeResult]:
     """:func:`privatize_file` on each input, in order: files, directories and glob patterns
     (:func:`ldpcli.release.datasets.expand_inputs`; ldp's own outputs in a directory are skipped).
 
-    ``output``: None (each output beside its input), one file (one input only) or a directory
-    (:func:`output_paths`). ``options`` are :func:`privatize_file`'s keywords, the same for every
-    input. Each input is its own release: its own output and sidecar, its own ledger record (and
-    ``max_budget`` check), and, for a seeded run, its own key (so one ``seed`` gives independent
-    noise to each). Before any row is read, every target is checked (an existing output needs ``overwrite``). If an input fails,
-    the ones before it stay released, complete with their sidecars and ledger records, and the
-    error says which they are.
+    Parameters
+    ----------
+    inputs : path, glob or sequence of them
+        The inputs; each is its own release: its own output and sidecar, its own ledger record (and
+        ``max_budget`` check), and, for a seeded run, its own key (so one ``seed`` gives
+        independent noise to each).
+    output : path or None
+        None (each output beside its input), one file (one input only) or a directory
+        (:func:`output_paths`).
+    mechanism, epsilon, norm_bound, options, sidecar, on_rows, on_start
+        As :func:`privatize_file` takes them, the same for every input.
+
+    Before any row is read, every target is checked (an existing output needs
+    ``options.overwrite``). If an input fails, the ones before it stay released, complete with
+    their sidecars and ledger records, and the error says which they are.
     """
     from ldpcli.release.datasets import expand_inputs
 
     sources = expand_inputs(inputs, privatized=False)
     targets, folder = output_paths(sources, output)
-    if not options.get("overwrite", False):
+    if not options.overwrite:
         for target in targets:
             for path in (target, sidecar_path(target)):
                 if path.exists():
@@ -243,7 +265,10 @@ def privatize_files(
     results: list[PrivatizeResult] = []
     for source, target in zip(sources, targets):
         try:
-            results.append(privatize_file(source, target, **options))
+            results.append(privatize_file(
+                source, target, mechanism=mechanism, epsilon=epsilon, norm_bound=norm_bound, options=options,
+                sidecar=sidecar, on_rows=on_rows, on_start=on_start,
+            ))
         except LdpError as exc:
             if not results:
                 if folder is not None:  # created above: leave no empty directory behind
@@ -260,81 +285,88 @@ def privatize_file(
     input_path: str | os.PathLike[str],
     output_path: str | os.PathLike[str] | None = None,
     *,
-    epsilon: float,
-    mechanism: str = "privunit2",
-    calibration: str | None = None,
-    norm_bound: float = 1.0,
-    options: Mapping[str, Any] | None = None,
-    column: str | None = None,
-    columns: Sequence[str] | None = None,
-    keep: Sequence[str] = (),
-    keep_unsafe: bool = False,
-    seed: int | None = None,
-    overwrite: bool = False,
-    force: bool = False,
-    fail_on_clip: float | None = None,
-    skip_invalid: bool = False,
-    threads: int | None = None,
-    memory: int = DEFAULT_MEMORY,
-    batch_rows: int | None = None,
+    mechanism: MechanismSpec | str = "privunit2",
+    epsilon: float | None = None,
+    norm_bound: float | None = None,
+    options: ReleaseOptions = ReleaseOptions(),
+    sidecar: str | os.PathLike[str] | None = None,
     on_rows: Callable[[int], None] | None = None,
     on_start: Callable[[int | None], None] | None = None,
-    dtype: str | None = None,
-    warnings: Sequence[str] = (),
-    ledger: Ledger | None = None,
-    max_budget: float | None = None,
-    risk_k: int | None = None,
-    risk_rho0: float = 0.0,
-    risk_a: Sequence[float] | None = None,
-    copies: int = 1,
-    sidecar: str | os.PathLike[str] | None = None,
-    input_label: str | None = None,
-    output_label: str | None = None,
 ) -> PrivatizeResult:
-    """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar
-    (``sidecar``, default ``OUTPUT.ldp.json`` beside the output).
+    """Privatize every row of ``input_path`` into ``output_path`` and write its sidecar.
 
-    ``options`` are the mechanism's own calibration options (``Mechanism.options``, e.g. ``k``,
-    ``delta``). ``threads`` (default: the available cores) privatize batches in parallel;
-    ``memory`` bytes bound the batches in flight (``batch_rows`` overrides the batch size). ``on_start`` receives the number of rows when known (progress bars); ``on_rows``
-    the size of each finished batch. ``keep`` columns are copied unprivatized (free-text ones only
-    with ``keep_unsafe``, :func:`ldpcli.io.open_vectors`). ε outside [0.01, 10⁴] needs ``force``
-    (:func:`ldpcli.release.safety.check_epsilon`). ``fail_on_clip``: a fraction of the rows; when more
-    rows than that lie outside the bound, a DataError and nothing is written. ``skip_invalid``:
-    rows with a missing, NaN/inf or wrong-length vector are left out instead of failing (each
-    kept row's noise stays the one of its position). ``dtype`` (``"float32"`` or ``"float64"``) is the type the
-    vectors are written as; by default the input's own: float32 for float32 (or float16) Parquet
-    vectors, float64 for float64, integer or decimal ones and for CSV input. Rounding the
-    privatized float64 values to float32 is post-processing, so the privacy guarantee is unchanged;
-    the sidecar records it as ``data.dtype``. ``warnings`` (sentences) are recorded in the
-    sidecar's ``release.warnings``, with the reason a baseline mechanism is not for release
+    Rows are moved onto the mechanism's domain of radius ``norm_bound`` (clipped), privatized and
+    written batch by batch; output and sidecar appear together or not at all (on any failure no
+    output or sidecar is left behind, and a previous one is in place).
+
+    Parameters
+    ----------
+    input_path : path
+        The input (.parquet, .csv, .npy, …), only ever read.
+    output_path : path or None
+        The privatized file; default ``<stem>.privatized.<ext>`` beside the input.
+    mechanism : MechanismSpec or str
+        The mechanism: a :class:`~ldpcli.mechanisms.MechanismSpec` (with its ε, calibration, bound
+        and options), or a registered name calibrated at ``epsilon`` and ``norm_bound``.
+    epsilon : float or None
+        ε of the release (with a mechanism name only). Outside [0.01, 10⁴] it needs
+        ``options.force`` (:func:`ldpcli.release.safety.check_epsilon`).
+    norm_bound : float or None
+        The public bound L on each row (with a mechanism name only; default 1).
+    options : ReleaseOptions
+        Everything else (:class:`ldpcli.release.options.ReleaseOptions`): the columns, seed, copies,
+        dtype, clipping and invalid-row policy, the risk section, the ledger and budget, the
+        resources, overwrite, force, sidecar warnings and the ledger's labels.
+    sidecar : path or None
+        Where the sidecar goes; default ``OUTPUT.ldp.json`` beside the output.
+    on_rows : callable or None
+        Called with the size of each finished batch (progress).
+    on_start : callable or None
+        Called once with the number of rows when known (progress bars).
+
+    Returns
+    -------
+    PrivatizeResult
+        The outputs, the public counts and, for the operator only, the clipped and skipped rows.
+
+    Notes
+    -----
+    ``options.columns.keep`` columns are copied unprivatized (free-text ones only with
+    ``keep_unsafe``, :func:`ldpcli.io.open_vectors`). ``fail_on_clip``: when more than that fraction
+    of the rows lie outside the bound, a DataError and nothing is written. ``skip_invalid``: rows with
+    a missing, NaN/inf or wrong-length vector are left out instead of failing (each kept row's noise
+    stays the one of its position). ``dtype`` (``"float32"`` or ``"float64"``, default the input's
+    own: float32 for float32 or float16 Parquet vectors, float64 otherwise and for CSV) is the type
+    the vectors are written as; rounding the privatized float64 values is post-processing, so the
+    guarantee is unchanged; the sidecar records it as ``data.dtype``. ``warnings`` are recorded in
+    the sidecar's ``release.warnings``, with the reason a baseline mechanism is not for release
     (:func:`ldpcli.release.sidecar.baseline_warning`); its ``release.unprivatized_columns`` are ``keep``.
-    ``ledger`` (:class:`ldpcli.release.ledger.Ledger`; ``ldp privatize`` passes the user's) fingerprints the
+
+    The ledger (``options.budget.ledger``; ``ldp privatize`` passes the user's) fingerprints the
     input's values while they are read, refuses the release before anything is published when the
     input's spent ε plus this release's would exceed ``max_budget`` (which needs a ledger), warns
     (in ``warnings`` of the result, not in the sidecar) when the input was released before, writes
-    the input's keyed tag to the sidecar, and commits the release by :func:`ldpcli.release.commit.commit_release`:
-    reserved in the ledger (the budget checked again under its lock), output and sidecar published
-    together, then confirmed; after any failure the previous output and sidecar are in place and the
+    the input's keyed tag to the sidecar, and commits the release by
+    :func:`ldpcli.release.commit.commit_release`: reserved in the ledger (the budget checked again
+    under its lock), output and sidecar published together, then confirmed; after any failure the
     reservation is taken out. Without a ledger nothing is recorded and the sidecar has no tag.
     ``input_label`` and ``output_label`` are the ledger's names for an input or output that is no
     file of its own (``"<stdin>"``; ``"<stdout>"``, the output being a spool copied there).
     ``overwrite`` replaces only ldp's own output: an existing output must have its sidecar, and is
     never the input or the ledger. When the owner has a signing key beside the ledger
     (:func:`ldpcli.release.signing.create_key`, ``ldp keys init``), the sidecar is signed with it
-    (``signed_by`` of the result). ``risk_k``, ``risk_rho0`` and ``risk_a`` choose the sidecar's
-    reconstruction section (:func:`ldpcli.risk.section.reconstruction`; default k = d, ρ0 = 0).
-    ``copies`` (default 1): release that many independent privatized copies of each row, side by
-    side (:meth:`ldpcli.io.VectorLayout.with_copies`), each with the spec's
+    (``signed_by`` of the result). ``options.risk`` chooses the sidecar's reconstruction section
+    (:func:`ldpcli.risk.section.reconstruction`; default k = d, ρ0 = 0). ``copies``: release that
+    many independent privatized copies of each row, side by side
+    (:meth:`ldpcli.io.VectorLayout.with_copies`), each with the spec's
     :meth:`~ldpcli.mechanisms.MechanismSpec.for_copies` so that together they spend the requested
-    privacy; estimators that need two independent copies of a row (``ldp regress``) read them.
-    Raises ``UsageError`` / ``DataError`` with one-line messages (``--dtype`` other than float32 or
-    float64 is a UsageError); on any failure no output or sidecar is left behind.
+    privacy (:attr:`PrivatizeResult.cost`); estimators that need two independent copies of a row
+    (``ldp regress``) read them. Raises ``UsageError`` / ``DataError`` with one-line messages
+    (a ``dtype`` other than float32 or float64 is a UsageError).
     """
-    spec, forced, clip_limit = release_checks(
-        mechanism, epsilon, calibration, norm_bound, options, force=force, fail_on_clip=fail_on_clip, dtype=dtype,
-        seed=seed, max_budget=max_budget, ledger=ledger,
-    )
+    spec, forced, clip_limit = release_checks(mechanism, epsilon, norm_bound, options)
+    copies, seed, overwrite, chosen = options.copies, options.seed, options.overwrite, options.columns
+    ledger, threads, memory = options.budget.ledger, options.resources.threads, options.resources.memory
     copy_spec = spec.for_copies(copies)
     threads = available_cores() if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
@@ -372,8 +404,9 @@ def privatize_file(
     per_batch = memory // _BATCHES_PER_BUDGET
     workers = min(threads, _BATCHES_PER_BUDGET - 2)
     with open_vectors(
-        source, column=column, columns=columns, keep=keep, batch_rows=batch_rows, memory_bytes=per_batch,
-        writable=False, granule=key_block_rows, keep_unsafe=keep_unsafe, skip_invalid=skip_invalid,
+        source, column=chosen.column, columns=chosen.columns, keep=chosen.keep, batch_rows=options.resources.batch_rows,
+        memory_bytes=per_batch, writable=False, granule=key_block_rows, keep_unsafe=chosen.keep_unsafe,
+        skip_invalid=options.skip_invalid,
     ) as reader:
         names = reader.layout.columns if reader.layout.kind == "columns" else None
         bound_spec, bound_notes = copy_spec.bind_columns(names, reader.layout.d)
@@ -383,8 +416,8 @@ def privatize_file(
             layout = reader.layout.with_copies(copies)
         except ValueError as exc:
             raise UsageError(f"{source}: --copies {copies}: {exc}; rename that column") from exc
-        risk = reconstruction(mech, k=risk_k, rho0=risk_rho0, a=risk_a, copies=copies)
-        recorded = release_warnings(mech, reader.layout.keep, forced, warnings)
+        risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies)
+        recorded = release_warnings(mech, reader.layout.keep, forced, options.warnings)
         # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL), so
         # it overlaps with the privatizing; the reader's arrays are read-only views that nothing writes to.
         fingerprint = InputFingerprint(reader.layout.d, threaded=True) if ledger is not None else None
@@ -396,7 +429,7 @@ def privatize_file(
             on_start(reader.num_rows)
         with AtomicVectorWriter(
             target, layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite,
-            dtype=dtype, like=reader,
+            dtype=options.dtype, like=reader,
         ) as writer:
             try:
                 n, n_clipped = _run(
@@ -420,8 +453,8 @@ def privatize_file(
                 charges.append(Charge(ledger_entry(
                     mech, digest=fingerprint.hexdigest(), source=source, rows=fingerprint.rows,
                     columns=reader.layout.columns, output=target, copies=copies, created="", tag="",
-                    reproducible=seed is not None, label=input_label, output_label=output_label,
-                ), input_label or str(source), rows))
+                    reproducible=seed is not None, label=options.input_label, output_label=options.output_label,
+                ), options.input_label or str(source), rows))
             with contextlib.ExitStack() as sidecars:
 
                 def finish(tags: Sequence[str | None], created: str) -> None:
@@ -435,7 +468,7 @@ def privatize_file(
                     publication.add_file(sidecars.enter_context(finished_text(side, sidecar_text(content))))
 
                 reservations = commit_release(publication, finish, ledger=ledger, charges=charges,
-                                              max_budget=max_budget)
+                                              max_budget=options.budget.max_budget)
             notices = (*bound_notes, *(r.notice for r in reservations if r.notice is not None))
             tag = reservations[0].tag if reservations else None
     return PrivatizeResult(

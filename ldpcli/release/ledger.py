@@ -55,6 +55,8 @@ Concurrency and crashes: reserve, publish, confirm
     under-counting: its reservation stays, :meth:`Ledger.pending` lists it (``ldp budget``, with what became of it:
     :func:`ldpcli.release.commit.pending_releases`), and the owner removes it with :func:`ldpcli.release.commit.release_reservation` once its release is known never to
     have appeared. Every write rewrites the file atomically; readers need no lock.
+
+The entries, their file format and the lock are in :mod:`ldpcli.release.ledger_file`.
 """
 
 from __future__ import annotations
@@ -63,15 +65,12 @@ import contextlib
 import hashlib
 import hmac
 import io
-import json
 import math
 import os
-import re
 import secrets
 import socket
 import struct
-import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -83,88 +82,37 @@ from ldpcli.io import faults
 from ldpcli.io.atomic import atomic_write_bytes, atomic_write_text
 from ldpcli.io.hashing import Sha256
 from ldpcli.io.messages import _reason
+from ldpcli.release.ledger_file import (
+    CONFIRMED,
+    RESERVED,
+    LedgerEntry,
+    RowSpend,
+    Spend,
+    default_ledger_path,
+    distinct,
+    dump_ledger,
+    entry_problem,
+    locked,
+    private_umask,
+    read_ledger,
+    spend_of,
+    unreadable,
+)
 from ldpcli.release.rowhash import ReleaseRows, RowDigest, contains, key_check
 
-if sys.platform == "win32":
-    import msvcrt
-
-    def _lock(descriptor: int) -> None:
-        """Take the exclusive lock on byte 0 of the lock file, waiting as long as it takes."""
-        os.lseek(descriptor, 0, os.SEEK_SET)
-        while True:
-            try:
-                msvcrt.locking(descriptor, msvcrt.LK_LOCK, 1)  # retries for about 10 s, then raises
-                return
-            except OSError:
-                continue
-
-    def _unlock(descriptor: int) -> None:
-        """Release the lock taken by :func:`_lock`."""
-        os.lseek(descriptor, 0, os.SEEK_SET)
-        msvcrt.locking(descriptor, msvcrt.LK_UNLCK, 1)
-
-else:
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - e.g. WebAssembly builds: no locking, documented above
-        fcntl = None  # type: ignore[assignment]
-
-    def _lock(descriptor: int) -> None:
-        """Take the exclusive ``flock`` on the lock file, waiting as long as it takes."""
-        if fcntl is not None:
-            fcntl.flock(descriptor, fcntl.LOCK_EX)
-
-    def _unlock(descriptor: int) -> None:
-        """Release the lock taken by :func:`_lock`."""
-        if fcntl is not None:
-            fcntl.flock(descriptor, fcntl.LOCK_UN)
-
-
-LEDGER_VERSION = 1
-LEDGER_ENV = "LDP_LEDGER"
-
-#: The ``"format"`` of a ledger file.
-LEDGER_FORMAT = "ldp-ledger"
-#: The states of an entry: published and confirmed, or reserved by a run that has not confirmed it (yet).
-CONFIRMED = "confirmed"
-RESERVED = "reserved"
 #: The prefix of every input tag (the 1 is the tag's version: HMAC-SHA256 of the fingerprint).
 TAG_PREFIX = "ldptag1-"
 
 _FINGERPRINT_PREFIX = b"ldp-input-fingerprint-v1\0"
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 #: Relative slack of the budget comparison, so that e.g. three releases at ε = 0.1 fit a cap of
 #: 0.3 although 0.1 + 0.1 + 0.1 > 0.3 in floating point. It is far below any meaningful ε.
 _BUDGET_SLACK = 1e-9
-_FIX = "ldp never resets a ledger: fix or move it, or choose another with --ledger PATH"
 
 
 class BudgetError(DataError):
     """A release would take an input's privacy loss past ``--max-budget`` (nothing was written)."""
 
     exit_code = 1
-
-
-def default_ledger_path() -> Path:
-    """Where the ledger lives when no ``--ledger`` is given.
-
-    ``$LDP_LEDGER`` if set and non-empty; else the user data directory: ``%APPDATA%\\ldp`` on
-    Windows, ``~/Library/Application Support/ldp`` on macOS, ``$XDG_DATA_HOME/ldp`` elsewhere
-    (``~/.local/share/ldp`` when ``XDG_DATA_HOME`` is unset, empty or relative, as the XDG
-    specification asks); the file is ``ledger.json`` there.
-    """
-    configured = os.environ.get(LEDGER_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    if sys.platform == "win32":
-        appdata = os.environ.get("APPDATA")
-        base = Path(appdata) if appdata else Path.home() / "AppData" / "Roaming"
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        xdg = os.environ.get("XDG_DATA_HOME")
-        base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "share"
-    return base / "ldp" / "ledger.json"
 
 
 # --- the fingerprint ---------------------------------------------------------------------------------
@@ -227,310 +175,12 @@ class InputFingerprint:
         self._stream.close()
 
 
-# --- entries and spends ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LedgerEntry:
-    """One release as the ledger records it.
-
-    ``input`` and ``output`` are the paths as given, resolved; ``epsilon`` is the ε asked for and
-    ``epsilon_exact`` the mechanism's exact worst-case ε (what the budget counts); ``delta`` is
-    None for pure ε-LDP; ``created`` is UTC ISO-8601 (the release's ``created``, as its sidecar records it); ``tag`` is the input tag
-    written into the release's sidecar; ``reproducible`` says whether the run was seeded.
-    """
-
-    fingerprint: str
-    input: str
-    rows: int
-    d: int
-    columns: list[str]
-    output: str
-    mechanism: str
-    epsilon: float
-    epsilon_exact: float
-    delta: float | None
-    created: str
-    tag: str
-    reproducible: bool
-    state: str = "confirmed"
-    release: str = ""
-    owner: dict[str, Any] | None = None
-    #: The release's row file (its distinct keyed row hashes, :mod:`ldpcli.release.rowhash`), relative to the
-    #: ledger's directory; "" for a release recorded without one (older ledgers, ``record``).
-    rows_file: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The entry as the ledger file stores it (JSON-able)."""
-        return {
-            "fingerprint": self.fingerprint,
-            "input": self.input,
-            "rows": self.rows,
-            "d": self.d,
-            "columns": list(self.columns),
-            "output": self.output,
-            "mechanism": self.mechanism,
-            "epsilon": self.epsilon,
-            "epsilon_exact": self.epsilon_exact,
-            "delta": self.delta,
-            "created": self.created,
-            "tag": self.tag,
-            "reproducible": self.reproducible,
-            "state": self.state,
-            "release": self.release,
-            **({"owner": dict(self.owner)} if self.owner is not None else {}),
-            **({"rows_file": self.rows_file} if self.rows_file else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any, ledger: str | os.PathLike[str], *, index: int | None = None) -> LedgerEntry:
-        """The entry stored as ``data`` in the ledger ``ledger`` (named in the DataError if malformed).
-
-        ``index`` (0-based) names the entry in that message. Extra keys are ignored.
-        """
-        where = "an entry" if index is None else f"entry {index + 1} (counting from 1)"
-        problem = _entry_problem(data)
-        if problem is not None:
-            raise _unreadable(os.fspath(ledger), f"{where}: {problem}")
-        delta = data["delta"]
-        return cls(
-            fingerprint=data["fingerprint"],
-            input=data["input"],
-            rows=int(data["rows"]),
-            d=int(data["d"]),
-            columns=list(data["columns"]),
-            output=data["output"],
-            mechanism=data["mechanism"],
-            epsilon=float(data["epsilon"]),
-            epsilon_exact=float(data["epsilon_exact"]),
-            delta=None if delta is None else float(delta),
-            created=data["created"],
-            tag=data["tag"],
-            reproducible=data["reproducible"],
-            state=data.get("state", CONFIRMED),
-            release=data.get("release", ""),
-            owner=dict(data["owner"]) if isinstance(data.get("owner"), Mapping) else None,
-            rows_file=data.get("rows_file", ""),
-        )
-
-
-#: The fields every stored entry has (those added with reservations are optional: older entries lack them).
-_ENTRY_FIELDS = tuple(name for name in LedgerEntry.__dataclass_fields__
-                      if name not in ("state", "release", "owner", "rows_file"))
-#: A row file's name: in the ledger's rows directory, named by its release id (nothing else is
-#: ever read or removed through an entry, whatever a ledger file says).
-_ROWS_FILE = re.compile(r"[^/\\]+-rows/([0-9a-f]{16})\.npy")
-
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-
-
-def _entry_problem(data: Any) -> str | None:
-    """Why ``data`` is not a valid stored entry, or None when it is."""
-    if not isinstance(data, Mapping):
-        return "not a JSON object"
-    missing = [name for name in _ENTRY_FIELDS if name not in data]
-    if missing:
-        return f"missing field {', '.join(repr(name) for name in missing)}"
-    fingerprint = data["fingerprint"]
-    if not isinstance(fingerprint, str) or not _HEX64.fullmatch(fingerprint):
-        return "'fingerprint' is not 64 lowercase hex digits"
-    for name in ("input", "output", "mechanism", "created", "tag"):
-        if not isinstance(data[name], str):
-            return f"{name!r} is not a string"
-    if not _is_int(data["rows"]) or data["rows"] < 0:
-        return "'rows' is not a non-negative integer"
-    if not _is_int(data["d"]) or data["d"] < 1:
-        return "'d' is not a positive integer"
-    columns = data["columns"]
-    if not isinstance(columns, (list, tuple)) or not all(isinstance(name, str) for name in columns):
-        return "'columns' is not a list of strings"
-    for name in ("epsilon", "epsilon_exact"):
-        value = data[name]
-        if not _is_number(value) or not math.isfinite(value) or value <= 0:
-            return f"{name!r} is not a positive finite number"
-    delta = data["delta"]
-    if delta is not None and (not _is_number(delta) or not 0 <= delta < 1):
-        return "'delta' is neither null nor a number in [0, 1)"
-    if not isinstance(data["reproducible"], bool):
-        return "'reproducible' is not true or false"
-    if data.get("state", CONFIRMED) not in (CONFIRMED, RESERVED):
-        return f"'state' is neither {CONFIRMED!r} nor {RESERVED!r}"
-    if not isinstance(data.get("release", ""), str):
-        return "'release' is not a string"
-    rows_file = data.get("rows_file", "")
-    if rows_file and not (isinstance(rows_file, str) and (match := _ROWS_FILE.fullmatch(rows_file))
-                          and match[1] == data.get("release")):
-        return "'rows_file' is not the row file of its release (<ledger>-rows/<release>.npy)"
-    return None
-
-
-@dataclass(frozen=True)
-class Spend:
-    """What the releases of one input (one fingerprint) have spent, by basic composition.
-
-    ``epsilon`` is the sum of the exact ε (the privacy loss), ``epsilon_asked`` the sum of the ε
-    asked for, ``delta`` the sum of δ when any release had one (else None: pure ε-LDP);
-    ``inputs`` and ``outputs`` are the distinct paths in the order first seen; ``first`` and
-    ``last`` are the creation times of the first and last release in the ledger. ``reserved`` of
-    the ``releases`` are reservations not (yet) confirmed: they are counted in full.
-    """
-
-    fingerprint: str
-    releases: int
-    epsilon: float
-    epsilon_asked: float
-    delta: float | None
-    inputs: list[str]
-    outputs: list[str]
-    first: str
-    last: str
-    reserved: int = 0
-
-
-@dataclass(frozen=True)
-class RowSpend:
-    """What earlier releases spent on a new release's rows (:meth:`Ledger.row_spend`).
-
-    ``epsilon``: the most any one row spent (sum of exact ε); ``times`` and ``least``: the most and
-    fewest earlier releases that held one of its rows (of those released before); ``held`` of its
-    ``rows`` distinct rows were released before (``rows`` 0: counted per input, not per row).
-    """
-
-    epsilon: float
-    times: int
-    least: int
-    held: int
-    rows: int
-
-    def where(self) -> str:
-        """What the spend is of, for a message."""
-        if not self.rows:
-            return f" over {self.times} release(s)"
-        return (f" on its most released row ({self.held} of its {self.rows} rows were released before, "
-                f"up to {self.times} time(s))")
-
-
-def _spend(entries: list[LedgerEntry]) -> Spend:
-    """The spend of ``entries`` (non-empty, all of one fingerprint, in ledger order)."""
-    deltas = [entry.delta for entry in entries if entry.delta is not None]
-    return Spend(
-        fingerprint=entries[0].fingerprint,
-        releases=len(entries),
-        epsilon=math.fsum(entry.epsilon_exact for entry in entries),
-        epsilon_asked=math.fsum(entry.epsilon for entry in entries),
-        delta=math.fsum(deltas) if deltas else None,
-        inputs=_distinct(entry.input for entry in entries),
-        outputs=_distinct(entry.output for entry in entries),
-        first=entries[0].created,
-        last=entries[-1].created,
-        reserved=sum(entry.state == RESERVED for entry in entries),
-    )
-
-
-def _distinct(values: Iterable[str]) -> list[str]:
-    """``values`` without repeats, in the order first seen."""
-    return list(dict.fromkeys(values))
-
-
 def _fmt(value: float) -> str:
     """A privacy parameter for a message: 6 significant digits."""
     return f"{value:.6g}"
 
 
 # --- the ledger ----------------------------------------------------------------------------------
-
-
-def _unreadable(label: str, reason: str) -> DataError:
-    """The error for a ledger file ldp cannot use."""
-    return DataError(f"{label}: cannot read the privacy-budget ledger ({reason}); {_FIX}")
-
-
-def _read_ledger(path: Path, label: str) -> tuple[bytes, list[LedgerEntry]] | None:
-    """The key and entries stored at ``path``; None when there is no file; DataError when unusable."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise _unreadable(label, _reason(exc)) from exc
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise _unreadable(label, f"not JSON: {_reason(exc)}") from exc
-    if not isinstance(data, dict):
-        raise _unreadable(label, f"not a JSON object but a {type(data).__name__}")
-    if data.get("format") != LEDGER_FORMAT:
-        raise _unreadable(label, f'no "format": "{LEDGER_FORMAT}"')
-    version = data.get("version")
-    if not _is_int(version):
-        raise _unreadable(label, "no integer \"version\"")
-    if version != LEDGER_VERSION:
-        raise DataError(
-            f"{label}: this privacy-budget ledger is version {version}, and this ldp reads version "
-            f"{LEDGER_VERSION}; use the ldp that wrote it, or choose another ledger with --ledger PATH "
-            "(ldp never resets a ledger)"
-        )
-    key = data.get("key")
-    if not isinstance(key, str) or not _HEX64.fullmatch(key):
-        raise _unreadable(label, 'no "key" of 64 lowercase hex digits')
-    entries = data.get("entries")
-    if not isinstance(entries, list):
-        raise _unreadable(label, 'no "entries" list')
-    return bytes.fromhex(key), [LedgerEntry.from_dict(item, label, index=i) for i, item in enumerate(entries)]
-
-
-def _dump(key: bytes, entries: list[LedgerEntry]) -> str:
-    """The ledger file's text (ASCII JSON, so paths that are not valid UTF-8 survive as escapes)."""
-    document = {
-        "format": LEDGER_FORMAT,
-        "version": LEDGER_VERSION,
-        "key": key.hex(),
-        "entries": [entry.to_dict() for entry in entries],
-    }
-    return json.dumps(document, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path, label: str) -> Iterator[None]:
-    """Hold the exclusive lock on ``lock_path`` (created 0600 and left in place) for the block."""
-    try:
-        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError as exc:
-        raise DataError(
-            f"{label}: cannot open the ledger's lock file {str(lock_path)!r} ({_reason(exc)}); "
-            "check the directory's permissions, or choose another ledger with --ledger PATH"
-        ) from exc
-    try:
-        try:
-            _lock(descriptor)
-        except OSError as exc:
-            raise DataError(
-                f"{label}: cannot lock the ledger ({_reason(exc)}); "
-                "keep the ledger on a local file system, or choose another with --ledger PATH"
-            ) from exc
-        try:
-            yield
-        finally:
-            _unlock(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-@contextlib.contextmanager
-def _private_umask() -> Iterator[None]:
-    """Create files 0600 and directories 0700 in this block (the umask is per process, see record)."""
-    previous = os.umask(0o077)
-    try:
-        yield
-    finally:
-        os.umask(previous)
 
 
 class Ledger:
@@ -567,7 +217,7 @@ class Ledger:
         """
         target = Path(path) if path is not None else default_ledger_path()
         label = os.fspath(target)
-        state = _read_ledger(target, label)
+        state = read_ledger(target, label)
         if state is None:
             return cls(target, label, None, [])
         key, entries = state
@@ -612,7 +262,7 @@ class Ledger:
     def spent(self, fingerprint: str) -> Spend | None:
         """What the releases of the input with this fingerprint spent; None if it was never released."""
         entries = [entry for entry in self._entries if entry.fingerprint == fingerprint]
-        return _spend(entries) if entries else None
+        return spend_of(entries) if entries else None
 
     def check(self, fingerprint: str, epsilon: float, *, max_budget: float | None, input_label: str,
               rows: ReleaseRows | None = None) -> str | None:
@@ -637,7 +287,7 @@ class Ledger:
             spend = self.spent(fingerprint)
             used = None if spend is None else RowSpend(spend.epsilon, spend.releases, spend.releases, 0, 0)
         else:
-            used = self.row_spend(fingerprint, rows)
+            used = self.rowspend_of(fingerprint, rows)
         spent = used.epsilon if used is not None else 0.0
         total = spent + epsilon
         if max_budget is not None and total > max_budget * (1 + _BUDGET_SLACK):
@@ -664,7 +314,7 @@ class Ledger:
             "privacy loss; see `ldp budget`."
         )
 
-    def row_spend(self, fingerprint: str, rows: ReleaseRows) -> RowSpend | None:
+    def rowspend_of(self, fingerprint: str, rows: ReleaseRows) -> RowSpend | None:
         """What the earlier releases spent on the rows of a new release; None when none of them held any.
 
         A row's spend is the sum of the exact ε of every entry (confirmed or reserved) whose row
@@ -701,11 +351,11 @@ class Ledger:
         try:
             hashes = np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
-            raise _unreadable(self._label, f"the row file {str(path)!r} of release {entry.release}: "
+            raise unreadable(self._label, f"the row file {str(path)!r} of release {entry.release}: "
                                            f"{_reason(exc) if isinstance(exc, OSError) else exc}") from exc
         if hashes.dtype != np.dtype("<u8") or hashes.ndim != 1 or (
                 hashes.shape[0] > 1 and not bool(np.all(hashes[1:] > hashes[:-1]))):
-            raise _unreadable(self._label, f"the row file {str(path)!r} of release {entry.release} is not an "
+            raise unreadable(self._label, f"the row file {str(path)!r} of release {entry.release} is not an "
                                            "ascending array of 64-bit row hashes")
         return hashes
 
@@ -716,7 +366,7 @@ class Ledger:
         buffer = io.BytesIO()
         np.save(buffer, np.ascontiguousarray(rows.hashes, dtype="<u8"), allow_pickle=False)
         try:
-            with _private_umask():
+            with private_umask():
                 directory.mkdir(mode=0o700, exist_ok=True)
                 atomic_write_bytes(path, buffer.getvalue())
         except (OSError, DataError, UsageError) as exc:
@@ -756,7 +406,7 @@ class Ledger:
         created, which is per process: a file another thread creates at that moment is made
         private too (never less private).
         """
-        problem = _entry_problem(entry.to_dict())
+        problem = entry_problem(entry.to_dict())
         if problem is not None:
             raise ValueError(f"not a valid ledger entry: {problem}")
         self._update(lambda key, entries: entries.append(entry))
@@ -792,7 +442,7 @@ class Ledger:
             tag = snapshot.tag(entry.fingerprint)
             reserved = replace(entry, tag=tag, state=RESERVED, release=release, owner=_this_process(),
                                rows_file=self._rows_name(release) if rows is not None else "")
-            problem = _entry_problem(reserved.to_dict())
+            problem = entry_problem(reserved.to_dict())
             if problem is not None:
                 raise ValueError(f"not a valid ledger entry: {problem}")
             if rows is not None:
@@ -879,8 +529,8 @@ class Ledger:
         """
         target = Path(os.path.realpath(self._path))
         self._make_directory(target.parent)
-        with _locked(target.with_name(target.name + ".lock"), self._label):
-            state = _read_ledger(target, self._label)
+        with locked(target.with_name(target.name + ".lock"), self._label):
+            state = read_ledger(target, self._label)
             entries: list[LedgerEntry]
             if state is None:
                 key, entries = self._secret(), []
@@ -902,13 +552,13 @@ class Ledger:
 
     def _write(self, target: Path, key: bytes, entries: list[LedgerEntry], step: str) -> None:
         """Rewrite the ledger file atomically (0600 when it is new); DataError if it cannot be written."""
-        text = _dump(key, entries)
+        text = dump_ledger(key, entries)
         try:
             faults.checkpoint(step)
             if target.exists():
                 atomic_write_text(target, text, overwrite=True)
             else:
-                with _private_umask():
+                with private_umask():
                     atomic_write_text(target, text, overwrite=True)
         except OSError as exc:
             raise DataError(f"{self._label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
@@ -932,7 +582,7 @@ class Ledger:
         for entry in self._entries:
             groups.setdefault(entry.fingerprint, []).append(entry)
         order = {entry.fingerprint: index for index, entry in enumerate(self._entries)}
-        return [_spend(groups[fingerprint]) for fingerprint in sorted(groups, key=order.__getitem__)]
+        return [spend_of(groups[fingerprint]) for fingerprint in sorted(groups, key=order.__getitem__)]
 
     def by_tag(self, tag: str) -> Spend | None:
         """The spend of the input whose releases carry ``tag`` (from a sidecar); None if unknown here.
@@ -944,7 +594,7 @@ class Ledger:
                 return self.spent(entry.fingerprint)
         if self._key is None:
             return None
-        for fingerprint in _distinct(entry.fingerprint for entry in self._entries):
+        for fingerprint in distinct(entry.fingerprint for entry in self._entries):
             if self.tag(fingerprint) == tag:
                 return self.spent(fingerprint)
         return None

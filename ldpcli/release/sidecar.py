@@ -80,6 +80,7 @@ from ldpcli.io.jsonfile import read_json
 from ldpcli.math.kernels import kernel_name
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms.base import MechanismSpec
+from ldpcli.mechanisms.composition import release_cost
 from ldpcli.mechanisms.hooks import feature_section
 from ldpcli.release.randomness import BIT_GENERATOR
 from ldpcli.release.rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
@@ -236,7 +237,7 @@ def build_sidecar(
     release["expected_error_mean"] = mechanism.expected_error_mean(n) / layout.copies
     if layout.copies > 1:
         release["copies"] = layout.copies
-        release["epsilon_total"] = layout.copies * mechanism.epsilon_exact
+        release["epsilon_total"] = release_cost(mechanism, copies=layout.copies).epsilon_exact
     release["unprivatized_columns"] = list(layout.keep)
     release["warnings"] = recorded
     if input_tag is not None:

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ldpcli.mechanisms import Mechanism
+from ldpcli.mechanisms.composition import composed_levels
 from ldpcli.mechanisms.hooks import RiskEpsilon, risk_epsilons
 from ldpcli.risk.diffuse import STANDARD_A, TARGET, diffuse_risks
 
@@ -51,15 +52,10 @@ def reconstruction(
     """The section for ``mech`` (k defaults to its d), or None when it has no direction (d = 1, no k).
 
     ``copies``: the release holds that many independent outputs of ``mech`` for each row, so each
-    level is multiplied by it (basic composition). Errors name ``--risk-k``, ``--risk-a`` and
+    level is multiplied by it (basic composition, :func:`ldpcli.mechanisms.composition.composed_levels`). Errors name ``--risk-k``, ``--risk-a`` and
     ``--risk-rho0`` (:data:`RISK_FLAGS`).
     """
     if mech.d < 2 and k is None:
         return None
-    levels = risk_epsilons(mech)
-    if copies > 1:
-        levels = [level._replace(
-            epsilon=None if level.epsilon is None else copies * level.epsilon,
-            applies=f"{level.applies}; times {copies} copies of each row (basic composition)",
-        ) for level in levels]
+    levels = composed_levels(risk_epsilons(mech), copies)
     return reconstruction_for(levels, k=mech.d if k is None else k, rho0=rho0, a=a, d=mech.d, flags=RISK_FLAGS)

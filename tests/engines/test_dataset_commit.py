@@ -28,6 +28,7 @@ from ldpcli.io.faults import STEPS
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.datasets import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.options import Budget, ReleaseOptions
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
@@ -132,7 +133,7 @@ def test_a_directory_that_appears_before_publishing_is_not_replaced(tmp_path: Pa
     monkeypatch.setattr(module, "commit_release", late_rival)
     ledger = Ledger.open(tmp_path / "ledger.json")
     with pytest.raises(UsageError, match="already exists"):
-        privatize_dataset([source], out, engine=None, epsilon=1.0, ledger=ledger)
+        privatize_dataset([source], out, engine=None, epsilon=1.0, options=ReleaseOptions(budget=Budget(ledger=ledger)))
     assert sorted(p.name for p in out.iterdir()) == ["rival.txt"]
     assert Ledger.open(tmp_path / "ledger.json").entries == ()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.parquet", "ledger.json", "ledger.json.lock",

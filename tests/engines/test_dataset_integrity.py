@@ -27,6 +27,7 @@ from ldpcli.errors import DataError
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.datasets import MANIFEST_NAME
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import ReleaseOptions
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 D = 16  # key blocks of 512 rows
@@ -160,7 +161,7 @@ def test_no_file_of_a_dataset_counts_the_skipped_rows(tmp_path: Path) -> None:
     rows[1024:1536] = np.nan  # a whole part (of 512 rows) skipped
     source = write(tmp_path / "in.parquet", rows)
     out = tmp_path / "release"
-    result = privatize_dataset(source, out, engine=None, epsilon=4.0, part_rows=512, skip_invalid=True)
+    result = privatize_dataset(source, out, engine=None, epsilon=4.0, options=ReleaseOptions(skip_invalid=True), part_rows=512)
     assert result.n == 3000 - 3 - 512 and result.n_skipped == 515  # the operator is told
     manifest = manifest_of(out)
     written = [p["rows"] for p in manifest["parts"]]
@@ -184,9 +185,9 @@ def test_no_file_of_a_dataset_counts_the_skipped_rows(tmp_path: Path) -> None:
 def test_an_npy_input_is_cut_into_parts_that_equal_the_local_output(tmp_path: Path) -> None:
     source = tmp_path / "in.npy"
     np.save(source, unit_rows(2500, D, seed=3))
-    whole = privatize_dataset(source, tmp_path / "one", engine=None, epsilon=2.0, seed=8)  # one part
-    parts = privatize_dataset(source, tmp_path / "parts", engine=None, epsilon=2.0, seed=8, part_rows=1000)
-    local = privatize_file(source, tmp_path / "local.parquet", epsilon=2.0, seed=8).output
+    whole = privatize_dataset(source, tmp_path / "one", engine=None, epsilon=2.0, options=ReleaseOptions(seed=8))  # one part
+    parts = privatize_dataset(source, tmp_path / "parts", engine=None, epsilon=2.0, options=ReleaseOptions(seed=8), part_rows=1000)
+    local = privatize_file(source, tmp_path / "local.parquet", epsilon=2.0, options=ReleaseOptions(seed=8)).output
     expected = pq.read_table(local).column(0).combine_chunks().flatten()
     for result, count in ((whole, 1), (parts, 3)):
         assert len(result.parts) == count and result.n == 2500

@@ -27,6 +27,7 @@ from ldpcli.release.datasets import MANIFEST_NAME
 from ldpcli.release.engines import DaskEngine, make_engine
 from ldpcli.release.file import privatize_file
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.options import Budget, ReleaseOptions
 
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
 D = 16  # key blocks of 512 rows
@@ -62,7 +63,7 @@ def test_parts_follow_row_groups_on_key_block_boundaries_and_equal_the_local_out
     inputs: list[Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "release"
-    result = privatize_dataset(inputs, out, engine=None, epsilon=4.0, seed=11)
+    result = privatize_dataset(inputs, out, engine=None, epsilon=4.0, options=ReleaseOptions(seed=11))
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     # Row groups start at 0, 1000, 2000, …: rounded up to blocks of 512 rows.
     assert [(p["file"], p["input"], p["rows"]) for p in manifest["parts"]] == [
@@ -76,7 +77,7 @@ def test_parts_follow_row_groups_on_key_block_boundaries_and_equal_the_local_out
                                            "input": part["input"], "parts": 7}
         assert side["data"]["n"] == part["rows"] and side["data"]["sha256"] == part["sha256"]
     for index, source in enumerate(inputs):
-        alone = privatize_file(source, tmp_path / f"local{index}.parquet", epsilon=4.0, seed=11)
+        alone = privatize_file(source, tmp_path / f"local{index}.parquet", epsilon=4.0, options=ReleaseOptions(seed=11))
         assert np.array_equal(part_values(out, index), read_values(alone.output))  # bit for bit
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local0.parquet", "local0.parquet.ldp.json",
                                                           "local1.parquet", "local1.parquet.ldp.json", "raw", "release"]
@@ -84,7 +85,7 @@ def test_parts_follow_row_groups_on_key_block_boundaries_and_equal_the_local_out
 
 def test_part_rows_and_the_estimate_from_the_directory(inputs: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "release"
-    privatize_dataset(inputs, out, engine=None, epsilon=4.0, seed=5, part_rows=2000)
+    privatize_dataset(inputs, out, engine=None, epsilon=4.0, options=ReleaseOptions(seed=5), part_rows=2000)
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     assert [(p["input"], p["rows"]) for p in manifest["parts"]] == [(0, 2048), (0, 2048), (0, 504), (1, 1300)]
     whole = estimate_mean(out)
@@ -95,7 +96,7 @@ def test_part_rows_and_the_estimate_from_the_directory(inputs: list[Path], tmp_p
 
 def test_a_dataset_directory_is_bound_by_its_manifest(inputs: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "release"
-    privatize_dataset(inputs, out, engine=None, epsilon=4.0, ledger=Ledger.open(tmp_path / "ledger.json"))
+    privatize_dataset(inputs, out, engine=None, epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=Ledger.open(tmp_path / "ledger.json"))))
     # The parts of one input share its tag: they are one release, not two.
     assert estimate_mean(out).n == 5900
     _copy(out / "part-00001.parquet", out / "copy.parquet")  # the same part again, under another name
@@ -126,11 +127,11 @@ def test_a_failing_part_leaves_no_directory_and_no_staging(inputs: list[Path], t
 
 def test_the_budget_is_checked_before_anything_is_published(inputs: list[Path], tmp_path: Path) -> None:
     ledger = Ledger.open(tmp_path / "ledger.json")
-    privatize_file(inputs[1], tmp_path / "earlier.parquet", epsilon=4.0, ledger=ledger)
+    privatize_file(inputs[1], tmp_path / "earlier.parquet", epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=ledger)))
     with pytest.raises(DataError, match="budget"):
-        privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=4.0, ledger=ledger, max_budget=6.0)
+        privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=ledger, max_budget=6.0)))
     assert not (tmp_path / "release").exists() and not list(tmp_path.glob(".release.*"))
-    privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=1.0, ledger=ledger, max_budget=6.0)
+    privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=1.0, options=ReleaseOptions(budget=Budget(ledger=ledger, max_budget=6.0)))
     assert [entry.epsilon for entry in ledger.entries] == [4.0, 1.0, 1.0]
 
 
@@ -159,10 +160,9 @@ def test_dask_threads_synchronous_processes_and_a_two_worker_cluster_write_the_s
     runs = {"local": None, "threads": DaskEngine("threads"), "synchronous": DaskEngine("synchronous"),
             "processes": DaskEngine("processes")}
     for name, engine in runs.items():
-        privatize_dataset(inputs, tmp_path / name, engine=engine, epsilon=4.0, seed=3)
+        privatize_dataset(inputs, tmp_path / name, engine=engine, epsilon=4.0, options=ReleaseOptions(seed=3))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        privatize_dataset(inputs, tmp_path / "cluster", engine=DaskEngine(cluster.scheduler_address),
-                          epsilon=4.0, seed=3)
+        privatize_dataset(inputs, tmp_path / "cluster", engine=DaskEngine(cluster.scheduler_address), epsilon=4.0, options=ReleaseOptions(seed=3))
         cluster_mean = estimate_mean(tmp_path / "cluster", engine=DaskEngine(cluster.scheduler_address))
     names = sorted(p.name for p in (tmp_path / "local").glob("part-*.parquet"))
     assert len(names) == 7
@@ -211,7 +211,7 @@ def test_an_unseeded_run_sends_no_entropy_to_its_tasks(inputs: list[Path], tmp_p
     assert len(sent) == 14 and all(task.entropy is None for task in sent)
     assert not np.array_equal(part_values(tmp_path / "a", 0), part_values(tmp_path / "b", 0))  # fresh noise
     sent.clear()
-    privatize_dataset(inputs, tmp_path / "c", engine=None, epsilon=4.0, seed=1)
+    privatize_dataset(inputs, tmp_path / "c", engine=None, epsilon=4.0, options=ReleaseOptions(seed=1))
     assert all(task.entropy is not None for task in sent)
 
 

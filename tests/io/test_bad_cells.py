@@ -24,8 +24,9 @@ from helpers import ldp
 from ldpcli.analysis.answer import encode_queries, read_workload
 from ldpcli.errors import DataError
 from ldpcli.io import open_vectors
-from ldpcli.learn.train import train
+from ldpcli.learn.train import TrainingOptions, train
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import ReleaseOptions
 
 ROWS = 50_000  # 40,000 is far beyond the first block of the CSV reader
 LDP = str(Path(sys.executable).with_name("ldp"))
@@ -76,7 +77,7 @@ def test_the_cli_refuses_the_file_in_one_line_and_writes_nothing(tmp_path: Path,
 
 def test_skip_invalid_privatizes_the_other_rows_with_the_whole_column(tmp_path: Path) -> None:
     path = vectors_csv(tmp_path / "x.csv", 300, b"\xff")
-    result = privatize_file(path, tmp_path / "out.csv", epsilon=1.0, skip_invalid=True, seed=0)
+    result = privatize_file(path, tmp_path / "out.csv", epsilon=1.0, options=ReleaseOptions(skip_invalid=True, seed=0))
     assert (result.n, result.d, result.n_skipped) == (ROWS - 1, 4, 1)
     assert (tmp_path / "out.csv").read_text().splitlines()[0] == '"a","b","c","e"'
 
@@ -122,7 +123,7 @@ def test_a_class_label_outside_the_classes_is_not_shown(tmp_path: Path) -> None:
     path = tmp_path / "x.csv"
     path.write_text(f"a,b,label\n0.1,0.2,x\n0.3,0.1,{SECRET}\n")
     with pytest.raises(DataError) as excinfo:
-        train(path, label="label", epsilon=1.0, classes=["x", "y"])
+        train(path, label="label", epsilon=1.0, training=TrainingOptions(classes=["x", "y"]))
     assert "row 2 (counting from 1), column 'label'" in str(excinfo.value) and "alice" not in str(excinfo.value)
 
 

@@ -16,6 +16,7 @@ from helpers import unit_rows, write_list
 
 from ldpcli.errors import DataError
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import ReleaseOptions, Resources
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 
@@ -63,7 +64,7 @@ def test_a_bad_row_late_in_the_file_leaves_nothing(tmp_path: Path) -> None:
     write_list(src, x, row_group_size=500)
     before = digest(src)
     with pytest.raises(DataError, match="row 4322"):
-        privatize_file(src, tmp_path / "out.parquet", epsilon=1.0, batch_rows=400, threads=2)
+        privatize_file(src, tmp_path / "out.parquet", epsilon=1.0, options=ReleaseOptions(resources=Resources(batch_rows=400, threads=2)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
     assert digest(src) == before
 

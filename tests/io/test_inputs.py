@@ -19,6 +19,7 @@ from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
 from ldpcli.release.datasets import expand_inputs
 from ldpcli.release.file import privatize_file, privatize_files
+from ldpcli.release.options import ReleaseOptions
 
 
 @pytest.fixture
@@ -49,7 +50,7 @@ def test_a_directory_is_its_data_files_in_sorted_order(shards: Path) -> None:
 
 
 def test_ldp_outputs_are_skipped_when_privatizing_and_picked_when_estimating(shards: Path) -> None:
-    privatize_file(shards / "part-0.parquet", epsilon=4.0, seed=1)
+    privatize_file(shards / "part-0.parquet", epsilon=4.0, options=ReleaseOptions(seed=1))
     raw = expand_inputs(shards, privatized=False)
     assert names(raw) == ["part-0.parquet", "part-1.parquet", "part-2.parquet"]
     assert names(expand_inputs(shards, privatized=True)) == ["part-0.privatized.parquet"]
@@ -89,7 +90,7 @@ def test_privatize_a_directory_into_a_new_dataset_directory(shards: Path, tmp_pa
         [f"part-{i}.privatized.parquet" for i in range(3)] + [f"part-{i}.privatized.parquet.ldp.json" for i in range(3)])
     # Each input is its own release, keyed by its own bytes: privatized alone, with the same seed, it is
     # the same file, byte for byte.
-    alone = privatize_file(shards / "part-1.parquet", tmp_path / "alone.parquet", epsilon=4.0, seed=7)
+    alone = privatize_file(shards / "part-1.parquet", tmp_path / "alone.parquet", epsilon=4.0, options=ReleaseOptions(seed=7))
     assert alone.output.read_bytes() == (out / "part-1.privatized.parquet").read_bytes()
     # ...and the shards got different noise (one seed, three keys).
     rows = [pq.read_table(out / f"part-{i}.privatized.parquet").column("vec") for i in range(2)]
@@ -98,7 +99,7 @@ def test_privatize_a_directory_into_a_new_dataset_directory(shards: Path, tmp_pa
 
 def test_estimate_from_a_directory_equals_estimate_from_its_files(shards: Path, tmp_path: Path) -> None:
     out = tmp_path / "release"
-    results = privatize_files(shards, f"{out}/", epsilon=4.0, seed=3)
+    results = privatize_files(shards, f"{out}/", epsilon=4.0, options=ReleaseOptions(seed=3))
     listed = estimate_mean([r.output for r in results])
     assert estimate_mean(out).mean.tolist() == listed.mean.tolist()
     assert estimate_mean(str(out / "part-*.privatized.parquet")).n == 300
@@ -172,9 +173,9 @@ def test_compressed_csv_in_and_out(tmp_path: Path, suffix: str) -> None:
     rows = unit_rows(700, 4, seed=3)
     source = write_csv(tmp_path / f"x{suffix}", rows)
     # The default output keeps the compression; the same input and seed give the same values in any output.
-    packed = privatize_file(source, epsilon=2.0, seed=4)
+    packed = privatize_file(source, epsilon=2.0, options=ReleaseOptions(seed=4))
     assert packed.output.name == f"x.privatized{suffix}" and packed.n == 700
-    plain = privatize_file(source, tmp_path / "plain.csv", epsilon=2.0, seed=4)
+    plain = privatize_file(source, tmp_path / "plain.csv", epsilon=2.0, options=ReleaseOptions(seed=4))
     codec = {".csv.gz": "gzip", ".csv.zst": "zstd"}[suffix]
     with pa.input_stream(packed.output, compression=codec) as stream:
         assert stream.read() == plain.output.read_bytes()

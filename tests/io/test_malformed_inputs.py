@@ -42,6 +42,7 @@ from ldpcli.errors import DataError
 from ldpcli.io import open_vectors
 from ldpcli.mechanisms import get_mechanism, mechanism_names
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import ReleaseOptions
 from ldpcli.release.sidecar import load_sidecar, sidecar_path
 
 
@@ -245,7 +246,7 @@ def test_rows_whose_norm_overflows_are_clipped_onto_the_sphere(tmp_path: Path) -
     write_list(src, x, column="v")
     for mechanism in ("privunit2", "laplace"):
         out = tmp_path / f"{mechanism}.parquet"
-        result = privatize_file(src, out, epsilon=8.0, mechanism=mechanism, norm_bound=2.0, seed=5)
+        result = privatize_file(src, out, mechanism=mechanism, epsilon=8.0, norm_bound=2.0, options=ReleaseOptions(seed=5))
         assert result.n_clipped == n
         z = privatized_rows(out)
         spread = z.std(axis=0, ddof=1) / math.sqrt(n)

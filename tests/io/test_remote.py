@@ -19,6 +19,7 @@ from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import remote
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import ReleaseOptions
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def test_privatize_an_s3_input_is_the_local_run_byte_for_byte(bucket: Path, tmp_
     write_list(bucket / "raw" / "x.parquet", unit_rows(500, 6, seed=1))
     result = ldp("privatize", "s3://bucket/raw/x.parquet", "--eps", 2, "--seed", 5, "-o", tmp_path / "out.parquet")
     assert result.exit_code == 0, result.stderr
-    local = privatize_file(bucket / "raw" / "x.parquet", tmp_path / "local.parquet", epsilon=2.0, seed=5)
+    local = privatize_file(bucket / "raw" / "x.parquet", tmp_path / "local.parquet", epsilon=2.0, options=ReleaseOptions(seed=5))
     assert (tmp_path / "out.parquet").read_bytes() == local.output.read_bytes()
 
 
@@ -73,7 +74,7 @@ def test_a_file_url_is_the_local_file(tmp_path: Path) -> None:
     source = write_list(tmp_path / "x.parquet", unit_rows(50, 3))
     result = ldp("privatize", f"file://{source}", "--eps", 1, "--seed", 1, "-o", tmp_path / "out.parquet")
     assert result.exit_code == 0, result.stderr
-    local = privatize_file(source, tmp_path / "local.parquet", epsilon=1.0, seed=1)
+    local = privatize_file(source, tmp_path / "local.parquet", epsilon=1.0, options=ReleaseOptions(seed=1))
     assert (tmp_path / "out.parquet").read_bytes() == local.output.read_bytes()
 
 

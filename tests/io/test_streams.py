@@ -22,6 +22,7 @@ from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.io.atomic import file_sha256
 from ldpcli.io.streams import spool_stdin
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import Columns, ReleaseOptions
 
 
 def arrow_stream(rows: np.ndarray, ids: bool = True) -> bytes:
@@ -55,7 +56,7 @@ def test_arrow_stream_through_a_pipe_is_the_file_run_byte_for_byte(tmp_path: Pat
     # The same bytes as a file, with the same seed: the same output (the key is the input's bytes).
     source = tmp_path / "input.arrows"
     source.write_bytes(data)
-    as_file = privatize_file(source, tmp_path / "file.arrows", epsilon=3.0, keep=["id"], seed=9)
+    as_file = privatize_file(source, tmp_path / "file.arrows", epsilon=3.0, options=ReleaseOptions(columns=Columns(keep=["id"]), seed=9))
     assert as_file.output.read_bytes() == run.stdout
     estimate = estimate_mean(piped, sidecar=side)
     assert estimate.n == 1000 and estimate.verified
@@ -141,7 +142,7 @@ def test_empty_stdin_is_a_data_error(tmp_path: Path) -> None:
 def test_arrow_stream_files_round_trip_with_kept_columns(tmp_path: Path) -> None:
     source = tmp_path / "x.arrows"
     source.write_bytes(arrow_stream(unit_rows(700, 4, seed=3)))
-    result = privatize_file(source, epsilon=2.0, keep=["id"])
+    result = privatize_file(source, epsilon=2.0, options=ReleaseOptions(columns=Columns(keep=["id"])))
     assert result.output.name == "x.privatized.arrows" and result.n == 700
     with pa.ipc.open_stream(pa.memory_map(str(result.output))) as reader:
         table = reader.read_all()
@@ -154,13 +155,12 @@ def test_npy_in_and_out(tmp_path: Path, dtype: type) -> None:
     rows = unit_rows(900, 5, seed=4)
     values = (rows * 1000).astype(dtype) if np.issubdtype(dtype, np.integer) else rows.astype(dtype)
     np.save(tmp_path / "x.npy", values)
-    result = privatize_file(tmp_path / "x.npy", epsilon=2.0, seed=1, norm_bound=1000.0 if dtype is np.int16 else 1.0)
+    result = privatize_file(tmp_path / "x.npy", epsilon=2.0, norm_bound=1000.0 if dtype is np.int16 else 1.0, options=ReleaseOptions(seed=1))
     out = np.load(result.output)
     assert result.output.name == "x.privatized.npy" and out.shape == (900, 5)
     assert out.dtype == (np.float32 if dtype is np.float32 else np.float64)
     # The same values as the Parquet output of the same input and seed (only the container differs).
-    parquet = privatize_file(tmp_path / "x.npy", tmp_path / "x.parquet", epsilon=2.0, seed=1,
-                             norm_bound=1000.0 if dtype is np.int16 else 1.0)
+    parquet = privatize_file(tmp_path / "x.npy", tmp_path / "x.parquet", epsilon=2.0, norm_bound=1000.0 if dtype is np.int16 else 1.0, options=ReleaseOptions(seed=1))
     column = pa.parquet.read_table(parquet.output).column("vector").combine_chunks()
     np.testing.assert_array_equal(np.asarray(column.flatten()).reshape(900, 5), out)
     assert estimate_mean(result.output).n == 900
@@ -195,7 +195,7 @@ def test_npy_output_refuses_kept_columns(tmp_path: Path) -> None:
 
     write_list(tmp_path / "x.parquet", unit_rows(10, 3), ids=True)
     with pytest.raises(UsageError, match="an .npy file holds only the vectors; leave out --keep or write Parquet"):
-        privatize_file(tmp_path / "x.parquet", tmp_path / "x.npy", epsilon=1.0, keep=["id"])
+        privatize_file(tmp_path / "x.parquet", tmp_path / "x.npy", epsilon=1.0, options=ReleaseOptions(columns=Columns(keep=["id"])))
     assert not (tmp_path / "x.npy").exists()
 
 

@@ -22,6 +22,7 @@ from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.io import open_vectors
 from ldpcli.mechanisms.feature_levels import parse_feature_levels
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import Columns, ReleaseOptions
 from ldpcli.release.sidecar import load_sidecar, sidecar_path
 
 D = 30_000
@@ -44,7 +45,7 @@ def test_thirty_thousand_columns_end_to_end(tmp_path: Path, suffix: str) -> None
     source = tmp_path / f"wide{suffix}"
     wide_file(source, names)
     output = tmp_path / f"out{suffix}"
-    result = privatize_file(source, output, epsilon=1.0, seed=0)
+    result = privatize_file(source, output, epsilon=1.0, options=ReleaseOptions(seed=0))
     assert (result.n, result.d) == (N, D) and result.layout.columns == tuple(names)
     layout = load_sidecar(sidecar_path(output)).layout
     assert layout.columns == tuple(names)
@@ -59,7 +60,7 @@ def test_a_range_of_thirty_thousand_columns_with_a_kept_column(tmp_path: Path) -
     source = tmp_path / "wide.parquet"
     wide_file(source, names)
     output = tmp_path / "out.parquet"
-    result = privatize_file(source, output, epsilon=1.0, seed=0, columns=[f"c0:c{D - 1}"], keep=["id"])
+    result = privatize_file(source, output, epsilon=1.0, options=ReleaseOptions(columns=Columns(columns=[f"c0:c{D - 1}"], keep=["id"]), seed=0))
     assert result.d == D and result.layout.keep == ("id",)
     assert pq.read_schema(output).names == names
 

@@ -12,6 +12,7 @@ written before these fields existed still load.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -29,8 +30,9 @@ from ldpcli.analysis.scan import scan
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import VectorLayout, open_vectors
 from ldpcli.io.write import AtomicVectorWriter, output_dtype
-from ldpcli.mechanisms import get_mechanism
+from ldpcli.mechanisms import MechanismSpec, get_mechanism
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import Columns, ReleaseOptions
 from ldpcli.release.safety import unprivatized_warning
 from ldpcli.release.sidecar import baseline_warning, load_sidecar, sidecar_schema
 
@@ -59,8 +61,12 @@ def sidecar_of(result: Any) -> dict[str, Any]:
     return json.loads(result.sidecar.read_text(encoding="utf-8"))
 
 
-def privatize(src: Path, out: Path, **kwargs: Any) -> Any:
-    return privatize_file(src, out, epsilon=kwargs.pop("epsilon", 2.0), seed=kwargs.pop("seed", 7), **kwargs)
+def privatize(src: Path, out: Path, *, mechanism: str = "privunit2", options: dict[str, Any] | None = None,
+              keep: Sequence[str] = (), **release: Any) -> Any:
+    """privatize_file at ε = 2 with seed 7 (``release``: the other ReleaseOptions)."""
+    release.setdefault("seed", 7)
+    return privatize_file(src, out, mechanism=MechanismSpec(mechanism, 2.0, options=options or {}),
+                          options=ReleaseOptions(columns=Columns(keep=keep), **release))
 
 
 # --- the dtype written ------------------------------------------------------------------------------
@@ -177,10 +183,9 @@ def test_the_writer_defaults_to_float64_and_writes_float32_when_asked(tmp_path: 
 def test_a_value_beyond_the_float32_range_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
     src = write_list(tmp_path / "big.parquet", unit_rows(50, 4, radius=1e37).astype(np.float32))
     with pytest.raises(UsageError, match="beyond the float32 range.*--dtype float64"):
-        privatize_file(src, tmp_path / "out.parquet", epsilon=0.01, mechanism="laplace", norm_bound=1e37, seed=1)
+        privatize_file(src, tmp_path / "out.parquet", mechanism="laplace", epsilon=0.01, norm_bound=1e37, options=ReleaseOptions(seed=1))
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
-    result = privatize_file(src, tmp_path / "out.parquet", epsilon=0.01, mechanism="laplace", norm_bound=1e37,
-                            seed=1, dtype="float64")
+    result = privatize_file(src, tmp_path / "out.parquet", mechanism="laplace", epsilon=0.01, norm_bound=1e37, options=ReleaseOptions(seed=1, dtype="float64"))
     assert np.isfinite(read_list(result.output)).all()
 
 

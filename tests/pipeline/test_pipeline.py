@@ -14,6 +14,7 @@ from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
 from ldpcli.estimators.moments import RunningMoments
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import ReleaseOptions, Resources
 
 
 def test_seeded_output_does_not_depend_on_the_thread_count(tmp_path: Path) -> None:
@@ -21,8 +22,7 @@ def test_seeded_output_does_not_depend_on_the_thread_count(tmp_path: Path) -> No
     write_list(src, unit_rows(3000, 8))
     outs = []
     for threads in (1, 2, 3):
-        result = privatize_file(src, tmp_path / f"o{threads}.parquet", epsilon=2.0, seed=7, threads=threads,
-                                memory=2**20)
+        result = privatize_file(src, tmp_path / f"o{threads}.parquet", epsilon=2.0, options=ReleaseOptions(seed=7, resources=Resources(threads=threads, memory=2**20)))
         assert result.n == 3000
         outs.append(pq.read_table(result.output))
     assert pq.ParquetFile(tmp_path / "o1.parquet").num_row_groups > 3  # really several batches
@@ -34,7 +34,7 @@ def test_rows_keep_their_order_with_threads(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
     x = unit_rows(2000, 3)
     write_list(src, x)
-    result = privatize_file(src, tmp_path / "o.parquet", epsilon=5000.0, threads=2, memory=2**20)
+    result = privatize_file(src, tmp_path / "o.parquet", epsilon=5000.0, options=ReleaseOptions(resources=Resources(threads=2, memory=2**20)))
     z = read_list(result.output)
     assert np.allclose(z, x, atol=1e-9)
 
@@ -42,18 +42,19 @@ def test_rows_keep_their_order_with_threads(tmp_path: Path) -> None:
 def test_memory_budget_sets_the_batch_size(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
     write_list(src, unit_rows(4000, 16))
-    small = privatize_file(src, tmp_path / "a.parquet", epsilon=1.0, memory=2**20, seed=1)
-    large = privatize_file(src, tmp_path / "b.parquet", epsilon=1.0, memory=2**30, seed=1)
+    small = privatize_file(src, tmp_path / "a.parquet", epsilon=1.0, options=ReleaseOptions(seed=1, resources=Resources(memory=2**20)))
+    large = privatize_file(src, tmp_path / "b.parquet", epsilon=1.0, options=ReleaseOptions(seed=1, resources=Resources(memory=2**30)))
     assert pq.ParquetFile(small.output).num_row_groups > pq.ParquetFile(large.output).num_row_groups == 1
 
 
-@pytest.mark.parametrize("kwargs, fragment", [(dict(threads=0), "--threads"), (dict(memory=1000), "--memory"),
-                                              (dict(seed=-1), "--seed")])
-def test_bad_scale_options(tmp_path: Path, kwargs: dict, fragment: str) -> None:
+@pytest.mark.parametrize("options, fragment", [(ReleaseOptions(resources=Resources(threads=0)), "--threads"),
+                                               (ReleaseOptions(resources=Resources(memory=1000)), "--memory"),
+                                               (ReleaseOptions(seed=-1), "--seed")])
+def test_bad_scale_options(tmp_path: Path, options: ReleaseOptions, fragment: str) -> None:
     src = tmp_path / "x.parquet"
     write_list(src, unit_rows(10, 3))
     with pytest.raises(UsageError, match=fragment):
-        privatize_file(src, epsilon=1.0, **kwargs)
+        privatize_file(src, epsilon=1.0, options=options)
 
 
 def test_memory_option_parsing(tmp_path: Path) -> None:
@@ -137,7 +138,7 @@ def test_estimate_refuses_a_sidecar_written_for_another_file(tmp_path: Path) -> 
     for i in range(2):
         src = tmp_path / f"in{i}.parquet"
         write_list(src, unit_rows(100, 4, seed=i))
-        outs.append(privatize_file(src, epsilon=1.0, seed=i))
+        outs.append(privatize_file(src, epsilon=1.0, options=ReleaseOptions(seed=i)))
     with pytest.raises(DataError, match="written for 'in0.privatized.parquet'"):
         estimate_mean(outs[1].output, sidecar=outs[0].sidecar)
 
@@ -153,5 +154,5 @@ def test_read_only_batches_are_views_and_give_the_same_estimate(tmp_path: Path) 
         views = [batch.values for batch in reader]
     assert all(c.flags.writeable for c in copies)
     assert np.array_equal(np.vstack(copies), np.vstack(views))
-    result = privatize_file(src, epsilon=2.0, seed=3)
+    result = privatize_file(src, epsilon=2.0, options=ReleaseOptions(seed=3))
     assert estimate_mean(result.output).n == 500

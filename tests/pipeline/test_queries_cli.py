@@ -14,6 +14,7 @@ from ldpcli.analysis.answer import answer_queries, read_workload
 from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.estimators.queries import marginal_workload
 from ldpcli.release.file import privatize_file
+from ldpcli.release.options import ReleaseOptions
 from ldpcli.release.sidecar import sidecar_path
 
 
@@ -170,7 +171,7 @@ def test_estimate_mean_project(tmp_path) -> None:  # type: ignore[no-untyped-def
     histograms = rng.dirichlet(np.ones(6), size=4000)  # probability vectors: the simplex holds the truth
     path = write_list(tmp_path / "h.parquet", histograms)
     out = tmp_path / "h.priv.parquet"
-    privatize_file(path, out, epsilon=2.0, norm_bound=1.0, seed=5)
+    privatize_file(path, out, epsilon=2.0, norm_bound=1.0, options=ReleaseOptions(seed=5))
     raw = estimate_mean(out)
     for spec in ("simplex", "ball", "ball:0.5", "box:0,1", "nonneg", "domain"):
         est = estimate_mean(out, project=spec)

@@ -19,7 +19,8 @@ import ldpcli
 from ldpcli.estimators.queries import marginal_workload
 
 PUBLIC = ("privatize", "privatize_file", "privatize_dataset", "open_release", "Release", "estimate_mean",
-          "MechanismSpec", "Ledger", "LdpWarning", "LdpError", "UsageError", "DataError")
+          "MechanismSpec", "ReleaseOptions", "Columns", "RiskSection", "Budget", "Resources", "Ledger", "LdpWarning",
+          "LdpError", "UsageError", "DataError")
 
 
 @pytest.fixture()
@@ -41,7 +42,8 @@ def cli_json(*args: object) -> dict:  # type: ignore[type-arg]
 
 def test_privatize_file_returns_the_release_it_wrote(tmp_path: Path, labelled: Path) -> None:
     out = tmp_path / "x.private.parquet"
-    release = ldpcli.privatize_file(labelled, out, epsilon=4.0, keep=["id", "label"], seed=3)
+    release = ldpcli.privatize_file(labelled, out, epsilon=4.0,
+                                    options=ldpcli.ReleaseOptions(columns=ldpcli.Columns(keep=["id", "label"]), seed=3))
     assert isinstance(release, ldpcli.Release)
     assert release.paths == (out,) and release.sidecar is not None and release.sidecar.path.name == "x.private.parquet.ldp.json"
     assert (release.n, release.d, release.keep, release.reproducible) == (400, 6, ("id", "label"), True)
@@ -55,7 +57,8 @@ def test_privatize_file_returns_the_release_it_wrote(tmp_path: Path, labelled: P
 
 def test_methods_give_the_cli_numbers(tmp_path: Path, labelled: Path) -> None:
     out = tmp_path / "x.private.parquet"
-    ldpcli.privatize_file(labelled, out, epsilon=4.0, keep=["id", "label"], seed=3)
+    ldpcli.privatize_file(labelled, out, epsilon=4.0,
+                                    options=ldpcli.ReleaseOptions(columns=ldpcli.Columns(keep=["id", "label"]), seed=3))
     release = ldpcli.open_release(out)
     shown = cli_json("estimate-mean", out)
     mean = release.mean().to_dict()
@@ -78,7 +81,8 @@ def test_regress_gives_the_cli_coefficients(tmp_path: Path) -> None:
     data = tmp_path / "reg.csv"
     pd.DataFrame({"a": z[:, 0], "b": z[:, 1], "y": np.clip(z[:, :2] @ [0.5, -0.3], -1, 1)}).to_csv(data, index=False)
     out = tmp_path / "reg.parquet"
-    release = ldpcli.privatize_file(data, out, epsilon=8.0, columns=["a", "b", "y"], norm_bound=2.0, copies=2, seed=4)
+    release = ldpcli.privatize_file(data, out, epsilon=8.0, norm_bound=2.0,
+                                    options=ldpcli.ReleaseOptions(columns=ldpcli.Columns(columns=["a", "b", "y"]), copies=2, seed=4))
     assert release.copies == 2 and release.epsilon_total == pytest.approx(2 * release.mechanism.epsilon_exact)
     fitted = release.regress("y").to_dict()
     assert fitted["coefficients"] == cli_json("regress", out, "--label", "y")["coefficients"]
@@ -96,7 +100,7 @@ def test_answer_gives_the_cli_answers(tmp_path: Path) -> None:
     encoded = tmp_path / "encoded.parquet"
     bound = cli_json("queries", "encode", people, "--workload", workload, "--key", "item", "-o", encoded)["norm_bound"]
     out = tmp_path / "answers.parquet"
-    release = ldpcli.privatize_file(encoded, out, epsilon=4.0, norm_bound=bound, seed=5)
+    release = ldpcli.privatize_file(encoded, out, epsilon=4.0, norm_bound=bound, options=ldpcli.ReleaseOptions(seed=5))
     answers = release.answer(workload).to_dict()
     shown = cli_json("queries", "answer", out, "--workload", workload)
     assert [q["raw"] for q in answers["queries"]] == [q["raw"] for q in shown["queries"]]
@@ -106,7 +110,7 @@ def test_answer_gives_the_cli_answers(tmp_path: Path) -> None:
 def test_privatize_dataset_returns_the_release_of_its_parts(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
     write_list(src, unit_rows(900, 4, seed=7))
-    release = ldpcli.privatize_dataset(src, tmp_path / "ds", epsilon=2.0, part_rows=300, seed=1)
+    release = ldpcli.privatize_dataset(src, tmp_path / "ds", epsilon=2.0, part_rows=300, options=ldpcli.ReleaseOptions(seed=1))
     assert isinstance(release, ldpcli.Release) and len(release.paths) >= 2 and release.n == 900
     assert release.result is not None and release.result.parts == release.paths
     assert release.mean().to_dict()["mean"] == cli_json("estimate-mean", tmp_path / "ds")["mean"]
@@ -118,7 +122,7 @@ def test_open_release_refuses_a_tampered_sidecar_naming_the_file(tmp_path: Path)
     src = tmp_path / "x.parquet"
     write_list(src, unit_rows(50, 4))
     out = tmp_path / "x.private.parquet"
-    ldpcli.privatize_file(src, out, epsilon=2.0, seed=1)
+    ldpcli.privatize_file(src, out, epsilon=2.0, options=ldpcli.ReleaseOptions(seed=1))
     side = out.with_name(out.name + ".ldp.json")
     content = json.loads(side.read_text())
     edited = json.loads(json.dumps(content))
@@ -192,7 +196,8 @@ def test_open_release_with_the_owners_key(tmp_path: Path) -> None:
     src = tmp_path / "x.parquet"
     write_list(src, unit_rows(60, 4))
     out = tmp_path / "x.private.parquet"
-    written = ldpcli.privatize_file(src, out, epsilon=2.0, ledger=ldpcli.Ledger.open(ledger))
+    written = ldpcli.privatize_file(src, out, epsilon=2.0,
+                                    options=ldpcli.ReleaseOptions(budget=ldpcli.Budget(ldpcli.Ledger.open(ledger))))
     assert written.result is not None and written.result.signed_by == owner.public_key.text
     trusted = ldpcli.open_release(out, trust=owner.public_key.text)
     assert trusted.trust == owner.public_key and written.trust is None

@@ -31,6 +31,7 @@ from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.datasets import MANIFEST_NAME
 from ldpcli.release.file import privatize_file
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.options import Budget, ReleaseOptions
 from ldpcli.release.sidecar import build_sidecar, load_sidecar, sidecar_path, sidecar_schema
 from ldpcli.release.signing import (
     KEY_NAME,
@@ -87,7 +88,7 @@ def release(tmp_path: Path, owner: tuple[Path, Signer]) -> Path:
     ledger, signer = owner
     source = write_list(tmp_path / "in.parquet", unit_rows(N, D, seed=3))
     out = tmp_path / "out.parquet"
-    privatize_file(source, out, epsilon=1.0, ledger=Ledger.open(ledger))
+    privatize_file(source, out, epsilon=1.0, options=ReleaseOptions(budget=Budget(ledger=Ledger.open(ledger))))
     resign(sidecar_path(out), signer)
     return out
 
@@ -277,7 +278,7 @@ def dataset(tmp_path: Path, owner: tuple[Path, Signer]) -> Path:
     rows = unit_rows(5000, D, seed=5)
     source = write_list(tmp_path / "big.parquet", rows, row_group_size=1000)
     out = tmp_path / "release"
-    privatize_dataset([source], out, engine=None, epsilon=4.0, ledger=Ledger.open(ledger))
+    privatize_dataset([source], out, engine=None, epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=Ledger.open(ledger))))
     for part in sorted(out.glob("*.ldp.json")):
         resign(part, signer)
     resign(out / MANIFEST_NAME, signer)
@@ -378,7 +379,7 @@ def test_regress_takes_trust_too(tmp_path: Path, owner: tuple[Path, Signer]) -> 
     rows = unit_rows(2000, 4, seed=8)
     source = write_list(tmp_path / "pairs.parquet", rows)
     out = tmp_path / "pairs.privatized.parquet"
-    released = privatize_file(source, out, epsilon=4.0, copies=2, ledger=Ledger.open(ledger))
+    released = privatize_file(source, out, epsilon=4.0, options=ReleaseOptions(copies=2, budget=Budget(ledger=Ledger.open(ledger))))
     assert released.signed_by == signer.public_key.text  # the owner's key beside the ledger signs the release
     edit(sidecar_path(out), lambda c: c.pop("signature"))
     refused = ldp_run("regress", out, "--label", "-1", "--trust", signer.public_key.text)

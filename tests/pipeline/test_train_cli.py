@@ -21,8 +21,10 @@ import pytest
 from helpers import ldp, write_list
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.learn.train import MODEL_SIDECAR_FORMAT, train
+from ldpcli.learn.model import MODEL_SIDECAR_FORMAT
+from ldpcli.learn.train import TrainingOptions, train
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources
 
 
 def _logistic_file(path: Path, n: int = 600, d: int = 4, seed: int = 0, *, labels: tuple = (0, 1)) -> Path:
@@ -42,7 +44,7 @@ def data(tmp_path: Path) -> Path:
 
 def test_epochs_multiply_eps_in_result_sidecar_and_ledger(data: Path, tmp_path: Path) -> None:
     book = Ledger.open(tmp_path / "ledger.json")
-    result = train(data, label="label", epsilon=2.0, epochs=3, output=tmp_path / "m.json", ledger=book, seed=1)
+    result = train(data, output=tmp_path / "m.json", label="label", epsilon=2.0, training=TrainingOptions(epochs=3), options=ReleaseOptions(seed=1, budget=Budget(ledger=book)))
     assert result.epsilon_per_row == pytest.approx(3 * result.mechanism.epsilon_exact)
     assert result.steps == 3 * 600  # every row once per epoch, batch 1
     side = json.loads((tmp_path / "m.json.ldp.json").read_text())
@@ -55,8 +57,7 @@ def test_epochs_multiply_eps_in_result_sidecar_and_ledger(data: Path, tmp_path: 
     assert side["release"]["input_tag"] == entry.tag
     # a second run is refused past the cap, before anything is written
     with pytest.raises(DataError, match="--max-budget"):
-        train(data, label="label", epsilon=2.0, epochs=3, output=tmp_path / "m2.json",
-              ledger=Ledger.open(tmp_path / "ledger.json"), max_budget=10.0)
+        train(data, output=tmp_path / "m2.json", label="label", epsilon=2.0, training=TrainingOptions(epochs=3), options=ReleaseOptions(budget=Budget(ledger=Ledger.open(tmp_path / "ledger.json"), max_budget=10.0)))
     assert not (tmp_path / "m2.json").exists() and not (tmp_path / "m2.json.ldp.json").exists()
     assert len(Ledger.open(tmp_path / "ledger.json").entries) == 1
 
@@ -77,7 +78,7 @@ def test_cli_records_in_the_ledger_and_max_budget_refuses(data: Path, tmp_path: 
 @pytest.mark.parametrize("suffix", [".json", ".npz"])
 def test_model_file_and_sidecar(data: Path, tmp_path: Path, suffix: str) -> None:
     target = tmp_path / f"model{suffix}"
-    result = train(data, label="label", epsilon=4.0, output=target, classes=["0", "1"], seed=3)
+    result = train(data, output=target, label="label", epsilon=4.0, training=TrainingOptions(classes=["0", "1"]), options=ReleaseOptions(seed=3))
     payload = target.read_bytes()
     side = json.loads((tmp_path / f"model{suffix}.ldp.json").read_text())
     assert side["model"]["sha256"] == hashlib.sha256(payload).hexdigest()
@@ -102,8 +103,8 @@ def test_model_file_and_sidecar(data: Path, tmp_path: Path, suffix: str) -> None
 
 
 def test_seed_reproduces_the_model_and_os_entropy_does_not(data: Path, tmp_path: Path) -> None:
-    a = train(data, label="label", epsilon=4.0, seed=5, output=tmp_path / "a.json")
-    b = train(data, label="label", epsilon=4.0, seed=5, output=tmp_path / "b.json")
+    a = train(data, output=tmp_path / "a.json", label="label", epsilon=4.0, options=ReleaseOptions(seed=5))
+    b = train(data, output=tmp_path / "b.json", label="label", epsilon=4.0, options=ReleaseOptions(seed=5))
     c = train(data, label="label", epsilon=4.0, output=tmp_path / "c.json")
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     assert not np.array_equal(a.theta, c.theta)
@@ -115,20 +116,19 @@ def test_windows_when_the_rows_do_not_fit_use_every_row_once_per_epoch(tmp_path:
     holdout split is the same on every pass (evaluation sees exactly the holdout rows)."""
     n, d = 40_000, 8
     data = _logistic_file(tmp_path / "big.parquet", n=n, d=d)
-    result = train(data, label="label", epsilon=50.0, batch=4, epochs=2, holdout=0.25, baseline=True, seed=2,
-                   memory=2**20)
+    result = train(data, label="label", epsilon=50.0, training=TrainingOptions(batch=4, epochs=2, holdout=0.25, baseline=True), options=ReleaseOptions(seed=2, resources=Resources(memory=2**20)))
     assert not result.in_memory
     assert result.train_rows + result.holdout_rows == n
     assert result.steps == 2 * -(-result.train_rows // 4) or result.steps >= 2 * result.train_rows // 4
     assert result.evaluation_rows == result.holdout_rows
     assert result.minimizer is None and "do not fit" in (result.minimizer_note or "")
     assert result.metrics["private"].accuracy is not None and result.metrics["private"].accuracy > 0.6
-    in_memory = train(data, label="label", epsilon=50.0, batch=4, epochs=2, holdout=0.25, seed=2)
+    in_memory = train(data, label="label", epsilon=50.0, training=TrainingOptions(batch=4, epochs=2, holdout=0.25), options=ReleaseOptions(seed=2))
     assert in_memory.in_memory and in_memory.holdout_rows == result.holdout_rows  # the same split
 
 
 def test_holdout_rows_are_not_trained_on(data: Path) -> None:
-    result = train(data, label="label", epsilon=4.0, holdout=0.3, seed=1, baseline=True)
+    result = train(data, label="label", epsilon=4.0, training=TrainingOptions(holdout=0.3, baseline=True), options=ReleaseOptions(seed=1))
     assert result.train_rows + result.holdout_rows == 600
     assert 120 < result.holdout_rows < 240
     assert result.steps == result.train_rows
@@ -138,8 +138,7 @@ def test_holdout_rows_are_not_trained_on(data: Path) -> None:
 
 def test_large_eps_model_classifies_like_the_non_private_one(tmp_path: Path) -> None:
     data = _logistic_file(tmp_path / "t.parquet", n=20_000, d=4, seed=9)
-    result = train(data, label="label", epsilon=5000.0, loss="logistic", mechanism="separated", holdout=0.2, seed=4,
-                   baseline=True, norm_bound=1.5)
+    result = train(data, label="label", mechanism="separated", epsilon=5000.0, norm_bound=1.5, training=TrainingOptions(loss="logistic", holdout=0.2, baseline=True), options=ReleaseOptions(seed=4))
     assert abs(result.metrics["private"].accuracy - result.metrics["minimizer"].accuracy) < 0.02
     assert result.to_dict()["minimizer"]["distance"] < 0.5
 
@@ -153,8 +152,7 @@ def test_softmax_multiclass_and_test_file(tmp_path: Path) -> None:
     names = np.array(["cat", "dog", "eel"])[labels]
     write_list(tmp_path / "tr.parquet", X[:600], column="x", species=pa.array(names[:600]))
     write_list(tmp_path / "te.parquet", X[600:], column="x", species=pa.array(names[600:]))
-    result = train(tmp_path / "tr.parquet", label="species", loss="softmax", epsilon=1000.0, norm_bound=2.0,
-                   test=tmp_path / "te.parquet", seed=0, output=tmp_path / "m.json", epochs=3)
+    result = train(tmp_path / "tr.parquet", output=tmp_path / "m.json", label="species", epsilon=1000.0, norm_bound=2.0, training=TrainingOptions(loss="softmax", test=tmp_path / "te.parquet", epochs=3), options=ReleaseOptions(seed=0))
     assert result.classes == ("cat", "dog", "eel") and result.classes_from_data
     assert result.theta.size == 3 * 6
     assert result.evaluation_rows == 300 and result.metrics["private"].accuracy > 0.8
@@ -169,15 +167,14 @@ def test_categorical_labels(tmp_path: Path) -> None:
     X = rng.standard_normal((200, 3)) / 2
     names = pa.array(np.where(X[:, 0] > 0, "yes", "no")).dictionary_encode()
     data = write_list(tmp_path / "cat.parquet", X, column="x", answer=names)
-    result = train(data, label="answer", epsilon=50.0, seed=0, holdout=0.2)
+    result = train(data, label="answer", epsilon=50.0, training=TrainingOptions(holdout=0.2), options=ReleaseOptions(seed=0))
     assert result.classes == ("no", "yes") and result.metrics["private"].accuracy is not None
-    given = train(data, label="answer", epsilon=50.0, seed=0, classes=["yes", "no"])
+    given = train(data, label="answer", epsilon=50.0, training=TrainingOptions(classes=["yes", "no"]), options=ReleaseOptions(seed=0))
     assert given.classes == ("yes", "no")
 
 
 def test_mirror_descent_with_a_box_mechanism(data: Path) -> None:
-    result = train(data, label="label", epsilon=8.0, geometry="l1", mechanism="duchi-linf", radius=1.5, seed=0,
-                   baseline=True, holdout=0.2)
+    result = train(data, label="label", mechanism="duchi-linf", epsilon=8.0, training=TrainingOptions(geometry="l1", radius=1.5, baseline=True, holdout=0.2), options=ReleaseOptions(seed=0))
     assert np.abs(result.theta).sum() <= 1.5 * (1 + 1e-12)
     assert np.abs(result.baseline).sum() <= 1.5 * (1 + 1e-12)
     assert result.rule.beta == 0.5
@@ -191,8 +188,7 @@ def test_squared_loss_on_a_numeric_label(tmp_path: Path) -> None:
     y = X @ np.array([0.5, -0.3, 0.2]) + 0.1 + rng.standard_normal(3000) * 0.05
     table = pa.table({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "y": y})
     pacsv.write_csv(table, tmp_path / "r.csv")
-    result = train(tmp_path / "r.csv", label="y", loss="squared", epsilon=5000.0, mechanism="separated",
-                   norm_bound=3.0, seed=0, epochs=5, holdout=0.2)
+    result = train(tmp_path / "r.csv", label="y", mechanism="separated", epsilon=5000.0, norm_bound=3.0, training=TrainingOptions(loss="squared", epochs=5, holdout=0.2), options=ReleaseOptions(seed=0))
     assert result.features == ("a", "b", "c", "(intercept)") and result.classes is None
     assert result.metrics["private"].accuracy is None
     np.testing.assert_allclose(result.theta, [0.5, -0.3, 0.2, 0.1], atol=0.1)
@@ -248,35 +244,35 @@ def test_bad_labels(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="exactly two classes.*softmax"):
         train(three, label="label", epsilon=1.0)
     with pytest.raises(DataError, match="not numbers; --loss squared"):
-        train(three, label="label", epsilon=1.0, loss="squared")
+        train(three, label="label", epsilon=1.0, training=TrainingOptions(loss="squared"))
     missing = _csv(tmp_path, "a,b,label\n0.1,0.2,1\n0.3,0.1,\n0.2,0.2,0\n")
     with pytest.raises(DataError, match="row 2 .*label is missing"):
         train(missing, label="label", epsilon=1.0)
     one = _csv(tmp_path, "a,b,label\n0.1,0.2,1\n0.3,0.1,1\n")
     with pytest.raises(DataError, match="one class only"):
-        train(one, label="label", epsilon=1.0, loss="softmax")
+        train(one, label="label", epsilon=1.0, training=TrainingOptions(loss="softmax"))
     unknown = _csv(tmp_path, "a,b,label\n0.1,0.2,1\n0.3,0.1,2\n")
     with pytest.raises(DataError, match="row 2 .*not one of the classes"):
-        train(unknown, label="label", epsilon=1.0, classes=["1", "3"])
+        train(unknown, label="label", epsilon=1.0, training=TrainingOptions(classes=["1", "3"]))
     text = _csv(tmp_path, "a,b,label\n0.1,zz,1\n0.3,0.1,0\n")
     with pytest.raises(DataError, match="row 1.*'b'"):
-        train(text, label="label", epsilon=1.0, columns=["a", "b"])
+        train(text, label="label", epsilon=1.0, options=ReleaseOptions(columns=Columns(columns=["a", "b"])))
 
 
 def test_a_test_file_with_other_columns_is_refused(data: Path, tmp_path: Path) -> None:
     other = write_list(tmp_path / "other.parquet", np.ones((5, 3)) / 2, column="x", label=pa.array([0, 1, 0, 1, 0]))
     with pytest.raises(DataError):
-        train(data, label="label", epsilon=1.0, test=other)
+        train(data, label="label", epsilon=1.0, training=TrainingOptions(test=other))
     renamed = write_list(tmp_path / "renamed.parquet", np.ones((5, 4)) / 2, column="z", label=pa.array([0, 1, 0, 1, 0]))
     with pytest.raises(UsageError, match="'x'"):
-        train(data, label="label", epsilon=1.0, test=renamed)
+        train(data, label="label", epsilon=1.0, training=TrainingOptions(test=renamed))
     strings = write_list(tmp_path / "strings.parquet", np.ones((5, 4)) / 2, column="x",
                          label=pa.array(["a", "b", "a", "b", "a"]))
     with pytest.raises(DataError, match="cannot hold the model's classes"):
-        train(data, label="label", epsilon=1.0, test=strings)
+        train(data, label="label", epsilon=1.0, training=TrainingOptions(test=strings))
     no_label = write_list(tmp_path / "nolabel.parquet", np.ones((5, 4)) / 2, column="x")
     with pytest.raises(UsageError, match="label"):
-        train(data, label="label", epsilon=1.0, test=no_label)
+        train(data, label="label", epsilon=1.0, training=TrainingOptions(test=no_label))
 
 
 def test_existing_output_is_refused_before_training(data: Path, tmp_path: Path) -> None:
@@ -289,6 +285,6 @@ def test_existing_output_is_refused_before_training(data: Path, tmp_path: Path) 
 
 def test_the_input_is_never_touched(data: Path, tmp_path: Path) -> None:
     before = data.read_bytes()
-    train(data, label="label", epsilon=2.0, output=tmp_path / "m.json", seed=0)
+    train(data, output=tmp_path / "m.json", label="label", epsilon=2.0, options=ReleaseOptions(seed=0))
     assert data.read_bytes() == before
     assert pq.read_table(data).num_rows == 600

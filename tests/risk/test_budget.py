@@ -18,15 +18,8 @@ import numpy as np
 import pytest
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.release.ledger import (
-    LEDGER_ENV,
-    LEDGER_VERSION,
-    BudgetError,
-    InputFingerprint,
-    Ledger,
-    LedgerEntry,
-    default_ledger_path,
-)
+from ldpcli.release.ledger import BudgetError, InputFingerprint, Ledger
+from ldpcli.release.ledger_file import LEDGER_ENV, LEDGER_VERSION, LedgerEntry, default_ledger_path
 
 POSIX = os.name == "posix"
 

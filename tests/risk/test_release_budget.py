@@ -23,6 +23,7 @@ from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.file import privatize_file
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.options import Budget, ReleaseOptions
 from ldpcli.release.sidecar import load_sidecar, sidecar_path, sidecar_schema
 from ldpcli.risk.diffuse import log_uniform_cap
 from ldpcli.risk.section import reconstruction
@@ -134,11 +135,11 @@ def test_ledger_option_and_budget_command(tmp_path: Path) -> None:
 
 def test_library_call_without_a_ledger_records_nothing_and_max_budget_needs_one(tmp_path: Path) -> None:
     src = rows_file(tmp_path)
-    result = privatize_file(src, tmp_path / "a.parquet", epsilon=2.0, seed=1)
+    result = privatize_file(src, tmp_path / "a.parquet", epsilon=2.0, options=ReleaseOptions(seed=1))
     assert result.input_tag is None and "input_tag" not in sidecar_of(tmp_path / "a.parquet")["release"]
     assert not Path(os.environ["LDP_LEDGER"]).exists()
     with pytest.raises(UsageError, match="--max-budget"):
-        privatize_file(src, tmp_path / "b.parquet", epsilon=2.0, max_budget=5.0)
+        privatize_file(src, tmp_path / "b.parquet", epsilon=2.0, options=ReleaseOptions(budget=Budget(max_budget=5.0)))
 
 
 # --- the reconstruction section ------------------------------------------------------------------------
