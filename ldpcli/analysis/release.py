@@ -27,6 +27,7 @@ import numpy as np
 
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import file_sha256
+from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.arrays import ReleaseRecord, privatize_rows
 from ldpcli.release.options import ReleaseOptions
 from ldpcli.release.sidecar import Sidecar
@@ -103,8 +104,8 @@ class Release(ReleaseRecord):
     @property
     def epsilon_total(self) -> float:
         """The ε each person's row spends in this release: the exact ε of the mechanism that
-        privatized each copy, times the copies (basic composition; Dwork and Roth 2014, Thm 3.16)."""
-        return self.copies * self.mechanism.epsilon_exact
+        privatized each copy, composed over the copies (:func:`~ldpcli.mechanisms.composition.release_cost`)."""
+        return release_cost(self.mechanism, copies=self.copies).epsilon_exact
 
     @property
     def expected_error_mean(self) -> float:
