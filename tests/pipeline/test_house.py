@@ -58,7 +58,7 @@ def test_no_library_module_imports_the_cli() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
                 [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
-            if any(name == "ldpcli.cli.app" or name.startswith("ldpcli.cli.app.") for name in names):
+            if any(name == "ldpcli.cli" or name.startswith("ldpcli.cli.") for name in names):
                 offenders.append(str(path.relative_to(PACKAGE)))
     assert offenders == []
 

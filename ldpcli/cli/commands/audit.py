@@ -1,0 +1,117 @@
+"""``ldp audit``: check a mechanism's claims (exact ε by a second route, unbiasedness, error, law, a lower bound)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from ldpcli.audit.claims import MIN_TRIALS
+from ldpcli.audit.claims import audit as run_audit
+from ldpcli.cli._typer_compat import Command
+from ldpcli.cli.options import (
+    CALIBRATION_OPTION,
+    D_OPTION,
+    EPS_OPTION,
+    NORM_OPTION,
+    R_MAX_OPTION,
+    WithMechanismOptions,
+    command_app,
+    public_bound,
+)
+from ldpcli.cli.render import fmt, out, render, warn
+from ldpcli.mechanisms import MechanismSpec
+from ldpcli.mechanisms.base import check_count
+from ldpcli.release.safety import check_epsilon
+
+app = command_app()
+
+
+@app.command("audit", cls=Command)
+@WithMechanismOptions
+def audit(
+    mechanism: str = typer.Option(..., "--mechanism", "-m", help=""),
+    d: int = D_OPTION,
+    eps: float = EPS_OPTION,
+    calibration: Optional[str] = CALIBRATION_OPTION,
+    norm_bound: Optional[float] = NORM_OPTION,
+    r_max: Optional[float] = R_MAX_OPTION,
+    trials: int = typer.Option(20_000, "--trials", help="Privatized copies of each fixed input."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for a reproducible audit. Default: OS entropy."),
+    lower_bound_trials: Optional[int] = typer.Option(
+        None, "--lower-bound-trials",
+        help="Privatized copies of each input of the privacy lower bound (half choose the event, half measure "
+             "it). Default: 20000, fewer above d = 2500 (at most 5e7 values per input, at least 100).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
+) -> None:
+    """Check a mechanism's claims: its exact ε by a second, independent route; by simulation that its
+    outputs are unbiased, that its errors are the ones it reports and that the outputs follow their
+    exact law; and that no event seen in samples shows more privacy loss than ε (a lower bound).
+    Exit 1 if any check fails. An honest mechanism fails with probability at most 1e-3.
+    """
+    check_count(trials, "--trials", minimum=MIN_TRIALS)
+    if lower_bound_trials is not None:
+        check_count(lower_bound_trials, "--lower-bound-trials", minimum=MIN_TRIALS)
+    warn(check_epsilon(eps, force=True))
+    mech = MechanismSpec(mechanism, eps, calibration, public_bound(norm_bound, r_max), options).calibrate(d)
+    result = run_audit(mech, trials=trials, seed=seed, lower_bound_trials=lower_bound_trials)
+    render(result.to_dict(), as_json, lambda: _print_audit(mech, result), default=float)
+    if not result.passed:
+        raise typer.Exit(1)
+
+
+def _print_audit(mech: Any, result: Any) -> None:
+    """The verdict and the tables of an audit: exact privacy, statistics, the law, the lower bound."""
+    verdict = "[bold green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
+    out.print(f"Audit of {mech.name} ({mech.calibration}) at d = {mech.d}, ε = {fmt(mech.epsilon)}: {verdict}")
+    privacy = Table(title="Exact privacy", show_header=False, title_justify="left")
+    privacy.add_column("quantity", style="bold")
+    privacy.add_column("value", justify="right")
+    privacy.add_row("ε asked for", fmt(mech.epsilon))
+    privacy.add_row("ε exact (calibration)", repr(mech.epsilon_exact))
+    privacy.add_row("ε exact (second route)", "—" if result.epsilon_second_route is None else repr(result.epsilon_second_route))
+    privacy.add_row("route", result.privacy_route)
+    privacy.add_row("agrees", "yes" if result.privacy_ok else "NO")
+    out.print(privacy)
+    alphas = result.to_dict()["family_alpha"]
+    stats = Table(title=f"Statistics (family α = {alphas['statistics']:g}, Bonferroni)", title_justify="left")
+    for name in ("input", "trials", "max |z| (mean)", "E‖Z − x‖² observed", "claimed", "z (error)", "verdict"):
+        stats.add_column(name, justify="left" if name == "input" else "right")
+    for check in result.inputs:
+        ok = check.unbiased and check.error_ok
+        stats.add_row(
+            check.name, str(check.trials), f"{check.max_abs_z:.2f} ≤ {check.z_threshold:.2f}",
+            fmt(check.mean_squared_error), f"{check.comparison} {fmt(check.predicted)}", f"{check.error_z:.2f}",
+            "ok" if ok else "FAILED",
+        )
+    out.print(stats)
+    if result.law_unavailable is not None:
+        out.print(f"Law of the output: not tested ({result.law_unavailable}).", markup=False)
+    else:
+        law = Table(title=f"Law of the output (family α = {alphas['law_tests']:g}, Bonferroni)", title_justify="left")
+        for name in ("input", "test", "statistic", "p-value", "threshold", "verdict"):
+            law.add_column(name, justify="left" if name in ("input", "test") else "right")
+        for law_check in result.law:
+            verdict = "skipped" if law_check.skipped else ("ok" if law_check.passed else "FAILED")
+            law.add_row(
+                law_check.input, law_check.test, "—" if law_check.skipped else f"{law_check.statistic:.4g}",
+                "—" if law_check.skipped else f"{law_check.p_value:.3g}", f"{law_check.threshold:.2g}", verdict,
+            )
+        out.print(law)
+        for law_check in result.law:
+            if law_check.skipped:
+                out.print(f"  {law_check.input}: {law_check.test}: {law_check.note}", markup=False)
+    bound = result.lower_bound
+    if bound is not None:
+        verdict = "ok" if result.lower_bound_ok else "FAILED: above ε exact"
+        out.print(
+            f"Privacy lower bound: ε_lb = {bound.epsilon:.4f} at confidence {bound.confidence:g} "
+            f"({bound.trials} trials per input) against ε exact = {mech.epsilon_exact!r}: {verdict}",
+            markup=False,
+        )
+        out.print(f"  event: {bound.event}", markup=False)
+    out.print(f"False-failure budget: {alphas['total']:g} = statistics {alphas['statistics']:g} + law "
+              f"{alphas['law_tests']:g} + lower bound {alphas['lower_bound']:g}", markup=False)

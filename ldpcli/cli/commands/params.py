@@ -1,0 +1,280 @@
+"""``ldp params``: a mechanism's calibrated parameters, exact ε and expected error before any data is touched;
+without --mechanism the comparison of every vector mechanism, with a target the smallest ε that meets it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from ldpcli.cli._typer_compat import Command
+from ldpcli.cli.options import (
+    CALIBRATION_OPTION,
+    D_OPTION,
+    NORM_OPTION,
+    R_MAX_OPTION,
+    RISK_A_OPTION,
+    RISK_K_OPTION,
+    RISK_RHO0_OPTION,
+    WithMechanismOptions,
+    command_app,
+    floats,
+    public_bound,
+)
+from ldpcli.cli.render import fmt, fmt_logp, fmt_probability, out, render, warn
+from ldpcli.cli.tables import print_reconstruction
+from ldpcli.errors import UsageError
+from ldpcli.mechanisms import BCDP, MechanismSpec
+from ldpcli.mechanisms.base import check_count
+from ldpcli.planning.compare import compare_mechanisms, recommendation
+from ldpcli.planning.solvers import epsilon_for_error, epsilons_for_error
+from ldpcli.release.safety import check_epsilon, near_exact_warning
+from ldpcli.risk.section import reconstruction
+
+app = command_app()
+
+
+@app.command("params", cls=Command)
+@WithMechanismOptions
+def params(
+    d: int = D_OPTION,
+    eps: Optional[float] = typer.Option(
+        None, "--eps", "--epsilon", help="Privacy level ε per row, in [0.01, 10⁴]. Required unless --target-rmse or "
+        "--target-error asks for the smallest ε that meets an error target."
+    ),
+    mechanism: Optional[str] = typer.Option(
+        None, "--mechanism", "-m", help=" Without it: a comparison of all vector mechanisms."
+    ),
+    calibration: Optional[str] = CALIBRATION_OPTION,
+    norm_bound: Optional[float] = NORM_OPTION,
+    r_max: Optional[float] = R_MAX_OPTION,
+    n: Optional[int] = typer.Option(None, "--n", help="Number of rows, to report the expected error of their mean."),
+    target_rmse: Optional[float] = typer.Option(
+        None, "--target-rmse", help="With --n: the smallest ε at which the guaranteed RMS ℓ2 error of the mean of n "
+        "rows is at most this (solved exactly, per mechanism)."
+    ),
+    target_error: Optional[float] = typer.Option(
+        None, "--target-error", help="Like --target-rmse, for the guaranteed E‖mean − true mean‖² (the RMS squared)."
+    ),
+    risk_k: Optional[int] = RISK_K_OPTION,
+    risk_rho0: float = RISK_RHO0_OPTION,
+    risk_a: Optional[str] = RISK_A_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
+    options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
+) -> None:
+    """Show a mechanism's calibrated parameters, its exact ε and its expected error, for (d, ε).
+
+    Without --mechanism (and without --calibration, which implies privunit2), compare every vector mechanism at (d, ε) by its worst-case error over the
+    ℓ2 ball of radius L, as a ratio to optimal PrivUnit2 (no unbiased ε-LDP mechanism does better).
+    Vector mechanisms also get bounds on reconstructing a row's direction from one output
+    (Bhowmick et al. 2018 Sec. 2.3.1; --risk-k, --risk-rho0, --risk-a; `ldp risk` for more).
+    With --n and --target-rmse (or --target-error), give instead the smallest ε at which each
+    mechanism's guaranteed error of the mean meets the target.
+    """
+    if n is not None:
+        check_count(n, "--n")
+    norm = public_bound(norm_bound, r_max)
+    if mechanism is None and calibration is not None:
+        mechanism = "privunit2"  # a calibration names the default mechanism's, not a comparison
+    if target_rmse is not None or target_error is not None:
+        _params_for_target(d, n, eps, target_rmse, target_error, mechanism, calibration, norm, options, as_json)
+        return
+    if eps is None:
+        raise UsageError("Missing option '--eps' (or give --n with --target-rmse / --target-error to solve for ε)")
+    warn(check_epsilon(eps, force=True))  # params touches no data: out of range is a warning here
+    risk_options: dict[str, Any] = {"k": risk_k, "rho0": risk_rho0, "a": floats(risk_a, "--risk-a")}
+    if mechanism is None:
+        if set(options) - {"delta"}:
+            raise UsageError("--k, --alpha, --nu and --eps-split need --mechanism")
+        rows = compare_mechanisms(d, eps, norm_bound=norm, delta=options.get("delta"), risk=risk_options)
+        if n is not None:
+            for row in rows:
+                if "expected_error_max" in row:
+                    row["n"] = n
+                    row["expected_error_mean"] = row["expected_error_max"] / n
+        render(rows, as_json, lambda: _print_comparison(rows, recommendation(rows)))
+        return
+    bound_spec, notes = MechanismSpec(mechanism, eps, calibration, norm, options).bind_columns(None, d)
+    for text in notes:
+        warn(text)
+    mech = bound_spec.calibrate(d)
+    info = mech.describe()
+    warn(near_exact_warning(mech))
+    if n is not None:
+        info["n"] = n
+        info["expected_error_mean"] = mech.expected_error_mean(n)
+    section = reconstruction(mech, **risk_options)
+    if section is not None:
+        info["reconstruction"] = section
+    if isinstance(mech, BCDP):
+        info["features"] = mech.feature_section()
+        info["alternatives"] = mech.alternatives()
+    render(info, as_json, lambda: _print_mechanism(mech, info, n, section))
+
+
+def _print_mechanism(mech: Any, info: dict[str, Any], n: int | None, section: dict[str, Any] | None) -> None:
+    """The tables of one mechanism: its parameters, bcdp's features, the reconstruction bounds."""
+    _print_parameters(mech, info, n)
+    if isinstance(mech, BCDP):
+        _print_features(info["features"], info["alternatives"])
+    if section is not None:
+        print_reconstruction(section)
+
+
+def _print_features(features: dict[str, Any], alternatives: list[dict[str, Any]]) -> None:
+    """bcdp: each group of features with its level, budget, granted level and error; then the alternatives."""
+    table = Table(title=f"Features by level (most sensitive first; q = {fmt(features['q'])}, base "
+                  f"{features['base']}, c_d = {fmt(features['c_total'])})", title_justify="left")
+    for name in ("coordinates", "features", "δ asked", "c", "BCDP level (Prop. 4)", "expected error"):
+        table.add_column(name, justify="left" if name == "coordinates" else "right")
+    for group in features["groups"]:
+        table.add_row(group["coordinates"], str(group["count"]), fmt(group["delta"]), fmt(group["c"]),
+                      fmt(group["bcdp_level"]), fmt(group["expected_error"]))
+    out.print(table)
+    choices = Table(title="The same levels by other choices (error at a vertex of the box / worst case over it)",
+                    title_justify="left")
+    for name in ("choice", "c_d", "expected error", "expected error max", "meets the levels"):
+        choices.add_column(name, justify="left" if name == "choice" else "right")
+    for row in alternatives:
+        if "error" in row:
+            choices.add_row(row["choice"], "—", "—", "—", row["error"])
+        else:
+            choices.add_row(row["choice"], fmt(row["c_total"]), fmt(row["expected_error"]),
+                            fmt(row["expected_error_max"]), "yes" if row["meets_levels"] else "no")
+    out.print(choices)
+
+
+def _print_risk_line(rows: list[dict[str, Any]]) -> None:
+    """One line under the comparison: the reconstruction bound at the release's ε (they share it)."""
+    best = next((row for row in rows if row.get("reconstruction") and row["reconstruction"]["levels"][0]["bounds"]), None)
+    if best is None:
+        return
+    section = best["reconstruction"]
+    level = section["levels"][0]
+    parts = [f"a = {fmt(b['a'])}: {fmt_logp(b['log_exact'])}" for b in level["bounds"]]
+    out.print(
+        f"Reconstruction (k = {section['k']}, ρ0 = {fmt(section['rho0'])}, ε = {fmt(level['epsilon'])}): any guess "
+        f"from one output reaches ⟨f(x), v̂⟩ ≥ a with probability at most {'; '.join(parts)}. See `ldp risk`.",
+        markup=False,
+    )
+
+
+def _params_for_target(
+    d: int, n: int | None, eps: float | None, target_rmse: float | None, target_error: float | None,
+    mechanism: str | None, calibration: str | None, bound: float, options: dict[str, Any], as_json: bool,
+) -> None:
+    """``ldp params --n N --target-rmse T``: the smallest ε per mechanism (ldpcli.planning.solvers)."""
+    if target_rmse is not None and target_error is not None:
+        raise UsageError("give one of --target-rmse and --target-error")
+    if n is None:
+        raise UsageError("--target-rmse and --target-error need --n, the number of rows the mean is taken over")
+    if eps is not None:
+        raise UsageError("--eps and a target exclude each other: the target chooses ε")
+    flag = "--target-rmse" if target_rmse is not None else "--target-error"
+    value = target_rmse if target_rmse is not None else target_error
+    assert value is not None
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} must be a positive number, got {value}")
+    target = value**2 if target_rmse is not None else value
+    if mechanism is None:
+        results = epsilons_for_error(d=d, n=n, target_error=target, norm_bound=bound, delta=options.get("delta"))
+    else:
+        results = [epsilon_for_error(mechanism, d=d, n=n, target_error=target, norm_bound=bound,
+                                     calibration=calibration, options=options, flag=flag)]
+    payload = [r.to_dict() for r in results] if mechanism is None else results[0].to_dict()
+    render(payload, as_json, lambda: _print_targets(results, target_rmse is not None, value, n, d, bound))
+
+
+def _print_targets(results: list[Any], rmse: bool, value: float, n: int, d: int, bound: float) -> None:
+    """The smallest ε per mechanism for an error target (``ldp params --target-rmse``)."""
+    table = Table(
+        title=f"Smallest ε meeting a guaranteed {'RMS ℓ2 error' if rmse else 'E‖mean − true mean‖²'} "
+        f"≤ {fmt(value)} for the mean of n = {n} rows, d = {d}, L = {fmt(bound)}",
+        title_justify="left",
+    )
+    for name in ("mechanism", "ε", "ε exact", "RMS error at ε", "note"):
+        table.add_column(name, justify="left" if name in ("mechanism", "note") else "right")
+    for r in results:
+        if r.epsilon is None:
+            table.add_row(r.mechanism, "—", "—", "—", f"not attainable: {r.reason}")
+            continue
+        note = "met already at the smallest ε, 0.01" if r.at_minimum else ""
+        table.add_row(r.mechanism, fmt(r.epsilon), fmt(r.epsilon_exact), fmt(r.rmse), note)
+    out.print(table)
+
+
+def _print_parameters(mech: Any, info: dict[str, Any], n: int | None) -> None:
+    """The human table for one mechanism, and a one-line reading of it."""
+    table = Table(title=f"{mech.title}", show_header=False, title_justify="left")
+    table.add_column("quantity", style="bold")
+    table.add_column("value", justify="right")
+    table.add_column("meaning")
+    rows: list[tuple[str, str, str]] = [
+        ("mechanism", mech.name, f"calibration: {mech.calibration}"),
+        ("d", str(mech.d), "dimension"),
+        ("ε", fmt(mech.epsilon), "privacy level asked for"),
+        ("ε exact", fmt(mech.epsilon_exact), "exact worst-case privacy loss of these parameters"),
+    ]
+    if "gamma" in info and "cap_probability" in info:
+        rows += [
+            ("γ", fmt(info["gamma"]), "cap threshold on ⟨V, u⟩"),
+            ("p", fmt_probability(info["p"], info["p_logit"]), "probability of sampling the cap"),
+            ("cap probability", fmt(info["cap_probability"]) if info["cap_probability"] > 0
+             else f"e^{info['log_cap_probability']:.6g}", "P(⟨V, u⟩ ≥ γ) for V uniform on the sphere"),
+        ]
+    else:
+        skip = {"mechanism", "calibration", "d", "epsilon", "epsilon_exact", "norm_bound", "domain", "scale",
+                "expected_error", "expected_error_max", "n", "expected_error_mean"}
+        for key, value in info.items():
+            if key not in skip and isinstance(value, (int, float)) and not isinstance(value, bool):
+                rows.append((key, fmt(value) if isinstance(value, float) else str(value), "parameter"))
+    rows += [
+        ("L", fmt(mech.norm_bound), f"public bound ({mech.domain})"),
+        ("scale", fmt(mech.scale), "each output row has ℓ2 norm scale·L"),
+        ("expected error", fmt(mech.expected_error), "E‖Z − x‖² for x on the boundary of the domain"),
+        ("expected error max", fmt(mech.expected_error_max), "worst case over the domain"),
+    ]
+    if n is not None:
+        rows.append(("expected error of mean", fmt(info["expected_error_mean"]), f"E‖mean − true mean‖² ≤ max/n, n = {n}"))
+    for row in rows:
+        table.add_row(*row)
+    out.print(table)
+    rms_row = math.sqrt(mech.expected_error_max)
+    if n is not None:
+        reading = (
+            f"Reading: the mean of {n} rows privatized at ε = {fmt(mech.epsilon)} is within about "
+            f"{fmt(math.sqrt(info['expected_error_mean']))} of the true mean (RMS ℓ2 error), for L = {fmt(mech.norm_bound)}."
+        )
+    else:
+        reading = (
+            f"Reading: one privatized row is off by at most about {fmt(rms_row)} (RMS ℓ2) for L = {fmt(mech.norm_bound)}; "
+            f"the mean of n rows by {fmt(rms_row)}/√n. Add --n for your row count."
+        )
+    out.print(reading, markup=False)
+
+
+def _print_comparison(rows: list[dict[str, Any]], advice: str) -> None:
+    """The comparison of all vector mechanisms (``ldp params`` without --mechanism), and the reconstruction line."""
+    first = next(row for row in rows if "d" in row)
+    table = Table(
+        title=f"Vector mechanisms at d = {first['d']}, ε = {fmt(first['epsilon'])}, L = {fmt(first['norm_bound'])}: "
+        "worst-case E‖Z − x‖² over the ℓ2 ball of radius L",
+        title_justify="left",
+    )
+    for name, justify in (("mechanism", "left"), ("ε exact", "right"), ("worst-case error", "right"),
+                          ("× optimal", "right"), ("note", "left")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in rows:
+        if "error" in row:
+            table.add_row(row["mechanism"], "—", "—", "—", f"not available: {row['error']}")
+            continue
+        note = row["title"]
+        if "delta" in row:
+            note += f"; δ = {row['delta']:.3g}, not pure ε-LDP"
+        table.add_row(row["mechanism"], fmt(row["epsilon_exact"]), fmt(row["expected_error_max"]),
+                      f"{row['ratio_to_optimal']:.4g}", note)
+    out.print(table)
+    out.print(advice, markup=False)
+    _print_risk_line(rows)

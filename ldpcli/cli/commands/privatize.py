@@ -1,0 +1,268 @@
+"""``ldp privatize``: privatize every row of each input and write it with its sidecar and ledger record."""
+
+from __future__ import annotations
+
+import tempfile
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ldpcli.cli._typer_compat import Command
+from ldpcli.cli.options import (
+    CALIBRATION_OPTION,
+    EPS_OPTION,
+    FORCE_OPTION,
+    LEDGER_OPTION,
+    MECHANISM_OPTION,
+    NORM_OPTION,
+    R_MAX_OPTION,
+    RISK_A_OPTION,
+    RISK_K_OPTION,
+    RISK_RHO0_OPTION,
+    SCHEDULER_OPTION,
+    WithMechanismOptions,
+    byte_size,
+    command_app,
+    floats,
+    public_bound,
+    split,
+)
+from ldpcli.cli.render import err, fmt, note, progress, render, warn
+from ldpcli.errors import UsageError
+from ldpcli.io.streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdout_suffix
+from ldpcli.mechanisms import MechanismSpec
+from ldpcli.release.dataset import privatize_dataset
+from ldpcli.release.engines import make_engine
+from ldpcli.release.file import privatize_files
+from ldpcli.release.ledger import Ledger
+from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources, RiskSection
+from ldpcli.release.safety import clip_warning
+
+app = command_app()
+
+
+@app.command("privatize", cls=Command)
+@WithMechanismOptions
+def privatize(
+    inputs: list[str] = typer.Argument(
+        ..., help="One or more input .parquet or .csv files, each row one vector; a directory means its .parquet/.csv files "
+        "(sorted; ldp's own outputs, the files with a sidecar, are skipped) and a quoted glob ('part-*.parquet') the "
+        "files it matches. Each input is its own release, with its own output, sidecar and ledger record.",
+        show_default=False, metavar="INPUT",
+    ),
+    eps: float = EPS_OPTION,
+    mechanism: str = MECHANISM_OPTION,
+    output: Optional[str] = typer.Option(
+        None, "--output", "-o", help="Output file (.parquet or .csv) for one input, or a directory for any number "
+        "(an existing one, or DIR/ with the slash: created). Default: `<input stem>.privatized.<ext>` beside each input."
+    ),
+    column: Optional[str] = typer.Option(None, "--column", help="The list column holding the vectors."),
+    columns: Optional[str] = typer.Option(
+        None, "--columns", metavar="COLUMNS", help="The numeric columns, one per coordinate, in order: names, globs "
+        "(`p*`) and inclusive ranges in file order (`f0:f63`), comma-separated. Default: the only list column, else "
+        "every numeric column not in --keep, refused when one looks like an id or a label (`id`, `*_id`, `index`, "
+        "`label`, `target`, `class`, `y`, or an integer column among floats)."
+    ),
+    calibration: Optional[str] = CALIBRATION_OPTION,
+    norm_bound: Optional[float] = NORM_OPTION,
+    r_max: Optional[float] = R_MAX_OPTION,
+    keep: Optional[str] = typer.Option(
+        None, "--keep", metavar="COLUMNS", help="Comma-separated columns (e.g. an id, a label) copied to the output "
+        "**unprivatized**: listed on stderr and in the sidecar. Free-text columns (a text, an email) are refused "
+        "without --keep-unsafe. Nothing else is copied."
+    ),
+    keep_unsafe: bool = typer.Option(
+        False, "--keep-unsafe", help="Allow --keep of free-text columns (names, emails, sentences): released as they are."
+    ),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output and sidecar."),
+    fail_on_clip: Optional[float] = typer.Option(
+        None, "--fail-on-clip", metavar="FRACTION", help="Fail (exit 1, nothing written) when more than this fraction "
+        "of the rows lies outside the bound L and would be clipped, e.g. 0 or 0.01. Without it, clipping more than 1% "
+        "of the rows is a warning: the release is then of the clipped rows."
+    ),
+    skip_invalid: bool = typer.Option(
+        False, "--skip-invalid", help="Leave out rows with a missing, NaN/inf or wrong-length vector (their count and "
+        "first row numbers go to stderr) instead of failing on the first one."
+    ),
+    dtype: Optional[str] = typer.Option(
+        None, "--dtype", metavar="float32|float64", help="Type of the written vectors. Default: the input's (float64 for "
+        "CSV). Rounding the privatized output is post-processing: the privacy guarantee is unchanged."
+    ),
+    force: bool = FORCE_OPTION,
+    ledger: Optional[Path] = LEDGER_OPTION,
+    max_budget: Optional[float] = typer.Option(
+        None, "--max-budget", metavar="EPS", help="Refuse (exit 1, nothing written) when the ε this input has spent "
+        "in the ledger plus this release's would exceed EPS (basic composition: releases of the same rows add up)."
+    ),
+    risk_k: Optional[int] = RISK_K_OPTION,
+    risk_rho0: float = RISK_RHO0_OPTION,
+    risk_a: Optional[str] = RISK_A_OPTION,
+    copies: int = typer.Option(
+        1, "--copies", min=1, max=16, help="Release this many independent privatized copies of each row, side by side "
+        "(copy j ≥ 2 in columns named NAME_copyJ), each at the share of the privacy that makes the whole release "
+        "satisfy --eps (ε/copies; bcdp: its budget vector divided by copies). `ldp regress` needs two; "
+        "`ldp estimate-mean` averages them."
+    ),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", help="Threads privatizing batches (default: the available cores). The output for a "
+        "--seed does not depend on it."
+    ),
+    memory: str = typer.Option(
+        "256MB", "--memory", help="Memory budget for the batches in flight (e.g. 256MB, 2GB); sets the batch size."
+    ),
+    engine: str = typer.Option(
+        "local", "--engine", metavar="local|dask", help="local: this process, --threads threads (default). dask: one task per part of "
+        "each input (key-block-aligned row groups) on --scheduler, written as a dataset directory (-o DIR/) of "
+        "part files with their sidecars and a manifest; same values for a --seed as the local engine. Needs "
+        "`pip install 'ldp[dask]'`."
+    ),
+    sidecar: Optional[str] = typer.Option(
+        None, "--sidecar", metavar="PATH", help="With -o - (the rows on stdout): where the sidecar is written."
+    ),
+    scheduler: Optional[str] = SCHEDULER_OPTION,
+    part_rows: Optional[int] = typer.Option(
+        None, "--part-rows", min=1, help="With --engine dask: parts of about this many rows (rounded to key blocks) "
+        "instead of one per Parquet row group."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary of the run instead of a line."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no notes and no summary line; warnings "
+                               "are still shown."),
+    options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
+) -> None:
+    """Privatize every row of each INPUT (files, directories, quoted globs, or - for stdin) and write
+    each privatized file plus its sidecar (OUTPUT.ldp.json).
+
+    The vectors are a list column (the only one, or --column) or one numeric column per
+    coordinate (--columns, or all numeric columns). Rows with ‖x‖ > L are moved onto the bound, so
+    the release and every estimate from it are of the **clipped** rows: choose a public L that the
+    rows respect (a warning says when more than 1% were clipped; --fail-on-clip refuses). Inside
+    the ball each row is rounded without bias to the sphere, then randomized. The output is
+    unbiased for every row: averaging privatized rows estimates the mean of the (clipped) raw ones.
+
+    Each release is recorded in the data owner's privacy-budget ledger (--ledger; see `ldp budget`):
+    releasing the same rows again warns and adds to their ε, --max-budget refuses past a cap. The
+    sidecar carries a keyed tag of the input and bounds on reconstructing a row's direction from its
+    output (Bhowmick et al. 2018 Sec. 2.3; --risk-k, --risk-rho0, --risk-a; see `ldp risk`).
+    """
+    bound = public_bound(norm_bound, r_max)
+    dask_engine = make_engine(engine, scheduler)
+    if dask_engine is None and part_rows is not None:
+        raise UsageError("--part-rows sets the parts of --engine dask; the local engine writes one file per input")
+    owner_ledger = Ledger.open(ledger)
+    streams = _check_streams(inputs, output, sidecar, as_json, dask_engine is not None)
+    spec = MechanismSpec(mechanism, eps, calibration, bound, options)
+    release = ReleaseOptions(
+        columns=Columns(column, split(columns) or None, split(keep), keep_unsafe), seed=seed, copies=copies,
+        dtype=dtype, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid, force=force, overwrite=overwrite,
+        risk=RiskSection(risk_k, risk_rho0, floats(risk_a, "--risk-a")), budget=Budget(owner_ledger, max_budget),
+        resources=Resources(threads, byte_size(memory, "--memory")),
+    )
+    if dask_engine is not None:
+        if output is None:
+            raise UsageError("--engine dask writes a dataset directory of parts: give it with -o DIR/")
+        for flag, given in (("--copies", copies != 1), ("--threads", threads is not None)):
+            if given:
+                raise UsageError(f"{flag} is not available with --engine dask (its workers set their own threads)")
+        dataset = privatize_dataset(inputs, output, engine=dask_engine, mechanism=spec, options=release,
+                                    part_rows=part_rows)
+        _report_dataset(dataset, quiet, as_json)
+        return
+    with progress("privatizing", quiet) as (on_start, on_rows), tempfile.TemporaryDirectory(
+        prefix="ldp-stdio-"
+    ) as spool, ExitStack() as held:
+        sources: list[str] = [str(held.enter_context(spool_stdin(Path(spool))))] if streams[0] else inputs
+        target = str(Path(spool) / ("stdout" + stdout_suffix(Path(sources[0])))) if streams[1] else output
+        results = privatize_files(
+            sources, target, mechanism=spec, sidecar=sidecar, on_start=on_start, on_rows=on_rows,
+            options=replace(
+                release, input_label=STDIN_LABEL if streams[0] else None,
+                output_label=f"{STDOUT_LABEL} (sidecar {Path(sidecar).resolve()})" if streams[1] and sidecar else None,
+            ),
+        )
+        if streams[1]:
+            copy_to_stdout(results[0].output)
+    if streams[1]:  # stdout carries the rows: the summary goes to stderr
+        err.print(f"ldp: wrote {results[0].n} rows (d = {results[0].d}) to stdout and the sidecar {sidecar}",
+                  markup=False)
+        quiet = True
+    several = len(results) > 1
+    for index, result in enumerate(results):
+        _report_privatized(result, quiet, as_json, detected=column is None and not columns and index == 0,
+                           label=f"{result.output}: " if several else "")
+    if results[0].reproducible:
+        warn("seeded run: reproducible by anyone who knows the seed; do not release it")
+    render([result.summary() for result in results] if several else results[0].summary(), as_json)
+
+
+def _check_streams(
+    inputs: list[str], output: str | None, sidecar: str | None, as_json: bool, dask: bool
+) -> tuple[bool, bool]:
+    """(read stdin, write stdout) for ``-`` among the inputs and as -o, after checking the combination."""
+    stdin, stdout = "-" in inputs, output == "-"
+    if stdin and len(inputs) > 1:
+        raise UsageError("- (standard input) must be the only INPUT")
+    if stdin and output is None:
+        raise UsageError("- reads standard input: give the output with -o FILE, or -o - for standard output")
+    if stdout and sidecar is None:
+        raise UsageError("-o - writes the rows to standard output: give --sidecar PATH for their sidecar")
+    if sidecar is not None and not stdout:
+        raise UsageError("--sidecar is for -o -; otherwise the sidecar is written beside the output")
+    if stdout and as_json:
+        raise UsageError("-o - writes the rows to standard output, so --json cannot print there; leave --json out")
+    if dask and (stdin or stdout):
+        raise UsageError("--engine dask reads and writes files by path; - is for the local engine")
+    return stdin, stdout
+
+
+def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
+    """The warnings and the 'wrote' line (or JSON) of a dataset directory written by --engine dask."""
+    for text in dataset.warnings:
+        warn(text)
+    if dataset.n_skipped:
+        warn(f"--skip-invalid: left out {dataset.n_skipped} invalid rows; this count is shown here only, never stored")
+    clipped = clip_warning(dataset.n_clipped, dataset.n, dataset.mechanism)
+    if clipped is not None:
+        (warn if clipped[1] else lambda text: note(text, quiet))(clipped[0])
+    if dataset.reproducible:
+        warn("seeded run: reproducible by anyone who knows the seed; do not release it")
+    wrote = (f"{dataset.output}/ ({dataset.n} rows of {len(dataset.inputs)} input(s) in {len(dataset.parts)} parts, "
+             f"d = {dataset.d}, {dataset.mechanism.name}, ε = {fmt(dataset.mechanism.epsilon)}) with its manifest "
+             f"{dataset.manifest.name}")
+    render(dataset.summary(), as_json, wrote=None if quiet else wrote)
+
+
+def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: bool, label: str) -> None:
+    """The notes, warnings and 'wrote' line of one privatized input (``label`` names it among several)."""
+    if detected:  # the layout was detected: say which columns became the vector
+        names = result.layout.copy_columns(0)
+        shown = ", ".join(repr(name) for name in names[:6]) + (", …" if len(names) > 6 else "")
+        plural = "s" if len(names) > 1 else ""
+        what = f"list column {shown}" if result.layout.kind == "list" else f"{len(names)} numeric column{plural} {shown}"
+        note(f"vectors from {what} (d = {result.d}); pass --column/--columns to choose", quiet)
+    for text in result.warnings:
+        warn(label + text)
+    if result.n_skipped:
+        first = ", ".join(str(row) for row in result.skipped_rows)
+        more = ", …" if result.n_skipped > len(result.skipped_rows) else ""
+        warn(f"{label}--skip-invalid: left out {result.n_skipped} invalid rows (rows {first}{more}, counting from 1); "
+             "this count is shown here only, never stored")
+    clipped = clip_warning(result.n_clipped, result.n, result.mechanism)
+    if clipped is not None:
+        text, loud = clipped
+        if loud:
+            warn(label + text)
+        else:
+            note(label + text, quiet)
+    if not quiet:  # the 'wrote' line of this input; with --json, the summaries follow all inputs
+        copies = result.layout.copies
+        copied = "" if copies == 1 else (
+            f", {copies} copies of each row, ε = {fmt(result.cost.epsilon_exact)} in all"
+        )
+        render(None, as_json, wrote=f"{result.output} ({result.n} rows, d = {result.d}, {result.mechanism.name}, "
+               f"ε = {fmt(result.mechanism.epsilon)}{copied}) and {result.sidecar}")

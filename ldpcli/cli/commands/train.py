@@ -1,0 +1,207 @@
+"""``ldp train``: a model by locally private stochastic gradient descent (Duchi et al. 2014; Bhowmick et al. 2018)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from ldpcli.cli._typer_compat import Command
+from ldpcli.cli.options import (
+    CALIBRATION_OPTION,
+    FORCE_OPTION,
+    LEDGER_OPTION,
+    MECHANISM_OPTION,
+    R_MAX_OPTION,
+    WithMechanismOptions,
+    byte_size,
+    command_app,
+    public_bound,
+    split,
+)
+from ldpcli.cli.render import fmt, note, out, progress, render, summary_table, warn
+from ldpcli.learn.train import TrainingOptions, train
+from ldpcli.mechanisms import MechanismSpec
+from ldpcli.release.ledger import Ledger
+from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources
+
+app = command_app()
+
+
+@app.command("train", cls=Command)
+@WithMechanismOptions
+def train_cmd(
+    data: Path = typer.Argument(
+        ..., help="Training data (.parquet or .csv): one row per person, the features and a label column.",
+        show_default=False, metavar="DATA",
+    ),
+    label: str = typer.Option(..., "--label", help="The label column (not a feature; never released as it is)."),
+    loss: str = typer.Option(
+        "logistic", "--loss", metavar="logistic|softmax|squared|hinge", help="logistic or hinge: two classes; softmax: "
+        "two or more (multinomial logistic); squared: a numeric label (least squares)."
+    ),
+    eps: float = typer.Option(..., "--eps", "--epsilon", help="Privacy level ε of each released gradient, in [0.01, "
+                              "10⁴] (outside it only with --force). Each row's ε is --epochs × ε."),
+    mechanism: str = MECHANISM_OPTION,
+    calibration: Optional[str] = CALIBRATION_OPTION,
+    norm_bound: Optional[float] = typer.Option(
+        None, "--norm-bound", "-L", help="Public bound L on each gradient (default 1), chosen before looking at the "
+        "data: gradients are clipped to the mechanism's ℓ2 ball (or ℓ∞ box) of radius L. A logistic or hinge "
+        "gradient has norm ≤ ‖x‖, a softmax one ≤ √2‖x‖ (x with the intercept's 1); squared-loss gradients are "
+        "unbounded and L decides how much is clipped."
+    ),
+    r_max: Optional[float] = R_MAX_OPTION,
+    geometry: str = typer.Option(
+        "l2", "--geometry", metavar="l2|l1", help="l2: projected stochastic gradient on the ball ‖θ‖₂ ≤ R; l1: "
+        "stochastic mirror descent with the entropy on ‖θ‖₁ ≤ R (Duchi et al. 2014, (14a); pair it with a box "
+        "mechanism: duchi-linf, privunit-inf)."
+    ),
+    radius: float = typer.Option(10.0, "--radius", "-R", help="Radius R of the parameter ball (ℓ2, or ℓ1 with "
+                                 "--geometry l1); θ never leaves it."),
+    eta0: Optional[float] = typer.Option(
+        None, "--eta0", help="η₀ of the steps η_k = η₀·k^−β. Default: √(ε/p) for l2 (Bhowmick et al. 2018 Sec. 5.1, p "
+        "parameters); √(2 log 2p)/(R·M∞) for l1 (M∞² bounds E‖Z‖∞² of one release)."
+    ),
+    beta: Optional[float] = typer.Option(None, "--beta", help="β of the steps, in [0, 1]. Default 0.51 for l2 (the "
+                                         "paper's; averaging wants (1/2, 1)), 1/2 for l1."),
+    batch: int = typer.Option(1, "--batch", "-B", help="Rows per step: their privatized gradients are averaged "
+                              "(a federated round)."),
+    epochs: int = typer.Option(1, "--epochs", help="Uses of every row. Each use spends ε again: each row's ε is "
+                               "epochs × ε (basic composition), as the output, the sidecar and the ledger say."),
+    intercept: bool = typer.Option(True, "--intercept/--no-intercept", help="Fit an intercept (a constant 1 "
+                                   "appended to x, inside the gradient's norm)."),
+    classes: Optional[str] = typer.Option(
+        None, "--classes", metavar="A,B,...", help="The public class list, comma-separated, in order (logistic and "
+        "hinge: the second is the positive class). Default: the label values found in the data, with a warning that "
+        "the list itself is then not private."
+    ),
+    column: Optional[str] = typer.Option(None, "--column", help="The list column holding the features."),
+    columns: Optional[str] = typer.Option(
+        None, "--columns", metavar="COLUMNS", help="The numeric feature columns (names, globs, ranges), as for "
+        "`ldp privatize`. Default: the only list column, else every numeric column but the label."
+    ),
+    baseline: bool = typer.Option(False, "--baseline", help="Also run non-private SGD on the same pass (same rows, "
+                                  "steps and set) and report it. It is never written to the model file."),
+    test: Optional[Path] = typer.Option(None, "--test", help="Evaluate on this file (the same feature and label "
+                                        "columns): mean loss, and accuracy for a classifier."),
+    holdout: Optional[float] = typer.Option(None, "--holdout", metavar="FRACTION", help="Keep this fraction of the "
+                                            "rows out of training, at random, and evaluate there (those rows spend "
+                                            "no ε)."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Save the model (.json or .npz: coefficients, intercept, classes, features) and "
+        "its sidecar OUTPUT.ldp.json."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing model and sidecar."),
+    seed: Optional[int] = typer.Option(
+        None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
+    ),
+    memory: str = typer.Option("256MB", "--memory", help="Rows kept in memory: training rows that fit are read "
+                               "once and shuffled together; a larger file is re-read each epoch and shuffled by window."),
+    force: bool = FORCE_OPTION,
+    ledger: Optional[Path] = LEDGER_OPTION,
+    max_budget: Optional[float] = typer.Option(
+        None, "--max-budget", metavar="EPS", help="Refuse (exit 1, nothing trained or written) when the ε this input "
+        "has spent in the ledger plus epochs × ε would exceed EPS."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (model, privacy, training, evaluation)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, notes or tables; warnings are still "
+                               "shown."),
+    options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
+) -> None:
+    """Train a model by locally private stochastic gradient descent: each row releases only privatized gradients.
+
+    The one-pass protocol of Duchi, Jordan and Wainwright (2014) and Bhowmick et al. (2018): at each
+    step the current model θ is public; each of the step's rows computes its gradient of the loss,
+    clips it to the public bound L and privatizes it with the chosen mechanism (default privunit2;
+    separated for magnitude and direction apart, Eq. 22/23; duchi-l2 or duchi-linf as in the 2014
+    paper); the server averages the releases, steps with η_k = η₀·k^−β and projects onto the
+    parameter ball. The model is the average of the iterates (Polyak–Ruppert). Each row is used
+    once per epoch, so each row's ε is epochs × ε, recorded in the budget ledger.
+    """
+    owner_ledger = Ledger.open(ledger)
+    with progress("training", quiet) as (on_start, on_rows):
+        result = train(
+            data, output, label=label,
+            mechanism=MechanismSpec(mechanism, eps, calibration, public_bound(norm_bound, r_max), options),
+            training=TrainingOptions(
+                loss=loss, geometry=geometry, radius=radius, eta0=eta0, beta=beta, batch=batch, epochs=epochs,
+                intercept=intercept, classes=split(classes) or None, baseline=baseline, test=test, holdout=holdout,
+            ),
+            options=ReleaseOptions(
+                columns=Columns(column, split(columns) or None), seed=seed, force=force, overwrite=overwrite,
+                budget=Budget(owner_ledger, max_budget), resources=Resources(memory=byte_size(memory, "--memory")),
+            ),
+            on_start=on_start, on_rows=on_rows,
+        )
+    for text in result.notices:
+        warn(text)
+    if result.classes_from_data:
+        warn(f"the class list ({', '.join(repr(c) for c in (result.classes or ())[:10])}) was read from the data and is "
+             "released with the model unprivatized; pass --classes to make it a public choice")
+    if result.clipped:
+        note(f"{result.clipped} of {result.train_rows * result.epochs} gradients were clipped to L = "
+             f"{result.mechanism.norm_bound:g}: the model follows the clipped gradients (a larger public L clips less "
+             "but adds noise); this count is shown here only, never stored", quiet)
+    if result.reproducible:
+        warn("seeded run: reproducible by anyone who knows the seed; do not release it")
+    render(result.to_dict(), as_json, None if quiet else lambda: _print_training(result), default=str)
+
+
+def _print_training(result: Any) -> None:
+    """The human tables of a private training run."""
+    privacy = result.privacy()
+    mech = result.mechanism
+    summary = summary_table(f"Private {result.loss} model ({result.geometry} geometry)")
+    summary.add_row("rows", str(result.train_rows), "trained on" + (f"; {result.holdout_rows} held out"
+                                                                   if result.holdout_rows else ""))
+    summary.add_row("parameters p", str(result.theta.size), f"{len(result.features)} features"
+                    + (" (intercept included)" if result.intercept else "") + (f" × {result.outputs} classes"
+                                                                               if result.outputs > 1 else ""))
+    summary.add_row("mechanism", f"{mech.name}, ε = {fmt(mech.epsilon_exact)} per use", f"gradients clipped to "
+                    f"L = {fmt(mech.norm_bound)} ({mech.domain})")
+    summary.add_row("ε per row", fmt(privacy["epsilon_per_row"]), f"{result.epochs} use(s) per row, basic composition")
+    summary.add_row("steps", f"{result.steps} × {result.batch} rows", result.rule.describe())
+    summary.add_row("radius R", fmt(result.radius), "θ stays in the " + ("ℓ2" if result.geometry == "l2" else "ℓ1")
+                    + " ball; the output is the averaged iterate")
+    summary.add_row("rate", fmt(result.rate()["value"]), result.rate()["form"] + " (Duchi et al. 2014; constant not "
+                    "stated)")
+    summary.add_row("time", f"{result.seconds:.3g} s", f"{result.steps / max(result.seconds, 1e-12):,.0f} steps/s")
+    if result.output is not None:
+        summary.add_row("model", str(result.output), f"sidecar {result.sidecar}")
+    out.print(summary)
+    report = result.to_dict()
+    if result.metrics or report["baseline_distance"] is not None or report["minimizer"] is not None:
+        table = Table(title="Evaluation" + (f" on the {result.evaluated_on} ({result.evaluation_rows} rows)"
+                                            if result.evaluated_on else ""), title_justify="left")
+        for name in ("model", "mean loss", "accuracy", "‖θ − θ̂‖"):
+            table.add_column(name, justify="right" if name != "model" else "left")
+        minimizer = report["minimizer"]
+        distances = {"private": None if minimizer is None else minimizer["distance"],
+                     "baseline": None if minimizer is None else minimizer["baseline_distance"], "minimizer": 0.0}
+        names = {"private": "private (this model)", "baseline": "non-private SGD, same pass",
+                 "minimizer": "θ̂: empirical minimiser"}
+        for key in ("private", "baseline", "minimizer"):
+            if key == "baseline" and result.baseline is None or key == "minimizer" and minimizer is None:
+                continue
+            metrics = result.metrics.get(key)
+            table.add_row(names[key], "—" if metrics is None else fmt(metrics.loss),
+                          "—" if metrics is None or metrics.accuracy is None else f"{metrics.accuracy:.2%}",
+                          fmt(distances[key]))
+        out.print(table)
+    if result.minimizer_note:
+        out.print(result.minimizer_note, markup=False)
+    weights = result.theta.reshape(result.outputs, len(result.features))
+    shown = min(len(result.features), 10)
+    coefficients = Table(title="coefficients" + (f" (first {shown} of {len(result.features)})"
+                                                  if shown < len(result.features) else ""), title_justify="left")
+    coefficients.add_column("feature")
+    heads = [str(c) for c in result.classes] if result.outputs > 1 else ["θ"]
+    for head in heads[:4]:
+        coefficients.add_column(head, justify="right")
+    for j in range(shown):
+        coefficients.add_row(result.features[j], *(fmt(float(weights[c, j])) for c in range(min(result.outputs, 4))))
+    out.print(coefficients)
+    if shown < len(result.features) or result.outputs > 4:
+        out.print("Use --json or -o MODEL.json for every coefficient.", markup=False)
