@@ -29,6 +29,7 @@ from typer._click.exceptions import UsageError as ClickUsageError
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from ldpcli._version import __version__
+from ldpcli.cli.flags import in_flags, text_in_flags
 from ldpcli.errors import Interrupted, LdpError, UsageError
 from ldpcli.io import interrupts
 from ldpcli.mechanisms import BCDP, MechanismSpec, OptionSpec, get_mechanism, mechanism_names
@@ -121,7 +122,7 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except LdpError as exc:
-        raise _fail(exc) from None
+        raise _fail(in_flags(exc)) from None
     except KeyboardInterrupt as exc:
         raise _interrupted(exc.exit_code if isinstance(exc, Interrupted) else 130) from None
     except Exception:
@@ -393,7 +394,7 @@ def params(
     """
     with _errors():
         if n is not None:
-            check_count(n, "--n")
+            check_count(n, "n")
         bound = _bound(norm_bound, r_max)
         if mechanism is None and calibration is not None:
             mechanism = "privunit2"  # a calibration names the default mechanism's, not a comparison
@@ -548,7 +549,8 @@ def _params_for_target(
         results = epsilons_for_error(d=d, n=n, target_error=target, norm_bound=bound, delta=options.get("delta"))
     else:
         results = [epsilon_for_error(mechanism, d=d, n=n, target_error=target, norm_bound=bound,
-                                     calibration=calibration, options=options, flag=flag)]
+                                     calibration=calibration, options=options,
+                                     target_name="target_rmse" if target_rmse is not None else "target_error")]
     if as_json:
         out.print(json.dumps([r.to_dict() for r in results] if mechanism is None else results[0].to_dict(),
                              allow_nan=False), markup=False)
@@ -686,7 +688,7 @@ def _floats(value: Optional[str], option: str) -> list[float] | None:
 def _warn(text: str | None) -> None:
     """A warning on stderr; never hidden by --quiet (which is for progress and notes)."""
     if text:
-        err.print(f"ldp: warning: {text}", markup=False)
+        err.print(f"ldp: warning: {text_in_flags(text)}", markup=False)
 
 
 def _note(text: str, quiet: bool) -> None:
@@ -1418,9 +1420,9 @@ def audit(
         from ldpcli.audit.claims import MIN_TRIALS
         from ldpcli.audit.claims import audit as run_audit
 
-        check_count(trials, "--trials", minimum=MIN_TRIALS)
+        check_count(trials, "trials", minimum=MIN_TRIALS)
         if lower_bound_trials is not None:
-            check_count(lower_bound_trials, "--lower-bound-trials", minimum=MIN_TRIALS)
+            check_count(lower_bound_trials, "lower_bound_trials", minimum=MIN_TRIALS)
         _warn(check_epsilon(eps, force=True))
         mech = MechanismSpec(mechanism, eps, calibration, _bound(norm_bound, r_max), options).calibrate(d)
         result = run_audit(mech, trials=trials, seed=seed, lower_bound_trials=lower_bound_trials)

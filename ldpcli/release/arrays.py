@@ -16,7 +16,6 @@ many clipped rows, kept columns released as they are) are :class:`LdpWarning`\\ 
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -25,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.errors import LdpError
+from ldpcli.errors import LdpError, python_text
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms import Mechanism, MechanismSpec
@@ -33,7 +32,8 @@ from ldpcli.release.safety import check_clip_fraction, check_clipping, check_eps
 
 #: Rows privatized at once (the memory of a batch is a few copies of rows × d doubles).
 _BATCH_VALUES = 2**22
-_FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
+#: This API's keywords where the library's messages name a parameter differently.
+_KEYWORDS = {"epsilon": "eps"}
 
 
 class LdpWarning(UserWarning):
@@ -100,26 +100,26 @@ class Release:
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a Release description: {exc!r} is missing or malformed") from None
         except LdpError as exc:
-            raise ValueError(_python_words(str(exc))) from None
+            raise ValueError(_in_keywords(exc)) from None
 
 
-def _python_words(message: str) -> str:
-    """A library message with CLI flags turned into keyword names: ``--norm-bound`` → ``norm_bound``."""
-    return _FLAG.sub(lambda m: m[1].replace("-", "_"), message)
+def _in_keywords(exc: LdpError) -> str:
+    """The message of a library error with this API's keywords (``eps`` where the library says ``epsilon``)."""
+    return exc.render(lambda parameter: _KEYWORDS.get(parameter, parameter))
 
 
 @contextmanager
 def _python_errors() -> Iterator[None]:
-    """Re-raise the library's one-line errors as ValueError with keyword names."""
+    """Re-raise the library's one-line errors (which name keywords: :mod:`ldpcli.errors`) as ValueError."""
     try:
         yield
     except LdpError as exc:
-        raise ValueError(_python_words(str(exc))) from None
+        raise ValueError(_in_keywords(exc)) from None
 
 
 def _warn(text: str | None) -> None:
     if text:
-        warnings.warn(text, LdpWarning, stacklevel=3)
+        warnings.warn(python_text(text), LdpWarning, stacklevel=3)
 
 
 def _generator(rng: np.random.Generator | int | None) -> tuple[np.random.Generator, bool | None]:

@@ -136,7 +136,7 @@ _HEX64 = re.compile(r"[0-9a-f]{64}")
 #: Relative slack of the budget comparison, so that e.g. three releases at ε = 0.1 fit a cap of
 #: 0.3 although 0.1 + 0.1 + 0.1 > 0.3 in floating point. It is far below any meaningful ε.
 _BUDGET_SLACK = 1e-9
-_FIX = "ldp never resets a ledger: fix or move it, or choose another with --ledger PATH"
+_FIX = "ldp never resets a ledger: fix or move it, or choose another with `ledger` PATH"
 
 
 class BudgetError(DataError):
@@ -474,7 +474,7 @@ def _read_ledger(path: Path, label: str) -> tuple[bytes, list[LedgerEntry]] | No
     if version != LEDGER_VERSION:
         raise DataError(
             f"{label}: this privacy-budget ledger is version {version}, and this ldp reads version "
-            f"{LEDGER_VERSION}; use the ldp that wrote it, or choose another ledger with --ledger PATH "
+            f"{LEDGER_VERSION}; use the ldp that wrote it, or choose another ledger with `ledger` PATH "
             "(ldp never resets a ledger)"
         )
     key = data.get("key")
@@ -505,7 +505,7 @@ def _locked(lock_path: Path, label: str) -> Iterator[None]:
     except OSError as exc:
         raise DataError(
             f"{label}: cannot open the ledger's lock file {str(lock_path)!r} ({_reason(exc)}); "
-            "check the directory's permissions, or choose another ledger with --ledger PATH"
+            "check the directory's permissions, or choose another ledger with `ledger` PATH"
         ) from exc
     try:
         try:
@@ -513,7 +513,7 @@ def _locked(lock_path: Path, label: str) -> Iterator[None]:
         except OSError as exc:
             raise DataError(
                 f"{label}: cannot lock the ledger ({_reason(exc)}); "
-                "keep the ledger on a local file system, or choose another with --ledger PATH"
+                "keep the ledger on a local file system, or choose another with `ledger` PATH"
             ) from exc
         try:
             yield
@@ -614,9 +614,9 @@ class Ledger:
         releases of this fingerprint.
         """
         if max_budget is not None and not max_budget > 0:
-            raise UsageError(f"--max-budget must be a positive ε, got {max_budget!r}; give the largest total ε to allow")
+            raise UsageError(f"`max_budget` must be a positive ε, got {max_budget!r}; give the largest total ε to allow")
         if not (math.isfinite(epsilon) and epsilon > 0):
-            raise UsageError(f"--epsilon must be a positive finite number, got {epsilon!r}")
+            raise UsageError(f"`epsilon` must be a positive finite number, got {epsilon!r}")
         if rows is None:
             spend = self.spent(fingerprint)
             used = None if spend is None else RowSpend(spend.epsilon, spend.releases, spend.releases, 0, 0)
@@ -630,9 +630,9 @@ class Ledger:
             else:
                 before = f"ε spent so far: {_fmt(spent)}{used.where()}, with it: {_fmt(total)}"
             raise BudgetError(
-                f"{input_label}: this release's ε = {_fmt(epsilon)} would exceed --max-budget {_fmt(max_budget)} "
-                f"({before}; ledger {self._label}); nothing was written: choose a smaller --epsilon, "
-                "or a larger --max-budget if you accept the larger privacy loss"
+                f"{input_label}: this release's ε = {_fmt(epsilon)} would exceed `max_budget` {_fmt(max_budget)} "
+                f"({before}; ledger {self._label}); nothing was written: choose a smaller `epsilon`, "
+                "or a larger `max_budget` if you accept the larger privacy loss"
             )
         if used is None:
             return None
@@ -907,7 +907,7 @@ class Ledger:
         except OSError as exc:
             raise DataError(
                 f"{self._label}: cannot create the ledger's directory ({_reason(exc)}); "
-                "create it yourself, or choose another ledger with --ledger PATH"
+                "create it yourself, or choose another ledger with `ledger` PATH"
             ) from exc
 
     def summary(self) -> list[Spend]:
