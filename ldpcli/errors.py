@@ -58,7 +58,7 @@ class LdpError(Exception):
         return render_text(self.template, flag_of)
 
     def with_flags(self, flag_of: Callable[[str], str]) -> LdpError:
-        """A copy of this error (same type and exit code) whose message is :meth:`render`\ ``(flag_of)``."""
+        """A copy of this error (same type and exit code) whose message is ``render(flag_of)``."""
         rendered = copy.copy(self)
         rendered.args = (self.render(flag_of), *self.args[1:])
         return rendered
