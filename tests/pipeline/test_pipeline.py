@@ -47,8 +47,8 @@ def test_memory_budget_sets_the_batch_size(tmp_path: Path) -> None:
     assert pq.ParquetFile(small.output).num_row_groups > pq.ParquetFile(large.output).num_row_groups == 1
 
 
-@pytest.mark.parametrize("kwargs, fragment", [(dict(threads=0), "--threads"), (dict(memory=1000), "--memory"),
-                                              (dict(seed=-1), "--seed")])
+@pytest.mark.parametrize("kwargs, fragment", [(dict(threads=0), "threads"), (dict(memory=1000), "memory"),
+                                              (dict(seed=-1), "seed")])
 def test_bad_scale_options(tmp_path: Path, kwargs: dict, fragment: str) -> None:
     src = tmp_path / "x.parquet"
     write_list(src, unit_rows(10, 3))
@@ -106,7 +106,7 @@ def test_shards_from_different_privatizations_are_refused(tmp_path: Path) -> Non
         estimate_mean(outs)
     with pytest.raises(UsageError, match="given twice"):
         estimate_mean([outs[0], outs[0]])
-    with pytest.raises(UsageError, match="--sidecar names one sidecar"):
+    with pytest.raises(UsageError, match="^sidecar names one sidecar"):
         estimate_mean(outs, sidecar=tmp_path / "part-0.parquet.ldp.json")
 
 
