@@ -373,7 +373,7 @@ def test_several_list_columns_need_column(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as excinfo:
         open_vectors(source)
     text = message(excinfo)
-    assert "two.parquet" in text and "column" in text and "'u'" in text and "'v'" in text
+    assert "two.parquet" in text and "choose one with column." in text and "'u'" in text and "'v'" in text
     with open_vectors(source, column="v") as reader:
         assert reader.layout == VectorLayout("list", ("v",), 2)
     with open_vectors(source, keep=["u"]) as reader:  # a kept list column is not a candidate
@@ -452,7 +452,7 @@ def test_column_option_on_csv(tmp_path: Path) -> None:
     source = write_csv_text(tmp_path / "a.csv", "x,y\n1,2\n")
     with pytest.raises(DataError) as excinfo:
         open_vectors(source, column="x")
-    assert "a.csv" in message(excinfo) and "columns" in message(excinfo)
+    assert "a.csv" in message(excinfo) and "use columns for one numeric column" in message(excinfo)
 
 
 def test_layout_must_match(tmp_path: Path) -> None:
