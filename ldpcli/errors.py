@@ -3,15 +3,65 @@
 Library code raises these; ``ldpcli.cli.app`` catches them, prints ``ldp: error: <message>`` on stderr
 and exits with :attr:`LdpError.exit_code`. Messages name the file, row and column involved and say
 what to do, so they can be shown to a person unchanged.
+
+Messages speak Python: a parameter of the call is written between backticks in the message
+(``"`epsilon` must be a finite number > 0"``, ``"pass `overwrite=True` to replace it"``). ``str(exc)``
+shows the Python words (``epsilon must be …``, ``pass overwrite=True …``); the CLI shows the same
+message with its flags through :meth:`LdpError.render` (``--eps must be …``, ``pass --overwrite …``),
+so only ``ldpcli.cli`` knows flag names.
 """
 
 from __future__ import annotations
 
+import copy
+import re
+from typing import Callable
+
+#: A parameter in a message: ```name```, or ```name=True``` / ```name=False``` for a switch.
+_PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*(?:=(?:True|False))?)`")
+
+
+def python_text(text: str) -> str:
+    """``text`` with its parameters in Python words: ```norm_bound``` → ``norm_bound``."""
+    return _PARAMETER.sub(lambda m: m[1], text)
+
+
+def render_text(text: str, flag_of: Callable[[str], str]) -> str:
+    """``text`` with each parameter replaced by ``flag_of(parameter)`` (the parameter as written
+    between the backticks, e.g. ``overwrite=True``)."""
+    return _PARAMETER.sub(lambda m: flag_of(m[1]), text)
+
 
 class LdpError(Exception):
-    """Base class: a problem ldp can explain in one line."""
+    """Base class: a problem ldp can explain in one line.
+
+    The message (``args[0]``) is the template: parameters between backticks (see the module).
+    """
 
     exit_code: int = 1
+
+    @property
+    def template(self) -> str:
+        """The message with its parameters marked, to quote inside another error's message."""
+        return str(self.args[0]) if self.args else ""
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The parameters the message names (``("epsilon",)``), in order."""
+        return tuple(m[1].split("=")[0] for m in _PARAMETER.finditer(self.template))
+
+    def __str__(self) -> str:
+        return python_text(self.template)
+
+    def render(self, flag_of: Callable[[str], str]) -> str:
+        """The message with each parameter written as ``flag_of`` names it (a CLI flag)."""
+        return render_text(self.template, flag_of)
+
+    def with_flags(self, flag_of: Callable[[str], str]) -> LdpError:
+        """A copy of this error (same type and exit code) whose message is ``render(flag_of)``."""
+        rendered = copy.copy(self)
+        rendered.args = (self.render(flag_of), *self.args[1:])
+        return rendered
 
 
 class UsageError(LdpError):

@@ -127,7 +127,7 @@ def _item_index(workload: Workload, data: PathLike, key: str, batch_rows: int) -
     except (OSError, pa.ArrowInvalid) as exc:
         raise DataError(f"{label}: cannot read it ({exc})") from None
     if key not in dataset.schema.names:
-        raise UsageError(f"{label}: no column {key!r} (--key); its columns: {', '.join(dataset.schema.names)}")
+        raise UsageError(f"{label}: no column {key!r} (`key`); its columns: {', '.join(dataset.schema.names)}")
     assert workload.keys is not None
     key_type = dataset.schema.field(key).type
     integers = all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in workload.keys)
@@ -199,7 +199,7 @@ def encode_queries(
     from ldpcli.io import AtomicVectorWriter
 
     if workload.keys is None:
-        raise UsageError(f"{workload.source}: the workload needs a key column (--key) to encode data rows")
+        raise UsageError(f"{workload.source}: the workload needs a key column (`key`) to encode data rows")
     centred = workload.values - workload.center
     layout = VectorLayout("columns", tuple(workload.names), workload.m, ())
     rows = 0
@@ -394,11 +394,11 @@ def release_queries(
     ``fingerprint`` (the ledger's, of d = the number of queries) is fed each row's answer vector.
     """
     if not (isinstance(rho, (int, float)) and math.isfinite(rho) and rho > 0):
-        raise UsageError(f"--rho must be a finite number > 0, got {rho!r}")
+        raise UsageError(f"`rho` must be a finite number > 0, got {rho!r}")
     if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
-        raise UsageError(f"--delta must be in (0, 1), got {delta!r}")
+        raise UsageError(f"`delta` must be in (0, 1), got {delta!r}")
     if alpha is not None and not (isinstance(alpha, (int, float)) and 0.0 < alpha < math.inf):
-        raise UsageError(f"--cover must be a number > 0, got {alpha!r}")
+        raise UsageError(f"`cover` must be a number > 0, got {alpha!r}")
     counts: np.ndarray = np.zeros(workload.distinct.shape[0])
     for index in _item_index(workload, data, key, batch_rows)():
         counts += np.bincount(workload.item_rows[index], minlength=counts.size)
@@ -488,7 +488,7 @@ def save_central_release(release: CentralRelease, workload: Workload, output: Pa
     if not overwrite:
         for target in (path, side):
             if target.exists():
-                raise UsageError(f"{target} exists; pass --overwrite to replace it")
+                raise UsageError(f"{target} exists; pass `overwrite=True` to replace it")
     if max_budget is not None and ledger is None:
         raise UsageError("max_budget needs the privacy-budget ledger (it counts what each input has spent)")
     charges = []

@@ -160,12 +160,12 @@ class AttackReport:
 def check_accuracies(a: Any) -> tuple[float, ...]:
     """The accuracies as sorted distinct floats in [0, 1], else a UsageError naming --a."""
     if isinstance(a, (str, bytes)) or not isinstance(a, Sequence) or len(a) == 0:
-        raise UsageError(f"--a takes one or more cosines in [0, 1], e.g. --a 0.1 --a 0.5, got {a!r}")
+        raise UsageError(f"`a` takes one or more cosines in [0, 1], e.g. `a` 0.1 `a` 0.5, got {a!r}")
     for value in a:
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not (
             0.0 <= value <= 1.0
         ):
-            raise UsageError(f"--a: each accuracy is a cosine in [0, 1], got {value!r}")
+            raise UsageError(f"`a`: each accuracy is a cosine in [0, 1], got {value!r}")
     return tuple(sorted({float(value) for value in a}))
 
 
@@ -214,11 +214,11 @@ def attack(
     """
     accuracies = check_accuracies(a)
     if basis not in BASES:
-        raise UsageError(f"--basis must be one of {', '.join(BASES)}, got {basis!r}")
+        raise UsageError(f"`basis` must be one of {', '.join(BASES)}, got {basis!r}")
     if isinstance(basis_seed, bool) or not isinstance(basis_seed, (int, np.integer)) or basis_seed < 0:
-        raise UsageError(f"--basis-seed must be a non-negative integer, got {basis_seed!r}")
+        raise UsageError(f"`basis_seed` must be a non-negative integer, got {basis_seed!r}")
     if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer))):
-        raise UsageError(f"--k must be an integer, got {k!r}")
+        raise UsageError(f"`k` must be an integer, got {k!r}")
 
     release = scan(privatized, sidecar=sidecar, batch_rows=batch_rows, on_rows=on_rows)
     meta = release.sidecars[0]
@@ -227,15 +227,15 @@ def attack(
     k = d if k is None else int(k)
     if not 2 <= k <= d:
         raise UsageError(
-            f"--k must be between 2 and d = {d} (the release's dimension), got {k}"
+            f"`k` must be between 2 and d = {d} (the release's dimension), got {k}"
             + ("; a release of d = 1 has no direction to reconstruct" if d < 2 else "")
         )
     matrix: np.ndarray | None = None
     if basis == "random":
         if k * d > MAX_BASIS_ENTRIES:
             raise UsageError(
-                f"--k {k} with --basis random needs a {k}×{d} matrix ({k * d:.3g} entries, more than "
-                f"{MAX_BASIS_ENTRIES:.0e}); use --basis coordinates or a smaller --k"
+                f"`k` {k} with `basis` random needs a {k}×{d} matrix ({k * d:.3g} entries, more than "
+                f"{MAX_BASIS_ENTRIES:.0e}); use `basis` coordinates or a smaller `k`"
             )
         matrix = random_basis(k, d, basis_seed)
 
@@ -317,7 +317,7 @@ def _open_raw(raw: Path, release: Path, layout: VectorLayout, batch_rows: int | 
         shape = "one list column" if layout.kind == "list" else f"{layout.d} numeric columns"
         raise DataError(
             f"{raw}: the raw file must hold the vector columns of the release {release} ({shape}: {columns}); "
-            f"pass the file that was privatized ({exc})"
+            f"pass the file that was privatized ({exc.template})"
         ) from exc
 
 
@@ -330,7 +330,7 @@ def _count_mismatch(
         raw_text = f"ends after {raw_rows} rows"
     return DataError(
         f"{raw}: {raw_text} but the release {release} has {release_rows}; row i of the raw file must be row i of "
-        "the release: pass the file that was privatized (a release made with --skip-invalid that left rows out "
+        "the release: pass the file that was privatized (a release made with `skip_invalid=True` that left rows out "
         "cannot be matched to its input)"
     )
 

@@ -60,7 +60,7 @@ def estimate(source: Scan, estimator: Estimator[R], engine: DaskEngine | None = 
     if n == 0:
         raise DataError(
             f"{source.files[0]}: no rows to estimate from"
-            + (" (no row satisfies --where)" if source.where else "")
+            + (" (no row satisfies `where`)" if source.where else "")
         )
     return estimator.finalize(source.mechanism, n), n
 
@@ -164,8 +164,8 @@ def estimate_group_means(
     convex = None if project is None else projection_set(project, source.mechanism)
     if column not in source.sidecars[0].layout.keep:
         raise UsageError(
-            f"--group-by {column!r}: not a kept column of {source.files[0]} "
-            f"(kept: {', '.join(source.sidecars[0].layout.keep) or 'none'}); privatize with --keep {column}"
+            f"`group_by` {column!r}: not a kept column of {source.files[0]} "
+            f"(kept: {', '.join(source.sidecars[0].layout.keep) or 'none'}); privatize with `keep` {column}"
         )
     grouped = GroupBy(MeanEstimator(source.mechanism.d, confidence, copies=source.copies), column)
     results, _ = estimate(source, grouped, engine)
@@ -185,7 +185,7 @@ def projection_set(spec: str | ConvexSet, mechanism: Mechanism) -> ConvexSet:
     try:
         found = parse_set(spec) if isinstance(spec, str) else spec
     except ValueError as exc:
-        raise UsageError(f"--project {spec}: {exc}") from None
+        raise UsageError(f"`project` {spec}: {exc}") from None
     if isinstance(found, SetRequest):
         bound = mechanism.norm_bound
         kind = found.kind
@@ -203,7 +203,7 @@ def projection_set(spec: str | ConvexSet, mechanism: Mechanism) -> ConvexSet:
     try:
         found.check_dimension(mechanism.d)
     except ValueError as exc:
-        raise UsageError(f"--project: {exc}") from None
+        raise UsageError(f"`project`: {exc}") from None
     return found
 
 
@@ -215,7 +215,7 @@ def _read_points(path: str) -> np.ndarray:
         rows = [np.array(batch.values, dtype=np.float64) for batch in reader]
     points = np.concatenate(rows) if rows else np.empty((0, 0))
     if points.shape[0] == 0:
-        raise DataError(f"{path}: no rows; --project hull:FILE needs at least one point")
+        raise DataError(f"{path}: no rows; `project` hull:FILE needs at least one point")
     return points
 
 

@@ -99,11 +99,11 @@ def _label_index(layout: VectorLayout, label: str, where: Path) -> tuple[int, tu
         kept = f"; {label!r} is a kept column, released unprivatized, and cannot be the label" if label in layout.keep else ""
         shown = ", ".join(repr(name) for name in coordinates[:8]) + (", …" if d > 8 else "")
         raise UsageError(
-            f"{where}: --label {label!r} is not one of the privatized coordinates ({shown}){kept}; "
+            f"{where}: `label` {label!r} is not one of the privatized coordinates ({shown}){kept}; "
             "give a column name, or a 0-based coordinate such as -1 for the last"
         ) from None
     if not -d <= index < d:
-        raise UsageError(f"{where}: --label {index} is outside the {d} coordinates (0..{d - 1}, or -1 for the last)")
+        raise UsageError(f"{where}: `label` {index} is outside the {d} coordinates (0..{d - 1}, or -1 for the last)")
     index %= d
     return index, tuple(name for j, name in enumerate(coordinates) if j != index)
 
@@ -134,7 +134,7 @@ def regress(
     if source.copies < 2:
         raise UsageError(
             f"{source.files[0]}: regression needs two independent privatized copies of each row, and this release "
-            "has one; privatize again with --copies 2 (each copy then gets half the privacy budget)"
+            "has one; privatize again with `copies` 2 (each copy then gets half the privacy budget)"
         )
     if mech.d < 2:
         raise UsageError(f"{source.files[0]}: regression needs at least one feature besides the label (d = {mech.d})")
@@ -143,14 +143,14 @@ def regress(
     if radius is None:
         radius = math.sqrt(p)
     if not (isinstance(radius, (int, float)) and math.isfinite(radius) and radius > 0):
-        raise UsageError(f"--radius must be a finite number > 0, got {radius!r}")
+        raise UsageError(f"`radius` must be a finite number > 0, got {radius!r}")
     d = mech.d
     moments = RegressionMoments(label_index=index)
     for batch in source:
         if batch.values.shape[0]:
             moments.add_pair(batch.values[:, :d], batch.values[:, d: 2 * d])
     if moments.n == 0:
-        raise DataError(f"{source.files[0]}: no rows to fit" + (" (no row satisfies --where)" if source.where else ""))
+        raise DataError(f"{source.files[0]}: no rows to fit" + (" (no row satisfies `where`)" if source.where else ""))
     result = fit(moments, float(radius))
     rate = theorem3_rate(n=moments.n, d=d, r_squared=mech.expected_error_max, theta_radius=float(radius))
     label_name = meta.layout.copy_columns(0)[index] if meta.layout.kind == "columns" else str(index)

@@ -65,18 +65,18 @@ class Condition:
         match = _CONDITION.match(text)
         if match is None:
             raise UsageError(
-                f"--where {text!r}: write COLUMN OP VALUE with OP one of == != < <= > >=, or COLUMN in (V1, V2)"
+                f"`where` {text!r}: write COLUMN OP VALUE with OP one of == != < <= > >=, or COLUMN in (V1, V2)"
             )
         column, op, value = match[1], match[2].strip(), match[3]
         if op == "in":
             inner = value.strip()
             if not (inner.startswith("(") and inner.endswith(")")):
-                raise UsageError(f"--where {text!r}: 'in' takes a list in parentheses, e.g. label in (1, 2)")
+                raise UsageError(f"`where` {text!r}: 'in' takes a list in parentheses, e.g. label in (1, 2)")
             values = tuple(_unquote(part) for part in inner[1:-1].split(",") if part.strip())
         else:
             values = (_unquote(value),)
         if not values:
-            raise UsageError(f"--where {text!r}: no value to compare with")
+            raise UsageError(f"`where` {text!r}: no value to compare with")
         return cls(column, op, values)
 
     def mask(self, keep: pa.Table | None, label: str) -> np.ndarray:
@@ -84,14 +84,14 @@ class Condition:
         if keep is None or self.column not in keep.column_names:
             kept = [] if keep is None else keep.column_names
             raise UsageError(
-                f"{label}: --where needs a kept column, and {self.column!r} is not one (kept: {kept or 'none'})"
+                f"{label}: `where` needs a kept column, and {self.column!r} is not one (kept: {kept or 'none'})"
             )
         column = keep.column(self.column)
         try:
             scalars = [pa.scalar(value).cast(column.type) for value in self.values]
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise UsageError(
-                f"--where: {', '.join(self.values)} cannot be compared with column {self.column!r} of type {column.type}"
+                f"`where`: {', '.join(self.values)} cannot be compared with column {self.column!r} of type {column.type}"
             ) from exc
         if self.op == "in":
             result = pc.is_in(column, value_set=pa.array([s.as_py() for s in scalars], type=column.type))
@@ -220,7 +220,7 @@ def scan(
         raise UsageError("no privatized file given")
     files = expand_inputs(paths, privatized=True)
     if sidecar is not None and len(files) > 1:
-        raise UsageError("--sidecar names one sidecar; with several files each needs its own .ldp.json beside it")
+        raise UsageError("`sidecar` names one sidecar; with several files each needs its own .ldp.json beside it")
     conditions = [c if isinstance(c, Condition) else Condition.parse(c) for c in where]
     if trust is not None and not verify:
         raise UsageError("a trusted key needs the files checked against their sidecars (verify): a signature "
@@ -278,7 +278,7 @@ def _check_dataset_parts(files: Sequence[Path], metas: Sequence[Sidecar]) -> Non
             missing = sorted(set(range(total)) - set(given))
             shown = ", ".join(map(str, missing[:5])) + (", …" if len(missing) > 5 else "")
             raise DataError(
-                f"{first}: is one of the {total} parts of dataset {dataset} (ldp privatize --engine dask), but "
+                f"{first}: is one of the {total} parts of dataset {dataset} (ldp privatize `engine` dask), but "
                 f"{len(missing)} of them (number {shown}) were not given; an estimate from some parts leaves out the "
                 "others' rows: give the dataset's directory"
             )
@@ -349,13 +349,13 @@ def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:
         raise DataError(
             f"{path}: has {rows} rows but its sidecar {meta.path} says n = {meta.n}; "
             "the file was changed after privatization or the sidecar belongs to another file "
-            "(pass --no-verify to estimate from a file you filtered or re-encoded yourself)"
+            "(pass `verify=False` to estimate from a file you filtered or re-encoded yourself)"
         )
     if sha256 != meta.sha256:
         raise DataError(
             f"{path}: its bytes do not match the SHA-256 in its sidecar {meta.path} (written for {meta.data_file!r}); "
             "the file was changed after privatization or the sidecar belongs to another file "
-            "(pass --no-verify to estimate from a file you filtered or re-encoded yourself)"
+            "(pass `verify=False` to estimate from a file you filtered or re-encoded yourself)"
         )
 
 
@@ -384,7 +384,7 @@ def _check_dtype(path: Path, meta: Sidecar) -> None:
             raise DataError(
                 f"{path}: column {name!r} holds {stored}, i.e. {found} values, but its sidecar {meta.path} records "
                 f"data.dtype {meta.dtype!r}; the file was re-encoded after privatization or the sidecar belongs to "
-                "another file (pass --no-verify to estimate from a file you re-encoded yourself)"
+                "another file (pass `verify=False` to estimate from a file you re-encoded yourself)"
             )
 
 

@@ -255,10 +255,10 @@ def audit(
     least 100; default ``default_lower_bound_trials(d)``) copies of each input of the lower bound;
     ``seed`` None draws OS entropy.
     """
-    trials = check_count(trials, "--trials", minimum=MIN_TRIALS)
+    trials = check_count(trials, "trials", minimum=MIN_TRIALS)
     if lower_bound_trials is None:
         lower_bound_trials = default_lower_bound_trials(mech.d)
-    lower_bound_trials = check_count(lower_bound_trials, "--lower-bound-trials", minimum=MIN_TRIALS)
+    lower_bound_trials = check_count(lower_bound_trials, "lower_bound_trials", minimum=MIN_TRIALS)
     rng = np.random.default_rng(seed)
     try:
         eps2, route = hooks.audit_epsilon(mech)

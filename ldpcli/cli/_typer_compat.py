@@ -1,7 +1,8 @@
 """Every use of Typer's internals by the command line, in one place.
 
 Typer 0.29 vendors its own click as the private ``typer._click``; its public API has no names for
-the usage errors that ``ldp`` prints as one ``ldp: error: …`` line, nor for the hook that shows a
+the usage errors that ``ldp`` prints as one ``ldp: error: …`` line, nor for the running command's
+context (whose parameters turn a library parameter into its flag: :mod:`ldpcli.cli.flags`), nor for the hook that shows a
 positional argument by its metavar. ``click`` itself is not a dependency (only dask brings it).
 ``tests/pipeline/test_typer_compat.py`` checks these names and hooks, so a Typer upgrade that
 removes them fails there with a message instead of changing the help or the exit codes silently.
@@ -17,14 +18,15 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 try:
     from typer._click.exceptions import ClickException, NoArgsIsHelpError
     from typer._click.exceptions import UsageError as ClickUsageError
+    from typer._click.globals import get_current_context
 except ImportError as exc:  # pragma: no cover - only with a Typer that moved its vendored click
     raise ImportError(
         f"typer {typer.__version__} no longer has typer._click.exceptions (ClickException, NoArgsIsHelpError, "
-        "UsageError), which ldp's usage errors rely on: install typer 0.29 (which this was written against) "
+        "UsageError) or typer._click.globals.get_current_context, which ldp's usage errors and flag names rely on: install typer 0.29 (which this was written against) "
         "or update ldpcli/cli/_typer_compat.py"
     ) from exc
 
-__all__ = ["ClickException", "ClickUsageError", "Command", "Group", "NoArgsIsHelpError"]
+__all__ = ["ClickException", "ClickUsageError", "Command", "Group", "NoArgsIsHelpError", "get_current_context"]
 
 
 class _Argument(TyperArgument):

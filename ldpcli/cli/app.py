@@ -21,6 +21,7 @@ import typer
 
 from ldpcli._version import __version__
 from ldpcli.cli._typer_compat import ClickException, ClickUsageError, Command, Group, NoArgsIsHelpError
+from ldpcli.cli.flags import in_flags
 from ldpcli.cli.render import err, out
 from ldpcli.errors import Interrupted, LdpError
 from ldpcli.io import interrupts
@@ -136,7 +137,7 @@ def _errors() -> Iterator[None]:
     try:
         yield
     except LdpError as exc:
-        raise _fail(exc) from None
+        raise _fail(in_flags(exc)) from None
     except KeyboardInterrupt as exc:
         raise _interrupted(exc.exit_code if isinstance(exc, Interrupted) else 130) from None
     except Exception:

@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterator
 from rich.console import Console
 from rich.table import Table
 
+from ldpcli.cli.flags import text_in_flags
+
 # emoji=False: a message quoting a range such as 'A:B:K' must not turn ':b:' into an emoji.
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
@@ -54,7 +56,7 @@ def render(
 def warn(text: str | None) -> None:
     """A warning on stderr; never hidden by --quiet (which is for progress and notes)."""
     if text:
-        err.print(f"ldp: warning: {text}", markup=False)
+        err.print(f"ldp: warning: {text_in_flags(text)}", markup=False)
 
 
 def note(text: str, quiet: bool) -> None:

@@ -99,7 +99,7 @@ class MeanEstimator:
     def __init__(self, d: int, confidence: float = 0.95, copies: int = 1) -> None:
         """``copies``: each row added is the average of that many independent privatized copies."""
         if not (isinstance(confidence, float | int) and 0.0 < confidence < 1.0):
-            raise UsageError(f"--confidence must be in (0, 1), got {confidence!r}")
+            raise UsageError(f"`confidence` must be in (0, 1), got {confidence!r}")
         self.d = d
         self.confidence = float(confidence)
         self.copies = copies

@@ -66,7 +66,7 @@ class GroupBy(Generic[E]):
         import pyarrow.compute as pc  # estimators are imported by the audit, which must not load pyarrow
 
         if keep is None or self.column not in keep.column_names:
-            raise UsageError(f"--group-by {self.column!r}: not a kept column of the privatized file (see its sidecar's layout)")
+            raise UsageError(f"`group_by` {self.column!r}: not a kept column of the privatized file (see its sidecar's layout)")
         encoded = pc.dictionary_encode(keep.column(self.column)).combine_chunks()
         indices = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False)
         self.missing += int(np.count_nonzero(indices < 0))
@@ -81,7 +81,7 @@ class GroupBy(Generic[E]):
         if value not in self.groups:
             if len(self.groups) >= MAX_GROUPS:
                 raise UsageError(
-                    f"--group-by {self.column!r}: more than {MAX_GROUPS} distinct values; group by a label, not an identifier"
+                    f"`group_by` {self.column!r}: more than {MAX_GROUPS} distinct values; group by a label, not an identifier"
                 )
             self.groups[value] = (self.template.empty(), 0)
         return self.groups[value][0]

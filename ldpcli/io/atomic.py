@@ -290,7 +290,7 @@ def _check_output(target: Path, label: str, overwrite: bool) -> None:
     if target.is_dir():
         raise UsageError(f"{label}: is a directory; give a file name for the output.")
     if target.exists() and not overwrite:
-        raise UsageError(f"{label}: already exists; pass --overwrite to replace it.")
+        raise UsageError(f"{label}: already exists; pass `overwrite=True` to replace it.")
 
 
 def _create_temp(target: Path, label: str) -> tuple[int, Path]:
@@ -325,7 +325,7 @@ def _publish(
     """
     exists = os.path.lexists(target)
     if exists and not overwrite:
-        raise UsageError(f"{label}: already exists; pass --overwrite to replace it.")
+        raise UsageError(f"{label}: already exists; pass `overwrite=True` to replace it.")
     # mkstemp makes the file private (0600); use the replaced file's mode or the usual 0666 - umask.
     os.chmod(temp, stat.S_IMODE(target.stat().st_mode) if exists else 0o666 & ~_umask())
     with _signals_deferred():
@@ -336,7 +336,7 @@ def _publish(
                 _place_new(temp, target)
             except FileExistsError as exc:
                 raise UsageError(f"{label}: already exists (another run wrote it meanwhile); "
-                                 "pass --overwrite to replace it.") from exc
+                                 "pass `overwrite=True` to replace it.") from exc
         _LIVE_TEMPORARIES.discard(temp)
         on_published()
     _sync_directory(target.parent)
@@ -547,7 +547,7 @@ class Publication:
                 sweep_stale(move.target.parent)
                 move.had_old = os.path.lexists(move.target)
                 if move.had_old and not self._overwrite:
-                    raise UsageError(f"{move.label}: already exists; pass --overwrite to replace it.")
+                    raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.")
                 if move.had_old:
                     move.backup = hidden_name(move.target, "old")
             try:
@@ -601,7 +601,7 @@ class Publication:
             try:
                 _place_new(move.temp, move.target)
             except FileExistsError as exc:
-                raise UsageError(f"{move.label}: already exists; pass --overwrite to replace it.") from exc
+                raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.") from exc
             return
         _publish(move.temp, move.target, move.label, move.had_old, lambda: None)
 

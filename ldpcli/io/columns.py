@@ -48,7 +48,7 @@ _TEXT_PARTS = re.compile(r"[_-]")
 _EMAIL = r"[^@\s]+@[^@\s]+\.[^@\s]+"
 _FOUR_WORDS = r"\S+\s+\S+\s+\S+\s+\S+"
 _TEXT_LENGTH = 64
-_UNSAFE = "pass --keep-unsafe to release it anyway, unprivatized"
+_UNSAFE = "pass `keep_unsafe=True` to release it anyway, unprivatized"
 
 
 @dataclass(frozen=True)
@@ -71,10 +71,10 @@ def _name_option(names: Sequence[str] | None, option: str, label: str) -> tuple[
         raise TypeError(f"{option} must be a sequence of column names, not a string")
     result = tuple(names)
     if "" in result:
-        raise UsageError(f"{label}: {option} contains an empty column name; name real columns.")
+        raise UsageError(f"{label}: `{option}` contains an empty column name; name real columns.")
     repeated = _first_repeated(result)
     if repeated is not None:
-        raise UsageError(f"{label}: column {repeated!r} is listed twice in {option}; list it once.")
+        raise UsageError(f"{label}: column {repeated!r} is listed twice in `{option}`; list it once.")
     return result
 
 
@@ -138,20 +138,20 @@ def _resolve(
     vector: tuple[str, ...]
     if choice.column is not None:
         kind, vector = "list", (choice.column,)
-        dtype = _field_type(fields, names, choice.column, "--column", label)
+        dtype = _field_type(fields, names, choice.column, "column", label)
         if not _is_number_list(dtype):
             raise DataError(
                 f"{label}: column {choice.column!r} holds {dtype}, not lists of numbers; "
-                "--column takes a list column, use --columns for one numeric column per coordinate."
+                "`column` takes a list column, use `columns` for one numeric column per coordinate."
             )
     elif choice.columns is not None:
         kind, vector = "columns", _expand_columns(names, choice.columns, label)
         for name in vector:
-            dtype = _field_type(fields, names, name, "--columns", label)
+            dtype = _field_type(fields, names, name, "columns", label)
             if check_types and not _is_number(dtype):
                 raise DataError(
                     f"{label}: column {name!r} holds {dtype}, not numbers; vector columns must be "
-                    "numeric, so leave it out of --columns or convert it."
+                    "numeric, so leave it out of `columns` or convert it."
                 )
     else:
         kept = set(choice.keep)
@@ -162,7 +162,7 @@ def _resolve(
         if len(lists) > 1:
             raise UsageError(
                 f"{label}: several list columns could hold the vectors ({_name_list(lists)}); "
-                "choose one with --column."
+                "choose one with `column`."
             )
         if lists:
             kind, vector = "list", (lists[0],)
@@ -178,7 +178,7 @@ def _resolve(
     for name in choice.keep:
         if name in chosen:
             raise UsageError(
-                f"{label}: column {name!r} cannot be both a vector column and a --keep column; "
+                f"{label}: column {name!r} cannot be both a vector column and a `keep` column; "
                 "keep a different column."
             )
     if len(fields) < len(names):  # some name is repeated: refuse it if a chosen column has it
@@ -202,7 +202,7 @@ def _field_type(
     ``names``); :class:`UsageError` listing the columns if there is none."""
     if name not in fields:
         raise UsageError(
-            f"{label}: no column named {name!r} (from {option}); available columns: {_name_list(names)}."
+            f"{label}: no column named {name!r} (from `{option}`); available columns: {_name_list(names)}."
         )
     return fields[name].type
 
@@ -260,17 +260,17 @@ def _expand_columns(names: Sequence[str], items: Sequence[str], label: str) -> t
             chosen = [name for name in names if fnmatch.fnmatchcase(name, item)]
             if not chosen:
                 raise UsageError(
-                    f"{label}: --columns pattern {item!r} matches no column; "
+                    f"{label}: `columns` pattern {item!r} matches no column; "
                     f"available columns: {_name_list(names)}."
                 )
         else:
             raise UsageError(
-                f"{label}: no column named {item!r} (from --columns); available columns: {_name_list(names)}."
+                f"{label}: no column named {item!r} (from `columns`); available columns: {_name_list(names)}."
             )
         for name in chosen:
             if name in source:
                 raise UsageError(
-                    f"{label}: --columns names column {name!r} twice (by {source[name]!r} and {item!r}); "
+                    f"{label}: `columns` names column {name!r} twice (by {source[name]!r} and {item!r}); "
                     "name each column once."
                 )
             source[name] = item
@@ -298,7 +298,7 @@ def _range(names: Sequence[str], position: Mapping[str, int], item: str, label: 
             start, stop = position[first], position[last]
             if stop < start:
                 raise UsageError(
-                    f"{label}: --columns range {item!r} is backwards: {last!r} comes before {first!r} "
+                    f"{label}: `columns` range {item!r} is backwards: {last!r} comes before {first!r} "
                     f"in the file; write {last}:{first}."
                 )
             return list(names[start: stop + 1])
@@ -307,7 +307,7 @@ def _range(names: Sequence[str], position: Mapping[str, int], item: str, label: 
     first, last = splits[0]
     missing = first if first not in position else last
     raise UsageError(
-        f"{label}: --columns range {item!r} needs two columns of the file, and there is no column "
+        f"{label}: `columns` range {item!r} needs two columns of the file, and there is no column "
         f"named {missing!r}; available columns: {_name_list(names)}."
     )
 
@@ -406,12 +406,12 @@ def _refuse_suspicious(schema: pa.Schema, label: str, keep: Sequence[str], numer
     carried_names = {*keep, *flagged}
     carried = [name for name in names if name in carried_names]
     rest = [field.name for field in numeric if field.name not in carried_names]
-    choose = f"--columns {_column_spec(rest, names)} to choose the vector columns, or " if rest else ""
+    choose = f"`columns` {_column_spec(rest, names)} to choose the vector columns, or " if rest else ""
     everything = _column_spec([field.name for field in numeric], names)
     them = "them" if len(flagged) > 1 else "it"
     raise UsageError(
-        f"{label}: {head}; pass --keep {shlex.quote(','.join(carried))} to carry {them} through "
-        f"(or {choose}--columns {everything} to really privatize {them})."
+        f"{label}: {head}; pass `keep` {shlex.quote(','.join(carried))} to carry {them} through "
+        f"(or {choose}`columns` {everything} to really privatize {them})."
     )
 
 
@@ -443,9 +443,9 @@ def _check_keep_names(label: str, keep_schema: pa.Schema | None) -> None:
     for field in keep_schema or ():
         if _is_text(field.type) and _text_name(field.name):
             raise UsageError(
-                f"{label}: --keep column {field.name!r} holds text and its name suggests free text "
+                f"{label}: `keep` column {field.name!r} holds text and its name suggests free text "
                 "(a name, an address, a message...), which would be copied unprivatized; leave it out "
-                f"of --keep, or {_UNSAFE}."
+                f"of `keep`, or {_UNSAFE}."
             )
 
 
@@ -475,6 +475,6 @@ def _check_keep_values(label: str, keep: pa.Table, names: Sequence[str], first_r
         name = names[j]
         raise UsageError(
             f"{label}: {_row(first_row + row + 1)}, column {name!r}: the kept value {reason}, so the "
-            f"column looks like free text, which --keep would copy unprivatized; leave it out of --keep, "
+            f"column looks like free text, which `keep` would copy unprivatized; leave it out of `keep`, "
             f"or {_UNSAFE}."
         )

@@ -197,7 +197,7 @@ def _parse_numbers(cells: pa.Array, label: str, name: str) -> pa.Array:
     except pa.ArrowInvalid as exc:  # a cell that _NUMBER_CELL accepts and the cast does not
         raise DataError(
             f"{label}: column {name!r}: a value could not be read as a number; "
-            "fix the value, or read the file without --skip-invalid to find its row."
+            "fix the value, or read the file without `skip_invalid=True` to find its row."
         ) from exc
 
 
@@ -328,13 +328,13 @@ def _csv_error(
             return DataError(f"{where}: the value is not valid UTF-8 text; save the file as UTF-8 text.")
         if keep_types and name in keep_types:
             return DataError(
-                f"{where}: the value is not a valid {target}, the type of this --keep column read from "
+                f"{where}: the value is not a valid {target}, the type of this `keep` column read from "
                 "the start of the file; convert the file to Parquet, which stores each column's type, "
                 "or fix the value."
             )
         return DataError(
             f"{where}: the value {_bad_number(detail)}; vector columns must be numeric, "
-            "so fix the value or leave the column out (--columns, --keep)."
+            "so fix the value or leave the column out (`columns`, `keep`)."
         )
     field_count = _CSV_FIELD_COUNT.search(first)
     if field_count is not None:
@@ -374,13 +374,13 @@ def _bad_number(detail: str) -> str:
 def _check_holds(label: str, layout: VectorLayout, keep_schema: pa.Schema | None) -> None:
     """:class:`UsageError` for an output a CSV file cannot hold: a list column, a nested keep column."""
     if layout.kind == "list":
-        raise UsageError(f"{label}: CSV holds one column per coordinate; write Parquet or use --columns.")
+        raise UsageError(f"{label}: CSV holds one column per coordinate; write Parquet or use `columns`.")
     if keep_schema is not None:
         for field in keep_schema:
             if pa.types.is_nested(field.type):
                 raise UsageError(
-                    f"{label}: --keep column {field.name!r} holds {field.type}, which a CSV file cannot hold; "
-                    "write Parquet or leave it out of --keep."
+                    f"{label}: `keep` column {field.name!r} holds {field.type}, which a CSV file cannot hold; "
+                    "write Parquet or leave it out of `keep`."
                 )
 
 

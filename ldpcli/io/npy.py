@@ -137,9 +137,9 @@ class _NpyEncoder:
 def _check_holds(label: str, layout: VectorLayout, keep_schema: pa.Schema | None) -> None:
     """:class:`UsageError` for an output an .npy file cannot hold: kept columns, several copies."""
     if layout.keep:
-        raise UsageError(f"{label}: an .npy file holds only the vectors; leave out --keep or write Parquet.")
+        raise UsageError(f"{label}: an .npy file holds only the vectors; leave out `keep` or write Parquet.")
     if layout.copies > 1:
-        raise UsageError(f"{label}: an .npy file holds one array of vectors; write --copies to Parquet.")
+        raise UsageError(f"{label}: an .npy file holds one array of vectors; write `copies` to Parquet.")
 
 
 register_format("npy", (".npy",), _open_npy, _NpyEncoder, check_output=_check_holds)

@@ -332,8 +332,8 @@ def open_table(
     kept columns (free text refused unless ``keep_unsafe``); ``label`` names the table in messages.
     ``values`` is a fresh ``(rows, d)`` float64 array; ``precision`` as ``VectorReader.precision``.
     """
-    column_names = _name_option(columns, "--columns", label)
-    keep_names = _name_option(keep, "--keep", label) or ()
+    column_names = _name_option(columns, "columns", label)
+    keep_names = _name_option(keep, "keep", label) or ()
     if column is not None and column_names is not None:
         raise UsageError(f"{label}: give either column (one list column) or columns, not both.")
     if column_names == ():

@@ -64,19 +64,19 @@ def open_vectors(
     """
     label = os.fspath(path)
     fmt = get_format(file_format(path))
-    column_names = _name_option(columns, "--columns", label)
-    keep_names = _name_option(keep, "--keep", label) or ()
+    column_names = _name_option(columns, "columns", label)
+    keep_names = _name_option(keep, "keep", label) or ()
     if column is not None and column_names is not None:
         raise UsageError(
-            f"{label}: give either --column (one list column) or --columns "
+            f"{label}: give either `column` (one list column) or `columns` "
             "(one column per coordinate), not both."
         )
     if column_names == ():
-        raise UsageError(f"{label}: --columns needs at least one column name.")
+        raise UsageError(f"{label}: `columns` needs at least one column name.")
     if layout is not None and (column is not None or column_names is not None or keep_names):
         raise UsageError(
             f"{label}: the vector layout already fixes the columns; "
-            "do not combine it with --column, --columns or --keep."
+            "do not combine it with `column`, `columns` or `keep`."
         )
     if batch_rows is not None and batch_rows < 1:
         raise UsageError(f"{label}: the batch size must be at least 1 row, got {batch_rows}.")

@@ -40,7 +40,7 @@ _WRITE_BUFFER = 4 * 2**20
 def check_dtype(dtype: object) -> str:
     """``dtype`` if it is one of :data:`DTYPES`, else a :class:`UsageError`."""
     if not isinstance(dtype, str) or dtype not in DTYPES:
-        raise UsageError(f"--dtype must be float32 or float64, got {dtype!r}")
+        raise UsageError(f"`dtype` must be float32 or float64, got {dtype!r}")
     return dtype
 
 
@@ -213,7 +213,7 @@ class VectorWriter:
             worst = float(np.max(np.abs(values)))
             raise UsageError(
                 f"{self._label}: a privatized value ({worst:.4g}) is beyond the float32 range "
-                f"(±{_FLOAT32_MAX:.4g}); write float64 (--dtype float64)."
+                f"(±{_FLOAT32_MAX:.4g}); write float64 (`dtype` float64)."
             )
         return rounded
 
@@ -399,7 +399,7 @@ def _encode_failed(label: str, exc: BaseException) -> DataError:
     if isinstance(exc, pa.ArrowException) and not isinstance(exc, OSError):
         # Not the disk: pyarrow refused a value (vectors are plain floats, so a --keep column's).
         return DataError(
-            f"{label}: could not write the file ({_reason(exc)}); a --keep column holds values "
-            "this format cannot store, so write Parquet or leave that column out of --keep."
+            f"{label}: could not write the file ({_reason(exc)}); a `keep` column holds values "
+            "this format cannot store, so write Parquet or leave that column out of `keep`."
         )
     return _write_failed(label, exc)

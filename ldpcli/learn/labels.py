@@ -60,7 +60,7 @@ class Labels:
             row = int(np.flatnonzero(np.asarray(codes.is_null()))[0])
             shown = ", ".join(repr(c) for c in (self.classes or ())[:10])
             raise DataError(f"{where}: row {first_row + row + 1} (counting from 1), column {self.label!r}: the label "
-                            f"is not one of the classes ({shown}); pass every class in --classes")
+                            f"is not one of the classes ({shown}); pass every class in `classes`")
         return np.asarray(codes, dtype=np.int64)
 
 
@@ -69,7 +69,7 @@ def check_label_type(arrow_type: Any, loss: type[Loss], label: str, where: str) 
 
     numeric = pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type)
     if not loss.classification and not numeric:
-        raise DataError(f"{where}: label column {label!r} is {arrow_type}, not numbers; --loss squared needs a numeric "
+        raise DataError(f"{where}: label column {label!r} is {arrow_type}, not numbers; `loss` squared needs a numeric "
                         "label (use logistic, hinge or softmax for classes)")
     if loss.classification and pa.types.is_floating(arrow_type):
         return  # float class labels (0.0/1.0) are allowed; the class list shows them
@@ -87,9 +87,9 @@ def parse_classes(classes: Sequence[Any], arrow_type: Any, label: str) -> tuple[
     try:
         values = pa.array([str(c) if not isinstance(c, (int, float, bool)) else c for c in classes]).cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise UsageError(f"--classes: {list(classes)!r} are not all values of label column {label!r} ({target}): "
+        raise UsageError(f"`classes`: {list(classes)!r} are not all values of label column {label!r} ({target}): "
                          f"{exc}") from None
     out = tuple(values.to_pylist())
     if len(set(out)) != len(out):
-        raise UsageError(f"--classes: {list(classes)!r} names a class twice")
+        raise UsageError(f"`classes`: {list(classes)!r} names a class twice")
     return out

@@ -135,7 +135,7 @@ class TrainResult:
         )
         if self.classes_from_data:
             statement += (" The class list was read from the data without privatization and is not covered: "
-                          "pass --classes to make it a public choice.")
+                          "pass `classes` to make it a public choice.")
         return {
             "model": "local", "epsilon_per_use": mech.epsilon_exact, "delta_per_use": mech.delta_exact,
             "uses_per_row": self.epochs, "epsilon_per_row": self.epsilon_per_row, "delta_per_row": self.delta_per_row,

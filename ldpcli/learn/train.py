@@ -167,13 +167,13 @@ class _Source:
             reader = open_vectors(self.path, keep=[self.label], keep_unsafe=True,
                                   memory_bytes=max(2**20, self.memory // 8), **spec)
         except UsageError as exc:
-            text = str(exc)
+            text = exc.template
             if f"no column named {self.label!r} to keep" in text:
                 raise UsageError(text.replace(f"no column named {self.label!r} to keep",
-                                              f"no label column {self.label!r} (--label)")) from None
-            if self.layout is None and self.column is None and self.columns is None and "--columns" in text:
+                                              f"no label column {self.label!r} (`label`)")) from None
+            if self.layout is None and self.column is None and self.columns is None and "`columns`" in text:
                 raise UsageError(f"{text} For ldp train the label is never a feature: name the features with "
-                                 "--columns or --column.") from None
+                                 "`columns` or `column`.") from None
             raise
         if self.layout is not None and reader.layout.d != self.layout.d:
             reader.close()
@@ -267,34 +267,34 @@ def train(
     ledger, max_budget, overwrite = options.budget.ledger, options.budget.max_budget, options.overwrite
     loss_cls = LOSSES.get(loss)
     if loss_cls is None:
-        raise UsageError(f"--loss: unknown loss {loss!r}; choose one of: {', '.join(LOSSES)}")
+        raise UsageError(f"`loss`: unknown loss {loss!r}; choose one of: {', '.join(LOSSES)}")
     if geometry not in GEOMETRIES:
-        raise UsageError(f"--geometry: must be one of {', '.join(GEOMETRIES)}, got {geometry!r}")
+        raise UsageError(f"`geometry`: must be one of {', '.join(GEOMETRIES)}, got {geometry!r}")
     chosen = mechanism_spec(mechanism, epsilon, norm_bound)
     mech_cls = get_mechanism(chosen.name)
     if not mech_cls.vector or not mech_cls.compared:
-        raise UsageError(f"--mechanism {chosen.name}: gradients need a vector mechanism calibrated from (p, ε, L) alone; "
+        raise UsageError(f"`mechanism` {chosen.name}: gradients need a vector mechanism calibrated from (p, ε, L) alone; "
                          "choose e.g. privunit2, separated, duchi-l2 or duchi-linf")
     spec = chosen.validated()
     forced = check_epsilon(spec.epsilon, force=options.force)
-    batch = check_count(batch, "--batch")
-    epochs = check_count(epochs, "--epochs")
+    batch = check_count(batch, "batch")
+    epochs = check_count(epochs, "epochs")
     if not (isinstance(radius, (int, float)) and math.isfinite(radius) and radius > 0):
-        raise UsageError(f"--radius must be a finite number > 0, got {radius!r}")
+        raise UsageError(f"`radius` must be a finite number > 0, got {radius!r}")
     if eta0 is not None and not (math.isfinite(eta0) and eta0 > 0):
-        raise UsageError(f"--eta0 must be a finite number > 0, got {eta0!r}")
+        raise UsageError(f"`eta0` must be a finite number > 0, got {eta0!r}")
     if beta is not None and not (0.0 <= beta <= 1.0):
-        raise UsageError(f"--beta must be in [0, 1] (the theory wants (1/2, 1)), got {beta!r}")
+        raise UsageError(f"`beta` must be in [0, 1] (the theory wants (1/2, 1)), got {beta!r}")
     if holdout is not None and not (0.0 < holdout < 1.0):
-        raise UsageError(f"--holdout must be a fraction in (0, 1), got {holdout!r}")
+        raise UsageError(f"`holdout` must be a fraction in (0, 1), got {holdout!r}")
     if holdout is not None and test is not None:
-        raise UsageError("give either --test FILE or --holdout FRACTION, not both")
+        raise UsageError("give either `test` FILE or `holdout` FRACTION, not both")
     if max_budget is not None and ledger is None:
-        raise UsageError("--max-budget needs the privacy-budget ledger (it counts what each input has spent)")
+        raise UsageError("`max_budget` needs the privacy-budget ledger (it counts what each input has spent)")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise UsageError("--seed must be a non-negative integer")
+        raise UsageError("`seed` must be a non-negative integer")
     if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
-        raise UsageError(f"--memory must be at least 1 MB, got {memory!r} bytes")
+        raise UsageError(f"`memory` must be at least 1 MB, got {memory!r} bytes")
     path = Path(data)
     target = Path(output) if output is not None else None
     if target is not None:
@@ -314,7 +314,7 @@ def train(
     if state.rows == 0:
         raise DataError(f"{path}: no rows to train on")
     if state.train_rows == 0:
-        raise DataError(f"{path}: the holdout took every one of the {state.rows} rows; use a smaller --holdout")
+        raise DataError(f"{path}: the holdout took every one of the {state.rows} rows; use a smaller `holdout`")
     layout = source.layout
     features = _feature_names(layout, intercept)
     from_data = False
@@ -326,8 +326,8 @@ def train(
         assert labels.classes is not None
         k = len(labels.classes)
         if loss_cls.classes_needed == 2 and k != 2:
-            raise DataError(f"{path}: --loss {loss} takes exactly two classes, the label column {label!r} has {k} "
-                            f"({', '.join(repr(c) for c in labels.classes[:10])}); use --loss softmax for more")
+            raise DataError(f"{path}: `loss` {loss} takes exactly two classes, the label column {label!r} has {k} "
+                            f"({', '.join(repr(c) for c in labels.classes[:10])}); use `loss` softmax for more")
         if k < 2:
             raise DataError(f"{path}: the label column {label!r} has one class only ({labels.classes[0]!r}); "
                             "a classifier needs two or more")
@@ -464,7 +464,7 @@ def _check_output(target: Path, overwrite: bool, source: Path) -> None:
         raise UsageError(f"{target}: the model would overwrite the data; choose another -o")
     for path in (target, sidecar_path(target)):
         if path.exists() and not overwrite:
-            raise UsageError(f"{path} already exists; pass --overwrite to replace it")
+            raise UsageError(f"{path} already exists; pass `overwrite=True` to replace it")
 
 
 def _cached_training(state: _Pass, labels: Labels, loss: Loss, intercept: bool, where: str) -> tuple[np.ndarray, np.ndarray]:

@@ -76,23 +76,24 @@ def check_common(d: int, epsilon: float, norm_bound: float, *, max_d: int = MAX_
     L is limited to 1e150 so that L² and the errors stay finite doubles; d to ``max_d``.
     """
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise UsageError(f"--d: d must be an integer >= 1, got {d!r}")
+        raise UsageError(f"`d`: d must be an integer >= 1, got {d!r}")
     if d > max_d:
-        raise UsageError(f"--d: d = {d} is above the {max_d:.0e} this mechanism supports")
+        raise UsageError(f"`d`: d = {d} is above the {max_d:.0e} this mechanism supports")
     if not (isinstance(epsilon, (int, float, np.floating)) and math.isfinite(epsilon) and epsilon > 0):
-        raise UsageError(f"--eps: epsilon must be a finite number > 0, got {epsilon!r}")
+        raise UsageError(f"`epsilon`: epsilon must be a finite number > 0, got {epsilon!r}")
     if not (isinstance(norm_bound, (int, float, np.floating)) and math.isfinite(norm_bound) and norm_bound > 0):
-        raise UsageError(f"--norm-bound: norm bound must be a finite number > 0, got {norm_bound!r}")
+        raise UsageError(f"`norm_bound`: norm bound must be a finite number > 0, got {norm_bound!r}")
     if norm_bound > MAX_NORM_BOUND:
         raise UsageError(
-            f"--norm-bound: {norm_bound!r} is above {MAX_NORM_BOUND:g} (its square overflows); rescale the data"
+            f"`norm_bound`: {norm_bound!r} is above {MAX_NORM_BOUND:g} (its square overflows); rescale the data"
         )
 
 
 def check_count(value: Any, what: str, minimum: int = 1) -> int:
-    """An integer ≥ ``minimum`` (a row count, a number of trials), else a UsageError naming ``what``."""
+    """An integer ≥ ``minimum`` (a row count, a number of trials), else a UsageError naming ``what``, the
+    caller's parameter (``n``, ``trials``)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise UsageError(f"{what} must be >= {minimum} (an integer), got {value!r}")
+        raise UsageError(f"`{what}` must be >= {minimum} (an integer), got {value!r}")
     return int(value)
 
 
@@ -148,7 +149,7 @@ class OptionSpec:
 
     def check(self, value: Any) -> int | float | str:
         """The value as ``kind`` if it is in range (integral floats from JSON count as integers)."""
-        bad = UsageError(f"{self.flag}: must be {self.range_text()}, got {value!r}")
+        bad = UsageError(f"`{self.name}`: must be {self.range_text()}, got {value!r}")
         if self.kind is str:
             if not isinstance(value, str) or (self.choices and value not in self.choices):
                 raise bad
@@ -257,7 +258,7 @@ class MechanismSpec:
         Basic composition: ``copies`` releases at ε/copies are ε-LDP together. A mechanism whose
         privacy is more than one ε (per-feature levels) splits its own way (:class:`SplitsCopies`).
         """
-        copies = check_count(copies, "--copies")
+        copies = check_count(copies, "copies")
         if copies == 1:
             return self
         cls = self.mechanism_class
@@ -380,8 +381,8 @@ class Mechanism(ABC):
         """UsageError for an option this mechanism does not take (None values are ignored)."""
         unknown = sorted(name for name, value in options.items() if value is not None and name not in cls.options)
         if unknown:
-            flags = ", ".join("--" + name.replace("_", "-") for name in unknown)
-            takes = ", ".join(spec.flag for spec in cls.options.values()) or "none"
+            flags = ", ".join(f"`{name}`" for name in unknown)
+            takes = ", ".join(f"`{name}`" for name in cls.options) or "none"
             raise UsageError(f"mechanism {cls.name!r} takes no option {flags}; its options: {takes}")
 
     @classmethod
@@ -393,10 +394,10 @@ class Mechanism(ABC):
             value = options.get(name)
             if value is None:
                 if spec.required or calibration in spec.required_by:
-                    scope = f" with --calibration {calibration}" if calibration in spec.required_by else ""
+                    scope = f" with `calibration` {calibration}" if calibration in spec.required_by else ""
                     raise UsageError(
-                        f"mechanism {cls.name!r} needs {spec.flag} ({spec.range_text()}){scope}, e.g. "
-                        f"{spec.flag} {spec.example}: {spec.help}"
+                        f"mechanism {cls.name!r} needs `{name}` ({spec.range_text()}){scope}, e.g. "
+                        f"`{name}` {spec.example}: {spec.help}"
                     )
                 values[name] = spec.default
             else:
@@ -476,7 +477,7 @@ class Mechanism(ABC):
 
     def expected_error_mean(self, n: int) -> float:
         """Worst-case E‖x̄̂ − x̄‖² of the mean of n independently privatized rows: max error / n."""
-        return self.expected_error_max / check_count(n, "--n")
+        return self.expected_error_max / check_count(n, "n")
 
     def describe(self) -> dict[str, Any]:
         """The public description that ``ldp params --json`` prints and the sidecar stores.
@@ -484,7 +485,7 @@ class Mechanism(ABC):
         UsageError if a number in it is not a finite double (e.g. an error beyond 1e308).
         """
         where = f"{self.name} at d = {self.d}, ε = {self.epsilon:g}, L = {self.norm_bound:g}"
-        advice = "not finite in double precision; rescale the data and use a smaller --norm-bound"
+        advice = "not finite in double precision; rescale the data and use a smaller `norm_bound`"
         try:
             out = self._describe()
         except (OverflowError, ValueError) as exc:

@@ -157,7 +157,7 @@ class BCDP(Mechanism):
         if not starts or starts[0] != 0:
             raise UsageError(
                 f"bcdp: c_d = {c_total:.6g} leaves the most sensitive feature (almost) no budget (errata §14: it could "
-                "not be estimated); use a smaller c_d (calibration optimal, or --zeta below 1)"
+                "not be estimated); use a smaller c_d (calibration optimal, or `zeta` below 1)"
             )
         return cls(d, epsilon, norm_bound, calibration, q, text, base, zeta, split, float(c_total),
                    tuple(starts), tuple(parts))
@@ -173,7 +173,7 @@ class BCDP(Mechanism):
             return options, ()
         parsed = fl.parse_feature_levels(str(text), d=d, epsilon=epsilon, names=names)
         notes = () if not parsed.clipped else (
-            f"--feature-eps: the level of {', '.join(parsed.clipped)} is above ε = {epsilon:g} and was clipped to ε "
+            f"`feature_eps`: the level of {', '.join(parsed.clipped)} is above ε = {epsilon:g} and was clipped to ε "
             "(no feature can be more exposed than the whole row)",
         )
         return {**options, "feature_eps": parsed.canonical}, notes

@@ -53,7 +53,8 @@ _ULPS = 8.0 * float(np.finfo(float).eps)
 #: 0-based coordinates ``i`` or an inclusive range ``i:j`` (a sign only so that -1 is reported as out of range).
 _INDEX = re.compile(r"\s*([+-]?\d+)\s*(?::\s*([+-]?\d+)\s*)?")
 _GLOB_CHARS = "*?["
-_OPTION = "--feature-eps"
+#: The parameter the levels are given by, marked for messages (:mod:`ldpcli.errors`).
+_OPTION = "`feature_eps`"
 
 
 # ============================================================================================ the math
@@ -120,7 +121,7 @@ def tilde_levels(levels: np.ndarray, epsilon: float) -> np.ndarray:
     is not a finite number > 0.
     """
     if not (math.isfinite(epsilon) and epsilon > 0):
-        raise UsageError(f"--eps: ε must be a finite number > 0, got {epsilon!r}")
+        raise UsageError(f"`epsilon`: ε must be a finite number > 0, got {epsilon!r}")
     arr = np.asarray(levels, dtype=float)
     if arr.ndim != 1 or arr.size == 0:
         raise UsageError(f"{_OPTION}: give one level per coordinate (got shape {arr.shape})")
@@ -539,7 +540,7 @@ def parse_feature_levels(spec: str, *, d: int, epsilon: float, names: Sequence[s
     if d < 1:
         raise ValueError(f"d must be at least 1, got {d}")
     if not (epsilon > 0):  # +∞ allowed
-        raise UsageError(f"--eps: ε must be a number > 0, got {epsilon!r}")
+        raise UsageError(f"`epsilon`: ε must be a number > 0, got {epsilon!r}")
     if names is not None:
         names = list(names)
         if len(names) != d:

@@ -203,7 +203,7 @@ class PrivUnit2(Mechanism):
             if d < 3:
                 raise UsageError(
                     "the bhowmick calibration needs d >= 3 (Thm 1's bounds say nothing below); "
-                    "use --calibration optimal"
+                    "use `calibration` optimal"
                 )
             y = bhowmick_cap_logit(d, 0.99 * epsilon)
             log_p_cap = sm.log_cap_probability(y, d)

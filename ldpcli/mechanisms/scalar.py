@@ -82,7 +82,7 @@ def check_one_column(cls: type[Mechanism], d: int) -> None:
     if d != 1:
         raise UsageError(
             f"mechanism {cls.name!r} privatizes one column (a value in [0, r_max]), so d must be 1, got d = {d}; "
-            "pass one --columns value, or use 'separated' for vectors"
+            "pass one `columns` value, or use 'separated' for vectors"
         )
 
 

@@ -59,7 +59,7 @@ def _cover_k(alpha: float, nu: float, r_max: float) -> int:
     if estimate > K_REL_MAX + 1:
         raise UsageError(
             f"the geometric grid α = {alpha!r}, ν = {nu!r} needs about {estimate:.3g} points to reach "
-            f"r_max = {r_max!r}, more than {K_REL_MAX}; pass a larger --alpha or --nu"
+            f"r_max = {r_max!r}, more than {K_REL_MAX}; pass a larger `alpha` or `nu`"
         )
     k = max(1, math.ceil(estimate))
     while k > 1 and float(_geometric(alpha, nu, k - 1)) >= target:
@@ -67,7 +67,7 @@ def _cover_k(alpha: float, nu: float, r_max: float) -> int:
     while float(_geometric(alpha, nu, k)) < target:
         k += 1
     if k > K_REL_MAX:
-        raise UsageError(f"the geometric grid needs k = {k} > {K_REL_MAX} points; pass a larger --alpha or --nu")
+        raise UsageError(f"the geometric grid needs k = {k} > {K_REL_MAX} points; pass a larger `alpha` or `nu`")
     return k
 
 
@@ -149,18 +149,18 @@ class ScalarRelDP(GridResponse, Mechanism):
             else:
                 nu = math.exp(-log_alpha0 / k) if log_alpha0 < 0.0 else math.exp(_default_log_nu(epsilon, log_alpha0))
         if not nu > 1.0 or not math.isfinite(nu):
-            raise UsageError(f"--nu: the grid ratio must be a finite number > 1, got {nu!r}")
+            raise UsageError(f"`nu`: the grid ratio must be a finite number > 1, got {nu!r}")
         if k is None:
             k = _cover_k(alpha, nu, r_max)
         elif float(_geometric(alpha, nu, k)) < r_max * (1.0 - _COVER_RTOL):
             raise UsageError(
-                f"--k {k}: the grid α·ν^k = {float(_geometric(alpha, nu, k))!r} does not reach r_max = {r_max!r}; "
+                f"`k` {k}: the grid α·ν^k = {float(_geometric(alpha, nu, k))!r} does not reach r_max = {r_max!r}; "
                 f"pass k >= {_cover_k(alpha, nu, r_max)} or leave it out"
             )
         mech = cls(1, epsilon, r_max, calibration, float(alpha), float(nu), int(k))
         if not np.all(np.diff(mech.grid) > 0.0):
             raise UsageError(
-                f"--nu {nu!r}: the grid points α·ν^j are not distinct in double precision; pass a larger ν"
+                f"`nu` {nu!r}: the grid points α·ν^j are not distinct in double precision; pass a larger ν"
             )
         return mech
 

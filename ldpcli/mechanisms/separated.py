@@ -72,7 +72,7 @@ def _parts(
     while Fraction(eps1) + Fraction(eps2) > Fraction(epsilon):
         eps2 = math.nextafter(eps2, 0.0)
     if not (eps1 > 0.0 and eps2 > 0.0):
-        raise UsageError(f"--eps-split {eps_split!r} leaves no budget for one part at ε = {epsilon!r}")
+        raise UsageError(f"`eps_split` {eps_split!r} leaves no budget for one part at ε = {epsilon!r}")
     direction = PrivUnit2.calibrate(d, eps1, norm_bound=1.0, calibration=calibration)
     magnitude = ScalarDP.calibrate(1, eps2, norm_bound=norm_bound, k=k)
     return direction, magnitude

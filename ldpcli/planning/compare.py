@@ -90,7 +90,7 @@ def recommendation(rows: list[dict[str, Any]]) -> str:
     if box and ball:
         d = best["d"]
         ratio = box[0]["expected_error_max"] / (d * ball[0]["expected_error_max"])
-        verdict = "use it" if ratio < 1 else f"use {ball[0]['mechanism']} with --norm-bound L√d instead"
+        verdict = "use it" if ratio < 1 else f"use {ball[0]['mechanism']} with `norm_bound` L√d instead"
         line += (
             f" For data with every |coordinate| ≤ L, {box[0]['mechanism']} has {ratio:.6g}× the error of "
             f"{ball[0]['mechanism']} on the ball of radius L√d = {math.sqrt(d):.4g}·L that contains the box: {verdict}."

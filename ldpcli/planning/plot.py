@@ -49,7 +49,7 @@ def require_matplotlib() -> None:
     except ImportError:
         raise MissingDependency(
             f"ldp plot needs matplotlib, which is not installed: {INSTALL_HINT} (or pip install matplotlib); "
-            "--terminal draws a text chart without it"
+            "`terminal` draws a text chart without it"
         ) from None
 
 
@@ -114,7 +114,7 @@ def select_rows(
     :class:`DataError` for a table without the sweep's columns or without a row to draw.
     """
     if x not in X_COLUMNS:
-        raise UsageError(f"--x must be one of {', '.join(X_COLUMNS)}, got {x!r}")
+        raise UsageError(f"`x` must be one of {', '.join(X_COLUMNS)}, got {x!r}")
     if not rows:
         raise DataError("the sweep table has no rows")
     missing = [name for name in _REQUIRED if name not in rows[0] or all(row[name] is None for row in rows)]
@@ -148,8 +148,7 @@ def select_rows(
             matches = [v for v in values if math.isclose(v, wanted, rel_tol=1e-9)]
             if not matches:
                 shown = ", ".join(_value(column, v) for v in values)
-                flag = "--eps" if column == "epsilon" else f"--{column}"
-                raise UsageError(f"{flag} {wanted:g}: the table has {_SYMBOLS[column]} = {shown}")
+                raise UsageError(f"`{column}` {wanted:g}: the table has {_SYMBOLS[column]} = {shown}")
             value = matches[0]
         fixed[column] = value
         kept = [row for row in kept if row[column] == value]

@@ -179,13 +179,14 @@ class _Errors:
         return len(self._seen)
 
 
-def check_target(target_error: Any, flag: str = "--target-error") -> float:
-    """``target_error`` as a float if it is a finite number > 0, else a UsageError naming ``flag``."""
+def check_target(target_error: Any, name: str = "target_error") -> float:
+    """``target_error`` as a float if it is a finite number > 0, else a UsageError naming ``name``, the
+    caller's keyword for it."""
     if isinstance(target_error, bool) or not isinstance(target_error, (int, float)) or not (
         math.isfinite(target_error) and target_error > 0
     ):
-        shown = f", got {target_error!r}" if flag == "--target-error" else ""
-        raise UsageError(f"{flag} must be a finite number > 0{shown}")
+        shown = f", got {target_error!r}" if name == "target_error" else ""
+        raise UsageError(f"`{name}` must be a finite number > 0{shown}")
     return float(target_error)
 
 
@@ -198,7 +199,7 @@ def epsilon_for_error(
     norm_bound: float = 1.0,
     calibration: str | None = None,
     options: Mapping[str, Any] | None = None,
-    flag: str = "--target-error",
+    target_name: str = "target_error",
 ) -> EpsilonForError:
     """The smallest ε at which ``mechanism``'s guaranteed E‖x̄̂ − x̄‖² for n rows of dimension d is ≤ ``target_error``.
 
@@ -206,18 +207,18 @@ def epsilon_for_error(
     checking the ends of [EPSILON_MIN, EPSILON_MAX], then finishes as the module docstring says: the
     returned ε meets the target and ε·(1 − 2⁻⁴⁰) does not; for a mechanism whose error is
     non-increasing in ε, no ε smaller by more than that tolerance does. ``calibration`` and
-    ``options`` are the mechanism's (e.g. ``{"delta": 1e-6}`` for the Gaussian baseline). ``flag`` names
-    the target in messages (``--target-rmse`` when the caller squared an RMS target).
+    ``options`` are the mechanism's (e.g. ``{"delta": 1e-6}`` for the Gaussian baseline). ``target_name``
+    names the target in messages (``target_rmse`` when the caller squared an RMS target).
 
     UsageError for an unknown mechanism, calibration or option, d or n not an integer ≥ 1, a bad
     norm bound, or a target that is not a finite number > 0.
     """
     from scipy import optimize  # imported here: `ldp --help` should not pay for it
 
-    target = check_target(target_error, flag)
+    target = check_target(target_error, target_name)
     cls = get_mechanism(mechanism)
-    d = check_count(d, "--d")
-    n = check_count(n, "--n")
+    d = check_count(d, "d")
+    n = check_count(n, "n")
     check_common(d, EPSILON_MIN, norm_bound, max_d=cls.max_d)
     spec = MechanismSpec(mechanism, EPSILON_MIN, calibration, float(norm_bound), dict(options or {})).validated()
     errors = _Errors(mechanism, d, n, spec.norm_bound, spec.calibration or cls.calibrations[0], spec.options)
@@ -303,7 +304,7 @@ def epsilons_for_error(
     target_error: float,
     norm_bound: float = 1.0,
     delta: float | None = None,
-    flag: str = "--target-error",
+    target_name: str = "target_error",
 ) -> list[EpsilonForError]:
     """:func:`epsilon_for_error` for every registered vector mechanism at its default calibration, sorted by ε.
 
@@ -312,9 +313,9 @@ def epsilons_for_error(
     (ε, δ)-DP, not ε-LDP, and its entry says it is a baseline. Mechanisms with no ε in range come
     last (by name order of registration), each with its reason.
     """
-    target = check_target(target_error, flag)
-    d = check_count(d, "--d")
-    n = check_count(n, "--n")
+    target = check_target(target_error, target_name)
+    d = check_count(d, "d")
+    n = check_count(n, "n")
     results: list[EpsilonForError] = []
     for name in mechanism_names():
         cls = get_mechanism(name)
@@ -322,7 +323,7 @@ def epsilons_for_error(
             continue
         options = comparison_options(cls, delta)
         results.append(
-            epsilon_for_error(name, d=d, n=n, target_error=target, norm_bound=norm_bound, options=options, flag=flag)
+            epsilon_for_error(name, d=d, n=n, target_error=target, norm_bound=norm_bound, options=options, target_name=target_name)
         )
     results.sort(key=lambda r: (r.epsilon is None, r.epsilon if r.epsilon is not None else 0.0))
     return results

@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.errors import DataError, LdpError, UsageError
+from ldpcli.errors import DataError, LdpError, UsageError, python_text
 from ldpcli.io.jsonfile import read_json
 from ldpcli.mechanisms import Mechanism, MechanismSpec, PrivUnit2, get_mechanism, mechanism_names
 from ldpcli.mechanisms.base import check_common, check_count
@@ -116,7 +116,8 @@ def parse_grid(
     ``value``: a number, a sequence of numbers, or text: ``A:B`` (``points`` log-spaced values from A
     to B, both included), ``A:B:K`` (K of them) or a comma list ``1,2,4``. ``integer`` grids (d, n)
     round a range to integers (so ``1:10`` may hold fewer than K values) and refuse fractions in a
-    list. Every value must be > 0 (≥ 1 for integers); :class:`UsageError` naming ``option`` otherwise.
+    list. Every value must be > 0 (≥ 1 for integers); :class:`UsageError` naming ``option`` (the caller's
+    keyword: ``epsilon``, ``d``, ``n``) otherwise.
     """
     syntax = f"write A:B ({points} log-spaced values), A:B:K or a comma list such as 1,2,4"
     if isinstance(value, str):
@@ -133,15 +134,15 @@ def parse_grid(
                                                        and not isinstance(v, bool) for v in value):
         values = [float(v) for v in value]
     else:
-        raise UsageError(f"{option}: cannot read {value!r} as a grid; {syntax}")
+        raise UsageError(f"`{option}`: cannot read {value!r} as a grid; {syntax}")
     for v in values:
         if not (math.isfinite(v) and v > 0):
-            raise UsageError(f"{option}: every value must be a finite number > 0, got {v:g}")
+            raise UsageError(f"`{option}`: every value must be a finite number > 0, got {v:g}")
         if integer and (not v.is_integer() or v < 1):
-            raise UsageError(f"{option}: every value must be an integer >= 1, got {v:g}")
+            raise UsageError(f"`{option}`: every value must be an integer >= 1, got {v:g}")
     distinct = sorted(set(values))
     if len(distinct) > MAX_POINTS:
-        raise UsageError(f"{option}: {len(distinct)} values; a grid holds at most {MAX_POINTS}")
+        raise UsageError(f"`{option}`: {len(distinct)} values; a grid holds at most {MAX_POINTS}")
     return tuple(int(v) for v in distinct) if integer else tuple(distinct)
 
 
@@ -149,24 +150,24 @@ def _number(text: str, option: str, syntax: str) -> float:
     try:
         return float(text.strip())
     except ValueError:
-        raise UsageError(f"{option}: cannot read {text.strip()!r} as a number; {syntax}") from None
+        raise UsageError(f"`{option}`: cannot read {text.strip()!r} as a number; {syntax}") from None
 
 
 def _range(text: str, option: str, points: int, syntax: str) -> list[float]:
     parts = text.split(":")
     if len(parts) not in (2, 3):
-        raise UsageError(f"{option}: cannot read {text!r} as a grid; {syntax}")
+        raise UsageError(f"`{option}`: cannot read {text!r} as a grid; {syntax}")
     low, high = (_number(part, option, syntax) for part in parts[:2])
     count = points
     if len(parts) == 3:
         number = _number(parts[2], option, syntax)
         if not number.is_integer():
-            raise UsageError(f"{option}: the K of A:B:K must be an integer, got {parts[2].strip()!r}")
+            raise UsageError(f"`{option}`: the K of A:B:K must be an integer, got {parts[2].strip()!r}")
         count = int(number)
     if count < 2 or count > MAX_POINTS:
-        raise UsageError(f"{option}: a range A:B needs between 2 and {MAX_POINTS} values, got {count}")
+        raise UsageError(f"`{option}`: a range A:B needs between 2 and {MAX_POINTS} values, got {count}")
     if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
-        raise UsageError(f"{option}: a range A:B needs 0 < A < B, got {text!r}")
+        raise UsageError(f"`{option}`: a range A:B needs 0 < A < B, got {text!r}")
     values = [float(v) for v in np.geomspace(low, high, count)]
     values[0], values[-1] = low, high  # the ends exactly as written
     return values
@@ -222,11 +223,11 @@ def sweep(
     the vectors as in ``ldp privatize``; needs ``empirical``). ``seed`` None draws OS entropy.
     ``threads`` (default: the available cores) simulate grid points in parallel; the table does not
     depend on it. ``on_start(total rows)``/``on_rows(rows)`` report the simulation's progress;
-    ``on_warning(text)`` receives warnings (ε outside [0.01, 10⁴], clipped data rows), by default
-    issued with :func:`warnings.warn`.
+    ``on_warning(text)`` receives warnings (ε outside [0.01, 10⁴], clipped data rows; parameters marked as
+    in :mod:`ldpcli.errors`), by default issued with :func:`warnings.warn`.
     """
-    warn = on_warning or (lambda text: warnings.warn(text, UserWarning, stacklevel=3))
-    eps_grid = parse_grid(epsilon, "--eps", points=points)
+    warn = on_warning or (lambda text: warnings.warn(python_text(text), UserWarning, stacklevel=3))
+    eps_grid = parse_grid(epsilon, "epsilon", points=points)
     for eps in eps_grid:
         text = check_epsilon(eps, force=True)
         if text:
@@ -237,28 +238,28 @@ def sweep(
     takes_delta = [name for name in names if "delta" in get_mechanism(name).options]
     if delta is not None:
         if not takes_delta:
-            raise UsageError(f"--delta applies to {', '.join(_delta_users()) or 'no registered mechanism'}, "
+            raise UsageError(f"`delta` applies to {', '.join(_delta_users()) or 'no registered mechanism'}, "
                              "which the sweep does not include")
         for name in takes_delta:
             delta = float(get_mechanism(name).options["delta"].check(delta))
-    trials = None if empirical is None else check_count(empirical, "--empirical", minimum=2)
+    trials = None if empirical is None else check_count(empirical, "empirical", minimum=2)
     if threads is not None:
-        threads = check_count(threads, "--threads")
+        threads = check_count(threads, "threads")
     source: _DataSource | None = None
     if data is not None:
         if d is not None or n is not None:
-            raise UsageError("--data fixes d and n (the file's dimension and rows); leave out --d and --n")
+            raise UsageError("`data` fixes d and n (the file's dimension and rows); leave out `d` and `n`")
         if trials is None:
-            raise UsageError("--data is the input of the simulation; give --empirical TRIALS with it")
+            raise UsageError("`data` is the input of the simulation; give `empirical` TRIALS with it")
         source = _DataSource.open(data, column, columns)
         d_grid: tuple[int, ...] = (source.d,)
         n_grid: tuple[int, ...] = (source.n,)
     else:
         if d is None or n is None:
-            raise UsageError(f"give {' and '.join(flag for flag, v in (('--d', d), ('--n', n)) if v is None)} "
-                             "(or --data FILE, whose d and n are used)")
-        d_grid = parse_grid(d, "--d", integer=True, points=points)
-        n_grid = parse_grid(n, "--n", integer=True, points=points)
+            raise UsageError(f"give {' and '.join(flag for flag, v in (('`d`', d), ('`n`', n)) if v is None)} "
+                             "(or `data` FILE, whose d and n are used)")
+        d_grid = parse_grid(d, "d", integer=True, points=points)
+        n_grid = parse_grid(n, "n", integer=True, points=points)
 
     rows: list[dict[str, Any]] = []
     jobs: list[tuple[dict[str, Any], Mechanism]] = []
@@ -304,7 +305,7 @@ def _check_mechanisms(mechanisms: Sequence[str] | None) -> list[str]:
     for name in names:
         if not get_mechanism(name).vector:
             raise UsageError(
-                f"--mechanism {name}: a mechanism of one scalar column; the sweep compares vector mechanisms "
+                f"`mechanism` {name}: a mechanism of one scalar column; the sweep compares vector mechanisms "
                 f"({', '.join(vector_mechanisms())})"
             )
     return names

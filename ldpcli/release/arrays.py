@@ -22,7 +22,6 @@ mechanism, many clipped rows, kept columns released as they are) are :class:`Ldp
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -31,7 +30,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ldpcli.errors import LdpError
+from ldpcli.errors import LdpError, python_text
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms import Mechanism, MechanismSpec
@@ -40,7 +39,6 @@ from ldpcli.release.safety import check_clip_fraction, check_clipping, check_eps
 
 #: Rows privatized at once (the memory of a batch is a few copies of rows × d doubles).
 _BATCH_VALUES = 2**22
-_FLAG = re.compile(r"--([a-z][a-z0-9-]*)")
 RecordT = TypeVar("RecordT", bound="ReleaseRecord")
 
 
@@ -142,26 +140,24 @@ class ReleaseRecord:
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a Release description: {exc!r} is missing or malformed") from None
         except LdpError as exc:
-            raise ValueError(_python_words(str(exc))) from None
-
-
-def _python_words(message: str) -> str:
-    """A library message with CLI flags turned into keyword names: ``--norm-bound`` → ``norm_bound``."""
-    return _FLAG.sub(lambda m: m[1].replace("-", "_"), message)
+            raise ValueError(str(exc)) from None
 
 
 @contextmanager
-def _python_errors() -> Iterator[None]:
-    """Re-raise the library's one-line errors as ValueError with keyword names."""
+def _python_errors(keywords: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Re-raise the library's one-line errors as ValueError, naming the keywords this call was given:
+    ``keywords`` maps a library parameter to the caller's keyword (``{"epsilon": "eps"}`` when ε came
+    by its alias, :func:`_epsilon`)."""
     try:
         yield
     except LdpError as exc:
-        raise ValueError(_python_words(str(exc))) from None
+        names = keywords or {}
+        raise ValueError(exc.render(lambda parameter: names.get(parameter, parameter))) from None
 
 
 def _warn(text: str | None) -> None:
     if text:
-        warnings.warn(text, LdpWarning, stacklevel=3)
+        warnings.warn(python_text(text), LdpWarning, stacklevel=3)
 
 
 def _is_pandas(x: Any) -> bool:
@@ -213,8 +209,8 @@ def privatize_rows(
     """
     from ldpcli.io.write import check_dtype, dtype_of_precision
 
-    with _python_errors():
-        level, name = _epsilon(epsilon, eps)
+    level, name = _epsilon(epsilon, eps)
+    with _python_errors({"epsilon": name}):
         spec = MechanismSpec(mechanism, level, calibration, norm_bound, options).validated()
         forced = check_epsilon(spec.epsilon, force=force, name=name)
         limit = check_clip_fraction(fail_on_clip, "fail_on_clip")

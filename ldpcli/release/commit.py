@@ -87,7 +87,7 @@ def commit_release(
             raise DataError(f"{publication.label}: cannot publish the release ({_reason(exc)})"
                             f"{_after_failure(kept)}") from exc
         if isinstance(exc, LdpError) and not isinstance(exc, BudgetError):
-            raise type(exc)(f"{exc}{_after_failure(kept)}") from exc
+            raise type(exc)(f"{exc.template}{_after_failure(kept)}") from exc
         raise
     return reservations
 

@@ -218,12 +218,12 @@ def privatize_dataset(
     seed, overwrite, memory = options.seed, options.overwrite, options.resources.memory
     ledger, max_budget = options.budget.ledger, options.budget.max_budget
     if part_rows is not None and (isinstance(part_rows, bool) or not isinstance(part_rows, int) or part_rows < 1):
-        raise UsageError(f"--part-rows must be an integer >= 1, got {part_rows!r}")
+        raise UsageError(f"`part_rows` must be an integer >= 1, got {part_rows!r}")
     out = Path(output_dir)
     if data_suffix(out).lower() in file_suffixes():  # a data file's name, not a directory's
         raise UsageError(f"-o {out}: the dask engine writes a dataset directory of parts; give a directory (-o DIR/)")
     if out.exists() and (not out.is_dir() or not overwrite):
-        raise UsageError(f"{out} already exists; pass --overwrite to replace it" if out.is_dir()
+        raise UsageError(f"{out} already exists; pass `overwrite=True` to replace it" if out.is_dir()
                          else f"{out}: exists and is not a directory; choose another -o")
     if not out.parent.is_dir():
         raise UsageError(f"-o {out}: {str(out.parent)!r} is not an existing directory; create it first")
@@ -404,12 +404,12 @@ def check_replaceable_dataset(out: Path, sources: Sequence[Path], ledger: Ledger
     """UsageError unless the existing directory ``out`` may be replaced: an ldp dataset directory
     that holds its manifest and nothing but the parts it lists and their sidecars (hidden ldp
     temporaries aside), and neither an input nor the ledger."""
-    how = ("--overwrite replaces only a dataset directory written by ldp; choose another -o, or empty or move the "
+    how = ("`overwrite=True` replaces only a dataset directory written by ldp; choose another -o, or empty or move the "
            "directory yourself")
     root = out.resolve()
     for path in [*sources, *([ledger.path] if ledger is not None else [])]:
         if root in Path(os.path.realpath(path)).parents:
-            raise UsageError(f"{out}: holds {path}, which --overwrite would delete; {how}")
+            raise UsageError(f"{out}: holds {path}, which `overwrite=True` would delete; {how}")
     manifest = out / MANIFEST_NAME
     try:
         listed = read_json(manifest) if manifest.is_file() else None

@@ -70,7 +70,7 @@ class DaskEngine:
         try:
             client = Client(self.scheduler, timeout="20s")
         except OSError as exc:
-            raise UsageError(f"--scheduler {self.scheduler}: cannot reach a Dask scheduler there ({exc})") from exc
+            raise UsageError(f"`scheduler` {self.scheduler}: cannot reach a Dask scheduler there ({exc})") from exc
         with client:
             return list(dask.compute(*tasks, scheduler=client))
 
@@ -107,15 +107,15 @@ def make_engine(name: str, scheduler: str | None = None) -> DaskEngine | None:
     :class:`DaskEngine` for ``dask``. UsageError for an unknown name, a ``scheduler`` without Dask,
     and Dask not installed."""
     if name not in ENGINES:
-        raise UsageError(f"--engine {name!r}: use one of {', '.join(ENGINES)}")
+        raise UsageError(f"`engine` {name!r}: use one of {', '.join(ENGINES)}")
     if name == "local":
         if scheduler is not None:
-            raise UsageError("--scheduler chooses where Dask runs; it needs --engine dask")
+            raise UsageError("`scheduler` chooses where Dask runs; it needs `engine` dask")
         return None
     if importlib.util.find_spec("dask") is None:
-        raise UsageError("--engine dask needs Dask: pip install 'ldp[dask]'")
+        raise UsageError("`engine` dask needs Dask: pip install 'ldp[dask]'")
     if scheduler is not None and scheduler not in LOCAL_SCHEDULERS and importlib.util.find_spec("distributed") is None:
-        raise UsageError(f"--scheduler {scheduler}: a scheduler address needs dask.distributed: pip install 'ldp[dask]'")
+        raise UsageError(f"`scheduler` {scheduler}: a scheduler address needs dask.distributed: pip install 'ldp[dask]'")
     return DaskEngine(scheduler or "threads")
 
 

@@ -130,10 +130,10 @@ def release_checks(
     if options.dtype is not None:
         check_dtype(options.dtype)
     if options.budget.max_budget is not None and options.budget.ledger is None:
-        raise UsageError("--max-budget needs the privacy-budget ledger (it counts what each input has spent)")
+        raise UsageError("`max_budget` needs the privacy-budget ledger (it counts what each input has spent)")
     seed = options.seed
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise UsageError("--seed must be a non-negative integer")
+        raise UsageError("`seed` must be a non-negative integer")
     return spec, forced, clip_limit
 
 
@@ -166,7 +166,7 @@ def check_replaceable(target: Path, side: Path, ledger: Ledger | None) -> None:
             raise UsageError(f"{target}: is the privacy-budget ledger; choose another -o")
     if not side.is_file():
         raise UsageError(
-            f"{target}: exists and is not an ldp output (no sidecar {side.name} beside it); --overwrite replaces only "
+            f"{target}: exists and is not an ldp output (no sidecar {side.name} beside it); `overwrite=True` replaces only "
             "ldp's own outputs: choose another -o, or move the file away yourself"
         )
 
@@ -259,7 +259,7 @@ def privatize_files(
         for target in targets:
             for path in (target, sidecar_path(target)):
                 if path.exists():
-                    raise UsageError(f"{path} already exists; pass --overwrite to replace it")
+                    raise UsageError(f"{path} already exists; pass `overwrite=True` to replace it")
     if folder is not None:
         folder.mkdir(exist_ok=True)
     results: list[PrivatizeResult] = []
@@ -276,7 +276,7 @@ def privatize_files(
                         folder.rmdir()
                 raise
             done = ", ".join(os.fspath(result.output) for result in results)
-            raise type(exc)(f"{exc} ({len(results)} of {len(sources)} inputs were privatized before this one and "
+            raise type(exc)(f"{exc.template} ({len(results)} of {len(sources)} inputs were privatized before this one and "
                             f"stay released: {done})") from exc
     return results
 
@@ -370,9 +370,9 @@ def privatize_file(
     copy_spec = spec.for_copies(copies)
     threads = available_cores() if threads is None else threads
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise UsageError(f"--threads must be an integer >= 1, got {threads!r}")
+        raise UsageError(f"`threads` must be an integer >= 1, got {threads!r}")
     if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
-        raise UsageError(f"--memory must be at least 1 MB, got {memory!r} bytes")
+        raise UsageError(f"`memory` must be at least 1 MB, got {memory!r} bytes")
     source = Path(input_path)
     target = Path(output_path) if output_path is not None else default_output_path(source)
     file_format(source)
@@ -383,7 +383,7 @@ def privatize_file(
     if sidecar is not None:
         check_local(side)
     if target.exists() and not overwrite:
-        raise UsageError(f"{target} already exists; pass --overwrite to replace it")
+        raise UsageError(f"{target} already exists; pass `overwrite=True` to replace it")
     if side.is_dir():
         raise UsageError(
             f"{side}: is a directory, so the sidecar of {target.name} cannot be written there; choose another -o"
@@ -391,7 +391,7 @@ def privatize_file(
     if side.exists() and not overwrite:
         raise UsageError(
             f"{side} already exists (the sidecar of {target.name}); "
-            "pass --overwrite to replace it, or choose another -o"
+            "pass `overwrite=True` to replace it, or choose another -o"
         )
     if overwrite:
         check_replaceable(target, side, ledger)
@@ -415,7 +415,7 @@ def privatize_file(
         try:
             layout = reader.layout.with_copies(copies)
         except ValueError as exc:
-            raise UsageError(f"{source}: --copies {copies}: {exc}; rename that column") from exc
+            raise UsageError(f"{source}: `copies` {copies}: {exc}; rename that column") from exc
         risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies)
         recorded = release_warnings(mech, reader.layout.keep, forced, options.warnings)
         # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL), so

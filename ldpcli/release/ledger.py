@@ -280,9 +280,9 @@ class Ledger:
         releases of this fingerprint.
         """
         if max_budget is not None and not max_budget > 0:
-            raise UsageError(f"--max-budget must be a positive ε, got {max_budget!r}; give the largest total ε to allow")
+            raise UsageError(f"`max_budget` must be a positive ε, got {max_budget!r}; give the largest total ε to allow")
         if not (math.isfinite(epsilon) and epsilon > 0):
-            raise UsageError(f"--epsilon must be a positive finite number, got {epsilon!r}")
+            raise UsageError(f"`epsilon` must be a positive finite number, got {epsilon!r}")
         if rows is None:
             spend = self.spent(fingerprint)
             used = None if spend is None else RowSpend(spend.epsilon, spend.releases, spend.releases, 0, 0)
@@ -296,9 +296,9 @@ class Ledger:
             else:
                 before = f"ε spent so far: {_fmt(spent)}{used.where()}, with it: {_fmt(total)}"
             raise BudgetError(
-                f"{input_label}: this release's ε = {_fmt(epsilon)} would exceed --max-budget {_fmt(max_budget)} "
-                f"({before}; ledger {self._label}); nothing was written: choose a smaller --epsilon, "
-                "or a larger --max-budget if you accept the larger privacy loss"
+                f"{input_label}: this release's ε = {_fmt(epsilon)} would exceed `max_budget` {_fmt(max_budget)} "
+                f"({before}; ledger {self._label}); nothing was written: choose a smaller `epsilon`, "
+                "or a larger `max_budget` if you accept the larger privacy loss"
             )
         if used is None:
             return None
@@ -573,7 +573,7 @@ class Ledger:
         except OSError as exc:
             raise DataError(
                 f"{self._label}: cannot create the ledger's directory ({_reason(exc)}); "
-                "create it yourself, or choose another ledger with --ledger PATH"
+                "create it yourself, or choose another ledger with `ledger` PATH"
             ) from exc
 
     def summary(self) -> list[Spend]:

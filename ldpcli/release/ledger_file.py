@@ -72,7 +72,7 @@ CONFIRMED = "confirmed"
 RESERVED = "reserved"
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
-_FIX = "ldp never resets a ledger: fix or move it, or choose another with --ledger PATH"
+_FIX = "ldp never resets a ledger: fix or move it, or choose another with `ledger` PATH"
 
 
 def default_ledger_path() -> Path:
@@ -345,7 +345,7 @@ def read_ledger(path: Path, label: str) -> tuple[bytes, list[LedgerEntry]] | Non
     if version != LEDGER_VERSION:
         raise DataError(
             f"{label}: this privacy-budget ledger is version {version}, and this ldp reads version "
-            f"{LEDGER_VERSION}; use the ldp that wrote it, or choose another ledger with --ledger PATH "
+            f"{LEDGER_VERSION}; use the ldp that wrote it, or choose another ledger with `ledger` PATH "
             "(ldp never resets a ledger)"
         )
     key = data.get("key")
@@ -376,7 +376,7 @@ def locked(lock_path: Path, label: str) -> Iterator[None]:
     except OSError as exc:
         raise DataError(
             f"{label}: cannot open the ledger's lock file {str(lock_path)!r} ({_reason(exc)}); "
-            "check the directory's permissions, or choose another ledger with --ledger PATH"
+            "check the directory's permissions, or choose another ledger with `ledger` PATH"
         ) from exc
     try:
         try:
@@ -384,7 +384,7 @@ def locked(lock_path: Path, label: str) -> Iterator[None]:
         except OSError as exc:
             raise DataError(
                 f"{label}: cannot lock the ledger ({_reason(exc)}); "
-                "keep the ledger on a local file system, or choose another with --ledger PATH"
+                "keep the ledger on a local file system, or choose another with `ledger` PATH"
             ) from exc
         try:
             yield

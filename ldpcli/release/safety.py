@@ -34,11 +34,12 @@ NEAR_EXACT_RELATIVE_RMS = 0.1
 CLIP_WARN_FRACTION = 0.01
 
 
-def check_epsilon(epsilon: float, *, force: bool = False, name: str = "--eps") -> str | None:
+def check_epsilon(epsilon: float, *, force: bool = False, name: str = "epsilon") -> str | None:
     """Refuse ε outside [0.01, 10⁴] with a :class:`UsageError`, unless ``force``.
 
     With ``force`` an out-of-range ε is allowed and the warning to show is returned; None when ε
-    is in range. ``name`` is how the caller calls the parameter (``--eps``, ``eps``).
+    is in range. ``name`` is the caller's keyword for ε (``epsilon``, ``eps``); messages and the
+    warning name it between backticks (:mod:`ldpcli.errors`).
     """
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         return None  # not a privacy level at all: the mechanism's validation says so
@@ -46,12 +47,11 @@ def check_epsilon(epsilon: float, *, force: bool = False, name: str = "--eps") -
         return None
     where = "below" if epsilon < EPSILON_MIN else "above"
     text = (
-        f"{name} = {epsilon:g} is {where} the supported range [{EPSILON_MIN:g}, {EPSILON_MAX:g}], where ldp's "
+        f"`{name}` = {epsilon:g} is {where} the supported range [{EPSILON_MIN:g}, {EPSILON_MAX:g}], where ldp's "
         "guarantees are computed and tested"
     )
     if not force:
-        advice = "pass force=True" if not name.startswith("-") else "pass --force"
-        raise UsageError(f"{text}; choose ε in that range, or {advice} to use it anyway")
+        raise UsageError(f"{text}; choose ε in that range, or pass `force=True` to use it anyway")
     return text
 
 
@@ -80,12 +80,12 @@ def near_exact_warning(mechanism: Mechanism) -> str | None:
     )
 
 
-def check_clip_fraction(fraction: float | None, name: str = "--fail-on-clip") -> float | None:
+def check_clip_fraction(fraction: float | None, name: str = "fail_on_clip") -> float | None:
     """``fraction`` as a float in [0, 1] (None: no limit); UsageError otherwise."""
     if fraction is None:
         return None
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
-        raise UsageError(f"{name} must be a fraction of the rows in [0, 1], got {fraction!r}")
+        raise UsageError(f"`{name}` must be a fraction of the rows in [0, 1], got {fraction!r}")
     return float(fraction)
 
 
@@ -113,13 +113,13 @@ def clip_warning(n_clipped: int, n: int, mechanism: Mechanism) -> tuple[str, boo
     )
 
 
-def check_clipping(n_clipped: int, n: int, limit: float | None, label: str, name: str = "--fail-on-clip") -> None:
+def check_clipping(n_clipped: int, n: int, limit: float | None, label: str, name: str = "fail_on_clip") -> None:
     """:class:`DataError` when more than ``limit`` of the rows were clipped (nothing is written then)."""
     if limit is None or n == 0 or n_clipped <= limit * n:
         return
     raise DataError(
         f"{label}: {n_clipped} of {n} rows ({n_clipped / n:.1%}) were outside the public bound, more than "
-        f"{name} {limit:g} allows; nothing was written. Choose a larger public bound L, or rescale the data"
+        f"`{name}` {limit:g} allows; nothing was written. Choose a larger public bound L, or rescale the data"
     )
 
 
@@ -161,4 +161,4 @@ def unprivatized_warning(columns: Sequence[str]) -> str | None:
     if not columns:
         return None
     names = ", ".join(repr(name) for name in columns)
-    return f"released unprivatized (--keep): {names}; keep only columns that are already public"
+    return f"released unprivatized (`keep`): {names}; keep only columns that are already public"

@@ -342,14 +342,14 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     try:
         content = read_json(path)
     except FileNotFoundError:
-        raise DataError(f"{path}: no such sidecar; pass the privatized file's sidecar with --sidecar") from None
+        raise DataError(f"{path}: no such sidecar; pass the privatized file's sidecar with `sidecar`") from None
     except (OSError, ValueError) as exc:
         # OSError: unreadable, not a regular file, too large; ValueError: not UTF-8, not JSON, too deeply nested,
         # or an integer beyond Python's digit limit.
         reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise DataError(f"{path}: not a readable ldp sidecar ({reason}); restore it from the privatize run") from exc
     if not isinstance(content, dict) or content.get("format") != FORMAT:
-        raise DataError(f"{path}: not an ldp sidecar (no \"format\": \"{FORMAT}\"); pass the right --sidecar")
+        raise DataError(f"{path}: not an ldp sidecar (no \"format\": \"{FORMAT}\"); pass the right `sidecar`")
 
     version = content.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
@@ -390,7 +390,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         recomputed = mechanism.describe()
         recorded_parameters = set(mechanism.parameters())
     except LdpError as exc:
-        raise DataError(f"{path}: describes no valid mechanism ({exc})") from exc
+        raise DataError(f"{path}: describes no valid mechanism ({exc.template})") from exc
     except (ArithmeticError, ValueError, TypeError) as exc:  # absurd values (d = 10**30) the checks let through
         raise DataError(
             f"{path}: describes no valid mechanism (its parameters cannot be evaluated: {type(exc).__name__}: {exc}); "

@@ -38,26 +38,15 @@ STANDARD_A: tuple[float, ...] = (0.1, 0.3, 0.5, 0.9)
 
 TARGET = "direction of a k-dimensional orthonormal projection (Bhowmick et al. 2018, Sec. 2.3.1)"
 
-DEFAULT_FLAGS: Mapping[str, str] = {
-    "epsilon": "--eps",
-    "k": "--k",
-    "a": "--a",
-    "rho0": "--rho0",
-    "d": "--d",
-    "max_risk": "--max-risk",
-}
-"""How error messages name each argument (the ``ldp risk`` flags); callers with other flags pass ``flags``."""
-
-
 # ---------------------------------------------------------------------------------------------
-# Argument checks (UsageError, one line, naming the CLI flag)
+# Argument checks (UsageError, one line, naming the parameter)
 # ---------------------------------------------------------------------------------------------
 
 
-def _flag(name: str, flags: Mapping[str, str] | None) -> str:
-    if flags is not None and name in flags:
-        return flags[name]
-    return DEFAULT_FLAGS.get(name, f"--{name}")
+def _name(parameter: str, names: Mapping[str, str] | None) -> str:
+    """How a message names ``parameter``: the caller's keyword for it (``names``, e.g. ``{"k": "risk_k"}``),
+    marked as a parameter (:mod:`ldpcli.errors`)."""
+    return f"`{(names or {}).get(parameter, parameter)}`"
 
 
 def is_int(value: object) -> bool:
@@ -70,31 +59,31 @@ def is_real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def check_epsilon(epsilon: float, flags: Mapping[str, str] | None = None) -> float:
+def check_epsilon(epsilon: float, names: Mapping[str, str] | None = None) -> float:
     """ε as a float; UsageError unless it is a finite number ≥ 0."""
     if not (is_real(epsilon) and math.isfinite(epsilon) and epsilon >= 0.0):
-        raise UsageError(f"{_flag('epsilon', flags)} must be a finite number >= 0, got {epsilon!r}")
+        raise UsageError(f"{_name('epsilon', names)} must be a finite number >= 0, got {epsilon!r}")
     return float(epsilon)
 
 
-def _check_k(k: int, d: int | None, flags: Mapping[str, str] | None) -> int:
+def _check_k(k: int, d: int | None, names: Mapping[str, str] | None) -> int:
     if d is not None and not (is_int(d) and d >= 1):
-        raise UsageError(f"{_flag('d', flags)} must be an integer >= 1, got {d!r}")
+        raise UsageError(f"{_name('d', names)} must be an integer >= 1, got {d!r}")
     if not is_int(k) or k < 2 or (d is not None and k > d):
         upper = "d" if d is None else f"d = {d}"
-        raise UsageError(f"{_flag('k', flags)} must be an integer >= 2 and <= {upper}, got {k!r}")
+        raise UsageError(f"{_name('k', names)} must be an integer >= 2 and <= {upper}, got {k!r}")
     return int(k)
 
 
-def _check_a(a: float, flags: Mapping[str, str] | None) -> float:
+def _check_a(a: float, names: Mapping[str, str] | None) -> float:
     if not (is_real(a) and 0.0 <= a <= 1.0):
-        raise UsageError(f"{_flag('a', flags)} must be a number in [0, 1], got {a!r}")
+        raise UsageError(f"{_name('a', names)} must be a number in [0, 1], got {a!r}")
     return float(a)
 
 
-def _check_rho0(rho0: float, flags: Mapping[str, str] | None) -> float:
+def _check_rho0(rho0: float, names: Mapping[str, str] | None) -> float:
     if not (is_real(rho0) and math.isfinite(rho0) and rho0 >= 0.0):
-        raise UsageError(f"{_flag('rho0', flags)} must be a finite number >= 0, got {rho0!r}")
+        raise UsageError(f"{_name('rho0', names)} must be a finite number >= 0, got {rho0!r}")
     return float(rho0)
 
 
@@ -257,18 +246,18 @@ def diffuse_risk(
     a: float,
     rho0: float = 0.0,
     d: int | None = None,
-    flags: Mapping[str, str] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> DiffuseRisk:
     """The reconstruction bound of an ε-LDP release (Bhowmick et al. 2018, Lemma 2.2 and Prop. 1).
 
     ε ≥ 0 finite; k an integer in [2, d] (d, when given, is the data's dimension); a ∈ [0, 1];
-    ρ0 ≥ 0 finite. UsageError otherwise, naming the flag (``flags`` renames them, e.g.
-    ``{"k": "--risk-k"}``).
+    ρ0 ≥ 0 finite. UsageError otherwise, naming the parameter (``names`` gives the caller's keyword for each, e.g.
+    ``{"k": "risk_k"}``).
     """
-    epsilon = check_epsilon(epsilon, flags)
-    k = _check_k(k, d, flags)
-    a = _check_a(a, flags)
-    rho0 = _check_rho0(rho0, flags)
+    epsilon = check_epsilon(epsilon, names)
+    k = _check_k(k, d, names)
+    a = _check_a(a, names)
+    rho0 = _check_rho0(rho0, names)
     log_prior = log_uniform_cap(a, k)
     return DiffuseRisk(
         epsilon=epsilon,
@@ -289,10 +278,10 @@ def diffuse_risks(
     a: Sequence[float],
     rho0: float = 0.0,
     d: int | None = None,
-    flags: Mapping[str, str] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> list[DiffuseRisk]:
     """:func:`diffuse_risk` at each accuracy in ``a`` (same checks)."""
-    return [diffuse_risk(epsilon, k=k, a=value, rho0=rho0, d=d, flags=flags) for value in a]
+    return [diffuse_risk(epsilon, k=k, a=value, rho0=rho0, d=d, names=names) for value in a]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -359,7 +348,7 @@ def max_epsilon_for_risk(
     k: int,
     a: float,
     rho0: float = 0.0,
-    flags: Mapping[str, str] | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> RiskBudget:
     """The largest ε with e^{ε+ρ0}·P(⟨Y, v0⟩ > a) ≤ max_risk, in closed form (Bhowmick et al. 2018, Lemma 2.2).
 
@@ -368,10 +357,10 @@ def max_epsilon_for_risk(
     variant uses the smaller applicable branch in place of log P. max_risk ∈ (0, 1].
     """
     if not (is_real(max_risk) and 0.0 < max_risk <= 1.0):
-        raise UsageError(f"{_flag('max_risk', flags)} must be a number in (0, 1], got {max_risk!r}")
-    k = _check_k(k, None, flags)
-    a = _check_a(a, flags)
-    rho0 = _check_rho0(rho0, flags)
+        raise UsageError(f"{_name('max_risk', names)} must be a number in (0, 1], got {max_risk!r}")
+    k = _check_k(k, None, names)
+    a = _check_a(a, names)
+    rho0 = _check_rho0(rho0, names)
     log_target = math.log(max_risk)
     log_prior = log_uniform_cap(a, k)
     eps_exact = _largest_epsilon(log_target, rho0, log_prior)

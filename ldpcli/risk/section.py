@@ -17,28 +17,28 @@ from ldpcli.mechanisms.composition import composed_levels
 from ldpcli.mechanisms.hooks import RiskEpsilon, risk_epsilons
 from ldpcli.risk.diffuse import STANDARD_A, TARGET, diffuse_risks
 
-#: How errors name the section's choices in ``ldp params`` and ``ldp privatize``.
-RISK_FLAGS: Mapping[str, str] = {"k": "--risk-k", "a": "--risk-a", "rho0": "--risk-rho0", "d": "--d"}
+#: How errors name the section's choices: the keywords of the release functions that take them.
+RISK_NAMES: Mapping[str, str] = {"k": "risk_k", "a": "risk_a", "rho0": "risk_rho0", "d": "d"}
 
 
 def reconstruction_for(
     levels: Sequence[RiskEpsilon], *, k: int, rho0: float = 0.0, a: Sequence[float] | None = None,
-    d: int | None = None, flags: Mapping[str, str] | None = None,
+    d: int | None = None, names: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The section for the given privacy levels: ``{"target", "k", "rho0", "a", "levels": [...]}``.
 
     A level without an ε (no per-output guarantee) gets no bounds. UsageError (from
     :func:`~ldpcli.risk.diffuse.diffuse_risk`) when k is not in [2, d], an a is not in [0, 1] or
-    ρ0 < 0, whatever the levels, naming the option as ``flags`` says (default: ``ldp risk``'s).
+    ρ0 < 0, whatever the levels, naming each parameter as ``names`` says (default: its own name).
     """
     accuracies = list(STANDARD_A if a is None else a)
     if all(level.epsilon is None for level in levels):  # nothing below checks k, a and ρ0 then
-        diffuse_risks(0.0, k=k, a=accuracies, rho0=rho0, d=d, flags=flags)
+        diffuse_risks(0.0, k=k, a=accuracies, rho0=rho0, d=d, names=names)
     out: list[dict[str, Any]] = []
     for level in levels:
         bounds = [] if level.epsilon is None else [
             risk.to_dict(with_parameters=False)
-            for risk in diffuse_risks(level.epsilon, k=k, a=accuracies, rho0=rho0, d=d, flags=flags)
+            for risk in diffuse_risks(level.epsilon, k=k, a=accuracies, rho0=rho0, d=d, names=names)
         ]
         out.append({"name": level.name, "epsilon": level.epsilon, "applies": level.applies,
                     "conservative": level.conservative, "bounds": bounds})
@@ -52,10 +52,10 @@ def reconstruction(
     """The section for ``mech`` (k defaults to its d), or None when it has no direction (d = 1, no k).
 
     ``copies``: the release holds that many independent outputs of ``mech`` for each row, so each
-    level is multiplied by it (basic composition, :func:`ldpcli.mechanisms.composition.composed_levels`). Errors name ``--risk-k``, ``--risk-a`` and
-    ``--risk-rho0`` (:data:`RISK_FLAGS`).
+    level is multiplied by it (basic composition, :func:`ldpcli.mechanisms.composition.composed_levels`). Errors name ``risk_k``, ``risk_a`` and
+    ``risk_rho0`` (:data:`RISK_NAMES`).
     """
     if mech.d < 2 and k is None:
         return None
     levels = composed_levels(risk_epsilons(mech), copies)
-    return reconstruction_for(levels, k=mech.d if k is None else k, rho0=rho0, a=a, d=mech.d, flags=RISK_FLAGS)
+    return reconstruction_for(levels, k=mech.d if k is None else k, rho0=rho0, a=a, d=mech.d, names=RISK_NAMES)

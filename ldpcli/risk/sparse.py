@@ -51,15 +51,15 @@ the Lemma 2.3 route still works."""
 
 def _check_md(m: int, d: int) -> tuple[int, int]:
     if not (is_int(m) and m >= 1):
-        raise UsageError(f"--m must be an integer >= 1, got {m!r}")
+        raise UsageError(f"`m` must be an integer >= 1, got {m!r}")
     if not (is_int(d) and d > m):
-        raise UsageError(f"--d must be an integer > m = {m}, got {d!r}")
+        raise UsageError(f"`d` must be an integer > m = {m}, got {d!r}")
     return int(m), int(d)
 
 
-def _check_fraction(value: float, flag: str) -> float:
+def _check_fraction(value: float, name: str) -> float:
     if not (is_real(value) and 0.0 < value <= 1.0):
-        raise UsageError(f"{flag} must be a number in (0, 1], got {value!r}")
+        raise UsageError(f"`{name}` must be a number in (0, 1], got {value!r}")
     return float(value)
 
 
@@ -107,7 +107,7 @@ def log_lemma23_precision(precision: float, *, m: int, gamma: float) -> float:
     and u ≥ e^{1/2} (the derivative of t²/log u has the sign of (pu − 1)(2 log u − 1) + log u), which
     γ ≥ 2 ensures, so the bound at u = γ covers every s ≥ γm.
     """
-    p = _check_fraction(precision, "--precision")
+    p = _check_fraction(precision, "precision")
     gamma = _check_gamma(gamma)
     log_g = math.log(gamma)
     t = max(p * gamma - 1.0 - log_g, 0.0)
@@ -128,7 +128,7 @@ def log_lemma23_recall(recall: float, *, m: int, d: int, gamma: float) -> float:
     implies recall ≥ 1/2; the proof needs 1 − r ≥ r to bound |v_j − r| ≤ 1 − r). Any γ ≥ 1 is valid
     here; γ ≥ 2 is required for symmetry with the precision half.
     """
-    r = _check_fraction(recall, "--recall")
+    r = _check_fraction(recall, "recall")
     m, d = _check_md(m, d)
     gamma = _check_gamma(gamma)
     r = min(r, 0.5)
@@ -142,7 +142,7 @@ def log_lemma23_precision_printed(precision: float, *, m: int, gamma: float) -> 
     Kept for comparison only: the constant 2 log γ is not what Bernstein's inequality gives (see
     :func:`log_lemma23_precision`, which uses 4 log γ); it is unproven rather than shown false.
     """
-    p = _check_fraction(precision, "--precision")
+    p = _check_fraction(precision, "precision")
     gamma = _check_gamma(gamma)
     log_g = math.log(gamma)
     t = max(p * gamma - 1.0 - log_g, 0.0)
@@ -157,7 +157,7 @@ def log_lemma23_recall_printed(recall: float, *, m: int, d: int, gamma: float) -
     Kept for comparison only (the printed hypothesis |v| ≥ γm is the wrong direction, see
     :func:`log_lemma23_recall`). At r = 1 the first term is +∞ and the second is used.
     """
-    r = _check_fraction(recall, "--recall")
+    r = _check_fraction(recall, "recall")
     m, d = _check_md(m, d)
     gamma = _check_gamma(gamma)
     tau = max(r * (1.0 + math.log(d / (m + 1))) - 1.0 - math.log(gamma), 0.0)
@@ -185,8 +185,8 @@ def lemma23_bound(m: int, d: int, precision: float, recall: float) -> tuple[floa
     γ ∈ [2, max(2, d/m)] (beyond d/m only B_rec remains and grows) by a log-spaced scan, then
     scipy's bounded Brent search on log γ around the best scan point; endpoints included.
     """
-    precision = _check_fraction(precision, "--precision")
-    recall = _check_fraction(recall, "--recall")
+    precision = _check_fraction(precision, "precision")
+    recall = _check_fraction(recall, "recall")
     m, d = _check_md(m, d)
     lo = math.log(2.0)
     hi = math.log(max(2.0, d / m))
@@ -327,11 +327,11 @@ def _success_logs(m: int, d: int, pf: Fraction, rf: Fraction, margin: float) -> 
 
 
 def _exact_inputs(m: int, d: int, precision: float, recall: float) -> tuple[int, int, Fraction, Fraction]:
-    p = _check_fraction(precision, "--precision")
-    r = _check_fraction(recall, "--recall")
+    p = _check_fraction(precision, "precision")
+    r = _check_fraction(recall, "recall")
     m, d = _check_md(m, d)
     if d > EXACT_MAX_D:
-        raise UsageError(f"--d must be at most {EXACT_MAX_D} for the exact best guess, got {d}")
+        raise UsageError(f"`d` must be at most {EXACT_MAX_D} for the exact best guess, got {d}")
     return m, d, _as_decimal_fraction(p), _as_decimal_fraction(r)
 
 
@@ -495,8 +495,8 @@ def sparse_risk(epsilon: float, *, m: int, d: int, precision: float, recall: flo
     """
     epsilon = check_epsilon(epsilon)
     m, d = _check_md(m, d)
-    precision = _check_fraction(precision, "--precision")
-    recall = _check_fraction(recall, "--recall")
+    precision = _check_fraction(precision, "precision")
+    recall = _check_fraction(recall, "recall")
     log_lemma, gamma = lemma23_bound(m, d, precision, recall)
     log_exact: float | None = None
     best: int | None = None

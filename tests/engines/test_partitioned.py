@@ -147,7 +147,7 @@ def test_engine_options_are_checked(inputs: list[Path], args: list[str], fragmen
 
 def test_without_dask_the_engine_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(UsageError, match=r"--engine dask needs Dask: pip install 'ldp\[dask\]'"):
+    with pytest.raises(UsageError, match=r"engine dask needs Dask: pip install 'ldp\[dask\]'"):
         make_engine("dask")
 
 

@@ -45,8 +45,8 @@ def layout_of(path: Path, **options: Any) -> VectorLayout:
 
 
 def option(text: str, name: str, nth: int = 0) -> list[str]:
-    """The comma-separated value of the nth ``name VALUE`` suggested in a message, as a list."""
-    values = re.findall(rf"{name} ('[^']*'|[^\s)]+)", text)
+    """The comma-separated value of the nth ``name VALUE`` suggested in a message (after "pass" or "or"), as a list."""
+    values = re.findall(rf"(?:pass|or) {name} ('[^']*'|[^\s)]+)", text)
     return shlex.split(values[nth])[0].split(",")
 
 
@@ -59,15 +59,15 @@ def test_digits_csv_refuses_id_and_label_and_its_suggestions_work() -> None:
         open_vectors(source)
     assert message(excinfo) == (
         f"{source}: columns 'id', 'label' look like an identifier and a label, not coordinates; "
-        "pass --keep id,label to carry them through (or --columns p00:p63 to choose the vector columns, "
-        "or --columns id:p63 to really privatize them)."
+        "pass keep id,label to carry them through (or columns p00:p63 to choose the vector columns, "
+        "or columns id:p63 to really privatize them)."
     )
     text = message(excinfo)
-    with open_vectors(source, keep=option(text, "--keep")) as reader:
+    with open_vectors(source, keep=option(text, "keep")) as reader:
         assert reader.layout.d == 64 and reader.layout.keep == ("id", "label")
         assert reader.layout.columns == tuple(f"p{i:02d}" for i in range(64))
-    assert layout_of(source, columns=option(text, "--columns", 0)).d == 64
-    assert layout_of(source, columns=option(text, "--columns", 1)).columns[:3] == ("id", "label", "p00")
+    assert layout_of(source, columns=option(text, "columns", 0)).d == 64
+    assert layout_of(source, columns=option(text, "columns", 1)).columns[:3] == ("id", "label", "p00")
     # a list column, or a layout, is not concerned
     assert layout_of(EXAMPLES / "digits_unit.parquet").columns == ("embedding",)
     layout = VectorLayout("columns", ("id", "p00"), 2)
@@ -80,8 +80,8 @@ def test_keeping_only_the_id_still_refuses_the_label() -> None:
         open_vectors(source, keep=["id"])
     text = message(excinfo)
     assert "column 'label' looks like a label, not a coordinate" in text and "'id'" not in text
-    assert option(text, "--keep") == ["id", "label"]
-    assert option(text, "--columns", 1) == ["label:p63"]
+    assert option(text, "keep") == ["id", "label"]
+    assert option(text, "columns", 1) == ["label:p63"]
 
 
 def test_parquet_numeric_columns_with_a_user_id(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_parquet_numeric_columns_with_a_user_id(tmp_path: Path) -> None:
         open_vectors(source)
     text = message(excinfo)
     assert text.startswith(f"{source}: column 'user_id' looks like an identifier, not a coordinate;")
-    assert "--keep user_id" in text and "--columns f0:f3" in text
+    assert "keep user_id" in text and "columns f0:f3" in text
     assert layout_of(source, keep=["user_id"]).columns == ("f0", "f1", "f2", "f3")
     assert layout_of(source, columns=["user_id", "f0"]).d == 2  # named columns: the user chose
 
@@ -128,7 +128,7 @@ def test_an_integer_column_before_floating_point_ones(tmp_path: Path) -> None:
         open_vectors(source)
     text = message(excinfo)
     assert "column 'n' looks like an integer id or label" in text
-    assert "--keep n " in text and "--columns a:c " in text and "--columns n:c " in text
+    assert "keep n " in text and "columns a:c " in text and "columns n:c " in text
     # integers after the first floating-point column, or a majority of integers: coordinates
     assert layout_of(write_text(tmp_path / "m.csv", "a,n,b\n0.5,1,0.5\n")).columns == ("a", "n", "b")
     assert layout_of(write_text(tmp_path / "k.csv", "n,m,a\n1,2,0.5\n")).columns == ("n", "m", "a")
@@ -203,8 +203,8 @@ def test_free_text_names_are_refused_when_opening(tmp_path: Path, name: str) -> 
     with pytest.raises(UsageError) as excinfo:
         open_vectors(source, keep=[name])
     text = message(excinfo)
-    assert text.startswith(f"{source}: --keep column {name!r} holds text")
-    assert "pass --keep-unsafe to release it anyway, unprivatized" in text
+    assert text.startswith(f"{source}: keep column {name!r} holds text")
+    assert "pass keep_unsafe=True to release it anyway, unprivatized" in text
     assert layout_of(source, keep=[name], keep_unsafe=True).keep == (name,)
 
 
@@ -214,7 +214,7 @@ def test_only_text_columns_with_a_free_text_name_are_refused(tmp_path: Path) -> 
     source = write_parquet(tmp_path / "t.parquet", {**columns, "notes": [3, 4], "summary": ["a", "b"], "v": [[0.1], [0.2]]})
     with pytest.raises(UsageError) as excinfo:
         open_vectors(source, keep=[*others, "summary"])
-    assert "--keep column 'summary' holds text" in message(excinfo)
+    assert "keep column 'summary' holds text" in message(excinfo)
     assert layout_of(source, keep=others).keep == tuple(others)
 
 
@@ -241,7 +241,7 @@ def test_free_text_values_are_refused_per_batch(tmp_path: Path, fmt: str, value:
     text = message(excinfo)
     assert text == (
         f"{source}: row 13 (counting from 1), column 'tag': the kept value {reason}, so the column looks like "
-        "free text, which --keep would copy unprivatized; leave it out of --keep, or pass --keep-unsafe to "
+        "free text, which keep would copy unprivatized; leave it out of keep, or pass keep_unsafe=True to "
         "release it anyway, unprivatized."
     )
     assert value not in text
@@ -473,7 +473,7 @@ def test_open_table_follows_the_file_rules() -> None:
     assert message(excinfo).startswith("x: column 'user_id' looks like an identifier")
     with pytest.raises(UsageError) as excinfo:
         open_table(columns, label="x", columns=["a:b"], keep=["email"])
-    assert "--keep column 'email' holds text" in message(excinfo)
+    assert "keep column 'email' holds text" in message(excinfo)
     values, layout, _ = open_table(columns, label="x", columns=["a:b"], keep=["user_id"])
     assert layout.columns == ("a", "b") and values.tolist() == [[0.5, 1.0], [0.25, 2.0]]
     with pytest.raises(DataError) as excinfo:

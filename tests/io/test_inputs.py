@@ -127,7 +127,7 @@ def test_two_inputs_with_one_output_name_are_refused(tmp_path: Path) -> None:
 
 def test_an_existing_output_stops_the_run_before_the_first_input(shards: Path) -> None:
     (shards / "part-2.privatized.parquet").write_bytes(b"keep me")
-    with pytest.raises(UsageError, match=r"part-2\.privatized\.parquet already exists; pass --overwrite"):
+    with pytest.raises(UsageError, match=r"part-2\.privatized\.parquet already exists; pass overwrite=True"):
         privatize_files(shards, epsilon=4.0)
     assert not (shards / "part-0.privatized.parquet").exists()
     assert (shards / "part-2.privatized.parquet").read_bytes() == b"keep me"

@@ -373,7 +373,7 @@ def test_several_list_columns_need_column(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as excinfo:
         open_vectors(source)
     text = message(excinfo)
-    assert "two.parquet" in text and "--column" in text and "'u'" in text and "'v'" in text
+    assert "two.parquet" in text and "choose one with column." in text and "'u'" in text and "'v'" in text
     with open_vectors(source, column="v") as reader:
         assert reader.layout == VectorLayout("list", ("v",), 2)
     with open_vectors(source, keep=["u"]) as reader:  # a kept list column is not a candidate
@@ -409,8 +409,8 @@ def sample_parquet(tmp_path: Path) -> Path:
         ({"column": "nope"}, "no column named 'nope'"),
         ({"columns": ["x", "nope"]}, "available columns"),
         ({"keep": ["nope"]}, "no column named 'nope' to keep"),
-        ({"columns": ["x", "y"], "keep": ["x"]}, "both a vector column and a --keep column"),
-        ({"column": "v", "keep": ["v"]}, "both a vector column and a --keep column"),
+        ({"columns": ["x", "y"], "keep": ["x"]}, "both a vector column and a keep column"),
+        ({"column": "v", "keep": ["v"]}, "both a vector column and a keep column"),
         ({"columns": ["x", "x"]}, "listed twice"),
         ({"columns": []}, "at least one column"),
         ({"columns": ["x", ""]}, "empty column name"),
@@ -452,7 +452,7 @@ def test_column_option_on_csv(tmp_path: Path) -> None:
     source = write_csv_text(tmp_path / "a.csv", "x,y\n1,2\n")
     with pytest.raises(DataError) as excinfo:
         open_vectors(source, column="x")
-    assert "a.csv" in message(excinfo) and "--columns" in message(excinfo)
+    assert "a.csv" in message(excinfo) and "use columns for one numeric column" in message(excinfo)
 
 
 def test_layout_must_match(tmp_path: Path) -> None:
@@ -660,7 +660,7 @@ def test_writer_refuses_existing_file_and_overwrites_on_request(tmp_path: Path) 
     layout = VectorLayout("columns", ("a", "b"), 2)
     with pytest.raises(UsageError) as excinfo:
         AtomicVectorWriter(target, layout)
-    assert message(excinfo) == f"{target}: already exists; pass --overwrite to replace it."
+    assert message(excinfo) == f"{target}: already exists; pass overwrite=True to replace it."
     assert target.read_bytes() == b"old"
 
     with pytest.raises(RuntimeError), AtomicVectorWriter(target, layout, overwrite=True) as writer:
@@ -682,7 +682,7 @@ def test_writer_path_and_format_errors(tmp_path: Path) -> None:
     assert "missing" in message(excinfo) and "directory" in message(excinfo)
     with pytest.raises(UsageError) as excinfo:
         AtomicVectorWriter(tmp_path / "out.csv", VectorLayout("list", ("v",), 3))
-    assert "CSV holds one column per coordinate; write Parquet or use --columns" in message(excinfo)
+    assert "CSV holds one column per coordinate; write Parquet or use columns" in message(excinfo)
     with pytest.raises(UsageError):
         AtomicVectorWriter(tmp_path / "out.txt", columns)
     with pytest.raises(UsageError):
@@ -744,7 +744,7 @@ def test_atomic_write_text_and_bytes(tmp_path: Path) -> None:
     assert target.read_text() == '{"a": 1}\n'
     with pytest.raises(UsageError) as excinfo:
         atomic_write_text(target, "{}")
-    assert "--overwrite" in message(excinfo)
+    assert "overwrite=True" in message(excinfo)
     atomic_write_text(target, "{}", overwrite=True)
     assert target.read_text() == "{}"
     atomic_write_bytes(tmp_path / "m.npy", b"\x00\x01")

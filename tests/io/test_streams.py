@@ -194,7 +194,7 @@ def test_npy_output_refuses_kept_columns(tmp_path: Path) -> None:
     from ldpcli.errors import UsageError
 
     write_list(tmp_path / "x.parquet", unit_rows(10, 3), ids=True)
-    with pytest.raises(UsageError, match="an .npy file holds only the vectors; leave out --keep or write Parquet"):
+    with pytest.raises(UsageError, match="an .npy file holds only the vectors; leave out keep or write Parquet"):
         privatize_file(tmp_path / "x.parquet", tmp_path / "x.npy", epsilon=1.0, options=ReleaseOptions(columns=Columns(keep=["id"])))
     assert not (tmp_path / "x.npy").exists()
 

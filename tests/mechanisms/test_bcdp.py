@@ -147,15 +147,15 @@ def test_copies_split_the_budget_and_keep_the_levels() -> None:
 
 
 def test_bad_options() -> None:
-    with pytest.raises(UsageError, match="--q"):
+    with pytest.raises(UsageError, match=r"needs q \("):
         get_mechanism("bcdp").calibrate(4, 1.0)
-    with pytest.raises(UsageError, match="--q"):
+    with pytest.raises(UsageError, match=r"^q: "):
         get_mechanism("bcdp").calibrate(4, 1.0, q=1.5)
     with pytest.raises(UsageError):
         bcdp(4, 1.0, 0.1, "0=-1")
     with pytest.raises(UsageError):
         bcdp(4, 1.0, 0.1, "7=0.5")  # no coordinate 7 at d = 4
-    with pytest.raises(UsageError, match="--base"):
+    with pytest.raises(UsageError, match=r"^base: "):
         bcdp(4, 1.0, 0.1, base="laplace")
 
 

@@ -483,7 +483,7 @@ def test_levels_above_epsilon_are_clipped_and_reported() -> None:
 def test_bad_specs_are_refused_in_one_line(spec: str, names: list[str] | None, message: str) -> None:
     with pytest.raises(UsageError, match=message) as info:
         parse(spec, names=names, d=6)
-    assert "\n" not in str(info.value) and str(info.value).startswith("--feature-eps")
+    assert "\n" not in str(info.value) and str(info.value).startswith("feature_eps")
 
 
 def test_json_and_csv_files(tmp_path: Path) -> None:

@@ -135,7 +135,7 @@ def test_an_explicit_dtype_wins_both_ways(tmp_path: Path) -> None:
 def test_an_unknown_dtype_is_a_usage_error_and_leaves_nothing(tmp_path: Path, bad: Any) -> None:
     src = float32_list(tmp_path)
     out = tmp_path / "out.parquet"
-    with pytest.raises(UsageError, match="--dtype must be float32 or float64"):
+    with pytest.raises(UsageError, match="^dtype must be float32 or float64"):
         privatize(src, out, dtype=bad)
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
 
@@ -163,7 +163,7 @@ def test_output_dtype_follows_the_reader(tmp_path: Path) -> None:
     assert output_dtype(None, SimpleNamespace(format="parquet", precision=2.0**-11)) == "float32"  # type: ignore[arg-type]
     assert output_dtype(None, SimpleNamespace(format="csv", precision=1e-6)) == "float64"  # type: ignore[arg-type]
     assert output_dtype(None) == "float64"
-    with pytest.raises(UsageError, match="--dtype must be float32 or float64"):
+    with pytest.raises(UsageError, match="^dtype must be float32 or float64"):
         output_dtype("float16")
 
 
@@ -182,7 +182,7 @@ def test_the_writer_defaults_to_float64_and_writes_float32_when_asked(tmp_path: 
 
 def test_a_value_beyond_the_float32_range_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
     src = write_list(tmp_path / "big.parquet", unit_rows(50, 4, radius=1e37).astype(np.float32))
-    with pytest.raises(UsageError, match="beyond the float32 range.*--dtype float64"):
+    with pytest.raises(UsageError, match="beyond the float32 range.*dtype float64"):
         privatize_file(src, tmp_path / "out.parquet", mechanism="laplace", epsilon=0.01, norm_bound=1e37, options=ReleaseOptions(seed=1))
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
     result = privatize_file(src, tmp_path / "out.parquet", mechanism="laplace", epsilon=0.01, norm_bound=1e37, options=ReleaseOptions(seed=1, dtype="float64"))

@@ -286,17 +286,17 @@ def test_out_of_range_options_are_usage_errors(name: str) -> None:
             bad = "no such choice" if option.choices else 3.0
         else:
             bad = (option.low - 1) if option.low is not None else (option.high + 1)
-        with pytest.raises(UsageError, match=option.flag):
+        with pytest.raises(UsageError, match=rf"^{key}: "):
             cls.calibrate(cls.example_d, 3.0, **{**{k: o.example for k, o in cls.options.items()}, key: bad})
 
 
 def test_library_calls_validate_what_the_cli_validates() -> None:
     mech = PrivUnit2.calibrate(10, 2.0)
-    with pytest.raises(UsageError, match="--n"):
+    with pytest.raises(UsageError, match="^n must"):
         mech.expected_error_mean(0)
-    with pytest.raises(UsageError, match="--trials"):
+    with pytest.raises(UsageError, match="^trials must"):
         audit(mech, trials=1)
-    with pytest.raises(UsageError, match="--delta"):
+    with pytest.raises(UsageError, match=r"needs delta \("):
         get_mechanism("gaussian").calibrate(10, 2.0)
 
 

@@ -47,9 +47,9 @@ def test_memory_budget_sets_the_batch_size(tmp_path: Path) -> None:
     assert pq.ParquetFile(small.output).num_row_groups > pq.ParquetFile(large.output).num_row_groups == 1
 
 
-@pytest.mark.parametrize("options, fragment", [(ReleaseOptions(resources=Resources(threads=0)), "--threads"),
-                                               (ReleaseOptions(resources=Resources(memory=1000)), "--memory"),
-                                               (ReleaseOptions(seed=-1), "--seed")])
+@pytest.mark.parametrize("options, fragment", [(ReleaseOptions(resources=Resources(threads=0)), "threads"),
+                                               (ReleaseOptions(resources=Resources(memory=1000)), "memory"),
+                                               (ReleaseOptions(seed=-1), "seed")])
 def test_bad_scale_options(tmp_path: Path, options: ReleaseOptions, fragment: str) -> None:
     src = tmp_path / "x.parquet"
     write_list(src, unit_rows(10, 3))
@@ -107,7 +107,7 @@ def test_shards_from_different_privatizations_are_refused(tmp_path: Path) -> Non
         estimate_mean(outs)
     with pytest.raises(UsageError, match="given twice"):
         estimate_mean([outs[0], outs[0]])
-    with pytest.raises(UsageError, match="--sidecar names one sidecar"):
+    with pytest.raises(UsageError, match="^sidecar names one sidecar"):
         estimate_mean(outs, sidecar=tmp_path / "part-0.parquet.ldp.json")
 
 

@@ -146,11 +146,11 @@ def test_bad_choices_are_usage_errors() -> None:
         sweep(8, 1, 10, mechanisms=["scalar"])
     with pytest.raises(UsageError, match="unknown mechanism"):
         sweep(8, 1, 10, mechanisms=["nope"])
-    with pytest.raises(UsageError, match="--delta applies to gaussian"):
+    with pytest.raises(UsageError, match="^delta applies to gaussian"):
         sweep(8, 1, 10, mechanisms=["privunit2"], delta=1e-6)
-    with pytest.raises(UsageError, match="give --n"):
+    with pytest.raises(UsageError, match="^give n "):
         sweep(8, 1)
-    with pytest.raises(UsageError, match="--empirical must be >= 2"):
+    with pytest.raises(UsageError, match="^empirical must be >= 2"):
         sweep(8, 1, 10, empirical=1)
     res = ldp("sweep", "--d", 8, "--eps", "1:x", "--n", 10)
     assert res.exit_code == 2 and res.stderr.startswith("ldp: error: --eps: cannot read 'x'")

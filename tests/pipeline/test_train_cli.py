@@ -56,7 +56,7 @@ def test_epochs_multiply_eps_in_result_sidecar_and_ledger(data: Path, tmp_path: 
     assert entry.epsilon_exact == pytest.approx(6.0) and entry.rows == 600
     assert side["release"]["input_tag"] == entry.tag
     # a second run is refused past the cap, before anything is written
-    with pytest.raises(DataError, match="--max-budget"):
+    with pytest.raises(DataError, match="max_budget"):
         train(data, output=tmp_path / "m2.json", label="label", epsilon=2.0, training=TrainingOptions(epochs=3), options=ReleaseOptions(budget=Budget(ledger=Ledger.open(tmp_path / "ledger.json"), max_budget=10.0)))
     assert not (tmp_path / "m2.json").exists() and not (tmp_path / "m2.json.ldp.json").exists()
     assert len(Ledger.open(tmp_path / "ledger.json").entries) == 1
@@ -243,7 +243,7 @@ def test_bad_labels(tmp_path: Path) -> None:
     three = _csv(tmp_path, "a,b,label\n0.1,0.2,x\n0.3,0.1,y\n0.2,0.2,z\n")
     with pytest.raises(DataError, match="exactly two classes.*softmax"):
         train(three, label="label", epsilon=1.0)
-    with pytest.raises(DataError, match="not numbers; --loss squared"):
+    with pytest.raises(DataError, match="not numbers; loss squared"):
         train(three, label="label", epsilon=1.0, training=TrainingOptions(loss="squared"))
     missing = _csv(tmp_path, "a,b,label\n0.1,0.2,1\n0.3,0.1,\n0.2,0.2,0\n")
     with pytest.raises(DataError, match="row 2 .*label is missing"):

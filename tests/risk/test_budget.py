@@ -213,7 +213,7 @@ def test_check_warns_on_a_second_release_and_refuses_past_the_cap(tmp_path: Path
         ledger.check(fp, 1.5, max_budget=2.0, input_label="people.csv")
     message = str(refused.value)
     assert isinstance(refused.value, DataError) and refused.value.exit_code == 1
-    assert "people.csv" in message and "1.5" in message and "--max-budget 2" in message
+    assert "people.csv" in message and "1.5" in message and "max_budget 2" in message
     assert "spent so far: 1" in message and "nothing was written" in message and "\n" not in message
     assert str(ledger.path) in message
     with pytest.raises(BudgetError, match="never released before"):
@@ -233,7 +233,7 @@ def test_check_allows_decimal_sums_that_meet_the_cap(tmp_path: Path) -> None:
 @pytest.mark.parametrize("cap", [0.0, -1.0, float("nan")])
 def test_check_refuses_a_cap_that_is_not_positive(tmp_path: Path, cap: float) -> None:
     ledger = Ledger.open(tmp_path / "ledger.json")
-    with pytest.raises(UsageError, match="--max-budget"):
+    with pytest.raises(UsageError, match="max_budget"):
         ledger.check("a" * 64, 1.0, max_budget=cap, input_label="in.csv")
 
 
@@ -328,7 +328,7 @@ def test_unreadable_ledger_is_refused_and_left_alone(tmp_path: Path, case: str) 
         Ledger.open(path)
     message = str(refused.value)
     assert message.startswith(f"{path}: ") and "\n" not in message
-    assert "--ledger PATH" in message
+    assert "ledger PATH" in message
     if case == "version":
         assert "version 2" in message and "reads version 1" in message
     else:

@@ -192,28 +192,28 @@ def test_max_epsilon_unreachable_and_unbounded() -> None:
 @pytest.mark.parametrize(
     "call, flag",
     [
-        (lambda: df.diffuse_risk(1.0, k=1, a=0.5), "--k"),
-        (lambda: df.diffuse_risk(1.0, k=2.0, a=0.5), "--k"),
-        (lambda: df.diffuse_risk(1.0, k=True, a=0.5), "--k"),
-        (lambda: df.diffuse_risk(1.0, k=11, a=0.5, d=10), "--k"),
-        (lambda: df.diffuse_risk(1.0, k=4, a=-0.1), "--a"),
-        (lambda: df.diffuse_risk(1.0, k=4, a=1.1), "--a"),
-        (lambda: df.diffuse_risk(1.0, k=4, a=math.nan), "--a"),
-        (lambda: df.diffuse_risk(1.0, k=4, a=0.5, rho0=-1.0), "--rho0"),
-        (lambda: df.diffuse_risk(1.0, k=4, a=0.5, rho0=math.inf), "--rho0"),
-        (lambda: df.diffuse_risk(-1.0, k=4, a=0.5), "--eps"),
-        (lambda: df.diffuse_risk(math.inf, k=4, a=0.5), "--eps"),
-        (lambda: df.diffuse_risk(math.nan, k=4, a=0.5), "--eps"),
-        (lambda: df.diffuse_risks(1.0, k=4, a=[0.5, 2.0]), "--a"),
-        (lambda: df.max_epsilon_for_risk(0.0, k=4, a=0.5), "--max-risk"),
-        (lambda: df.max_epsilon_for_risk(-0.1, k=4, a=0.5), "--max-risk"),
-        (lambda: df.max_epsilon_for_risk(1.5, k=4, a=0.5), "--max-risk"),
-        (lambda: df.max_epsilon_for_risk(math.nan, k=4, a=0.5), "--max-risk"),
-        (lambda: df.max_epsilon_for_risk(0.1, k=1, a=0.5), "--k"),
-        (lambda: df.max_epsilon_for_risk(0.1, k=4, a=1.5), "--a"),
-        (lambda: df.max_epsilon_for_risk(0.1, k=4, a=0.5, rho0=-0.5), "--rho0"),
-        (lambda: reconstruction_for([RELEASE], k=1, d=8), "--k"),
-        (lambda: reconstruction_for([RELEASE], k=9, d=8), "--k"),
+        (lambda: df.diffuse_risk(1.0, k=1, a=0.5), "k"),
+        (lambda: df.diffuse_risk(1.0, k=2.0, a=0.5), "k"),
+        (lambda: df.diffuse_risk(1.0, k=True, a=0.5), "k"),
+        (lambda: df.diffuse_risk(1.0, k=11, a=0.5, d=10), "k"),
+        (lambda: df.diffuse_risk(1.0, k=4, a=-0.1), "a"),
+        (lambda: df.diffuse_risk(1.0, k=4, a=1.1), "a"),
+        (lambda: df.diffuse_risk(1.0, k=4, a=math.nan), "a"),
+        (lambda: df.diffuse_risk(1.0, k=4, a=0.5, rho0=-1.0), "rho0"),
+        (lambda: df.diffuse_risk(1.0, k=4, a=0.5, rho0=math.inf), "rho0"),
+        (lambda: df.diffuse_risk(-1.0, k=4, a=0.5), "epsilon"),
+        (lambda: df.diffuse_risk(math.inf, k=4, a=0.5), "epsilon"),
+        (lambda: df.diffuse_risk(math.nan, k=4, a=0.5), "epsilon"),
+        (lambda: df.diffuse_risks(1.0, k=4, a=[0.5, 2.0]), "a"),
+        (lambda: df.max_epsilon_for_risk(0.0, k=4, a=0.5), "max_risk"),
+        (lambda: df.max_epsilon_for_risk(-0.1, k=4, a=0.5), "max_risk"),
+        (lambda: df.max_epsilon_for_risk(1.5, k=4, a=0.5), "max_risk"),
+        (lambda: df.max_epsilon_for_risk(math.nan, k=4, a=0.5), "max_risk"),
+        (lambda: df.max_epsilon_for_risk(0.1, k=1, a=0.5), "k"),
+        (lambda: df.max_epsilon_for_risk(0.1, k=4, a=1.5), "a"),
+        (lambda: df.max_epsilon_for_risk(0.1, k=4, a=0.5, rho0=-0.5), "rho0"),
+        (lambda: reconstruction_for([RELEASE], k=1, d=8), "k"),
+        (lambda: reconstruction_for([RELEASE], k=9, d=8), "k"),
     ],
 )
 def test_bad_arguments_raise_usage_error_naming_the_flag(call: Callable[[], object], flag: str) -> None:
@@ -224,8 +224,8 @@ def test_bad_arguments_raise_usage_error_naming_the_flag(call: Callable[[], obje
 
 
 def test_flags_can_be_renamed_for_other_commands() -> None:
-    with pytest.raises(UsageError, match=r"^--risk-k must be an integer >= 2 and <= d = 3, got 5$"):
-        df.diffuse_risk(1.0, k=5, a=0.5, d=3, flags={"k": "--risk-k"})
+    with pytest.raises(UsageError, match=r"^risk_k must be an integer >= 2 and <= d = 3, got 5$"):
+        df.diffuse_risk(1.0, k=5, a=0.5, d=3, names={"k": "risk_k"})
 
 
 def test_reconstruction_section() -> None:

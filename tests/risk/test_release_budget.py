@@ -138,7 +138,7 @@ def test_library_call_without_a_ledger_records_nothing_and_max_budget_needs_one(
     result = privatize_file(src, tmp_path / "a.parquet", epsilon=2.0, options=ReleaseOptions(seed=1))
     assert result.input_tag is None and "input_tag" not in sidecar_of(tmp_path / "a.parquet")["release"]
     assert not Path(os.environ["LDP_LEDGER"]).exists()
-    with pytest.raises(UsageError, match="--max-budget"):
+    with pytest.raises(UsageError, match="max_budget"):
         privatize_file(src, tmp_path / "b.parquet", epsilon=2.0, options=ReleaseOptions(budget=Budget(max_budget=5.0)))
 
 

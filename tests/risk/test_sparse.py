@@ -235,25 +235,25 @@ def test_sparse_risk_above_the_exact_limit_keeps_the_lemma() -> None:
     info = risk.to_dict()
     assert info["log_prior_exact"] is None
     json.dumps(info, allow_nan=False)
-    with pytest.raises(UsageError, match="^--d "):
+    with pytest.raises(UsageError, match="^d "):
         sp.log_best_guess(50, sp.EXACT_MAX_D + 1, 0.5, 0.5)
 
 
 @pytest.mark.parametrize(
     "call, flag",
     [
-        (lambda: sp.sparse_risk(1.0, m=0, d=10, precision=0.5, recall=0.5), "--m"),
-        (lambda: sp.sparse_risk(1.0, m=1.5, d=10, precision=0.5, recall=0.5), "--m"),
-        (lambda: sp.sparse_risk(1.0, m=5, d=5, precision=0.5, recall=0.5), "--d"),
-        (lambda: sp.sparse_risk(1.0, m=5, d=3, precision=0.5, recall=0.5), "--d"),
-        (lambda: sp.sparse_risk(1.0, m=5, d=10.0, precision=0.5, recall=0.5), "--d"),
-        (lambda: sp.sparse_risk(1.0, m=5, d=10, precision=0.0, recall=0.5), "--precision"),
-        (lambda: sp.sparse_risk(1.0, m=5, d=10, precision=1.5, recall=0.5), "--precision"),
-        (lambda: sp.sparse_risk(1.0, m=5, d=10, precision=math.nan, recall=0.5), "--precision"),
-        (lambda: sp.sparse_risk(1.0, m=5, d=10, precision=0.5, recall=0.0), "--recall"),
-        (lambda: sp.sparse_risk(1.0, m=5, d=10, precision=0.5, recall=-1.0), "--recall"),
-        (lambda: sp.sparse_risk(-1.0, m=5, d=10, precision=0.5, recall=0.5), "--eps"),
-        (lambda: sp.sparse_risk(math.inf, m=5, d=10, precision=0.5, recall=0.5), "--eps"),
+        (lambda: sp.sparse_risk(1.0, m=0, d=10, precision=0.5, recall=0.5), "m"),
+        (lambda: sp.sparse_risk(1.0, m=1.5, d=10, precision=0.5, recall=0.5), "m"),
+        (lambda: sp.sparse_risk(1.0, m=5, d=5, precision=0.5, recall=0.5), "d"),
+        (lambda: sp.sparse_risk(1.0, m=5, d=3, precision=0.5, recall=0.5), "d"),
+        (lambda: sp.sparse_risk(1.0, m=5, d=10.0, precision=0.5, recall=0.5), "d"),
+        (lambda: sp.sparse_risk(1.0, m=5, d=10, precision=0.0, recall=0.5), "precision"),
+        (lambda: sp.sparse_risk(1.0, m=5, d=10, precision=1.5, recall=0.5), "precision"),
+        (lambda: sp.sparse_risk(1.0, m=5, d=10, precision=math.nan, recall=0.5), "precision"),
+        (lambda: sp.sparse_risk(1.0, m=5, d=10, precision=0.5, recall=0.0), "recall"),
+        (lambda: sp.sparse_risk(1.0, m=5, d=10, precision=0.5, recall=-1.0), "recall"),
+        (lambda: sp.sparse_risk(-1.0, m=5, d=10, precision=0.5, recall=0.5), "epsilon"),
+        (lambda: sp.sparse_risk(math.inf, m=5, d=10, precision=0.5, recall=0.5), "epsilon"),
         (lambda: sp.log_lemma23_precision(0.5, m=5, gamma=1.5), "gamma"),
     ],
 )

@@ -52,9 +52,9 @@ def audit(
     exact law; and that no event seen in samples shows more privacy loss than ε (a lower bound).
     Exit 1 if any check fails. An honest mechanism fails with probability at most 1e-3.
     """
-    check_count(trials, "--trials", minimum=MIN_TRIALS)
+    check_count(trials, "trials", minimum=MIN_TRIALS)
     if lower_bound_trials is not None:
-        check_count(lower_bound_trials, "--lower-bound-trials", minimum=MIN_TRIALS)
+        check_count(lower_bound_trials, "lower_bound_trials", minimum=MIN_TRIALS)
     warn(check_epsilon(eps, force=True))
     mech = MechanismSpec(mechanism, eps, calibration, public_bound(norm_bound, r_max), options).calibrate(d)
     result = run_audit(mech, trials=trials, seed=seed, lower_bound_trials=lower_bound_trials)

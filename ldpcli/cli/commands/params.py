@@ -74,7 +74,7 @@ def params(
     mechanism's guaranteed error of the mean meets the target.
     """
     if n is not None:
-        check_count(n, "--n")
+        check_count(n, "n")
     norm = public_bound(norm_bound, r_max)
     if mechanism is None and calibration is not None:
         mechanism = "privunit2"  # a calibration names the default mechanism's, not a comparison
@@ -182,7 +182,8 @@ def _params_for_target(
         results = epsilons_for_error(d=d, n=n, target_error=target, norm_bound=bound, delta=options.get("delta"))
     else:
         results = [epsilon_for_error(mechanism, d=d, n=n, target_error=target, norm_bound=bound,
-                                     calibration=calibration, options=options, flag=flag)]
+                                     calibration=calibration, options=options,
+                                     target_name="target_rmse" if target_rmse is not None else "target_error")]
     payload = [r.to_dict() for r in results] if mechanism is None else results[0].to_dict()
     render(payload, as_json, lambda: _print_targets(results, target_rmse is not None, value, n, d, bound))
 
