@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli._version import __version__
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, python_text
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.estimators.projection import Hull, HullSolution
 from ldpcli.estimators.queries import (
@@ -266,7 +266,7 @@ class QueryAnswers:
                 "statement": "err²(𝒳, Π_LPM, n) ≲ (Δ·g(𝒳)/(ε√(nm)))^{1/2} (Thm 5.1), up to an unspecified universal "
                              "constant; err² is the RMS error per query",
             },
-            "warnings": list(self.warnings),
+            "warnings": [python_text(text) for text in self.warnings],
             "files": [str(p) for p in est.files],
         }
 

@@ -239,7 +239,8 @@ def privatize_rows(
         _warn(clipped[0])
     release = ReleaseRecord(
         mechanism=mech, n=values.shape[0], columns=table_out.layout.columns if table_out is not None else None,
-        keep=tuple(keep_names), dtype=out_dtype, reproducible=reproducible, warnings=texts, n_clipped=n_clipped,
+        keep=tuple(keep_names), dtype=out_dtype, reproducible=reproducible,
+        warnings=tuple(python_text(text) for text in texts), n_clipped=n_clipped,
     )
     if table_out is None:
         return privatized.astype(out_dtype, copy=False), release

@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from ldpcli._version import __version__
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, python_text
 from ldpcli.io import AtomicVectorWriter, VectorLayout, atomic_write_text, file_format, interrupts, open_vectors
 from ldpcli.io.atomic import Publication, hidden_name, sweep_stale
 from ldpcli.io.formats import data_suffix, file_suffixes
@@ -149,7 +149,8 @@ class DatasetResult:
             "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
                           "expected_error_max": mech.expected_error_max},
             "expected_error_mean": mech.expected_error_mean(self.n), "layout": self.layout.to_dict(),
-            "reproducible": self.reproducible, "engine": self.engine, "warnings": list(self.warnings),
+            "reproducible": self.reproducible, "engine": self.engine,
+            "warnings": [python_text(text) for text in self.warnings],
             "n_clipped": self.n_clipped, "n_skipped": self.n_skipped,
         }
 

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ldpcli.errors import DataError, LdpError, UsageError
+from ldpcli.errors import DataError, LdpError, UsageError, python_text
 from ldpcli.io import AtomicVectorWriter, VectorBatch, VectorLayout, VectorReader, file_format, interrupts, open_vectors
 from ldpcli.io.atomic import Publication, finished_text, sweep_stale
 from ldpcli.io.formats import check_local, data_suffix
@@ -111,7 +111,7 @@ class PrivatizeResult:
             "unprivatized_columns": list(self.layout.keep),
             "dtype": self.dtype,
             "reproducible": self.reproducible,
-            "warnings": list(self.warnings),
+            "warnings": [python_text(text) for text in self.warnings],
             "input_tag": self.input_tag,
             "signed_by": self.signed_by,
             "n_clipped": self.n_clipped,

@@ -74,7 +74,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli._version import __version__
-from ldpcli.errors import DataError, LdpError
+from ldpcli.errors import DataError, LdpError, python_text
 from ldpcli.io import VectorLayout, atomic_write_text, file_format
 from ldpcli.io.jsonfile import read_json
 from ldpcli.math.kernels import kernel_name
@@ -226,8 +226,8 @@ def build_sidecar(
     section["baseline"] = bool(type(mechanism).baseline)
     recorded: list[str] = []
     for text in (baseline_warning(mechanism), *warnings):
-        if text is not None and text not in recorded:
-            recorded.append(text)
+        if text is not None and python_text(text) not in recorded:
+            recorded.append(python_text(text))  # a document for any reader: parameters in Python words, unmarked
     release: dict[str, Any] = {
         "created": created if created is not None else utc_now(),
         "reproducible": bool(reproducible),

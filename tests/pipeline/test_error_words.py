@@ -104,3 +104,22 @@ def test_only_marked_parameters_are_rewritten() -> None:
     assert render_text(text, lambda p: "<" + p + ">") == (
         "in.csv: <columns> pattern 'a`b' matches no column; see `ldp budget` and pass <overwrite=True>"
     )
+
+
+def test_recorded_warnings_are_plain_python_words(tmp_path: Path) -> None:
+    """The warnings a release records (sidecar, --json summary) are documents for any reader: Python names,
+    no backtick markup and no flags; the same warnings on the terminal name the command's flags."""
+    import json
+
+    data = tmp_path / "in.csv"
+    data.write_text("id,a,b\n1,0.1,0.2\n2,0.3,0.1\n", encoding="utf-8")
+    out = tmp_path / "out.parquet"
+    res = ldp("privatize", data, "--eps", 5e4, "--force", "--columns", "a,b", "--keep", "id", "-o", out, "--json")
+    assert res.exit_code == 0, res.stderr
+    assert "ldp: warning: --eps = 50000 is above" in res.stderr and "(--keep)" in res.stderr
+    recorded = json.loads(Path(f"{out}.ldp.json").read_text(encoding="utf-8"))["release"]["warnings"]
+    summary = json.loads(res.stdout)["warnings"]
+    for texts in (recorded, summary):
+        assert any(text.startswith("epsilon = 50000 is above") for text in texts), texts
+        assert any("released unprivatized (keep)" in text for text in texts), texts
+        assert not any("`" in text or "--" in text for text in texts), texts
