@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import file_format, file_sha256, open_vectors
 from ldpcli.mechanisms import Mechanism
-from ldpcli.release.datasets import expand_inputs
+from ldpcli.release.inputs import expand_inputs
 from ldpcli.release.rowhash import estimate_overlap
 from ldpcli.release.sidecar import Sidecar, find_sidecar, load_sidecar
 from ldpcli.release.signing import PublicKey, Verification, check_signatures, read_public_key, signature_summary
@@ -198,7 +198,7 @@ def scan(
 ) -> Scan:
     """Open privatized files (one, or the shards of one job) for estimation.
 
-    ``paths``: files, directories and glob patterns (:func:`ldpcli.release.datasets.expand_inputs`: a
+    ``paths``: files, directories and glob patterns (:func:`ldpcli.release.inputs.expand_inputs`: a
     directory or pattern gives its files that have a sidecar, in sorted order).
 
     Each file's sidecar is the one beside it (or ``sidecar``, for a single file). Refuses shards

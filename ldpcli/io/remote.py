@@ -1,7 +1,7 @@
 """Inputs named by URL (``s3://``, ``gs://``, ``hf://``, ``file://``), through pyarrow's filesystems.
 
 ``ldp privatize`` and the commands that read privatized files accept an input given as a URL that
-pyarrow's filesystems resolve (:func:`ldpcli.release.datasets.expand_inputs` calls :func:`local_copy`):
+pyarrow's filesystems resolve (:func:`ldpcli.release.inputs.expand_inputs` calls :func:`local_copy`):
 ``s3://bucket/key`` (S3), ``gs://bucket/key`` (Google Cloud Storage), ``hf://datasets/…`` (Hugging
 Face, when ``huggingface_hub`` is installed) and ``file:///path`` (a local file, used in place).
 Credentials are pyarrow's usual ones (environment variables, configuration files, instance roles).

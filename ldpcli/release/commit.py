@@ -29,7 +29,7 @@ from ldpcli.errors import DataError, LdpError
 from ldpcli.io import faults, interrupts
 from ldpcli.io.atomic import Publication, process_alive, sweep_stale
 from ldpcli.io.messages import _reason
-from ldpcli.release.datasets import MANIFEST_NAME
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import BudgetError, Ledger, LedgerEntry, Reservation
 from ldpcli.release.rowhash import ReleaseRows
 from ldpcli.release.sidecar import SUFFIX as SIDECAR_SUFFIX

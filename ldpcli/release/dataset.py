@@ -45,9 +45,9 @@ from ldpcli.io.formats import data_suffix, file_suffixes
 from ldpcli.io.jsonfile import read_json
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.release.commit import Charge, commit_release
-from ldpcli.release.datasets import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
 from ldpcli.release.engines import DaskEngine, describe, run_all
 from ldpcli.release.file import _Privatizer, _run, ledger_entry, release_checks
+from ldpcli.release.inputs import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.options import ReleaseOptions
 from ldpcli.release.randomness import input_key, key_block_rows, root_seed
@@ -195,7 +195,7 @@ def privatize_dataset(
     Parameters
     ----------
     inputs : path, glob or sequence of them
-        The inputs (:func:`ldpcli.release.datasets.expand_inputs`); they must share their vector
+        The inputs (:func:`ldpcli.release.inputs.expand_inputs`); they must share their vector
         columns (one release, one mechanism). Each is its own ledger entry (its own ``max_budget``
         check), as with :func:`ldpcli.release.file.privatize_file`.
     output_dir : path

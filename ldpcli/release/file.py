@@ -233,7 +233,7 @@ def privatize_files(
     on_start: Callable[[int | None], None] | None = None,
 ) -> list[PrivatizeResult]:
     """:func:`privatize_file` on each input, in order: files, directories and glob patterns
-    (:func:`ldpcli.release.datasets.expand_inputs`; ldp's own outputs in a directory are skipped).
+    (:func:`ldpcli.release.inputs.expand_inputs`; ldp's own outputs in a directory are skipped).
 
     Parameters
     ----------
@@ -251,7 +251,7 @@ def privatize_files(
     ``options.overwrite``). If an input fails, the ones before it stay released, complete with
     their sidecars and ledger records, and the error says which they are.
     """
-    from ldpcli.release.datasets import expand_inputs
+    from ldpcli.release.inputs import expand_inputs
 
     sources = expand_inputs(inputs, privatized=False)
     targets, folder = output_paths(sources, output)

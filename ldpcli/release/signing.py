@@ -414,9 +414,9 @@ def verify_paths(
 
     A file whose sidecar is missing or unreadable, or whose bytes differ from what its sidecar
     records, is ``invalid`` with the reason; so is a dataset directory whose parts do not match its
-    manifest (:func:`ldpcli.release.datasets.dataset_parts`). MissingDependency without ``cryptography``.
+    manifest (:func:`ldpcli.release.inputs.dataset_parts`). MissingDependency without ``cryptography``.
     """
-    from ldpcli.release.datasets import MANIFEST_NAME, dataset_parts, expand_inputs
+    from ldpcli.release.inputs import MANIFEST_NAME, dataset_parts, expand_inputs
 
     require_cryptography()
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
@@ -465,7 +465,7 @@ def check_signatures(
     is invalid, and, with ``trusted``, when any sidecar or manifest is not signed by that key.
     Returns the files' verifications, in order.
     """
-    from ldpcli.release.datasets import MANIFEST_NAME
+    from ldpcli.release.inputs import MANIFEST_NAME
 
     found = tuple(verify_document(content, trusted, path=path) for path, content in zip(files, contents))
     manifests = dict.fromkeys(

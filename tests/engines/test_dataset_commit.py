@@ -26,7 +26,7 @@ from helpers import unit_rows
 from ldpcli.errors import UsageError
 from ldpcli.io.faults import STEPS
 from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.datasets import MANIFEST_NAME
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, ReleaseOptions
 

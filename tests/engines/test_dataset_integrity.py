@@ -25,7 +25,7 @@ from helpers import keys_anywhere, unit_rows
 from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError
 from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.datasets import MANIFEST_NAME
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.file import privatize_file
 from ldpcli.release.options import ReleaseOptions
 

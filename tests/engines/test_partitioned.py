@@ -23,7 +23,7 @@ from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io.atomic import file_sha256
 from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.datasets import MANIFEST_NAME
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.engines import DaskEngine, make_engine
 from ldpcli.release.file import privatize_file
 from ldpcli.release.ledger import Ledger

@@ -1,6 +1,6 @@
 """Several inputs, directories and glob patterns for `ldp privatize` and the commands that estimate.
 
-ldpcli.release.datasets.expand_inputs decides which files an argument names; privatize_files gives each
+ldpcli.release.inputs.expand_inputs decides which files an argument names; privatize_files gives each
 its own release; scan (estimate-mean, queries, regress) takes the shards a directory or a pattern
 names. Every test checks the files written and the messages, not only the exit code.
 """
@@ -17,7 +17,7 @@ from helpers import ldp, unit_rows, write_list
 
 from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
-from ldpcli.release.datasets import expand_inputs
+from ldpcli.release.inputs import expand_inputs
 from ldpcli.release.file import privatize_file, privatize_files
 from ldpcli.release.options import ReleaseOptions
 

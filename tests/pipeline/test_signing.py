@@ -28,7 +28,7 @@ from ldpcli.errors import DataError, UsageError
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.datasets import MANIFEST_NAME
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.file import privatize_file
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, ReleaseOptions
