@@ -802,7 +802,8 @@ def _publish(result: TrainResult, source: Path, target: Path | None, overwrite: 
     input tag and sidecar."""
     from dataclasses import replace
 
-    from ldpcli.io.atomic import Publication, finished_bytes
+    from ldpcli.io.atomic import finished_bytes
+    from ldpcli.io.publication import Publication
     from ldpcli.release.commit import Charge, commit_release
     from ldpcli.release.sidecar import sidecar_path, sidecar_text
 
