@@ -11,7 +11,8 @@ Their fenced code blocks are taken in document order:
   installed already, and the suite and the benchmarks are not examples of the tool.
   An ``ldp …`` part is a **synopsis** when it contains ``[``, ``…`` or ``...``, a ``|`` next to a flag,
   or an upper-case placeholder word (``INPUT``, ``D``, ``PRIVATIZED...``). A synopsis is not run: every
-  flag it names must appear in ``ldp SUBCOMMAND --help``. Any other ``ldp …`` part is a **command**.
+  flag it names must appear in ``ldp SUBCOMMAND --help`` (asked in process: the help a user's ``ldp``
+  prints). Any other ``ldp …`` part is a **command**, run as a subprocess, verbatim.
   In a console block, the lines after a ``$ ldp …`` line, up to the next ``$`` line, are its **shown
   output**.
 * Python blocks (```` ```python ````) are run as scripts.
@@ -19,8 +20,8 @@ Their fenced code blocks are taken in document order:
 All the steps of one document run once, in order, in one temporary directory holding a copy of
 ``examples/`` (so ``examples/…`` paths resolve and outputs land in the copy, never in the repository);
 paths under ``/tmp/`` are moved into that directory. Each step is one test, which runs the step (after
-any earlier step of its document not run yet, so a test picked alone with ``-k`` runs its prerequisites
-first) and asserts on its result; under pytest-xdist every step of a document stays on one worker, in
+any earlier command or Python block of its document not run yet, so a test picked alone with ``-k`` runs
+its prerequisites first) and asserts on its result; under pytest-xdist every step of a document stays on one worker, in
 order (``--dist loadgroup``, as the README's test command runs the suite). The assertions: exit status 0
 and a non-empty stdout; stdout that parses as JSON where the command has
 ``--json``; the file named by ``-o`` exists; and, where output is shown, the same JSON shape (type,
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import ldp
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = ("README.md", "examples/README.md")
@@ -264,6 +266,15 @@ def _run(argv: list[str], workdir: Path) -> Result:
     return Result(argv, proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - start, workdir)
 
 
+def _help(sub: str, workdir: Path) -> Result:
+    """``ldp SUB --help`` in process: a synopsis is not run, only its flags are looked up, and the
+    text is the one a user's ``ldp`` prints (a subprocess's usage line says ``python -m …``)."""
+    argv = ["ldp", *sub.split(), "--help"]
+    start = time.perf_counter()
+    shown = ldp(*argv[1:], env={"COLUMNS": "200", "LINES": "50", "NO_COLOR": "1", "TERM": "dumb"})
+    return Result(argv, shown.exit_code, shown.stdout, shown.stderr, time.perf_counter() - start, workdir)
+
+
 def ldp_argv(command: str, workdir: Path) -> list[str]:
     words = shlex.split(command, comments=True)
     assert words and words[0] == "ldp", command
@@ -274,9 +285,10 @@ def ldp_argv(command: str, workdir: Path) -> list[str]:
 class DocumentRun:
     """One document's steps, replayed in order in one temporary directory holding a copy of ``examples/``.
 
-    Each step runs when its test first asks for its result (:meth:`result`), after every earlier step of
-    the document that has not run yet: run in document order, every test runs exactly its own step, so
-    its duration is that step's; run alone (``-k``), a test runs the steps before it first.
+    Each step runs when its test first asks for its result (:meth:`result`), after every earlier command
+    and Python block of the document that has not run yet: run in document order, every test runs
+    exactly its own step, so its duration is that step's; run alone (``-k``), a test runs the commands
+    before it first.
     """
 
     def __init__(self, doc: str, workdir: Path) -> None:
@@ -292,10 +304,13 @@ class DocumentRun:
         self._help: dict[str, Result] = {}
 
     def result(self, index: int) -> Result:
-        """The result of step ``index``, running it (and any earlier step not run yet) now."""
-        for step in self.steps[: index + 1]:
-            if step.index not in self.results:
+        """The result of step ``index``, running it now, after every earlier command and Python block
+        not run yet (a synopsis changes nothing that a later step sees: it runs only for its own test)."""
+        for step in self.steps[:index]:
+            if step.index not in self.results and step.kind != "synopsis":
                 self.results[step.index] = self._run_step(step)
+        if index not in self.results:
+            self.results[index] = self._run_step(self.steps[index])
         return self.results[index]
 
     def _run_step(self, step: Step) -> Result:
@@ -304,8 +319,7 @@ class DocumentRun:
         if step.kind == "synopsis":
             sub = _subcommand(step.text) or ""
             if sub not in self._help:
-                argv = [sys.executable, "-m", "ldpcli.cli.app", *sub.split(), "--help"]
-                self._help[sub] = _run(argv, self.workdir)
+                self._help[sub] = _help(sub, self.workdir)
             found = self._help[sub]
             return Result(found.argv, found.returncode, found.stdout, found.stderr, found.seconds, self.workdir,
                           found.stdout)
