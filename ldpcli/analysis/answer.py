@@ -471,7 +471,8 @@ def save_central_release(release: CentralRelease, workload: Workload, output: Pa
     :func:`release_queries` fed from ``source``), the release is charged to that input at its exact
     (ε, δ) (the Gaussian mechanism's curve at ``release.delta``) and refused past ``max_budget``.
     Returns the sidecar's path."""
-    from ldpcli.io.atomic import Publication, finished_bytes
+    from ldpcli.io.atomic import finished_bytes
+    from ldpcli.io.publication import Publication
     from ldpcli.release.commit import Charge, commit_release
     from ldpcli.release.sidecar import sidecar_path, sidecar_text
 

@@ -23,12 +23,14 @@ identifier or a label, ``columns`` takes exact names, ``A:B`` ranges and globs, 
 columns that look like free text are refused unless ``keep_unsafe`` (:mod:`~ldpcli.io.columns`).
 ``skip_invalid`` marks bad rows in :attr:`VectorBatch.valid` instead of raising.
 
-The modules (``layout``, ``messages``, ``atomic`` and ``formats`` load no pyarrow):
+The modules (``layout``, ``messages``, ``atomic``, ``publication`` and ``formats`` load no pyarrow):
 
 - :mod:`~ldpcli.io.layout`: :class:`VectorLayout`, where the vectors live in a file.
 - :mod:`~ldpcli.io.messages`: one-line error messages shared by the other modules.
 - :mod:`~ldpcli.io.atomic`: temporary files and crash safety: the :class:`Sink` protocol,
   :class:`AtomicFileSink`, :func:`atomic_write_bytes`, :func:`remove_temporaries`.
+- :mod:`~ldpcli.io.publication`: several outputs published as one (:class:`Publication`, with its
+  journal and backups) and :func:`sweep_stale`, which finishes what dead runs left.
 - :mod:`~ldpcli.io.formats`: the format registry: :func:`register_format`, :func:`file_format`
   (by suffix), :func:`get_format`, ``FORMATS``.
 - :mod:`~ldpcli.io.columns`: choosing the vector and keep columns from a file's schema, and the

@@ -7,7 +7,7 @@ release. So :func:`handler` first *records* the request, then raises :class:`Int
 long-running loops call :func:`check` at every batch boundary and before anything is published,
 so a recorded request always ends the run before its commit.
 
-A signal that arrives during a commit (:class:`ldpcli.io.atomic.Publication` holds SIGINT and
+A signal that arrives during a commit (:class:`ldpcli.io.publication.Publication` holds SIGINT and
 SIGTERM back while it runs) comes too late to stop it: the commit completes, the pending signal
 is consumed there and recorded by :func:`arrived_late`, and :func:`late` tells the caller, which
 reports that the release is complete. Standard library only.

@@ -178,7 +178,7 @@ class VectorWriter:
 
     def finish(self) -> None:
         """Finish the encoding and the sink's bytes without publishing them (a
-        :class:`~ldpcli.io.atomic.Publication` renames the file together with its sidecar)."""
+        :class:`~ldpcli.io.publication.Publication` renames the file together with its sidecar)."""
         self._end(self._sink.finish)
 
     def _end(self, complete: Callable[[], None]) -> None:
@@ -363,7 +363,7 @@ class AtomicVectorWriter:
 
     @property
     def sink(self) -> AtomicFileSink:
-        """The temporary file (for :class:`~ldpcli.io.atomic.Publication`)."""
+        """The temporary file (for :class:`~ldpcli.io.publication.Publication`)."""
         return self._sink
 
     @property

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ldpcli._version import __version__
-from ldpcli.io.atomic import Publication, finished_bytes
+from ldpcli.io.atomic import finished_bytes
+from ldpcli.io.publication import Publication
 from ldpcli.learn.losses import Loss, make_loss
 from ldpcli.learn.sgd import Minimizer, StepRule, gradient_moment_bounds
 from ldpcli.mechanisms.base import Mechanism

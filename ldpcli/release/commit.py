@@ -8,9 +8,9 @@ end in :func:`commit_release`, so a release is counted the same way whatever wro
    charge carries the release's row hashes), and appends this release as a reservation (with its
    row file); its input tag comes from the key the ledger file holds;
 2. **finish**: the caller's ``finish(tags, created)`` writes the sidecars (they carry the tags and the
-   release time) as finished temporaries and adds them to the :class:`ldpcli.io.atomic.Publication`;
+   release time) as finished temporaries and adds them to the :class:`ldpcli.io.publication.Publication`;
 3. **publish** the outputs together and **confirm** the reservations before the commit point
-   (:meth:`ldpcli.io.atomic.Publication.run`).
+   (:meth:`ldpcli.io.publication.Publication.run`).
 
 A failure before the commit point restores the previous outputs and takes the reservations out
 again; a kill leaves the reservations in the ledger (counted: the ledger over-counts, never
@@ -27,8 +27,9 @@ from pathlib import Path
 
 from ldpcli.errors import DataError, LdpError
 from ldpcli.io import faults, interrupts
-from ldpcli.io.atomic import Publication, process_alive, sweep_stale
+from ldpcli.io.atomic import process_alive
 from ldpcli.io.messages import _reason
+from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import BudgetError, Ledger, LedgerEntry, Reservation
 from ldpcli.release.rowhash import ReleaseRows
@@ -131,7 +132,7 @@ class PendingRelease:
 
 def pending_releases(ledger: Ledger) -> list[PendingRelease]:
     """The ledger's reservations and what became of each, once the interrupted commits of dead runs
-    in their output directories are rolled back (:func:`ldpcli.io.atomic.sweep_stale`), so that
+    in their output directories are rolled back (:func:`ldpcli.io.publication.sweep_stale`), so that
     what is judged published really is."""
     for directory in dict.fromkeys(Path(entry.output).parent for entry in ledger.pending()):
         sweep_stale(directory)

@@ -40,9 +40,10 @@ import pyarrow.parquet as pq
 from ldpcli._version import __version__
 from ldpcli.errors import DataError, UsageError, python_text
 from ldpcli.io import AtomicVectorWriter, VectorLayout, atomic_write_text, file_format, interrupts, open_vectors
-from ldpcli.io.atomic import Publication, hidden_name, sweep_stale
+from ldpcli.io.atomic import hidden_name
 from ldpcli.io.formats import data_suffix, file_suffixes
 from ldpcli.io.jsonfile import read_json
+from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.engines import DaskEngine, describe, run_all

@@ -30,8 +30,9 @@ import pyarrow as pa
 
 from ldpcli.errors import DataError, LdpError, UsageError, python_text
 from ldpcli.io import AtomicVectorWriter, VectorBatch, VectorLayout, VectorReader, file_format, interrupts, open_vectors
-from ldpcli.io.atomic import Publication, finished_text, sweep_stale
+from ldpcli.io.atomic import finished_text
 from ldpcli.io.formats import check_local, data_suffix
+from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost

@@ -11,15 +11,19 @@ Their fenced code blocks are taken in document order:
   installed already, and the suite and the benchmarks are not examples of the tool.
   An ``ldp …`` part is a **synopsis** when it contains ``[``, ``…`` or ``...``, a ``|`` next to a flag,
   or an upper-case placeholder word (``INPUT``, ``D``, ``PRIVATIZED...``). A synopsis is not run: every
-  flag it names must appear in ``ldp SUBCOMMAND --help``. Any other ``ldp …`` part is a **command**.
+  flag it names must appear in ``ldp SUBCOMMAND --help`` (asked in process: the help a user's ``ldp``
+  prints). Any other ``ldp …`` part is a **command**, run as a subprocess, verbatim.
   In a console block, the lines after a ``$ ldp …`` line, up to the next ``$`` line, are its **shown
   output**.
 * Python blocks (```` ```python ````) are run as scripts.
 
 All the steps of one document run once, in order, in one temporary directory holding a copy of
 ``examples/`` (so ``examples/…`` paths resolve and outputs land in the copy, never in the repository);
-paths under ``/tmp/`` are moved into that directory. Each step is then one test that asserts on its
-recorded result: exit status 0 and a non-empty stdout; stdout that parses as JSON where the command has
+paths under ``/tmp/`` are moved into that directory. Each step is one test, which runs the step (after
+any earlier command or Python block of its document not run yet, so a test picked alone with ``-k`` runs
+its prerequisites first) and asserts on its result; under pytest-xdist every step of a document stays on one worker, in
+order (``--dist loadgroup``, as the README's test command runs the suite). The assertions: exit status 0
+and a non-empty stdout; stdout that parses as JSON where the command has
 ``--json``; the file named by ``-o`` exists; and, where output is shown, the same JSON shape (type,
 keys; and, for ``ldp params``, which touches no data, the same values to a relative 1e-9) or, for shown
 text, its first line found in stdout.
@@ -41,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import ldp
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = ("README.md", "examples/README.md")
@@ -261,6 +266,15 @@ def _run(argv: list[str], workdir: Path) -> Result:
     return Result(argv, proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - start, workdir)
 
 
+def _help(sub: str, workdir: Path) -> Result:
+    """``ldp SUB --help`` in process: a synopsis is not run, only its flags are looked up, and the
+    text is the one a user's ``ldp`` prints (a subprocess's usage line says ``python -m …``)."""
+    argv = ["ldp", *sub.split(), "--help"]
+    start = time.perf_counter()
+    shown = ldp(*argv[1:], env={"COLUMNS": "200", "LINES": "50", "NO_COLOR": "1", "TERM": "dumb"})
+    return Result(argv, shown.exit_code, shown.stdout, shown.stderr, time.perf_counter() - start, workdir)
+
+
 def ldp_argv(command: str, workdir: Path) -> list[str]:
     words = shlex.split(command, comments=True)
     assert words and words[0] == "ldp", command
@@ -268,42 +282,60 @@ def ldp_argv(command: str, workdir: Path) -> list[str]:
     return [sys.executable, "-m", "ldpcli.cli.app", *args]
 
 
-def run_document(doc: str, workdir: Path) -> dict[int, Result]:
-    shutil.copytree(
-        ROOT / "examples",
-        workdir / "examples",
-        ignore=shutil.ignore_patterns("*.privatized.*", "__pycache__", "*.npy", "*.ldp.json"),
-    )
-    results: dict[int, Result] = {}
-    help_cache: dict[str, Result] = {}
-    for step in document_steps(doc):
+class DocumentRun:
+    """One document's steps, replayed in order in one temporary directory holding a copy of ``examples/``.
+
+    Each step runs when its test first asks for its result (:meth:`result`), after every earlier command
+    and Python block of the document that has not run yet: run in document order, every test runs
+    exactly its own step, so its duration is that step's; run alone (``-k``), a test runs the commands
+    before it first.
+    """
+
+    def __init__(self, doc: str, workdir: Path) -> None:
+        shutil.copytree(
+            ROOT / "examples",
+            workdir / "examples",
+            ignore=shutil.ignore_patterns("*.privatized.*", "__pycache__", "*.npy", "*.ldp.json"),
+        )
+        self.doc = doc
+        self.workdir = workdir
+        self.steps = document_steps(doc)
+        self.results: dict[int, Result] = {}
+        self._help: dict[str, Result] = {}
+
+    def result(self, index: int) -> Result:
+        """The result of step ``index``, running it now, after every earlier command and Python block
+        not run yet (a synopsis changes nothing that a later step sees: it runs only for its own test)."""
+        for step in self.steps[:index]:
+            if step.index not in self.results and step.kind != "synopsis":
+                self.results[step.index] = self._run_step(step)
+        if index not in self.results:
+            self.results[index] = self._run_step(self.steps[index])
+        return self.results[index]
+
+    def _run_step(self, step: Step) -> Result:
         if step.kind == "command":
-            results[step.index] = _run(ldp_argv(step.text, workdir), workdir)
-        elif step.kind == "synopsis":
+            return _run(ldp_argv(step.text, self.workdir), self.workdir)
+        if step.kind == "synopsis":
             sub = _subcommand(step.text) or ""
-            if sub not in help_cache:
-                argv = [sys.executable, "-m", "ldpcli.cli.app", *sub.split(), "--help"]
-                help_cache[sub] = _run(argv, workdir)
-            found = help_cache[sub]
-            results[step.index] = Result(
-                found.argv, found.returncode, found.stdout, found.stderr, found.seconds, workdir, found.stdout
-            )
-        else:
-            code = TMP_PATH.sub(f"{workdir.as_posix()}/", step.text)
-            results[step.index] = _run([sys.executable, "-c", code], workdir)
-    return results
+            if sub not in self._help:
+                self._help[sub] = _help(sub, self.workdir)
+            found = self._help[sub]
+            return Result(found.argv, found.returncode, found.stdout, found.stderr, found.seconds, self.workdir,
+                          found.stdout)
+        code = TMP_PATH.sub(f"{self.workdir.as_posix()}/", step.text)
+        return _run([sys.executable, "-c", code], self.workdir)
 
 
 @pytest.fixture(scope="session")
-def doc_results(tmp_path_factory: pytest.TempPathFactory):
-    """doc -> its results, each document run once, in order, in its own temporary directory."""
-    cache: dict[str, dict[int, Result]] = {}
+def documents(tmp_path_factory: pytest.TempPathFactory):
+    """doc -> its :class:`DocumentRun`, in its own temporary directory (made when first asked for)."""
+    runs: dict[str, DocumentRun] = {}
 
-    def get(doc: str) -> dict[int, Result]:
-        if doc not in cache:
-            workdir = tmp_path_factory.mktemp("doc-" + re.sub(r"\W+", "-", doc))
-            cache[doc] = run_document(doc, workdir)
-        return cache[doc]
+    def get(doc: str) -> DocumentRun:
+        if doc not in runs:
+            runs[doc] = DocumentRun(doc, tmp_path_factory.mktemp("doc-" + re.sub(r"\W+", "-", doc)))
+        return runs[doc]
 
     return get
 
@@ -458,9 +490,11 @@ def check_synopsis(step: Step, result: Result) -> None:
         )
 
 
-@pytest.mark.parametrize("step", STEPS, ids=[step.id for step in STEPS])
-def test_documented_step(step: Step, doc_results) -> None:
-    result = doc_results(step.doc)[step.index]
+@pytest.mark.parametrize(
+    "step", [pytest.param(step, id=step.id, marks=pytest.mark.xdist_group(f"replay {step.doc}")) for step in STEPS]
+)
+def test_documented_step(step: Step, documents) -> None:
+    result = documents(step.doc).result(step.index)
     if step.kind == "command":
         check_command(step, result)
     elif step.kind == "synopsis":
@@ -474,6 +508,16 @@ def test_document_shows_commands(doc: str) -> None:
     assert (ROOT / doc).is_file(), f"{doc} is missing"
     commands = [s for s in document_steps(doc) if s.kind == "command"]
     assert commands, f"no `ldp …` command found in the code blocks of {doc}"
+
+
+def test_ci_runs_the_test_command_the_readme_gives() -> None:
+    """The README's test line (install the test extra, run the suite) is what .ci/run runs, word for word."""
+    blocks = code_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+    lines = [strip_comment(line.strip()) for block in blocks if block.lang in SHELL_LANGS for line in block.lines]
+    (test_line,) = [line for line in lines if "python -m pytest" in line]
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    for part in re.split(r"\s*&&\s*", test_line):
+        assert part in ci_lines, f".ci/run does not run the README's `{part}`"
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -17,7 +17,9 @@ def _sample_in(convex, d: int, rng: np.random.Generator) -> np.ndarray:  # type:
     return convex.project(rng.normal(0, 2, d))
 
 
-@pytest.mark.parametrize("convex", SETS + [Hull(np.random.default_rng(4).normal(size=(12, 4)))], ids=repr)
+# A Hull's repr names its address: its id is spelled out, the same in every process (pytest-xdist compares them).
+@pytest.mark.parametrize("convex", SETS + [Hull(np.random.default_rng(4).normal(size=(12, 4)))],
+                         ids=[*map(repr, SETS), "Hull(12 points in 4-d)"])
 def test_in_the_set_idempotent_and_obtuse(convex) -> None:  # type: ignore[no-untyped-def]
     """P(y) ∈ K, P(P(y)) = P(y), and ⟨y − P(y), z − P(y)⟩ ≤ 0 for z ∈ K (which characterises the
     projection and gives ‖P(y) − z‖ ≤ ‖y − z‖: Lemma 5.3's pointwise form)."""

@@ -88,7 +88,7 @@ def test_a_signal_held_back_during_the_rename_still_removes_the_published_data(
 ) -> None:
     """An interrupt that fires right after the data's rename (it was held back during it) must not
     leave the published data without its sidecar."""
-    import ldpcli.io.atomic as io_module
+    import ldpcli.io.publication as io_module
     from ldpcli.errors import Interrupted
 
     real_publish = io_module._publish

@@ -39,7 +39,7 @@ def imports_without_pyarrow(statement: str) -> None:
 @pytest.mark.parametrize(
     "statement",
     [
-        "import ldpcli.io.layout, ldpcli.io.atomic",
+        "import ldpcli.io.layout, ldpcli.io.atomic, ldpcli.io.publication",
         "import ldpcli.io",
         "import ldpcli.io.messages, ldpcli.io.formats",
         "from ldpcli.io import VectorLayout, atomic_write_text, remove_temporaries",

@@ -1,0 +1,306 @@
+"""Publishing several finished outputs as one unit (a data file and its sidecar; a dataset
+directory), and finishing what dead runs left behind.
+
+:class:`Publication`: after any failure, and after a kill at any moment once the next run has
+looked at the place (:func:`sweep_stale`), every target holds either its old content or its new
+one, all of them the same. It writes a journal before it replaces anything, keeps the replaced
+outputs as hidden backups until the caller's ``confirm`` (the ledger) has succeeded, and removes
+the journal as its commit point. ``docs/commit-protocol.md`` states the protocol.
+
+The outputs are the finished temporaries of :mod:`ldpcli.io.atomic` (an
+:class:`~ldpcli.io.atomic.AtomicFileSink` after ``finish``, or a staging directory), named and
+renamed with its hidden names and renames.
+
+Standard library only (no pyarrow).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ldpcli.errors import UsageError
+from ldpcli.io.atomic import (
+    _HIDDEN,
+    _LIVE_TEMPORARIES,
+    _RENAME_EXCHANGE,
+    HOST_TAG,
+    AtomicFileSink,
+    _place_new,
+    _publish,
+    _remove,
+    _remove_path,
+    _renameat2,
+    _signals_deferred,
+    _sync_directory,
+    hidden_name,
+    process_alive,
+)
+from ldpcli.io.faults import checkpoint
+from ldpcli.io.interrupts import check as check_interrupt
+from ldpcli.io.interrupts import consume_pending, note_published
+
+
+@dataclass
+class _Move:
+    """One output of a :class:`Publication`: its finished temporary, its target, and its backup."""
+
+    temp: Path
+    target: Path
+    label: str
+    directory: bool = False
+    #: A directory output: its dataset id (tells the new directory from the old one).
+    dataset: str | None = None
+    #: Whether ``target`` existed before (so a backup of it is kept until the commit point).
+    had_old: bool = False
+    backup: Path | None = None
+    #: A directory swapped in place with ``renameat2(RENAME_EXCHANGE)``: the old one is at ``temp`` now.
+    exchanged: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"temp": os.fspath(self.temp), "target": os.fspath(self.target), "directory": self.directory,
+                "dataset": self.dataset, "had_old": self.had_old,
+                "backup": None if self.backup is None else os.fspath(self.backup)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> _Move:
+        backup = data.get("backup")
+        return cls(Path(data["temp"]), Path(data["target"]), data["target"], bool(data.get("directory")),
+                   data.get("dataset"), bool(data.get("had_old")), None if backup is None else Path(backup))
+
+
+class Publication:
+    """Finished outputs published together: every target old, or every target new.
+
+    Add each finished temporary (:meth:`add_file` for an :class:`AtomicFileSink` after
+    ``finish``, :meth:`add_directory` for a staging directory), then :meth:`run`:
+
+    1. a journal (a hidden ``.journal`` file beside the first target) lists every move;
+    2. each target that exists is kept as a hidden backup (a hard link; a directory is swapped
+       with ``renameat2(RENAME_EXCHANGE)`` where the file system has it, else renamed aside);
+    3. each temporary is renamed onto its target (without ``overwrite``: only if the target does
+       not exist, checked atomically at the rename, so two runs never both publish one target);
+    4. ``confirm`` runs (the ledger's confirmation of the release);
+    5. the journal is removed: the commit point. Then the backups are removed.
+
+    A failure or an interrupt in steps 2-4 puts every old output back and removes the new ones
+    (the error is raised after that). A kill there leaves the journal: the next
+    :func:`sweep_stale` of the directory, by any later run, rolls it back the same way. A kill
+    after step 5 leaves only hidden backups, which :func:`sweep_stale` removes. SIGINT and SIGTERM
+    are held back from step 1 to the end, so a signal is not delivered in the middle of it.
+    """
+
+    def __init__(self, *, overwrite: bool) -> None:
+        """An empty publication; ``overwrite``: existing targets may be replaced."""
+        self._overwrite = overwrite
+        self._moves: list[_Move] = []
+        self._sinks: list[AtomicFileSink] = []
+
+    def add_file(self, sink: AtomicFileSink) -> None:
+        """Publish ``sink``'s finished temporary file onto its path."""
+        self._moves.append(_Move(sink.temporary, sink.path, sink.label))
+        self._sinks.append(sink)
+
+    @property
+    def label(self) -> str:
+        """The first output, as messages name the publication."""
+        return self._moves[0].label if self._moves else "(nothing)"
+
+    def add_directory(self, staging: Path, target: Path, dataset: str) -> None:
+        """Publish the finished directory ``staging`` (a dataset with id ``dataset``) onto ``target``."""
+        self._moves.append(_Move(staging, target, os.fspath(target), directory=True, dataset=dataset))
+
+    def run(self, confirm: Callable[[], None] | None = None) -> None:
+        """Publish every output, then ``confirm``; on any failure restore the old outputs and re-raise."""
+        check_interrupt()  # a cancellation some library code swallowed still stops the run here
+        if not self._moves:  # a release with no file (a model printed on stdout): only the confirmation
+            if confirm is not None:
+                confirm()
+            return
+        journal = hidden_name(self._moves[0].target, "journal")
+        with _signals_deferred():
+            for move in self._moves:
+                sweep_stale(move.target.parent)
+                move.had_old = os.path.lexists(move.target)
+                if move.had_old and not self._overwrite:
+                    raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.")
+                if move.had_old:
+                    move.backup = hidden_name(move.target, "old")
+            try:
+                _write_journal(journal, self._moves)
+                checkpoint("journal")
+                for move in self._moves:
+                    if move.had_old and not move.directory:
+                        _keep_backup(move)
+                for index, move in enumerate(self._moves):
+                    self._place(move)
+                    if index == 0:
+                        checkpoint("data-placed")
+                for directory in {move.target.parent for move in self._moves}:
+                    _sync_directory(directory)
+                checkpoint("published")
+                if confirm is not None:
+                    confirm()
+                checkpoint("confirmed")
+            except BaseException:
+                _roll_back(self._moves)
+                _remove_path(journal)
+                for move in self._moves:
+                    if move.directory:
+                        _remove_path(move.temp)
+                    else:
+                        _remove(move.temp)
+                        if move.backup is not None:
+                            _remove_path(move.backup)  # not restored: the target never left its old content
+                raise
+            for move in self._moves:
+                _LIVE_TEMPORARIES.discard(move.temp)
+            with contextlib.suppress(OSError):
+                os.unlink(journal)  # the commit point
+            _sync_directory(journal.parent)
+            for move in self._moves:
+                _drop_old(move)
+            note_published(self.label)
+            consume_pending()  # too late to cancel: the release is complete
+        for sink in self._sinks:
+            sink._mark_committed()
+
+    def _place(self, move: _Move) -> None:
+        """Step 3 for one output (the old one is kept already, or swapped aside here)."""
+        if move.directory:
+            if move.had_old:
+                if _renameat2(move.temp, move.target, _RENAME_EXCHANGE):
+                    move.exchanged = True
+                    return
+                assert move.backup is not None
+                os.rename(move.target, move.backup)
+            try:
+                _place_new(move.temp, move.target)
+            except FileExistsError as exc:
+                raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.") from exc
+            return
+        _publish(move.temp, move.target, move.label, move.had_old, lambda: None)
+
+
+def _keep_backup(move: _Move) -> None:
+    """Keep the old file at ``move.backup`` (a hard link, or a copy where links are not allowed;
+    a copy cut short is never restored: a backup is used only once its temporary was placed)."""
+    assert move.backup is not None
+    try:
+        os.link(move.target, move.backup)
+    except OSError:
+        shutil.copy2(move.target, move.backup)
+
+
+def _dataset_id(directory: Path) -> str | None:
+    """The ``dataset`` id in a directory's manifest (None when there is none or it is unreadable)."""
+    try:
+        with open(directory / "_ldp_dataset.json", "rb") as handle:
+            data = json.loads(handle.read(2**22))
+    except (OSError, ValueError, RecursionError):
+        return None
+    value = data.get("dataset") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _roll_back(moves: Sequence[_Move]) -> None:
+    """Put every old output back and take every new one away (repeatable: it also recovers a journal)."""
+    for move in reversed(moves):
+        with contextlib.suppress(OSError):
+            if move.directory:
+                _roll_back_directory(move)
+            elif not _placed(move):
+                continue  # the target still holds what it held (a backup made meanwhile is litter)
+            elif move.backup is not None and move.backup.exists():
+                os.replace(move.backup, move.target)
+            elif not move.had_old:
+                os.unlink(move.target)  # there was nothing before it
+    for directory in {move.target.parent for move in moves}:
+        _sync_directory(directory)
+
+
+def _placed(move: _Move) -> bool:
+    """Whether a file's temporary is at its target (renamed, or linked and not yet unlinked)."""
+    if not os.path.lexists(move.target):
+        return False
+    if not move.temp.exists():
+        return True
+    with contextlib.suppress(OSError):
+        return os.path.samefile(move.temp, move.target)
+    return False
+
+
+def _roll_back_directory(move: _Move) -> None:
+    """:func:`_roll_back` for a dataset directory, judged by the dataset id at the target."""
+    new_in_place = move.dataset is not None and _dataset_id(move.target) == move.dataset
+    old_aside = move.temp if move.temp.is_dir() and _dataset_id(move.temp) != move.dataset else None
+    if new_in_place:
+        if old_aside is not None and _renameat2(old_aside, move.target, _RENAME_EXCHANGE):
+            return  # swapped back: the new one is at its staging name, removed afterwards
+        # the new one goes back to its staging name (free: it was renamed from there), removed afterwards
+        os.rename(move.target, move.temp if not os.path.lexists(move.temp) else hidden_name(move.target, "old"))
+    if move.backup is not None and move.backup.is_dir() and not os.path.lexists(move.target):
+        os.rename(move.backup, move.target)
+
+
+def _drop_old(move: _Move) -> None:
+    """After the commit point: remove the replaced output (a backup, or a swapped-out directory)."""
+    if move.directory and move.exchanged:
+        _remove_path(move.temp)
+    elif move.backup is not None:
+        _remove_path(move.backup)
+
+
+def _write_journal(journal: Path, moves: Sequence[_Move]) -> None:
+    """Write the journal (atomically: a temporary file renamed) and make it durable."""
+    document = {"format": "ldp-commit", "version": 1, "host": HOST_TAG, "pid": os.getpid(),
+                "moves": [move.to_dict() for move in moves]}
+    temp = hidden_name(journal)
+    with open(temp, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(document))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, journal)
+    _sync_directory(journal.parent)
+
+
+def sweep_stale(directory: Path) -> None:
+    """Finish what dead ldp runs left in ``directory``: roll back their journals, remove their litter.
+
+    A journal (``.NAME.ldp-HOST-PID-….journal``) of a process of this host that is no longer running is
+    an interrupted :class:`Publication`: its outputs are rolled back to what they were before it.
+    Hidden temporaries and backups (``.NAME.ldp-HOST-PID-….tmp`` / ``.old``, files or staging
+    directories) of this host's dead processes are removed. Anything of a live process, of
+    another host, or not named by ldp is left alone.
+    """
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    stale = [name for name in names if (match := _HIDDEN.match(name)) and match["host"] == HOST_TAG
+             and not process_alive(int(match["pid"]))]
+    for name in stale:
+        if name.endswith(".journal"):
+            _recover(directory / name)
+    for name in stale:
+        _remove_path(directory / name)
+
+
+def _recover(journal: Path) -> None:
+    """Roll back the interrupted publication of ``journal`` if its process is dead (see :func:`sweep_stale`)."""
+    try:
+        with open(journal, "rb") as handle:
+            data = json.loads(handle.read(2**20))
+        moves = [_Move.from_dict(item) for item in data["moves"]]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
+        return
+    _roll_back(moves)
+    _remove_path(journal)
+    for move in moves:
+        _remove_path(move.temp)
