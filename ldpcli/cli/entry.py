@@ -27,12 +27,14 @@ def main() -> None:
     try:
         run()
     except KeyboardInterrupt as exc:  # raised outside a command's own handling
+        _remove_temporaries()
         _report(interrupts.interrupted_message())
         raise SystemExit(getattr(exc, "exit_code", 130)) from None
     except SystemExit as exc:
         signum = interrupts.requested()
         if signum is None or exc.code != 130:
             raise
+        _remove_temporaries()
         _report(interrupts.interrupted_message())  # Typer turned the interrupt into a silent exit 130
         raise SystemExit(128 + signum) from None
     finally:
@@ -41,6 +43,14 @@ def main() -> None:
         if late is not None:
             sys.stderr.write(f"ldp: signal {late} arrived while the release was being published; the release is "
                              "complete (output, sidecar and ledger entry)\n")
+
+
+def _remove_temporaries() -> None:
+    """Remove this run's temporary outputs after an interrupt that escaped the command's own handling
+    (the command's handler does the same; this is the last place a signal can be caught)."""
+    atomic = sys.modules.get("ldpcli.io.atomic")  # loaded if anything was being written
+    if atomic is not None:
+        atomic.remove_temporaries()
 
 
 def _report(message: str | None) -> None:

@@ -51,5 +51,5 @@ def test_options_a_call_cannot_honour_are_refused(tmp_path: Path) -> None:
         privatize_dataset(src, tmp_path / "out", engine=None, epsilon=1.0, options=ReleaseOptions(copies=2))
     with pytest.raises(UsageError, match="train does not take options.risk.k"):
         train(src, label="y", epsilon=1.0, options=ReleaseOptions(risk=RiskSection(k=2)))
-    with pytest.raises(UsageError, match="--max-budget needs the privacy-budget ledger"):
+    with pytest.raises(UsageError, match="max_budget needs the privacy-budget ledger"):
         privatize_file(src, epsilon=1.0, options=ReleaseOptions(budget=Budget(max_budget=1.0)))
