@@ -15,8 +15,10 @@ because privatizing needs nothing above it; the jobs a Release runs on its files
 ``ldpcli.analysis``.
 
 Errors speak Python: bad arguments raise :class:`ValueError` (or :class:`TypeError` for a wrong
-type) naming the keyword (``epsilon``, ``norm_bound``), not a CLI flag. Warnings (a baseline
-mechanism, many clipped rows, kept columns released as they are) are :class:`LdpWarning`\\ s.
+type, ``eps="4"``, or a seed by another library's keyword, ``seed=1``, which points to ``rng``)
+naming the keyword (``epsilon``, ``norm_bound``), not a CLI flag. Warnings (a baseline mechanism,
+many clipped rows, kept columns released as they are, a bcdp level clipped to ε) are
+:class:`LdpWarning`\\ s, in Python words too.
 """
 
 from __future__ import annotations
