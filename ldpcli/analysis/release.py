@@ -349,20 +349,23 @@ def privatize(
         column per coordinate (``column``/``columns`` choose, with the rules and refusals of
         ``ldp privatize``; ``keep`` columns pass through unprivatized).
     epsilon : float
-        The privacy level ε; outside [0.01, 10⁴] it needs ``force=True``.
+        The privacy level ε, a real number (another type is a TypeError); outside [0.01, 10⁴] it
+        needs ``force=True``.
     mechanism : str
         A registered mechanism (:func:`ldpcli.mechanisms.mechanism_names`).
     norm_bound : float
         The public bound L: rows outside the domain are moved onto it (an :class:`LdpWarning` when
         more than 1% are; ``fail_on_clip=fraction`` raises ValueError instead).
     rng : numpy.random.Generator, int or None
-        A generator, an int seed (reproducible: not for release) or None (OS entropy).
+        A generator, an int seed (reproducible: not for release) or None (OS entropy). The seed
+        comes only by ``rng``: ``seed=`` or ``random_state=`` is a TypeError that points here.
     eps : float
         An alias of ``epsilon`` (give one of them: both is a TypeError).
     **options
         ``calibration``, ``column``, ``columns``, ``keep``, ``keep_unsafe``, ``force``,
         ``fail_on_clip``, ``dtype`` (of the output; default the input's float32 or float64), and the
-        mechanism's own options (``delta=1e-6``, ``k=8``…).
+        mechanism's own options (``delta=1e-6``, ``k=8``…; bcdp's ``feature_eps`` names a table's
+        columns as ``ldp privatize`` does, and a level above ε is clipped to ε with an :class:`LdpWarning`).
 
     Returns
     -------

@@ -457,6 +457,13 @@ class Mechanism(ABC):
         """
 
     @property
+    def epsilon_asked(self) -> float:
+        """The share of the asked ε that one use of this mechanism stands for: ``epsilon`` (a copy of
+        ``privatize --copies`` is calibrated at ε/copies, :meth:`MechanismSpec.for_copies`); a mechanism
+        whose copies each keep the asked ε and split their privacy otherwise (:class:`SplitsCopies`) says its share."""
+        return self.epsilon
+
+    @property
     def delta_exact(self) -> float:
         """δ of (ε, δ)-DP: 0 for the pure ε-LDP mechanisms (the Gaussian baseline overrides it)."""
         return 0.0

@@ -259,6 +259,12 @@ class BCDP(Mechanism):
         return float(sum(part.epsilon_exact for part in self.parts))
 
     @property
+    def epsilon_asked(self) -> float:
+        """ε/split: the ``split`` copies of one release each keep the asked ε (and the levels) and
+        together spend it once (:meth:`copy_spec`), so ``split`` uses count the asked ε once."""
+        return self.epsilon / self.split
+
+    @property
     def expected_error(self) -> float:
         """E‖ν̂ − x‖² at a vertex of the box: Σ_i 1/Σ_{k≤i} w_k (exact, inverse-variance weights)."""
         lengths, log_total = self._segments

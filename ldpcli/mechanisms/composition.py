@@ -51,10 +51,12 @@ def release_cost(mechanism: Mechanism, *, copies: int = 1, epochs: int = 1) -> R
     mechanism is already the per-copy one, :meth:`ldpcli.mechanisms.MechanismSpec.for_copies`);
     ``epochs``: uses of each row in training (``ldp train --epochs``). By basic composition (the
     module's references) k = copies × epochs runs of an ε-LDP mechanism are kε-LDP, and δ adds
-    likewise. ``UsageError`` for a count that is not an integer ≥ 1.
+    likewise. The ε asked is k times each use's share of it (:attr:`~ldpcli.mechanisms.Mechanism.epsilon_asked`:
+    bcdp's copies each keep the asked ε, so two copies asked ε = 2 record 2, not 4). ``UsageError`` for
+    a count that is not an integer ≥ 1.
     """
     uses = check_count(copies, "copies") * check_count(epochs, "epochs")
-    return ReleaseCost(uses * mechanism.epsilon, uses * mechanism.epsilon_exact, uses * mechanism.delta_exact)
+    return ReleaseCost(uses * mechanism.epsilon_asked, uses * mechanism.epsilon_exact, uses * mechanism.delta_exact)
 
 
 def total_cost(costs: Iterable[ReleaseCost]) -> ReleaseCost:

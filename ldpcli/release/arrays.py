@@ -15,12 +15,15 @@ because privatizing needs nothing above it; the jobs a Release runs on its files
 ``ldpcli.analysis``.
 
 Errors speak Python: bad arguments raise :class:`ValueError` (or :class:`TypeError` for a wrong
-type) naming the keyword (``epsilon``, ``norm_bound``), not a CLI flag. Warnings (a baseline
-mechanism, many clipped rows, kept columns released as they are) are :class:`LdpWarning`\\ s.
+type, ``eps="4"``, or a seed by another library's keyword, ``seed=1``, which points to ``rng``)
+naming the keyword (``epsilon``, ``norm_bound``), not a CLI flag. Warnings (a baseline mechanism,
+many clipped rows, kept columns released as they are, a bcdp level clipped to ε) are
+:class:`LdpWarning`\\ s, in Python words too.
 """
 
 from __future__ import annotations
 
+import numbers
 import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
@@ -156,8 +159,10 @@ def _python_errors(keywords: Mapping[str, str] | None = None) -> Iterator[None]:
 
 
 def _warn(text: str | None) -> None:
+    """``text`` as an :class:`LdpWarning` in Python words, attributed to the caller's line that called
+    ``ldpcli.privatize`` (stack level 4: past this function, :func:`privatize_rows` and ``privatize``)."""
     if text:
-        warnings.warn(python_text(text), LdpWarning, stacklevel=3)
+        warnings.warn(python_text(text), LdpWarning, stacklevel=4)
 
 
 def _is_pandas(x: Any) -> bool:
@@ -210,6 +215,7 @@ def privatize_rows(
     from ldpcli.io.write import check_dtype, dtype_of_precision
 
     level, name = _epsilon(epsilon, eps)
+    _refuse_seed_option(mechanism, options)
     with _python_errors({"epsilon": name}):
         spec = MechanismSpec(mechanism, level, calibration, norm_bound, options).validated()
         forced = check_epsilon(spec.epsilon, force=force, name=name)
@@ -226,13 +232,15 @@ def privatize_rows(
             values, table_out = _table_rows(x, column, columns, keep, keep_unsafe)
             precision = table_out.precision
         out_dtype = dtype or dtype_of_precision(precision)
+        names = table_out.layout.columns if table_out is not None and table_out.layout.kind == "columns" else None
+        spec, notes = spec.bind_columns(names, values.shape[1])
         mech = spec.calibrate(values.shape[1])
         mech.describe()  # a ValueError now if a number would not be finite
         privatized, n_clipped = _privatize_rows(mech, values, generator, precision)
         check_clipping(n_clipped, values.shape[0], limit, "x", "fail_on_clip")
     keep_names = table_out.layout.keep if table_out is not None else ()
     texts = release_warnings(mech, keep_names, forced)
-    for text in texts:
+    for text in (*notes, *texts):
         _warn(text)
     clipped = clip_warning(n_clipped, values.shape[0], mech)
     if clipped is not None and clipped[1]:
@@ -248,14 +256,36 @@ def privatize_rows(
 
 
 def _epsilon(epsilon: float | None, eps: float | None) -> tuple[float, str]:
-    """The privacy level given as ``epsilon`` or as its alias ``eps``, and the keyword it came by."""
+    """The privacy level given as ``epsilon`` or as its alias ``eps``, and the keyword it came by.
+
+    TypeError for a level that is not a real number (``eps="4"``, ``eps=True``): a wrong type, not
+    a wrong value; the value (> 0, in range) is the mechanism's check.
+    """
     if epsilon is not None and eps is not None:
         raise TypeError(f"give the privacy level once: epsilon={epsilon!r} and its alias eps={eps!r} were both given")
-    if epsilon is not None:
-        return epsilon, "epsilon"
-    if eps is not None:
-        return eps, "eps"
-    raise TypeError("missing the privacy level: pass epsilon=ε (or its alias eps=ε)")
+    if epsilon is None and eps is None:
+        raise TypeError("missing the privacy level: pass epsilon=ε (or its alias eps=ε)")
+    level, name = (epsilon, "epsilon") if epsilon is not None else (eps, "eps")
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, numbers.Real):
+        raise TypeError(f"{name} must be a real number (the privacy level ε, e.g. {name}=2.0), "
+                        f"got {type(level).__name__} {level!r}")
+    return level, name
+
+
+#: Keywords other libraries take for a seed; here the seed is ``rng``, and these would be read as
+#: an option of the mechanism.
+_SEED_KEYWORDS = ("seed", "random_state")
+
+
+def _refuse_seed_option(mechanism: str, options: Mapping[str, Any]) -> None:
+    """TypeError pointing to ``rng=`` when a seed came by another library's keyword (``seed=1``)."""
+    for keyword in _SEED_KEYWORDS:
+        if keyword in options:
+            value = options[keyword]
+            seeded = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+            how = f"rng={value!r}" if seeded else "it as rng="
+            raise TypeError(f"{keyword} is not an option of {mechanism}; for a reproducible run pass {how} "
+                            "(an int seed or a numpy Generator)")
 
 
 def _array_rows(x: Any) -> tuple[np.ndarray, float]:

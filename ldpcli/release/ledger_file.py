@@ -23,9 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.errors import DataError
+from ldpcli.errors import DataError, LdpError
 from ldpcli.io.messages import _reason
+from ldpcli.mechanisms import get_mechanism
 from ldpcli.mechanisms.composition import ReleaseCost, total_cost
+from ldpcli.mechanisms.hooks import FeatureSection
 
 if sys.platform == "win32":
     import msvcrt
@@ -254,7 +256,11 @@ class Spend:
     asked for, ``delta`` the sum of δ when any release had one (else None: pure ε-LDP);
     ``inputs`` and ``outputs`` are the distinct paths in the order first seen; ``first`` and
     ``last`` are the creation times of the first and last release in the ledger. ``reserved`` of
-    the ``releases`` are reservations not (yet) confirmed: they are counted in full.
+    the ``releases`` are reservations not (yet) confirmed: they are counted in full. ``mechanisms``
+    are the distinct mechanisms of the releases, in the order first seen.
+
+    Only the overall ε (and δ) is composed: a mechanism with per-feature levels (bcdp) states them
+    for one release, and :attr:`feature_levels` says what they are worth across several.
     """
 
     fingerprint: str
@@ -267,6 +273,36 @@ class Spend:
     first: str
     last: str
     reserved: int = 0
+    mechanisms: tuple[str, ...] = ()
+
+    @property
+    def feature_levels(self) -> str | None:
+        """The sentence on per-feature levels when this input has several releases and one of them
+        has such levels (bcdp), else None.
+
+        The ledger composes the overall ε only. Each bcdp release states its features' levels for
+        itself (the sidecar's ``features`` section); across releases the levels do not add up: by
+        Prop. 4 of Aliakbarpour et al. (2024) feature i of the releases together is at most
+        c_i + log(1 + q·e^{c_d} − q) with c the summed budget vectors, and the log term grows with the
+        total c_d, so for two releases that each grant feature i the level δ it gives more than 2δ: the
+        sum is no bound ldp can state. The bound that holds is the overall one: no feature is more
+        exposed than the whole row, which has lost the ε spent.
+        """
+        if self.releases < 2 or not any(map(_has_feature_levels, self.mechanisms)):
+            return None
+        return (
+            "the ledger composes the overall ε only: per-feature levels (bcdp) hold for each release alone, and "
+            "across these releases their sum is not a bound ldp can state (Prop. 4's dependence term grows with "
+            "the total); what bounds every feature here is the ε spent"
+        )
+
+
+def _has_feature_levels(name: str) -> bool:
+    """Whether the registered mechanism ``name`` grants per-feature levels (:class:`FeatureSection`)."""
+    try:
+        return isinstance(get_mechanism(name), FeatureSection)
+    except LdpError:  # a name the ledger recorded for a release of another kind
+        return False
 
 
 @dataclass(frozen=True)
@@ -307,6 +343,7 @@ def spend_of(entries: list[LedgerEntry]) -> Spend:
         first=entries[0].created,
         last=entries[-1].created,
         reserved=sum(entry.state == RESERVED for entry in entries),
+        mechanisms=tuple(distinct(entry.mechanism for entry in entries)),
     )
 
 

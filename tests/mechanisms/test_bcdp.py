@@ -14,6 +14,7 @@ from helpers import bonferroni_z
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import BCDP, MechanismSpec, get_mechanism
+from ldpcli.mechanisms.composition import release_cost
 
 #: The paper's experiment (App. C, errata §15): d = 10, δ = (0.2, 0.2, 2, …, 2), ε = 2.
 PAPER = {"feature_eps": "0:1=0.2"}
@@ -144,6 +145,19 @@ def test_copies_split_the_budget_and_keep_the_levels() -> None:
     assert each.split == 2
     assert math.isclose(2 * each.epsilon_exact, each.c_total, rel_tol=1e-12)
     assert np.all(each.feature_levels() <= np.minimum(each.levels, 2.0) * (1 + 1e-12))
+
+
+def test_the_cost_of_copies_counts_the_asked_epsilon_once() -> None:
+    """Issue 26 item 16: each bcdp copy keeps the asked ε (its split divides the budget), so two copies asked
+    ε = 2 cost 2 asked, not 4; the exact ε is the copies' used increments, c_d, as before."""
+    spec = MechanismSpec("bcdp", 2.0, None, 1.0, {"q": 0.1, "feature_eps": "0:1=0.2"})
+    for copies in (1, 2, 3):
+        each = spec.for_copies(copies).calibrate(10)
+        assert isinstance(each, BCDP)
+        cost = release_cost(each, copies=copies)
+        assert math.isclose(cost.epsilon, 2.0, rel_tol=1e-12)
+        assert math.isclose(cost.epsilon_exact, each.c_total, rel_tol=1e-12)
+    assert release_cost(spec.calibrate(10), epochs=3).epsilon == pytest.approx(6.0)  # uses of one release add up
 
 
 def test_bad_options() -> None:

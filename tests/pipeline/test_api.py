@@ -142,3 +142,62 @@ def test_release_round_trips_and_a_sidecar_path_works(tmp_path: Path) -> None:
     assert est.expected_error == pytest.approx(release.expected_error_mean)
     with pytest.raises(ValueError, match="d = 3 coordinates but the release has d = 8"):
         ldpcli.estimate_mean(z[:, :3], release)
+
+
+# --- issue 26 item 12: a type problem is a TypeError, the seed goes to rng, warnings speak Python ------------------
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"eps": "4"}, "eps must be a real number (the privacy level ε, e.g. eps=2.0), got str '4'"),
+    ({"epsilon": "4"}, "epsilon must be a real number (the privacy level ε, e.g. epsilon=2.0), got str '4'"),
+    ({"eps": [4.0]}, "got list [4.0]"),
+    ({"eps": True}, "got bool True"),
+])
+def test_a_privacy_level_of_the_wrong_type_is_a_type_error(kwargs: dict[str, object], words: str) -> None:
+    with pytest.raises(TypeError) as raised:
+        ldpcli.privatize(unit_rows(10, 3), **kwargs)  # type: ignore[arg-type]
+    assert words in str(raised.value)
+    # numpy scalars are real numbers: accepted as they were
+    _, release = ldpcli.privatize(unit_rows(10, 3), eps=np.float32(2.0), rng=1)
+    assert release.mechanism.epsilon == 2.0
+
+
+def test_a_seed_keyword_points_to_rng_instead_of_reading_as_a_mechanism_option() -> None:
+    with pytest.raises(TypeError) as raised:
+        ldpcli.privatize(unit_rows(10, 3), eps=4.0, seed=1)
+    assert str(raised.value) == ("seed is not an option of privunit2; for a reproducible run pass rng=1 "
+                                 "(an int seed or a numpy Generator)")
+    with pytest.raises(TypeError, match="random_state is not an option of separated; for a reproducible run pass "
+                                        "it as rng="):
+        ldpcli.privatize(unit_rows(10, 3), eps=4.0, mechanism="separated", random_state=np.random.default_rng(1))
+    same = [ldpcli.privatize(unit_rows(10, 3), eps=4.0, rng=1)[0] for _ in range(2)]
+    np.testing.assert_array_equal(*same)
+
+
+def test_no_warning_of_the_array_api_names_a_flag() -> None:
+    """Every LdpWarning path of ldpcli.privatize: ε forced out of range, a baseline (pure and (ε, δ)), a
+    near-exact release, many clipped rows, kept columns, a bcdp level clipped to ε. Each speaks Python
+    (no "--flag") and is attributed to the caller's line."""
+    outside = unit_rows(20, 3) * 40
+    table = pa.table({"label": np.arange(20), "f0": outside[:, 0], "f1": outside[:, 1]})
+    box = np.random.default_rng(0).uniform(-1, 1, size=(50, 3))
+    calls = [
+        lambda: ldpcli.privatize(outside, eps=1e5, force=True, mechanism="laplace", rng=1),
+        lambda: ldpcli.privatize(outside, eps=1e-3, force=True, rng=1),
+        lambda: ldpcli.privatize(outside, eps=1.0, mechanism="gaussian", delta=1e-6, rng=1),
+        lambda: ldpcli.privatize(outside, eps=5000.0, rng=1),
+        lambda: ldpcli.privatize(table, eps=1.0, keep=["label"], rng=1),
+        lambda: ldpcli.privatize(box, eps=1.0, mechanism="bcdp", feature_eps="0=0.2,1=5", q=0.1, rng=1),
+    ]
+    texts: list[str] = []
+    for call in calls:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _, release = call()
+        assert caught and all(w.category is ldpcli.LdpWarning for w in caught)
+        assert {w.filename for w in caught} == {__file__}
+        texts += [str(w.message) for w in caught] + list(release.warnings)
+    for words in ("supported range", "baseline", "(ε, δ)-DP", "essentially publishes", "rows were outside",
+                  "released unprivatized (keep)", "feature_eps: the level of 1 is above ε = 1 and was clipped"):
+        assert any(words in text for text in texts), words
+    assert not [text for text in texts if "--" in text]

@@ -287,3 +287,62 @@ def test_attack_on_a_gaussian_release_claims_no_bound(tmp_path: Path) -> None:
     release(src, tmp_path / "g.parquet", "-m", "gaussian", "--delta", "1e-6", eps=2.0)
     info = json.loads(ldp("risk", "--attack", tmp_path / "g.parquet", "--raw", src, "--json").stdout)
     assert [row["uniform_bound"] for row in info["success"]] == [1.0] * 4
+
+
+# --- issue 26 item 16: what the ledger records for copies, and what it composes -----------------------------------
+
+
+def budget_line(book: Path) -> dict:
+    res = ldp("budget", "--ledger", book, "--json")
+    assert res.exit_code == 0, res.stderr
+    (line,) = json.loads(res.stdout)["inputs"]
+    return line
+
+
+def test_copies_of_the_gaussian_baseline_spend_k_delta_in_the_ledger(tmp_path: Path) -> None:
+    book = tmp_path / "ledger.json"
+    release(rows_file(tmp_path), tmp_path / "g.parquet", "--ledger", book, "-m", "gaussian", "--delta", "1e-6",
+            "--copies", "3", eps=1.0)
+    copy = MechanismSpec("gaussian", 1.0, None, 1.0, {"delta": 1e-6}).for_copies(3).calibrate(6)
+    line = budget_line(book)
+    assert line["delta"] == pytest.approx(3 * copy.delta_exact, rel=1e-12) and line["delta"] > 2e-6
+    assert line["epsilon_asked"] == pytest.approx(1.0) and line["epsilon"] == pytest.approx(3 * copy.epsilon_exact)
+
+
+def test_bcdp_copies_record_the_epsilon_asked_not_copies_times_it(tmp_path: Path) -> None:
+    book = tmp_path / "ledger.json"
+    bcdp = ("-m", "bcdp", "--q", "0.1", "--feature-eps", "0=0.2")
+    release(rows_file(tmp_path), tmp_path / "b.parquet", "--ledger", book, *bcdp, "--copies", "2", eps=2.0)
+    copy = MechanismSpec("bcdp", 2.0, None, 1.0, {"q": 0.1, "feature_eps": "0=0.2"}).for_copies(2).calibrate(6)
+    line = budget_line(book)
+    assert line["epsilon_asked"] == pytest.approx(2.0)  # was 4.0: each bcdp copy keeps ε, and split divides it
+    assert line["epsilon"] == pytest.approx(2 * copy.epsilon_exact, rel=1e-12)
+    assert line["epsilon"] == pytest.approx(sidecar_of(tmp_path / "b.parquet")["release"]["epsilon_total"], rel=1e-12)
+
+
+def test_budget_says_it_composes_only_the_overall_epsilon_of_bcdp_releases(tmp_path: Path) -> None:
+    from ldpcli.mechanisms.feature_levels import bcdp_levels
+
+    book = tmp_path / "ledger.json"
+    src = rows_file(tmp_path)
+    bcdp = ("-m", "bcdp", "--q", "0.1", "--feature-eps", "0=0.2")
+    release(src, tmp_path / "b1.parquet", "--ledger", book, *bcdp)
+    assert "feature_levels" not in budget_line(book)  # one release: its sidecar's levels are the whole story
+    release(src, tmp_path / "b2.parquet", "--ledger", book, *bcdp)
+    line = budget_line(book)
+    assert "composes the overall ε only" in line["feature_levels"] and "ε spent" in line["feature_levels"]
+    human = ldp("budget", "--ledger", book)
+    assert human.exit_code == 0 and "per-feature levels (bcdp) hold for each release alone" in " ".join(
+        human.stdout.split())
+    # Why the levels are not added up: Prop. 4 for the two releases together bounds feature 0 by more than twice
+    # what each release grants it, and the overall ε spent bounds it.
+    features = sidecar_of(tmp_path / "b1.parquet")["features"]
+    one = min(group["bcdp_level"] for group in features["groups"])
+    mech = MechanismSpec("bcdp", 2.0, None, 1.0, {"q": 0.1, "feature_eps": "0=0.2"}).calibrate(6)
+    together = bcdp_levels(2 * mech.budget, 0.1)[0]
+    assert together > 2 * one and together <= line["epsilon"] * (1 + 1e-12)
+    # Releases without per-feature levels get no such sentence.
+    other = tmp_path / "other.json"
+    release(src, tmp_path / "p1.parquet", "--ledger", other)
+    release(src, tmp_path / "p2.parquet", "--ledger", other)
+    assert "feature_levels" not in budget_line(other)

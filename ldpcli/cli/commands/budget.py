@@ -32,7 +32,8 @@ def budget(
     Releasing the same people's rows k times at ε₁, …, ε_k is (ε₁ + … + ε_k)-LDP (basic composition;
     for the Gaussian baseline also δ₁ + … + δ_k). Inputs are identified by a fingerprint of their
     values, so a copy or a re-encoded file counts as the same input. `ldp privatize` records every
-    release; --max-budget there refuses one that would go past a cap.
+    release; --max-budget there refuses one that would go past a cap. Only the overall ε is composed:
+    bcdp's per-feature levels hold for each release alone (an input with several says so).
 
     A release is reserved in the ledger before it is published and confirmed after; a run killed in
     between leaves its reservation, counted in full, and listed here as pending with what became of
@@ -67,6 +68,9 @@ def _print_budget(book: Any, spends: list[Any], pending: list[Any]) -> None:
     out.print(table)
     out.print("Reading: each person in an input has lost at most 'ε spent' of privacy across its releases "
               "(the sum of their exact ε).", markup=False)
+    for spend in spends:
+        if spend.feature_levels is not None:
+            out.print(f"{', '.join(spend.inputs)}: {spend.feature_levels}.", markup=False)
     if pending:
         table = Table(title="Reserved releases not confirmed (counted above)", title_justify="left")
         for name in ("id", "input", "ε", "output", "status"):
@@ -90,4 +94,5 @@ def _spend_dict(spend: Any) -> dict[str, Any]:
     return {"inputs": list(spend.inputs), "releases": spend.releases, "pending": spend.reserved,
             "epsilon": spend.epsilon,
             "epsilon_asked": spend.epsilon_asked, "delta": spend.delta, "first": spend.first, "last": spend.last,
-            "outputs": list(spend.outputs)}
+            "outputs": list(spend.outputs),
+            **({"feature_levels": spend.feature_levels} if spend.feature_levels is not None else {})}
