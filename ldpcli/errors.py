@@ -19,17 +19,26 @@ from typing import Callable
 
 #: A parameter in a message: ```name```, or ```name=True``` / ```name=False``` for a switch.
 _PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*(?:=(?:True|False))?)`")
+#: Stands for a backtick of quoted text (:func:`quoted`) in a message until it is rendered.
+_LITERAL_BACKTICK = "\ue000"
+
+
+def quoted(text: str) -> str:
+    """Text from elsewhere (another library's error, a file name) to put in a message as it is: its
+    backticks stay backticks when the message is rendered, never read as a parameter (pyarrow says
+    "`fsspec` is required", which is not a flag of ldp)."""
+    return text.replace("`", _LITERAL_BACKTICK)
 
 
 def python_text(text: str) -> str:
     """``text`` with its parameters in Python words: ```norm_bound``` → ``norm_bound``."""
-    return _PARAMETER.sub(lambda m: m[1], text)
+    return _PARAMETER.sub(lambda m: m[1], text).replace(_LITERAL_BACKTICK, "`")
 
 
 def render_text(text: str, flag_of: Callable[[str], str]) -> str:
     """``text`` with each parameter replaced by ``flag_of(parameter)`` (the parameter as written
     between the backticks, e.g. ``overwrite=True``)."""
-    return _PARAMETER.sub(lambda m: flag_of(m[1]), text)
+    return _PARAMETER.sub(lambda m: flag_of(m[1]), text).replace(_LITERAL_BACKTICK, "`")
 
 
 class LdpError(Exception):
@@ -60,7 +69,8 @@ class LdpError(Exception):
     def with_flags(self, flag_of: Callable[[str], str]) -> LdpError:
         """A copy of this error (same type and exit code) whose message is ``render(flag_of)``."""
         rendered = copy.copy(self)
-        rendered.args = (self.render(flag_of), *self.args[1:])
+        # still a template: quoted backticks stay quoted, so str() of the copy shows them as they were
+        rendered.args = (_PARAMETER.sub(lambda m: flag_of(m[1]), self.template), *self.args[1:])
         return rendered
 
 

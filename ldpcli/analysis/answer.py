@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli._version import __version__
-from ldpcli.errors import DataError, UsageError, python_text
+from ldpcli.errors import DataError, UsageError, python_text, quoted
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.estimators.projection import Hull, HullSolution
 from ldpcli.estimators.queries import (
@@ -125,7 +125,7 @@ def _item_index(workload: Workload, data: PathLike, key: str, batch_rows: int) -
     try:
         dataset = ds.dataset(os.fspath(data), format="csv" if fmt == "csv" else "parquet")
     except (OSError, pa.ArrowInvalid) as exc:
-        raise DataError(f"{label}: cannot read it ({exc})") from None
+        raise DataError(f"{label}: cannot read it ({quoted(str(exc))})") from None
     if key not in dataset.schema.names:
         raise UsageError(f"{label}: no column {key!r} (`key`); its columns: {', '.join(dataset.schema.names)}")
     assert workload.keys is not None

@@ -5,13 +5,14 @@ Standard library only (no pyarrow), so :mod:`ldpcli.io.atomic` can use them.
 
 from __future__ import annotations
 
-from ldpcli.errors import DataError
+from ldpcli.errors import DataError, quoted
 
 
 def _reason(exc: BaseException) -> str:
-    """The first line of an exception's message, shortened, for use inside a one-line message."""
+    """The first line of an exception's message, shortened, for use inside a one-line message (quoted:
+    its backticks are its own, not parameters of ldp's, :func:`ldpcli.errors.quoted`)."""
     lines = str(exc).strip().splitlines()
-    return _clip(lines[0].strip() if lines else type(exc).__name__, 200)
+    return quoted(_clip(lines[0].strip() if lines else type(exc).__name__, 200))
 
 
 def _clip(text: str, limit: int = 40) -> str:

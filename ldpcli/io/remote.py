@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, quoted
 from ldpcli.io.formats import _URL
 from ldpcli.io.messages import _reason
 
@@ -73,7 +73,7 @@ def _filesystem(url: str) -> tuple[Any, str]:
     try:
         return pafs.FileSystem.from_uri(url)
     except ImportError as exc:  # hf:// without huggingface_hub
-        raise UsageError(f"{url}: {exc}") from exc
+        raise UsageError(f"{url}: {quoted(str(exc))}") from exc
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"{url}: cannot open ({_reason(exc)}); check the address, your credentials and the "
                         "network") from exc

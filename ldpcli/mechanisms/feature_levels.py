@@ -41,7 +41,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, quoted
 from ldpcli.io.jsonfile import read_json
 
 #: Above this, e^c − 1 would overflow (expm1 is finite up to ≈ 709.78): use the log-sum-exp form.
@@ -406,7 +406,7 @@ def _json_items(path: Path, label: str) -> list[tuple[str, Any, str]]:
     try:
         data = read_json(path, object_pairs_hook=lambda pairs: pairs)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"{_OPTION} {label}: cannot read it as JSON ({exc}); {shape}") from exc
+        raise UsageError(f"{_OPTION} {label}: cannot read it as JSON ({quoted(str(exc))}); {shape}") from exc
     # With the hook every JSON object is a list of (key, value) pairs; a JSON array is a list of those.
     if isinstance(data, list) and all(isinstance(p, tuple) for p in data):
         return [(str(key), value, label) for key, value in data]
@@ -430,7 +430,7 @@ def _csv_items(path: Path, label: str) -> list[tuple[str, Any, str]]:
         with path.open(newline="", encoding="utf-8-sig") as handle:
             rows = list(csv.reader(handle))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise UsageError(f"{_OPTION} {label}: cannot read it as CSV ({exc}); write a header 'feature,eps' "
+        raise UsageError(f"{_OPTION} {label}: cannot read it as CSV ({quoted(str(exc))}); write a header 'feature,eps' "
                          "then one FEATURE,LEVEL per row") from exc
     if not rows or [cell.strip().lower() for cell in rows[0]] != ["feature", "eps"]:
         raise UsageError(f"{_OPTION} {label}: the first row must be the header 'feature,eps', then one FEATURE,LEVEL per row")

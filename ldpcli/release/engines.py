@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, quoted
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -70,7 +70,7 @@ class DaskEngine:
         try:
             client = Client(self.scheduler, timeout="20s")
         except OSError as exc:
-            raise UsageError(f"`scheduler` {self.scheduler}: cannot reach a Dask scheduler there ({exc})") from exc
+            raise UsageError(f"`scheduler` {self.scheduler}: cannot reach a Dask scheduler there ({quoted(str(exc))})") from exc
         with client:
             return list(dask.compute(*tasks, scheduler=client))
 

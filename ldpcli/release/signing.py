@@ -70,7 +70,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ldpcli.errors import DataError, MissingDependency, UsageError
+from ldpcli.errors import DataError, MissingDependency, UsageError, quoted
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -190,7 +190,7 @@ def read_public_key(value: str | os.PathLike[str]) -> PublicKey:
         try:
             return PublicKey.parse(_read_bounded(path, _MAX_KEY_BYTES, "public key file").decode("ascii"))
         except (ValueError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{path}: does not hold a public key ({exc}); give the owner's ldpkey1-… key") from None
+            raise UsageError(f"{path}: does not hold a public key ({quoted(str(exc))}); give the owner's ldpkey1-… key") from None
     if len(text) > 80:
         text = text[:77] + "..."
     raise UsageError(f"trusted key {text!r}: not a public key ({as_text}) nor a file holding one; "
@@ -289,7 +289,7 @@ def load_signer(ledger_path: str | os.PathLike[str] | None = None) -> Signer:
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except (ValueError, TypeError) as exc:
-        raise DataError(f"{path}: not a readable signing key ({exc}); restore it or make a new one") from None
+        raise DataError(f"{path}: not a readable signing key ({quoted(str(exc))}); restore it or make a new one") from None
     if not isinstance(key, ed25519.Ed25519PrivateKey):
         raise DataError(f"{path}: not an Ed25519 key; ldp signs with Ed25519 keys made by `ldp keys init`")
     return Signer(key, path)

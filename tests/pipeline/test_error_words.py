@@ -123,3 +123,37 @@ def test_recorded_warnings_are_plain_python_words(tmp_path: Path) -> None:
         assert any(text.startswith("epsilon = 50000 is above") for text in texts), texts
         assert any("released unprivatized (keep)" in text for text in texts), texts
         assert not any("`" in text or "--" in text for text in texts), texts
+
+
+def test_quoted_text_keeps_its_backticks_in_both_renderings() -> None:
+    """Another library's words inside a message (pyarrow: "`fsspec` is required …") are not parameters
+    of ldp: they read the same in Python and on the command line, never as a --flag."""
+    from ldpcli.errors import quoted
+    from ldpcli.io.messages import _reason
+
+    foreign = ImportError("`fsspec` is required to handle `hf://` URIs.")
+    exc = UsageError(f"hf://x.parquet: {_reason(foreign)}; pass `force=True` to go on")
+    assert str(exc) == "hf://x.parquet: `fsspec` is required to handle `hf://` URIs.; pass force=True to go on"
+    assert exc.render(lambda parameter: "--" + parameter.split("=")[0]) == (
+        "hf://x.parquet: `fsspec` is required to handle `hf://` URIs.; pass --force to go on")
+    assert exc.parameters == ("force",)
+    assert python_text(quoted("`a` and `b`")) == "`a` and `b`"
+
+
+def test_a_missing_fsspec_is_named_as_pyarrow_names_it(tmp_path: Path) -> None:
+    """pyarrow's own words for a missing fsspec ("`fsspec` is required …") reach the terminal unchanged,
+    not as a flag of ldp (fsspec and huggingface_hub blocked in the subprocess, as on a fresh install)."""
+    import os
+    import subprocess
+    import sys
+
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    for name in ("fsspec", "huggingface_hub"):
+        (blocked / f"{name}.py").write_text('raise ImportError("blocked for this test")\n', encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), *sys.path])}
+    res = subprocess.run([sys.executable, "-m", "ldpcli", "privatize", "hf://datasets/user/x.parquet", "--eps", "1"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("ldp: error: hf://datasets/user/x.parquet: ")
+    assert "`fsspec` is required" in res.stderr and "--fsspec" not in res.stderr  # pyarrow's words, as they were
