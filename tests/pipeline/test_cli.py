@@ -351,6 +351,15 @@ def test_estimate_mean_on_a_raw_file_says_it_may_not_be_privatized(tmp_path: Pat
     assert "may not be a privatized file" in res.stderr and "ldp privatize" in res.stderr and "--sidecar" in res.stderr
 
 
+def test_risk_given_the_data_file_as_sidecar_names_the_sidecar(tmp_path: Path) -> None:
+    out = privatized(tmp_path)
+    res = ldp("risk", "--sidecar", out)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.stderr
+    assert f"{out}: is a Parquet file, not an ldp sidecar" in res.stderr
+    assert f"its sidecar is {out}.ldp.json: pass that as --sidecar" in res.stderr
+    assert "utf-8" not in res.stderr and "restore" not in res.stderr
+
+
 def test_estimate_mean_with_explicit_sidecar(tmp_path: Path) -> None:
     out = privatized(tmp_path)
     moved = tmp_path / "elsewhere.json"
