@@ -226,7 +226,7 @@ def scan(
         raise UsageError("a trusted key needs the files checked against their sidecars (verify): a signature "
                          "authenticates the data only through the SHA-256 its sidecar records")
     trusted = trust if trust is None or isinstance(trust, PublicKey) else read_public_key(trust)
-    metas = [load_sidecar(sidecar if sidecar is not None else find_sidecar(path)) for path in files]
+    metas = [_sidecar_of(path, sidecar) for path in files]
     signatures = check_signatures(files, [meta.content for meta in metas], trusted)
     first = metas[0]
     for path, meta in zip(files[1:], metas[1:]):
@@ -245,6 +245,26 @@ def scan(
             _check_dtype(path, meta)
     return Scan(files, metas, verify=verify, where=conditions, batch_rows=batch_rows, on_rows=on_rows,
                 combine_copies=combine_copies, signatures=signatures, trusted=trusted)
+
+
+def _sidecar_of(path: Path, sidecar: str | os.PathLike[str] | None) -> Sidecar:
+    """The sidecar of the privatized file ``path``: ``sidecar`` if given, else the one beside it.
+
+    UsageError if ``path`` does not exist, as ``privatize`` says of a missing input; DataError if
+    nothing is beside it: a release whose sidecar was moved, or a raw file never privatized.
+    """
+    if not path.exists():
+        raise UsageError(f"{path}: no such file; check the path.")
+    if sidecar is not None:
+        return load_sidecar(sidecar)
+    beside = find_sidecar(path)
+    if not beside.exists():
+        raise DataError(
+            f"{path}: no such sidecar beside it ({beside.name}), so it may not be a privatized file: "
+            "privatize raw data first (ldp privatize, ldpcli.privatize_file), or pass the privatized file's "
+            "sidecar with `sidecar`"
+        )
+    return load_sidecar(beside)
 
 
 def _check_dataset_parts(files: Sequence[Path], metas: Sequence[Sidecar]) -> None:

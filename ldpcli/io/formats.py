@@ -160,6 +160,26 @@ def compression_of(path: str | os.PathLike[str]) -> str | None:
     return COMPRESSIONS.get(Path(path).suffix.lower())
 
 
+#: The first bytes of an Arrow IPC stream (the continuation marker of its first message).
+ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
+#: The first bytes of the binary data files ldp reads or writes, and what they mark: a sidecar (JSON)
+#: or CSV text begins otherwise, and standard input takes only the Arrow IPC stream among them.
+_MAGIC = (
+    (b"PAR1", "a Parquet file"),
+    (ARROW_STREAM_MAGIC, "an Arrow IPC stream"),
+    (b"ARROW1", "an Arrow IPC file"),
+    (b"\x93NUMPY", "an .npy file"),
+)
+#: How many first bytes :func:`binary_format` needs to tell them apart.
+MAGIC_BYTES = max(len(magic) for magic, _ in _MAGIC)
+
+
+def binary_format(head: bytes) -> str | None:
+    """What a file whose first bytes are ``head`` is by its magic bytes (``"a Parquet file"``), or None
+    if it has none of theirs (text such as CSV or JSON, or anything else)."""
+    return next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
+
+
 def data_suffix(path: str | os.PathLike[str]) -> str:
     """The suffix that names a data file's format, compression included: ``.csv.gz``, ``.parquet``."""
     name = Path(path)

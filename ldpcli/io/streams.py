@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from ldpcli.errors import DataError
+from ldpcli.errors import DataError, LdpError
+from ldpcli.io.formats import ARROW_STREAM_MAGIC, MAGIC_BYTES, binary_format
 
 #: The name that means standard input or output.
 STDIO = "-"
@@ -33,8 +34,6 @@ STDIN_LABEL = "<stdin>"
 STDOUT_LABEL = "<stdout>"
 #: Where Linux shows a process its own open files; opening ``/proc/self/fd/N`` opens the file anew.
 _OWN_FILES = Path("/proc/self/fd")
-#: The first bytes of an Arrow IPC stream (the continuation marker of its first message).
-_ARROW_MAGIC = b"\xff\xff\xff\xff"
 _CHUNK = 8 * 2**20
 
 
@@ -50,12 +49,24 @@ def spool_stdin(directory: Path, stream: BinaryIO | None = None) -> Iterator[Pat
     left behind by ``kill -9`` points nowhere. Where there is no ``/proc/self/fd`` (macOS, Windows) the
     copy is a named file in ``directory``: it is removed on leaving the ``with`` block (the caller's
     temporary directory removes it too), but a process killed outright leaves it behind.
+
+    DataError, before anything is copied, if standard input begins like another binary data file
+    (Parquet, Arrow IPC file, .npy: :func:`~ldpcli.io.formats.binary_format`), which would otherwise
+    be read as CSV. An :class:`~ldpcli.errors.LdpError` raised inside the ``with`` block names
+    :data:`STDIN_LABEL` where it named the copy's path, which means nothing to the user.
     """
     source = stream if stream is not None else sys.stdin.buffer
-    first = source.read(len(_ARROW_MAGIC))
+    first = source.read(MAGIC_BYTES)
     if not first:
         raise DataError("-: standard input is empty; pipe an Arrow IPC stream or CSV text into ldp")
-    path = directory / ("stdin.arrows" if first == _ARROW_MAGIC else "stdin.csv")
+    arrow = first.startswith(ARROW_STREAM_MAGIC)
+    kind = None if arrow else binary_format(first)
+    if kind is not None:
+        raise DataError(
+            f"{STDIN_LABEL}: standard input holds {kind}, but ldp reads only an Arrow IPC stream or CSV text "
+            "there; give the file's path instead of -, or pipe one of those"
+        )
+    path = directory / ("stdin.arrows" if arrow else "stdin.csv")
     anonymous = _OWN_FILES.is_dir()
     if anonymous:
         descriptor, name = tempfile.mkstemp(dir=directory)
@@ -67,7 +78,11 @@ def spool_stdin(directory: Path, stream: BinaryIO | None = None) -> Iterator[Pat
         with os.fdopen(descriptor, "wb", closefd=False) as out:
             out.write(first)
             shutil.copyfileobj(source, out, _CHUNK)
-        yield path
+        try:
+            yield path
+        except LdpError as exc:
+            exc.args = (exc.template.replace(str(path), STDIN_LABEL), *exc.args[1:])
+            raise
     finally:
         os.close(descriptor)
         path.unlink(missing_ok=True)

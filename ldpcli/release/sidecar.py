@@ -76,6 +76,7 @@ import numpy as np
 from ldpcli._version import __version__
 from ldpcli.errors import DataError, LdpError, python_text
 from ldpcli.io import VectorLayout, atomic_write_text, file_format
+from ldpcli.io.formats import binary_format, data_suffix, file_suffixes
 from ldpcli.io.jsonfile import read_json
 from ldpcli.math.kernels import kernel_name
 from ldpcli.mechanisms import Mechanism, get_mechanism
@@ -117,6 +118,8 @@ _FIELDS = {
     "data_file": ("data_file", "data.file"),
 }
 _MISSING = object()
+#: How much of a file that is not readable JSON is read to tell a data file from a damaged sidecar.
+_SNIFF_BYTES = 4096
 #: The types vectors are written as (``data.dtype``); absent from older sidecars: float64.
 DTYPES = ("float32", "float64")
 LEGACY_DTYPE = "float64"
@@ -336,6 +339,40 @@ class Sidecar:
         return self.mechanism.d
 
 
+def _data_file_kind(path: Path, error: Exception) -> str | None:
+    """What ``path``, which ``read_json`` could not read (``error``), is when it was never a sidecar, else
+    None (a damaged sidecar: empty, or JSON text that begins like one; or not a regular file).
+
+    A sidecar is a JSON object: a file with a binary format's magic bytes
+    (:func:`ldpcli.io.formats.binary_format`), named as a data file (``.parquet``, ``.csv``…), holding
+    binary bytes (NUL, not UTF-8) or text that does not begin with ``{`` is some other file, most
+    likely the data file itself."""
+    if not path.is_file():  # a FIFO or a device: read_json said what it is
+        return None
+    try:
+        with path.open("rb") as file:
+            head = file.read(_SNIFF_BYTES)
+    except OSError:
+        return None
+    kind = binary_format(head)
+    if kind is not None:
+        return kind
+    if data_suffix(path).lower() in file_suffixes():
+        return f"a {data_suffix(path).lower()} file"
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{") or not head.strip():
+        return None
+    return "a binary file" if b"\0" in head or isinstance(error, UnicodeDecodeError) else "text that is not JSON"
+
+
+def _given_a_data_file(path: Path, kind: str) -> DataError:
+    """The error for a data file given where its sidecar belongs, naming that sidecar when it exists."""
+    beside = find_sidecar(path)
+    remedy = (f"its sidecar is {beside}: pass that as `sidecar`" if beside.is_file() else
+              f"it has no sidecar beside it ({beside.name}): pass the sidecar of the privatized file as `sidecar`")
+    return DataError(f"{path}: is {kind}, not an ldp sidecar (a sidecar is a JSON object; this looks like a data "
+                     f"file); {remedy}")
+
+
 def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     """Read and validate a sidecar (version 2 or 1); DataError naming the file and the field if anything is off."""
     path = Path(path)
@@ -346,6 +383,9 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     except (OSError, ValueError) as exc:
         # OSError: unreadable, not a regular file, too large; ValueError: not UTF-8, not JSON, too deeply nested,
         # or an integer beyond Python's digit limit.
+        data = _data_file_kind(path, exc)
+        if data is not None:
+            raise _given_a_data_file(path, data) from exc
         reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise DataError(f"{path}: not a readable ldp sidecar ({reason}); restore it from the privatize run") from exc
     if not isinstance(content, dict) or content.get("format") != FORMAT:

@@ -139,6 +139,51 @@ def test_empty_stdin_is_a_data_error(tmp_path: Path) -> None:
     assert not (tmp_path / "o.parquet").exists()
 
 
+def test_a_parquet_file_on_stdin_is_named_and_refused(tmp_path: Path) -> None:
+    """Parquet piped into - is recognised by its magic bytes, not read as CSV; the message names
+    <stdin> and what standard input takes, never the spool's temporary path."""
+    buffer = pa.BufferOutputStream()
+    pa.parquet.write_table(pa.table({"a": [0.1, 0.2], "b": [0.3, 0.4]}), buffer)
+    out = tmp_path / "o.parquet"
+    run = ldp_pipe(["privatize", "-", "--eps", "1", "-o", str(out)], buffer.getvalue().to_pybytes(), tmp_path)
+    text = run.stderr.decode()
+    assert run.returncode == 1 and text.count("\n") == 1, text
+    assert "<stdin>: standard input holds a Parquet file" in text and "Arrow IPC stream or CSV text" in text
+    assert "path instead of -" in text and "CSV file" not in text and "ldp-stdio-" not in text
+    assert not out.exists()
+
+
+def test_an_error_about_stdin_names_stdin_not_the_spool(tmp_path: Path) -> None:
+    run = ldp_pipe(["privatize", "-", "--eps", "1", "-o", "-", "--sidecar", str(tmp_path / "s.json")],
+                   b"a,b\n1,2,3\n", tmp_path)
+    text = run.stderr.decode()
+    assert run.returncode == 1 and text.startswith("ldp: error: <stdin>: not a valid CSV file"), text
+    assert "ldp-stdio-" not in text and "stdin.csv" not in text and run.stdout == b""
+
+
+def npy_bytes() -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.eye(3))
+    return buffer.getvalue()
+
+
+def arrow_file_bytes() -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, pa.schema([("a", pa.float64())])) as writer:
+        writer.write_table(pa.table({"a": [1.0]}))
+    return sink.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("data, kind", [(npy_bytes(), "an .npy file"), (arrow_file_bytes(), "an Arrow IPC file")])
+def test_other_binary_files_on_stdin_are_refused_before_spooling(tmp_path: Path, data: bytes, kind: str) -> None:
+    from ldpcli.errors import DataError
+
+    with pytest.raises(DataError, match=f"<stdin>: standard input holds {kind}, but ldp reads only an Arrow IPC"):
+        with spool_stdin(tmp_path, io.BytesIO(data)):
+            pass
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_arrow_stream_files_round_trip_with_kept_columns(tmp_path: Path) -> None:
     source = tmp_path / "x.arrows"
     source.write_bytes(arrow_stream(unit_rows(700, 4, seed=3)))

@@ -333,6 +333,33 @@ def test_estimate_mean_without_sidecar(tmp_path: Path) -> None:
     assert res.exit_code == 1 and "no such sidecar" in res.stderr and "--sidecar" in res.stderr
 
 
+def test_estimate_mean_on_a_missing_file_says_no_such_file_as_privatize_does(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.parquet"
+    privatize = ldp("privatize", missing, "--eps", 1)
+    for args in (("estimate-mean", missing), ("estimate-mean", missing, "--sidecar", tmp_path / "s.ldp.json")):
+        res = ldp(*args)
+        assert res.exit_code == privatize.exit_code == 2, res.stderr
+        assert f"{missing}: no such file" in res.stderr and "no such sidecar" not in res.stderr
+
+
+def test_estimate_mean_on_a_raw_file_says_it_may_not_be_privatized(tmp_path: Path) -> None:
+    raw = tmp_path / "raw.parquet"
+    write_list(raw, unit_rows(20, 3))
+    res = ldp("estimate-mean", raw)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.stderr
+    assert f"{raw}: no such sidecar beside it (raw.parquet.ldp.json)" in res.stderr
+    assert "may not be a privatized file" in res.stderr and "ldp privatize" in res.stderr and "--sidecar" in res.stderr
+
+
+def test_risk_given_the_data_file_as_sidecar_names_the_sidecar(tmp_path: Path) -> None:
+    out = privatized(tmp_path)
+    res = ldp("risk", "--sidecar", out)
+    assert res.exit_code == 1 and res.stderr.count("\n") == 1, res.stderr
+    assert f"{out}: is a Parquet file, not an ldp sidecar" in res.stderr
+    assert f"its sidecar is {out}.ldp.json: pass that as --sidecar" in res.stderr
+    assert "utf-8" not in res.stderr and "restore" not in res.stderr
+
+
 def test_estimate_mean_with_explicit_sidecar(tmp_path: Path) -> None:
     out = privatized(tmp_path)
     moved = tmp_path / "elsewhere.json"

@@ -447,6 +447,42 @@ def test_no_such_sidecar(tmp_path: Path) -> None:
     assert "no such sidecar" in refused(side)
 
 
+def test_a_data_file_given_as_a_sidecar_is_named_with_its_sidecar(tmp_path: Path) -> None:
+    side, _ = written(tmp_path, EXAMPLES["privunit2-optimal"], name="out.parquet")
+    data = tmp_path / "out.parquet"
+    pq.write_table(pa.table({"a": [0.5]}), data)
+    text = refused(data)
+    assert "is a Parquet file, not an ldp sidecar" in text and f"its sidecar is {side}: pass that as sidecar" in text
+    assert "utf-8" not in text and "restore" not in text
+
+
+@pytest.mark.parametrize("name, content, kind", [
+    ("raw.parquet", None, "a Parquet file"),
+    ("raw.csv", b"a,b\n0.1,0.2\n", "a .csv file"),
+    ("raw.bin", bytes(range(256)), "a binary file"),
+    ("raw.txt", b"a,b\n0.1,0.2\n", "text that is not JSON"),
+])
+def test_a_file_that_never_was_a_sidecar_is_not_to_be_restored(
+    tmp_path: Path, name: str, content: bytes | None, kind: str
+) -> None:
+    data = tmp_path / name
+    if content is None:
+        pq.write_table(pa.table({"a": [0.5]}), data)
+    else:
+        data.write_bytes(content)
+    text = refused(data)
+    assert f"is {kind}, not an ldp sidecar" in text and f"it has no sidecar beside it ({name}.ldp.json)" in text
+    assert "restore" not in text
+
+
+@pytest.mark.parametrize("content", [b'{"format": "ldp-sidecar", "schema', b"", b"\xef\xbb\xbf {\xff"])
+def test_a_damaged_sidecar_is_still_to_be_restored(tmp_path: Path, content: bytes) -> None:
+    side = tmp_path / "out.parquet.ldp.json"
+    side.write_bytes(content)
+    text = refused(side)
+    assert "not a readable ldp sidecar" in text and "restore it from the privatize run" in text
+
+
 # --- names --------------------------------------------------------------------------------------
 
 
