@@ -43,7 +43,8 @@ def test_the_domain_moves_rounded_rows_but_does_not_count_them() -> None:
     scaled = (unit * 1.001).astype(np.float32).astype(np.float64)
     assert L2_BALL.project(scaled, 1.0)[1] == unit.shape[0]
     # Already read at float32's precision: nothing moved, nothing counted, as before.
-    assert L2_BALL.project(unit, 1.0, FLOAT32_PRECISION) == (unit, 0)
+    projected, clipped = L2_BALL.project(unit, 1.0, FLOAT32_PRECISION)
+    assert projected is unit and clipped == 0
 
 
 def test_genuine_float64_rows_just_beyond_the_bound_are_clipped() -> None:
