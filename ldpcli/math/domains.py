@@ -9,6 +9,10 @@ shape, so the pipeline, the audit and the mechanisms never re-derive it:
 - :meth:`Domain.slack` is the boundary rule: a row beyond L by no more than the rounding of its
   source precision is *on* the boundary (neither moved nor counted). Unit-normalised float32
   embeddings have norms 1 ± a few 1e-7; they are on the sphere, not outside the ball.
+- :meth:`Domain.rounded` tells rounding from clipping by a row's own precision: float32 embeddings
+  saved as float64 are read at float64's slack and moved onto the boundary (the projection is
+  public post-processing, so the release is as before), but a row whose values are all exact in
+  float32 and that lies within float32's slack is not *counted* as clipped.
 - :meth:`Domain.test_points` gives the audit's fixed inputs (boundary, interior, zero), and
   :meth:`Domain.describe` the words for it.
 
@@ -39,6 +43,9 @@ FLOAT64_PRECISION = 2.0**-53
 FLOAT32_PRECISION = 2.0**-24
 #: The smallest relative slack: what ldp has always allowed for float64 data.
 MIN_SLACK = 1e-9
+
+#: Values per block of :meth:`Domain.rounded` (2 MiB of float64): its temporaries stay in cache.
+_BLOCK_VALUES = 1 << 18
 
 #: A fixed input of the audit: (name, x, whether x lies on the boundary of the domain).
 TestPoint = tuple[str, np.ndarray, bool]
@@ -84,20 +91,49 @@ class Domain(str):
     def project(
         self, x: np.ndarray, bound: float | np.ndarray, precision: float = FLOAT64_PRECISION
     ) -> tuple[np.ndarray, int]:
-        """Rows outside the domain moved onto it; returns (rows, how many were moved).
+        """Rows outside the domain moved onto it; returns (rows, how many were clipped).
 
         ``x`` is never modified: when no row is outside, it is returned as it is; otherwise a copy
         with the moved rows replaced by :meth:`nearest`. Rows within :meth:`slack` of the boundary,
         for values read at ``precision`` (unit roundoff of the source type), are left unchanged and
-        not counted.
+        not counted. Of the moved rows, those :meth:`rounded` onto the boundary are not counted.
         """
         over = self.outside(x, bound, self.slack(precision, x.shape[1]))
         moved = int(np.count_nonzero(over))
         if not moved:
             return x, 0
+        rows = x[over]
         out = np.array(x, dtype=np.float64, copy=True)
-        out[over] = self.nearest(x[over], bound)
-        return out, moved
+        out[over] = self.nearest(rows, bound)
+        return out, moved - int(np.count_nonzero(self.rounded(rows, bound, precision)))
+
+    def rounded(self, x: np.ndarray, bound: float | np.ndarray, precision: float) -> np.ndarray:
+        """Boolean per row: every value is exact in float32 and the row lies within float32's
+        :meth:`slack` of the domain, i.e. only the rounding of float32 values puts it outside.
+
+        A float64 value drawn from a continuous law is exact in float32 with probability about
+        2⁻²⁹, so genuine float64 rows are judged at ``precision``; the values of float32 data saved
+        as float64 all are, and carry float32's precision. All False when ``precision`` is already
+        as coarse as float32's (its slack covers the rows).
+        """
+        rounded = np.zeros(x.shape[0], dtype=bool)
+        wider = self.slack(FLOAT32_PRECISION, x.shape[1])
+        if wider <= self.slack(precision, x.shape[1]):
+            return rounded
+        step = max(1, _BLOCK_VALUES // x.shape[1])
+        with np.errstate(over="ignore"):  # beyond float32's range: inf, not exact
+            for start in range(0, x.shape[0], step):
+                block = x[start:start + step]
+                first = block[:, 0]
+                if not np.any(first.astype(np.float32) == first):  # the float64 rows' usual exit
+                    continue
+                exact = np.all(block.astype(np.float32) == block, axis=1)
+                if exact.all():
+                    rounded[start:start + step] = ~self.outside(block, bound, wider)
+                elif exact.any():
+                    exact[exact] = ~self.outside(block[exact], bound, wider)
+                    rounded[start:start + step] = exact
+        return rounded
 
 
 class L2Ball(Domain):

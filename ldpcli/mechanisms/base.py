@@ -469,13 +469,15 @@ class Mechanism(ABC):
         return 0.0
 
     def project(self, x: np.ndarray, precision: float = FLOAT64_PRECISION) -> tuple[np.ndarray, int]:
-        """Rows outside the domain moved onto it, and how many; ``x`` itself is never changed.
+        """Rows outside the domain moved onto it, and how many were clipped; ``x`` is never changed.
 
         ``l2-ball``: rows with ‖x‖₂ > L are scaled onto the sphere of radius L. ``linf-box``:
         coordinates are clamped to [−L, L]. ``interval``: values are clamped to [0, L]. The bound
         L is a public parameter chosen by the user, never computed from the data. Rows beyond L by
         less than the domain's slack for values of that ``precision`` (unit roundoff of the source
-        type: 2⁻²⁴ for float32) are on the boundary: left as they are and not counted.
+        type: 2⁻²⁴ for float32) are on the boundary: left as they are and not counted. Rows of
+        values exact in float32 within float32's slack are moved but not counted
+        (:meth:`ldpcli.math.domains.Domain.rounded`: float32 data saved as float64).
         """
         return self.domain.project(x, self.norm_bound, precision)
 

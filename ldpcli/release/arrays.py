@@ -74,8 +74,9 @@ class ReleaseRecord:
     warnings : tuple of str
         The sentences a receiver of the rows should read (a baseline, ε forced out of range, kept columns).
     n_clipped : int
-        Rows moved onto the bound: a statistic of the raw data, for the caller only; left out of
-        :meth:`to_dict` and of comparisons.
+        Rows moved onto the bound, those only the rounding of float32 values put outside excepted
+        (:meth:`ldpcli.math.domains.Domain.rounded`): a statistic of the raw data, for the caller
+        only; left out of :meth:`to_dict` and of comparisons.
     """
 
     mechanism: Mechanism
@@ -237,7 +238,7 @@ def privatize_rows(
         mech = spec.calibrate(values.shape[1])
         mech.describe()  # a ValueError now if a number would not be finite
         privatized, n_clipped = _privatize_rows(mech, values, generator, precision)
-        check_clipping(n_clipped, values.shape[0], limit, "x", "fail_on_clip")
+        check_clipping(n_clipped, values.shape[0], limit, "x", mech, "fail_on_clip")
     keep_names = table_out.layout.keep if table_out is not None else ()
     texts = release_warnings(mech, keep_names, forced)
     for text in (*notes, *texts):
@@ -314,7 +315,7 @@ def _array_rows(x: Any) -> tuple[np.ndarray, float]:
 def _privatize_rows(
     mech: Mechanism, values: np.ndarray, rng: np.random.Generator, precision: float
 ) -> tuple[np.ndarray, int]:
-    """Project and privatize in batches; (the privatized rows, how many rows were moved)."""
+    """Project and privatize in batches; (the privatized rows, how many rows were clipped)."""
     n, d = values.shape
     step = max(1, _BATCH_VALUES // d)
     out = np.empty((n, d), dtype=np.float64)

@@ -292,7 +292,7 @@ def privatize_dataset(
             n_input = sum(r.rows for r in parts)
             if n_input == 0:
                 raise DataError(f"{source}: every row is invalid; nothing was written")
-            check_clipping(sum(r.clipped for r in parts), n_input, clip_limit, os.fspath(source))
+            check_clipping(sum(r.clipped for r in parts), n_input, clip_limit, os.fspath(source), mech)
         kept = [r for r in results if r.rows > 0]
         for result in results:
             if result.rows == 0:  # every row of this part was invalid (--skip-invalid): no empty part file

@@ -71,8 +71,9 @@ class PrivatizeResult:
     mechanism: Mechanism
     layout: VectorLayout
     reproducible: bool
-    #: Rows whose norm exceeded the bound and were scaled onto it. A statistic of the raw data:
-    #: shown to the person running the command, never written to the sidecar.
+    #: Rows whose norm exceeded the bound by more than the rounding of their values and were scaled
+    #: onto it (:meth:`ldpcli.math.domains.Domain.rounded`). A statistic of the raw data: shown to
+    #: the person running the command, never written to the sidecar.
     n_clipped: int
     #: The sentences recorded in the sidecar's ``release.warnings`` (ε forced out of range, a
     #: baseline, a near-exact release, kept columns released unprivatized), to show on stderr; then,
@@ -444,7 +445,7 @@ def privatize_file(
                     row_digest.close()
             if n == 0:
                 raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
-            check_clipping(n_clipped, n, clip_limit, os.fspath(source))
+            check_clipping(n_clipped, n, clip_limit, os.fspath(source), mech)
             writer.finish()
             publication = Publication(overwrite=overwrite)
             publication.add_file(writer.sink)

@@ -11,7 +11,9 @@ CLI say the same thing in the same words:
 - :func:`clip_warning` / :func:`check_clipping`: rows outside the public bound are moved onto it,
   so every estimate is of the clipped rows; past a small fraction this is said loudly, and
   pipelines can refuse it (``--fail-on-clip``). The count is a statistic of the raw data: it is
-  shown to the person who ran the job and never stored.
+  shown to the person who ran the job and never stored. Rows put outside only by the rounding of
+  their values are not counted (:meth:`ldpcli.math.domains.Domain.rounded`), and both messages
+  state that tolerance (:func:`clip_tolerance`).
 - :func:`baseline_warning`: the two baselines are not for release (Gaussian is (ε, δ)-DP; Laplace
   adds floating-point noise to the data's own doubles, which is not DP bit for bit, Mironov 2012).
 - :func:`unprivatized_warning`: kept columns are copied as they are.
@@ -23,6 +25,7 @@ import math
 from collections.abc import Sequence
 
 from ldpcli.errors import DataError, LdpError, UsageError
+from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms.base import Mechanism
 
 #: The range of ε over which every quantity ldp reports is computed and tested.
@@ -89,6 +92,18 @@ def check_clip_fraction(fraction: float | None, name: str = "fail_on_clip") -> f
     return float(fraction)
 
 
+def clip_tolerance(mechanism: Mechanism) -> str:
+    """Which rows the clipped count takes in, with the relative tolerances of the mechanism's
+    domain at its d (:meth:`ldpcli.math.domains.Domain.slack`): e.g. 9.3e-06 for float32 values
+    and 1e-09 for float64 ones at d = 384 in the ℓ2 ball."""
+    domain, d = mechanism.domain, mechanism.d
+    return (
+        f"counting only rows beyond L by more than the rounding of their values, a relative "
+        f"{domain.slack(FLOAT32_PRECISION, d):.2g} for float32 values and float64 ones exact in float32, "
+        f"{domain.slack(FLOAT64_PRECISION, d):.2g} for other float64 values"
+    )
+
+
 def clip_warning(n_clipped: int, n: int, mechanism: Mechanism) -> tuple[str, bool] | None:
     """(the sentence about clipped rows, whether it is loud) or None when no row was clipped.
 
@@ -101,7 +116,7 @@ def clip_warning(n_clipped: int, n: int, mechanism: Mechanism) -> tuple[str, boo
     share = n_clipped / n
     text = (
         f"{n_clipped} of {n} rows were outside the {mechanism.domain} of radius L = {mechanism.norm_bound:g} and "
-        f"were moved onto it ({share:.1%} of the rows)"
+        f"were moved onto it ({share:.1%} of the rows), {clip_tolerance(mechanism)}"
     )
     if share <= CLIP_WARN_FRACTION:
         return text + " (this count is shown here only, never stored)", False
@@ -113,13 +128,16 @@ def clip_warning(n_clipped: int, n: int, mechanism: Mechanism) -> tuple[str, boo
     )
 
 
-def check_clipping(n_clipped: int, n: int, limit: float | None, label: str, name: str = "fail_on_clip") -> None:
+def check_clipping(
+    n_clipped: int, n: int, limit: float | None, label: str, mechanism: Mechanism, name: str = "fail_on_clip"
+) -> None:
     """:class:`DataError` when more than ``limit`` of the rows were clipped (nothing is written then)."""
     if limit is None or n == 0 or n_clipped <= limit * n:
         return
     raise DataError(
         f"{label}: {n_clipped} of {n} rows ({n_clipped / n:.1%}) were outside the public bound, more than "
-        f"`{name}` {limit:g} allows; nothing was written. Choose a larger public bound L, or rescale the data"
+        f"`{name}` {limit:g} allows, {clip_tolerance(mechanism)}; nothing was written. Choose a larger public "
+        "bound L, or rescale the data"
     )
 
 
