@@ -61,6 +61,8 @@ class _Choice:
     layout: VectorLayout | None
     #: Invalid rows are marked rather than refused (CSV then reads vector columns as bytes).
     skip_invalid: bool = False
+    #: Whether the caller's user can keep columns (``keep``); ``ldp train`` keeps only its label.
+    offer_keep: bool = True
 
 
 def _name_option(names: Sequence[str] | None, option: str, label: str) -> tuple[str, ...] | None:
@@ -168,7 +170,7 @@ def _resolve(
             kind, vector = "list", (lists[0],)
         elif numeric:
             kind, vector = "columns", tuple(numeric)
-            _refuse_suspicious(schema, label, choice.keep, numeric_fields)
+            _refuse_suspicious(schema, label, choice.keep, numeric_fields, choice.offer_keep)
         else:
             raise DataError(
                 f"{label}: no numeric vector column (columns: {_name_list(names)}); the file needs "
@@ -387,7 +389,8 @@ _KIND_PHRASES = {
 }
 
 
-def _refuse_suspicious(schema: pa.Schema, label: str, keep: Sequence[str], numeric: Sequence[pa.Field]) -> None:
+def _refuse_suspicious(schema: pa.Schema, label: str, keep: Sequence[str], numeric: Sequence[pa.Field],
+                       offer_keep: bool = True) -> None:
     """:class:`UsageError` if automatic detection would take an identifier or a label as a
     coordinate (:func:`_suspicious_columns`), with the options that fix it, computed from the file."""
     suspicious = _suspicious_columns(numeric)
@@ -409,6 +412,8 @@ def _refuse_suspicious(schema: pa.Schema, label: str, keep: Sequence[str], numer
     choose = f"`columns` {_column_spec(rest, names)} to choose the vector columns, or " if rest else ""
     everything = _column_spec([field.name for field in numeric], names)
     them = "them" if len(flagged) > 1 else "it"
+    if not offer_keep:  # nothing to carry them with: the way out is naming the vector columns
+        raise UsageError(f"{label}: {head}; pass {choose}`columns` {everything} to really use {them}.")
     raise UsageError(
         f"{label}: {head}; pass `keep` {shlex.quote(','.join(carried))} to carry {them} through "
         f"(or {choose}`columns` {everything} to really privatize {them})."

@@ -32,6 +32,7 @@ def open_vectors(
     granule: Callable[[int], int] | None = None,
     keep_unsafe: bool = False,
     skip_invalid: bool = False,
+    offer_keep: bool = True,
 ) -> VectorReader:
     """Open a Parquet or CSV file of vectors for batch-by-batch reading.
 
@@ -55,6 +56,9 @@ def open_vectors(
     by name when opening and by value in each batch (:func:`~ldpcli.io.columns._check_keep_names`,
     :func:`~ldpcli.io.columns._check_keep_values`); ``True`` keeps them as they are. With a
     ``layout`` (re-reading a privatized file, whose kept columns are already out) nothing is checked.
+
+    ``offer_keep=False`` (a caller whose user has no ``keep``, like ``ldp train``, which keeps only its
+    label): a refused identifier-like column is answered with ``columns`` alone, never with ``keep``.
 
     ``skip_invalid=True`` marks invalid rows (missing vector or value, NaN/inf, list of the wrong
     length, text in a CSV vector column) in :attr:`VectorBatch.valid` instead of raising, and
@@ -82,7 +86,8 @@ def open_vectors(
         raise UsageError(f"{label}: the batch size must be at least 1 row, got {batch_rows}.")
     target = Path(path)
     choice = _Choice(
-        column=column, columns=column_names, keep=keep_names, layout=layout, skip_invalid=skip_invalid
+        column=column, columns=column_names, keep=keep_names, layout=layout, skip_invalid=skip_invalid,
+        offer_keep=offer_keep,
     )
 
     def rows_for(d: int) -> int:

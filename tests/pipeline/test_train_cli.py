@@ -288,3 +288,20 @@ def test_the_input_is_never_touched(data: Path, tmp_path: Path) -> None:
     train(data, output=tmp_path / "m.json", label="label", epsilon=2.0, options=ReleaseOptions(seed=0))
     assert data.read_bytes() == before
     assert pq.read_table(data).num_rows == 600
+
+
+def test_an_id_column_is_answered_with_columns_never_with_keep(tmp_path: Path) -> None:
+    """ldp train has no --keep (it keeps only its label): an identifier-like column is refused with the
+    way out train has, --columns, not with privatize's --keep (issue 26 item 8)."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(200, 3))
+    table = pa.table({"id": np.arange(200), "a": x[:, 0], "b": x[:, 1], "c": x[:, 2],
+                      "label": (x[:, 0] > 0).astype(np.int64)})
+    src = tmp_path / "train.parquet"
+    pq.write_table(table, src)
+    res = ldp("train", src, "--label", "label", "--eps", 4)
+    assert res.exit_code == 2, res.stderr
+    assert "'id' looks like" in res.stderr and "--columns a:c" in res.stderr, res.stderr
+    assert "--keep" not in res.stderr, res.stderr
+    privatize = ldp("privatize", src, "--eps", 4, "-o", tmp_path / "p.parquet")
+    assert privatize.exit_code == 2 and "--keep" in privatize.stderr  # privatize can keep it
