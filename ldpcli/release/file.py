@@ -31,7 +31,7 @@ import pyarrow as pa
 from ldpcli.errors import DataError, LdpError, UsageError, python_text
 from ldpcli.io import AtomicVectorWriter, VectorBatch, VectorLayout, VectorReader, file_format, interrupts, open_vectors
 from ldpcli.io.atomic import finished_text
-from ldpcli.io.formats import check_local, data_suffix
+from ldpcli.io.formats import check_codec, check_local, data_suffix
 from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
@@ -379,6 +379,7 @@ def privatize_file(
     target = Path(output_path) if output_path is not None else default_output_path(source)
     file_format(source)
     out_format = file_format(target)
+    check_codec(out_format, options.compression, str(target))
     if source.exists() and target.exists() and source.resolve() == target.resolve():
         raise UsageError(f"{target}: the output would overwrite the input; choose another -o")
     side = sidecar_path(target) if sidecar is None else Path(sidecar)
@@ -431,7 +432,7 @@ def privatize_file(
             on_start(reader.num_rows)
         with AtomicVectorWriter(
             target, layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite,
-            dtype=options.dtype, like=reader,
+            dtype=options.dtype, like=reader, codec=options.compression,
         ) as writer:
             try:
                 n, n_clipped = _run(
