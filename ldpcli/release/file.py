@@ -47,9 +47,9 @@ from ldpcli.release.sidecar import build_sidecar, sidecar_path, sidecar_text
 from ldpcli.release.signing import signer_for
 from ldpcli.risk.section import reconstruction
 
-#: A batch gets 1/8 of the budget, so up to 6 threads privatize while one batch is read and
-#: one is written.
-_BATCHES_PER_BUDGET = 8
+#: A batch gets 1/8 of the budget when 6 threads or fewer privatize (one batch being read, one per
+#: thread, one being written), and 1/(threads + 2) beyond, so the budget holds whatever the thread count.
+_MIN_BATCHES_PER_BUDGET = 8
 
 
 def available_cores() -> int:
@@ -402,10 +402,9 @@ def privatize_file(
     signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
 
     root = root_seed(seed)  # seed None: fresh OS entropy
-    # Batches in flight: one being read, up to `workers` being privatized, one being written. The
-    # output does not depend on the batch size or the thread count (keyed randomness).
-    per_batch = memory // _BATCHES_PER_BUDGET
-    workers = min(threads, _BATCHES_PER_BUDGET - 2)
+    # Batches in flight: one being read, up to `threads` queued for or being privatized, one being
+    # written. The output does not depend on the batch size or the thread count (keyed randomness).
+    per_batch = memory // max(_MIN_BATCHES_PER_BUDGET, threads + 2)
     with open_vectors(
         source, column=chosen.column, columns=chosen.columns, keep=chosen.keep, batch_rows=options.resources.batch_rows,
         memory_bytes=per_batch, writable=False, granule=key_block_rows, keep_unsafe=chosen.keep_unsafe,
@@ -436,7 +435,7 @@ def privatize_file(
         ) as writer:
             try:
                 n, n_clipped = _run(
-                    reader, writer, _Privatizer(mech, root, key, reader.precision, copies), workers, on_rows,
+                    reader, writer, _Privatizer(mech, root, key, reader.precision, copies), threads, on_rows,
                     fingerprint, row_digest,
                 )
             finally:
