@@ -118,6 +118,15 @@ def file_suffixes() -> frozenset[str]:
     return frozenset(plain | compressed)
 
 
+def suffix_words() -> str:
+    """Every registered suffix, in the order of the formats, with the compressed forms of a text format in
+    parentheses (``".parquet, .pq, .csv (.csv.gz, .csv.zst), .arrows, .npy"``): the formats a help text names."""
+    return ", ".join(
+        suffix + (f" ({', '.join(suffix + ext for ext in COMPRESSIONS)})" if fmt.name in _COMPRESSIBLE else "")
+        for fmt in _registry().values() for suffix in fmt.suffixes
+    )
+
+
 def get_format(name: str) -> Format:
     """The registered format called ``name``; :class:`ValueError` for an unknown one."""
     formats = _registry()
