@@ -31,7 +31,7 @@ from helpers import bonferroni_z, ldp, unit_rows, write_list
 import ldpcli
 from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.cli.commands import estimate_mean as estimate_mean_cmd
-from ldpcli.errors import counted
+from ldpcli.errors import DataError, counted
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.io.formats import file_suffixes
 from ldpcli.mechanisms import MechanismSpec
@@ -272,6 +272,16 @@ def test_counts_take_the_number_of_their_noun(tmp_path: Path) -> None:
     assert res.returncode == 0, text(res.stderr)
     assert "left out 1 invalid row (row 2, counting from 1)" in text(res.stderr)
     assert "(1 row, d = 2," in text(res.stdout)
+    both = tmp_path / "both.csv"
+    both.write_text("a,b\n0.1,0.2\n0.3,0.1\n")
+    assert run("privatize", both, "--eps", 1, "--columns", "a,b", "-q").returncode == 0
+    privatized = tmp_path / "both.privatized.csv"
+    privatized.write_text("\n".join(privatized.read_text().splitlines()[:2]) + "\n")  # one row of the two left
+    with pytest.raises(DataError, match=r"has 1 row but its sidecar .* says n = 2"):
+        estimate_mean(privatized)
+    sweep_table = tmp_path / "one.csv"
+    res = run("sweep", "--d", 4, "--eps", 1, "--n", 10, "-m", "privunit2", "-o", sweep_table)
+    assert res.returncode == 0 and f"wrote {sweep_table} (1 row)" in text(res.stdout)
 
 
 def test_bcdp_asks_for_q_in_the_callers_words() -> None:
