@@ -258,6 +258,9 @@ def test_help_texts_say_each_thing_once_and_completely() -> None:
     assert "Usage: ldp privatize [OPTIONS] INPUTS..." in shown
     for suffix in file_suffixes():  # every format the registry reads, compressed ones too
         assert suffix in shown, suffix
+    encode = text(run("queries", "encode", "--help").stdout)
+    assert ".arrows" in encode and ".npy" in encode  # it writes any format the registry has
+    assert ".parquet or .csv" not in text(run("sweep", "--help").stdout)
     risk = text(run("risk", "--help").stdout)
     assert "--calibration" in risk and "With --mechanism: how its parameters are chosen" in risk
     root = text(run("--help").stdout)

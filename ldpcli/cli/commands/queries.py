@@ -22,6 +22,7 @@ from ldpcli.cli.options import LEDGER_OPTION, TRUST_OPTION, WORKLOAD_OPTION, com
 from ldpcli.cli.render import fmt, note, out, progress, render, signature_row, summary_table, warn
 from ldpcli.errors import UsageError, counted
 from ldpcli.io import atomic_write_text
+from ldpcli.io.formats import suffix_words
 from ldpcli.release.ledger import InputFingerprint, Ledger
 
 app = command_app(
@@ -37,7 +38,7 @@ def queries_encode(
     key: str = typer.Option(..., "--key", help="The column naming each row's item, in the data and in the workload.",
                             show_default=False),
     output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="Where to write the vectors (.parquet or .csv). Default: DATA.queries.parquet."
+        None, "--output", "-o", help=f"Where to write the vectors ({suffix_words()}). Default: DATA.queries.parquet."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),

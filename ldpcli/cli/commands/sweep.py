@@ -47,7 +47,7 @@ def sweep(
         "and measure ‖mean − true mean‖²; adds its mean and 95% interval."
     ),
     data: Optional[Path] = typer.Option(
-        None, "--data", metavar="FILE", help="Simulate with the rows of this .parquet or .csv file (clipped to L) "
+        None, "--data", metavar="FILE", help="Simulate with the rows of this file (a format `ldp privatize` reads; clipped to L) "
         "instead of boundary inputs; d and n are the file's. Needs --empirical."
     ),
     column: Optional[str] = typer.Option(None, "--column", help="With --data: the list column holding the vectors."),
