@@ -145,6 +145,15 @@ def check_codec(format: str, codec: str | None, label: str) -> None:
     raise UsageError(f"{label}: `compression` must be one of {', '.join(codecs)} for a {format} file, got {codec!r}")
 
 
+def suffix_words() -> str:
+    """Every registered suffix, in the order of the formats, with the compressed forms of a text format in
+    parentheses (``".parquet, .pq, .csv (.csv.gz, .csv.zst), .arrows, .npy"``): the formats a help text names."""
+    return ", ".join(
+        suffix + (f" ({', '.join(suffix + ext for ext in COMPRESSIONS)})" if fmt.name in _COMPRESSIBLE else "")
+        for fmt in _registry().values() for suffix in fmt.suffixes
+    )
+
+
 def get_format(name: str) -> Format:
     """The registered format called ``name``; :class:`ValueError` for an unknown one."""
     formats = _registry()
