@@ -39,6 +39,7 @@ import numpy as np
 from ldpcli.math import sphere as sm
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.privunit import cap_cosines
 
 _LOG_SQRT_PI = 0.5 * math.log(math.pi)
 def hemisphere_log_scale(d: int, epsilon: float) -> float:
@@ -175,17 +176,17 @@ class DuchiL2(Mechanism):
             logit_p=self.epsilon,
         )
 
+    def cap_cosines(self, rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The facing events (probability π_ε) and cosines (t, r) of ``rows`` rows: PrivUnit2's
+        :func:`~ldpcli.mechanisms.privunit.cap_cosines` at γ = 0, P = 1/2; the host's part of the
+        sampler, which the device path (:mod:`ldpcli.math.devices`) sends to the device."""
+        return cap_cosines(self.d, self.epsilon, 0.0, -sm.LOG2, rows, rng)
+
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The hemisphere mechanism on each row of ``x`` (rows with ‖x‖ ≤ L); rows of norm B."""
         n = x.shape[0]
         radius = self.radius
         if self.d == 1:  # randomized response: keep the sign with probability π_ε
             u = sm.round_to_sphere(x, self.norm_bound, rng)
-            facing = sm.bernoulli_logit(self.epsilon, n, rng)
-            return np.where(facing[:, None], u, -u) * radius
-
-        def cosines(rows: int) -> tuple[np.ndarray, np.ndarray]:
-            facing = sm.bernoulli_logit(self.epsilon, rows, rng)
-            return sm.sample_cap_cosines(facing, 0.0, -sm.LOG2, self.d, rng)
-
-        return sm.rounded_cap_directions(x, self.norm_bound, cosines, radius, rng)
+            return self.cap_cosines(n, rng)[0][:, None] * u * radius
+        return sm.rounded_cap_directions(x, self.norm_bound, lambda rows: self.cap_cosines(rows, rng), radius, rng)

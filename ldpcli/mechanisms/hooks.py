@@ -16,6 +16,9 @@ below, which say what a mechanism without the method gives.
   per-feature table that ``ldp params`` prints and the sidecar stores. The spec-level hooks of bcdp
   (options that name columns, copies that split a budget) are in :mod:`ldpcli.mechanisms.base`
   beside :class:`~ldpcli.mechanisms.base.MechanismSpec`, which asks for them.
+- Arrays on a device (:mod:`ldpcli.release.arrays`, :mod:`ldpcli.math.devices`): :class:`RoundedCap`
+  (``cap_cosines``, the per-row draws of a mechanism that releases L·scale·(t·u + r·w)). Without
+  it a device array is refused, naming the mechanisms that have it.
 
 A mechanism that has a method but cannot answer for its calibrated parameters (the law of a sum of
 releases, a calibration without a second route) raises NotImplementedError from it, saying why; the
@@ -29,7 +32,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 
 from ldpcli.math.lawtests import LawTest
-from ldpcli.mechanisms.base import Mechanism
+from ldpcli.mechanisms.base import Mechanism, get_mechanism, mechanism_names
 
 # --------------------------------------------------------------------------- the audit
 
@@ -159,3 +162,31 @@ class FeatureSection(Protocol):
 def feature_section(mech: Mechanism) -> dict[str, Any] | None:
     """``mech.feature_section()`` for a mechanism whose features differ, else None."""
     return mech.feature_section() if isinstance(mech, FeatureSection) else None
+
+
+# --------------------------------------------------------------------------- arrays on a device
+
+
+@runtime_checkable
+class RoundedCap(Protocol):
+    """A mechanism that releases L·scale·(t·u + r·w): u the unbiased rounding of the row to the unit
+    sphere, a cosine t per row (r = √(1 − t²)) and w uniform on the sphere orthogonal to u (PrivUnit2,
+    duchi-l2: ``ldpcli.math.sphere.rounded_cap_directions``)."""
+
+    @property
+    def scale(self) -> float:
+        """The output's norm over L."""
+        ...
+
+    def cap_cosines(self, rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(t, r) for ``rows`` rows: the per-row scalar draws, made on the host with numpy."""
+        ...
+
+
+def rounded_cap(mech: Mechanism) -> RoundedCap:
+    """``mech`` as a :class:`RoundedCap`; NotImplementedError naming the registered mechanisms that are."""
+    if not isinstance(mech, RoundedCap):
+        able = [name for name in mechanism_names() if callable(getattr(get_mechanism(name), "cap_cosines", None))]
+        raise NotImplementedError(f"mechanism {mech.name!r} has no device path; the mechanisms with one: "
+                                  f"{', '.join(able)}")
+    return mech

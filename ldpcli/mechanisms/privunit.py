@@ -102,6 +102,23 @@ def logit_p_at_most(d: int, logit_p: float, log_p_cap: float, epsilon: float) ->
     return logit_p
 
 
+def cap_cosines(
+    d: int, logit_p: float, cap_logit: float, log_p_cap: float, rows: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(t, r = √(1 − t²)): the per-row scalar draws of PrivUnit2 (Bhowmick et al. 2018, Alg. 1).
+
+    The cap event, True with probability p = expit(``logit_p``) (exact in log space:
+    ``bernoulli_logit``), then the cosine T = ⟨V, u⟩ of a point uniform on the cap {⟨v, u⟩ ≥ γ}
+    (γ = tanh(``cap_logit``/2)) or on its complement (``sample_cap_cosines``), in that draw order.
+    d = 1 (randomized response): t = +1 on the cap event and −1 otherwise, r = 0. The hemisphere
+    mechanism is the case γ = 0, P = 1/2.
+    """
+    in_cap = sm.bernoulli_logit(logit_p, rows, rng)
+    if d == 1:
+        return np.where(in_cap, 1.0, -1.0), np.zeros(rows)
+    return sm.sample_cap_cosines(in_cap, cap_logit, log_p_cap, d, rng)
+
+
 def _cap_epsilon(y: float, d: int) -> float:
     """ε₁ = logit(1 − P) = log((1 − P)/P): the privacy loss spent by the cap threshold alone."""
     log_p_cap = sm.log_cap_probability(y, d)
@@ -324,17 +341,16 @@ class PrivUnit2(Mechanism):
             logit_p=self.logit_p,
         )
 
+    def cap_cosines(self, rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The cap events and cosines (t, r) of ``rows`` rows (:func:`cap_cosines`): the host's
+        part of the sampler, which the device path (:mod:`ldpcli.math.devices`) sends to the device."""
+        return cap_cosines(self.d, self.logit_p, self.cap_logit, self.log_cap_probability, rows, rng)
+
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """PrivUnit2 on each row of ``x`` (rows with ‖x‖ ≤ L); returns L·V/m row by row."""
         n = x.shape[0]
         out_scale = self.norm_bound * self.scale
         if self.d == 1:
             u = sm.round_to_sphere(x, self.norm_bound, rng)
-            in_cap = sm.bernoulli_logit(self.logit_p, n, rng)
-            return np.where(in_cap[:, None], u, -u) * out_scale
-
-        def cosines(rows: int) -> tuple[np.ndarray, np.ndarray]:
-            in_cap = sm.bernoulli_logit(self.logit_p, rows, rng)
-            return sm.sample_cap_cosines(in_cap, self.cap_logit, self.log_cap_probability, self.d, rng)
-
-        return sm.rounded_cap_directions(x, self.norm_bound, cosines, out_scale, rng)
+            return self.cap_cosines(n, rng)[0][:, None] * u * out_scale
+        return sm.rounded_cap_directions(x, self.norm_bound, lambda rows: self.cap_cosines(rows, rng), out_scale, rng)
