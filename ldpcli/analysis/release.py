@@ -344,10 +344,13 @@ def privatize(
 
     Parameters
     ----------
-    x : numpy.ndarray, pyarrow.Table or pandas.DataFrame
+    x : numpy.ndarray, Array API array, pyarrow.Table or pandas.DataFrame
         An (n, d) array of real numbers, or a table: one list column of vectors, or one numeric
         column per coordinate (``column``/``columns`` choose, with the rules and refusals of
-        ``ldp privatize``; ``keep`` columns pass through unprivatized).
+        ``ldp privatize``; ``keep`` columns pass through unprivatized). A PyTorch, CuPy or JAX
+        array (any that ``array-api-compat`` knows) is privatized on its device and comes back as
+        the same type there (PrivUnit2 and duchi-l2; :mod:`ldpcli.math.devices`), the
+        ``Release``'s ``generator`` naming the device generator that drew the normals.
     epsilon : float
         The privacy level ε, a real number (another type is a TypeError); outside [0.01, 10⁴] it
         needs ``force=True``.

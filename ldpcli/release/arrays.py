@@ -1,7 +1,8 @@
 """The workhorses of the Python API for arrays and tables: :func:`privatize_rows` and :func:`estimate_mean`.
 
 ``privatize_rows(x, epsilon=…)`` privatizes a numpy array of rows, a pyarrow Table or a pandas
-DataFrame in memory and returns the privatized rows (same kind as ``x``) with a
+DataFrame in memory, or a PyTorch, CuPy or JAX array on its device (the Array API:
+:mod:`ldpcli.math.devices`), and returns the privatized rows (same kind as ``x``) with a
 :class:`ReleaseRecord`, the public description of what was done (what a sidecar holds for a
 file). :func:`estimate_mean` estimates the mean of the raw rows from the privatized ones. Both run
 the same code as ``ldp privatize`` and ``ldp estimate-mean``: the registered mechanisms, the
@@ -206,9 +207,11 @@ def privatize_rows(
 
     Parameters
     ----------
-    x : numpy.ndarray, pyarrow.Table or pandas.DataFrame
+    x : numpy.ndarray, Array API array, pyarrow.Table or pandas.DataFrame
         An (n, d) array of real numbers, or a table (one list column of vectors, or one numeric
         column per coordinate: ``column``/``columns`` choose, by the rules of ``ldp privatize``).
+        An array of another library (PyTorch, CuPy, JAX: :func:`ldpcli.math.devices.device_namespace`)
+        is privatized on its device (:func:`_privatize_on_device`) and returned there.
     epsilon, eps : float
         The privacy level ε (``eps`` is an alias; give one of them).
     mechanism, calibration, norm_bound, **options
