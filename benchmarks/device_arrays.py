@@ -18,15 +18,18 @@ host): it shows that the path runs and what it costs over numpy, not a device's 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import sys
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-import ldpcli
-from ldpcli.math.devices import device_namespace, device_normals, device_of
-from ldpcli.mechanisms import get_mechanism
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import side_by_side  # noqa: E402
+
+import ldpcli  # noqa: E402
+from ldpcli.math.devices import device_namespace, device_normals, device_of  # noqa: E402
+from ldpcli.mechanisms import get_mechanism  # noqa: E402
 
 
 def device_rows(library: str, n: int, d: int, dtype: str) -> Any:
@@ -65,19 +68,6 @@ def synchronise(z: Any) -> None:
         cupy.cuda.get_current_stream().synchronize()
     elif hasattr(z, "block_until_ready"):
         z.block_until_ready()
-
-
-def side_by_side(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """Median seconds of each function, timed in turn (a, b, c, a, b, c, …) after one untimed round."""
-    for fn in fns.values():
-        fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
