@@ -66,6 +66,18 @@ def device_of(x: Any) -> Any:
     return compat.device(x)
 
 
+def host_copy(x: Any) -> np.ndarray:
+    """The values of an array of another library as a numpy array in host memory: PyTorch's
+    ``.cpu()``, CuPy's ``.get()``, and ``numpy.asarray`` for the others (JAX copies from its device)."""
+    import array_api_compat as compat
+
+    if compat.is_torch_array(x):
+        return x.detach().cpu().numpy()
+    if compat.is_cupy_array(x):
+        return x.get()
+    return np.asarray(x)
+
+
 @dataclass(frozen=True)
 class DeviceNormals:
     """Standard normals of one dtype on one device, from one seeded generator; ``name`` says which."""
@@ -193,5 +205,5 @@ def _reproject(
         g = xp.where(redo[:, None], normals(tuple(g.shape)), g)
 
 
-__all__ = ["DEVICE_LIBRARIES", "DeviceNormals", "device_namespace", "device_normals", "device_of",
+__all__ = ["DEVICE_LIBRARIES", "DeviceNormals", "device_namespace", "device_normals", "device_of", "host_copy",
            "rounded_cap_directions", "scaled_rows"]

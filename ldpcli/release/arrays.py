@@ -36,7 +36,7 @@ import numpy as np
 
 from ldpcli.errors import LdpError, python_text
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
-from ldpcli.math.devices import device_namespace
+from ldpcli.math.devices import device_namespace, host_copy
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.release.randomness import rng_from
@@ -544,9 +544,10 @@ def estimate_mean(z: Any, description: Any, *, confidence: float = 0.95) -> Mean
 
     Parameters
     ----------
-    z : numpy.ndarray, pyarrow.Table or pandas.DataFrame
+    z : numpy.ndarray, Array API array, pyarrow.Table or pandas.DataFrame
         The privatized (n, d) rows, or any subset of them (each row is unbiased on its own); a
-        table needs the release of the table privatization (it names the vector columns).
+        table needs the release of the table privatization (it names the vector columns). Rows on
+        a device (PyTorch, CuPy, JAX) are copied to the host (:func:`~ldpcli.math.devices.host_copy`).
     description : Release, dict, path or Mechanism
         The :class:`~ldpcli.analysis.release.Release` that ``ldpcli.privatize`` returned (or any
         :class:`ReleaseRecord`), its ``to_dict()``, a sidecar path, or the calibrated mechanism.
@@ -569,6 +570,8 @@ def estimate_mean(z: Any, description: Any, *, confidence: float = 0.95) -> Mean
         if not isinstance(description, ReleaseRecord) or description.columns is None:
             raise TypeError("a table z needs the Release of the table privatization (it names the vector columns)")
         z = _release_table_values(z, description)
+    elif device_namespace(z) is not None:
+        z = host_copy(z)
     values, _ = _array_rows(z)
     if values.shape[1] != mech.d:
         raise ValueError(f"z has d = {values.shape[1]} coordinates but the release has d = {mech.d}")

@@ -22,6 +22,7 @@ import pytest
 from helpers import bonferroni_z, unit_rows
 
 import ldpcli
+from ldpcli.math.devices import host_copy, rounded_cap_directions
 from ldpcli.mechanisms import get_mechanism
 from ldpcli.mechanisms.hooks import law_tests
 
@@ -146,6 +147,46 @@ def test_clipped_rows_are_counted_as_the_numpy_path_counts_them() -> None:
         ldpcli.privatize(on_device(rows), eps=2.0, fail_on_clip=0.1)
 
 
+def test_estimate_mean_reads_the_rows_where_they_live() -> None:
+    x = unit_rows(3000, 6, seed=15) * 0.5
+    z, release = ldpcli.privatize(on_device(x), eps=2.0, rng=16)
+    _library_round_trip(z, x, release)
+    assert ldpcli.estimate_mean(z, release).to_dict() == ldpcli.estimate_mean(host(z), release).to_dict()
+
+
+def test_many_batches_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of 7 rows (the path of inputs over 2²⁶ values): every row privatized, the rows in
+    order (the norm is the same everywhere, so the zero rows' neighbours tell), a seeded run repeats."""
+    import ldpcli.release.arrays as arrays
+
+    monkeypatch.setattr(arrays, "_DEVICE_BATCH_VALUES", 7 * 5)
+    x = unit_rows(100, 5, seed=17)
+    z, release = ldpcli.privatize(on_device(x), eps=4.0, rng=18)
+    again, _ = ldpcli.privatize(on_device(x), eps=4.0, rng=18)
+    assert z.shape == (100, 5) and bool(xs.all(z == again))
+    np.testing.assert_allclose(np.linalg.norm(host(z), axis=1), release.mechanism.scale, rtol=1e-12)
+
+
+def test_normals_parallel_to_the_row_are_drawn_again() -> None:
+    """g ∥ u leaves no orthogonal part (probability 0 for real normals): those rows get new normals.
+    A stub device generator returns normals along each row first, then proper ones."""
+    rows = unit_rows(4, 3, seed=19)
+    calls: list[tuple[int, int]] = []
+
+    def normals(shape: tuple[int, int]) -> Any:
+        calls.append(shape)
+        values = 2.0 * rows if len(calls) == 1 else np.random.default_rng(20).standard_normal(shape)
+        return on_device(values)
+
+    one = on_device(np.ones(4))
+    t = on_device(np.full(4, 0.6))
+    r = on_device(np.full(4, 0.8))
+    z = host(rounded_cap_directions(xs, on_device(rows), one, one, -one, t, r, 2.0, normals))
+    assert calls == [(4, 3), (4, 3)]
+    np.testing.assert_allclose(np.linalg.norm(z, axis=1), 2.0, rtol=1e-12)
+    np.testing.assert_allclose(np.sum(z * rows, axis=1), 2.0 * 0.6, rtol=1e-12)  # the cosine t to u = +row
+
+
 # --- the generator -----------------------------------------------------------------------------------
 
 
@@ -198,14 +239,16 @@ def test_numpy_rows_load_no_array_api_package() -> None:
 # --- the libraries themselves, where installed ---------------------------------------------------------
 
 
-def _library_round_trip(z: Any, x: np.ndarray, release: ldpcli.Release) -> np.ndarray:
-    """The values of a torch or jax output, after the checks shared by every library."""
-    zz = np.asarray(z.cpu() if hasattr(z, "cpu") else z, dtype=np.float64)
+def _library_round_trip(z: Any, x: np.ndarray, release: ldpcli.Release) -> None:
+    """The checks shared by every library's output: ‖Z‖ = L/m, and the mean that
+    ``ldpcli.estimate_mean`` reads from the rows where they live is unbiased."""
+    zz = host_copy(z).astype(np.float64)
     n, d = x.shape
     s = release.mechanism.scale
     np.testing.assert_allclose(np.linalg.norm(zz, axis=1), s, rtol=1e-5)
-    assert np.all(np.abs((zz - x).mean(axis=0)) <= bonferroni_z(ALPHA, d) * s / math.sqrt(n))
-    return zz
+    est = ldpcli.estimate_mean(z, release)
+    np.testing.assert_allclose(est.mean, zz.mean(axis=0), rtol=0.0, atol=1e-12 * s)
+    assert np.all(np.abs(est.mean - x.mean(axis=0)) <= bonferroni_z(ALPHA, d) * s / math.sqrt(n))
 
 
 def test_torch_tensors_on_the_cpu() -> None:
@@ -263,5 +306,4 @@ def test_a_gpu_array_is_privatized_on_its_gpu() -> None:
     assert type(z) is type(gpu) and z.dtype == gpu.dtype and array_api_compat.device(z) == array_api_compat.device(gpu)
     assert "cuda" in release.generator.lower() or "cupy" in release.generator
     assert bool((z == again).all())
-    host_z = z.cpu() if hasattr(z, "cpu") else z.get()
-    _library_round_trip(host_z, x, release)
+    _library_round_trip(z, x, release)
