@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,18 @@ def device_of(x: Any) -> Any:
     import array_api_compat as compat
 
     return compat.device(x)
+
+
+def without_autograd(xp: Any) -> AbstractContextManager[Any]:
+    """``torch.no_grad()`` for PyTorch, so that rows that require gradients (a model's embeddings)
+    keep no graph of their privatization (a release is not differentiated); nothing for the others."""
+    import array_api_compat as compat
+
+    if compat.is_torch_namespace(xp):
+        import torch
+
+        return torch.no_grad()
+    return nullcontext()
 
 
 def host_copy(x: Any) -> np.ndarray:
@@ -206,4 +219,4 @@ def _reproject(
 
 
 __all__ = ["DEVICE_LIBRARIES", "DeviceNormals", "device_namespace", "device_normals", "device_of", "host_copy",
-           "rounded_cap_directions", "scaled_rows"]
+           "rounded_cap_directions", "scaled_rows", "without_autograd"]

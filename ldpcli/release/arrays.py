@@ -410,7 +410,13 @@ def _privatize_on_device(
     sampler uses only a row's direction and a sign whose probability (1 + ‖x‖/L)/2 saturates at
     ‖x‖ ≥ L, so its output has the law it has for the projected row.
     """
-    from ldpcli.math.devices import device_normals, device_of, rounded_cap_directions, scaled_rows
+    from ldpcli.math.devices import (
+        device_normals,
+        device_of,
+        rounded_cap_directions,
+        scaled_rows,
+        without_autograd,
+    )
     from ldpcli.mechanisms.hooks import rounded_cap
 
     try:
@@ -427,18 +433,19 @@ def _privatize_on_device(
     bound, (n, d) = mech.norm_bound, values.shape
     step = max(1, _DEVICE_BATCH_VALUES // d)
     parts, clipped = [], 0
-    for start in range(0, n, step):
-        rows = xp.astype(values[start:min(n, start + step), :], work, copy=False)
-        m = rows.shape[0]
-        scaled, norms, factors = scaled_rows(xp, rows)
-        rho = norms * factors / bound
-        clipped += _device_clipped(xp, mech, rows, rho, precision)
-        below = np.minimum(2.0 * rng.random(m) - 1.0, below_one)
-        t, r = sampler.cap_cosines(m, rng)
-        below, t, r = (xp.asarray(draw.astype(host), device=device) for draw in (below, t, r))
-        z = rounded_cap_directions(xp, scaled, norms, rho, below, t, r, bound * sampler.scale, normals)
-        parts.append(xp.astype(z, out, copy=False))
-    return (parts[0] if len(parts) == 1 else xp.concat(parts)), clipped, normals.name
+    with without_autograd(xp):
+        for start in range(0, n, step):
+            rows = xp.astype(values[start:min(n, start + step), :], work, copy=False)
+            m = rows.shape[0]
+            scaled, norms, factors = scaled_rows(xp, rows)
+            rho = norms * factors / bound
+            clipped += _device_clipped(xp, mech, rows, rho, precision)
+            below = np.minimum(2.0 * rng.random(m) - 1.0, below_one)
+            t, r = sampler.cap_cosines(m, rng)
+            below, t, r = (xp.asarray(draw.astype(host), device=device) for draw in (below, t, r))
+            z = rounded_cap_directions(xp, scaled, norms, rho, below, t, r, bound * sampler.scale, normals)
+            parts.append(xp.astype(z, out, copy=False))
+        return (parts[0] if len(parts) == 1 else xp.concat(parts)), clipped, normals.name
 
 
 def _device_clipped(xp: Any, mech: Mechanism, rows: Any, rho: Any, precision: float) -> int:

@@ -255,10 +255,11 @@ def test_torch_tensors_on_the_cpu() -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("array_api_compat")
     x = unit_rows(5000, 10, seed=12) * 0.7
-    tensor = torch.asarray(x, dtype=torch.float32)
+    tensor = torch.asarray(x, dtype=torch.float32).requires_grad_()  # a model's output, say
     z, release = ldpcli.privatize(tensor, eps=2.0, rng=4)
     again, _ = ldpcli.privatize(tensor, eps=2.0, rng=4)
     assert isinstance(z, torch.Tensor) and z.dtype == torch.float32 and z.device.type == "cpu"
+    assert not z.requires_grad  # no graph kept of the privatization
     assert release.generator == "torch.Generator on cpu" and release.dtype == "float32"
     assert torch.equal(z, again)  # reproducible on the same device and torch version
     _library_round_trip(z, x, release)
