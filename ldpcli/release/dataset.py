@@ -258,7 +258,8 @@ def privatize_dataset(
     bound_spec, bound_notes = spec.bind_columns(names, layout.d)
     mech = bound_spec.calibrate(layout.d)
     mech.describe()
-    risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a)
+    risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a,
+                          threshold=options.risk.threshold)
     recorded = release_warnings(mech, layout.keep, forced, options.warnings)
     root = root_seed(seed)
     block = key_block_rows(layout.d)

@@ -418,7 +418,8 @@ def privatize_file(
             layout = reader.layout.with_copies(copies)
         except ValueError as exc:
             raise UsageError(f"{source}: `copies` {copies}: {exc}; rename that column") from exc
-        risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies)
+        risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies,
+                              threshold=options.risk.threshold)
         recorded = release_warnings(mech, reader.layout.keep, forced, options.warnings)
         # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL), so
         # it overlaps with the privatizing; the reader's arrays are read-only views that nothing writes to.

@@ -18,13 +18,14 @@ from ldpcli.cli.options import (
     RISK_A_OPTION,
     RISK_K_OPTION,
     RISK_RHO0_OPTION,
+    RISK_THRESHOLD_OPTION,
     WithMechanismOptions,
     command_app,
     floats,
     public_bound,
 )
 from ldpcli.cli.render import fmt, fmt_logp, fmt_probability, out, render, warn
-from ldpcli.cli.tables import print_reconstruction
+from ldpcli.cli.tables import print_reconstruction, verdict_reading
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import BCDP, MechanismSpec
 from ldpcli.mechanisms.base import check_count
@@ -61,6 +62,7 @@ def params(
     risk_k: Optional[int] = RISK_K_OPTION,
     risk_rho0: float = RISK_RHO0_OPTION,
     risk_a: Optional[str] = RISK_A_OPTION,
+    risk_threshold: float = RISK_THRESHOLD_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
 ) -> None:
@@ -84,7 +86,8 @@ def params(
     if eps is None:
         raise UsageError("Missing option '--eps' (or give --n with --target-rmse / --target-error to solve for ε)")
     warn(check_epsilon(eps, force=True))  # params touches no data: out of range is a warning here
-    risk_options: dict[str, Any] = {"k": risk_k, "rho0": risk_rho0, "a": floats(risk_a, "--risk-a")}
+    risk_options: dict[str, Any] = {"k": risk_k, "rho0": risk_rho0, "a": floats(risk_a, "--risk-a"),
+                                    "threshold": risk_threshold}
     if mechanism is None:
         if set(options) - {"delta"}:
             raise UsageError("--k, --alpha, --nu and --eps-split need --mechanism")
@@ -153,10 +156,11 @@ def _print_risk_line(rows: list[dict[str, Any]]) -> None:
         return
     section = best["reconstruction"]
     level = section["levels"][0]
-    parts = [f"a = {fmt(b['a'])}: {fmt_logp(b['log_exact'])}" for b in level["bounds"]]
+    parts = [f"a = {fmt(b['a'])}: {fmt_logp(b['log_exact'])} ({b['verdict']})" for b in level["bounds"]]
     out.print(
         f"Reconstruction (k = {section['k']}, ρ0 = {fmt(section['rho0'])}, ε = {fmt(level['epsilon'])}): any guess "
-        f"from one output reaches ⟨f(x), v̂⟩ ≥ a with probability at most {'; '.join(parts)}. See `ldp risk`.",
+        f"from one output reaches ⟨f(x), v̂⟩ ≥ a with probability at most {'; '.join(parts)}; "
+        f"{verdict_reading(section['threshold'])}. See `ldp risk`.",
         markup=False,
     )
 

@@ -22,6 +22,7 @@ from ldpcli.cli.options import (
     RISK_A_OPTION,
     RISK_K_OPTION,
     RISK_RHO0_OPTION,
+    RISK_THRESHOLD_OPTION,
     SCHEDULER_OPTION,
     WithMechanismOptions,
     byte_size,
@@ -112,6 +113,7 @@ def privatize(
     risk_k: Optional[int] = RISK_K_OPTION,
     risk_rho0: float = RISK_RHO0_OPTION,
     risk_a: Optional[str] = RISK_A_OPTION,
+    risk_threshold: float = RISK_THRESHOLD_OPTION,
     copies: int = typer.Option(
         1, "--copies", min=1, max=16, help="Release this many independent privatized copies of each row, side by side "
         "(copy j ≥ 2 in columns named NAME_copyJ), each at the share of the privacy that makes the whole release "
@@ -157,7 +159,7 @@ def privatize(
     Each release is recorded in the data owner's privacy-budget ledger (--ledger; see `ldp budget`):
     releasing the same rows again warns and adds to their ε, --max-budget refuses past a cap. The
     sidecar carries a keyed tag of the input and bounds on reconstructing a row's direction from its
-    output (Bhowmick et al. 2018 Sec. 2.3; --risk-k, --risk-rho0, --risk-a; see `ldp risk`).
+    output (Bhowmick et al. 2018 Sec. 2.3; --risk-k, --risk-rho0, --risk-a, --risk-threshold; see `ldp risk`).
     """
     bound = public_bound(norm_bound, r_max)
     dask_engine = make_engine(engine, scheduler)
@@ -169,7 +171,7 @@ def privatize(
     release = ReleaseOptions(
         columns=Columns(column, split(columns) or None, split(keep), keep_unsafe), seed=seed, copies=copies,
         dtype=dtype, compression=compression, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid, force=force, overwrite=overwrite,
-        risk=RiskSection(risk_k, risk_rho0, floats(risk_a, "--risk-a")), budget=Budget(owner_ledger, max_budget),
+        risk=RiskSection(risk_k, risk_rho0, floats(risk_a, "--risk-a"), risk_threshold), budget=Budget(owner_ledger, max_budget),
         resources=Resources(threads, byte_size(memory, "--memory")),
     )
     if dask_engine is not None:
