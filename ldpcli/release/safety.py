@@ -5,9 +5,11 @@ CLI say the same thing in the same words:
 
 - :func:`check_epsilon`: ε outside the range where ldp's guarantees are computed and tested
   ([0.01, 10⁴]) is refused unless forced; at ε = 10⁶ PrivUnit2 writes the data back almost exactly.
-- :func:`near_exact_warning`: a release whose rows are each within a small RMS distance of the raw
-  rows publishes the data, whatever ε is called; the level is computed from the mechanism's own
-  worst-case error, not from a rule of thumb.
+- :func:`near_exact_warning`: a release that an onlooker reverses, whatever ε is called. Three
+  criteria, each computed for the mechanism at hand, not from a rule of thumb: each row is within a
+  small RMS distance of its raw row (its own boundary error), the natural reconstruction recovers a
+  row's direction to an expected cosine ≥ 0.9 (:mod:`ldpcli.risk.cosine`), or the reconstruction
+  bound for a guess within cosine 0.9 of a row's direction reaches 1 (:mod:`ldpcli.risk.diffuse`).
 - :func:`clip_warning` / :func:`check_clipping`: rows outside the public bound are moved onto it,
   so every estimate is of the clipped rows; past a small fraction this is said loudly, and
   pipelines can refuse it (``--fail-on-clip``). The count is a statistic of the raw data: it is
@@ -27,12 +29,19 @@ from collections.abc import Sequence
 from ldpcli.errors import DataError, LdpError, UsageError
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms.base import Mechanism
+from ldpcli.mechanisms.hooks import risk_epsilons
+from ldpcli.risk.cosine import expected_cosine
+from ldpcli.risk.diffuse import diffuse_risk
 
 #: The range of ε over which every quantity ldp reports is computed and tested.
 EPSILON_MIN = 0.01
 EPSILON_MAX = 1e4
 #: A release is "essentially exact" when each row's RMS error is at most this fraction of L.
 NEAR_EXACT_RELATIVE_RMS = 0.1
+#: ... or when the natural reconstruction recovers a boundary row's direction to at least this expected cosine,
+NEAR_EXACT_COSINE = 0.9
+#: ... and ε alone no longer protects a row once the bound on guessing its direction to this cosine reaches 1.
+NEAR_EXACT_ACCURACY = 0.9
 #: Clipping more than this fraction of the rows is reported as a warning, not a note.
 CLIP_WARN_FRACTION = 0.01
 
@@ -69,18 +78,44 @@ def relative_rms(mechanism: Mechanism) -> float:
 
 
 def near_exact_warning(mechanism: Mechanism) -> str | None:
-    """A warning when a row on the boundary is released within RMS 0.1·L of itself (None otherwise).
+    """A warning when the release gives its rows away (None otherwise), saying which criterion fired
+    and its number:
 
-    At that accuracy a single row reveals its input; ε-LDP still holds as stated, but the number
-    is large enough that the release publishes the data.
+    - a row on the boundary is released within RMS 0.1·L of itself (:func:`relative_rms`);
+    - the natural reconstruction (``ldp risk --attack``: the direction of the released row) recovers
+      a boundary row's direction to an expected cosine ≥ 0.9 (:func:`ldpcli.risk.cosine.expected_cosine`,
+      exact for the sphere and box mechanisms, not computed for bcdp and the baselines);
+    - the reconstruction bound on guessing a row's direction (k = d) to cosine ≥ 0.9,
+      e^ε·P(⟨Y, v0⟩ ≥ 0.9) at the release's conservative level (Bhowmick et al. 2018, Lemma 2.2),
+      reaches 1: ε then rules out no such guess, whatever the mechanism.
+
+    The first two say that the release essentially publishes the data; the third alone, that it
+    gives the rows' directions no protection. ε-LDP still holds as stated in every case.
     """
     rms = relative_rms(mechanism)
-    if rms > NEAR_EXACT_RELATIVE_RMS:
+    cosine = expected_cosine(mechanism)
+    level = risk_epsilons(mechanism)[0].epsilon if mechanism.d >= 2 else None
+    bound = None if level is None else diffuse_risk(level, k=mechanism.d, a=NEAR_EXACT_ACCURACY)
+    found: list[str] = []
+    if rms <= NEAR_EXACT_RELATIVE_RMS:
+        found.append(f"each released row is within RMS {rms:.3g}·L of its raw row")
+    if cosine is not None and cosine.value >= NEAR_EXACT_COSINE:
+        found.append(
+            f"an attacker who takes each released row's direction recovers the raw row's direction to expected "
+            f"cosine {cosine.value:.3g} (a row on the boundary; ldp warns from {NEAR_EXACT_COSINE:g})"
+        )
+    publishes = bool(found)
+    if bound is not None and not bound.guarantee:
+        found.append(
+            f"the bound on the chance of guessing a row's direction to cosine ≥ {NEAR_EXACT_ACCURACY:g} from its "
+            f"output, e^{level:.4g} × {math.exp(bound.log_prior):.3g}, is ≥ 1 (Bhowmick et al. 2018, Lemma 2.2), so "
+            "ε rules out no such guess"
+        )
+    if not found:
         return None
-    return (
-        f"at ε = {mechanism.epsilon:g} each released row is within RMS {rms:.3g}·L of its raw row "
-        f"({mechanism.name}, d = {mechanism.d}): the release essentially publishes the data; choose a smaller ε"
-    )
+    verdict = ("the release essentially publishes the data" if publishes
+               else "the release does not protect the rows' directions")
+    return f"at ε = {mechanism.epsilon:g} ({mechanism.name}, d = {mechanism.d}), {'; '.join(found)}: {verdict}; choose a smaller ε"
 
 
 def check_clip_fraction(fraction: float | None, name: str = "fail_on_clip") -> float | None:

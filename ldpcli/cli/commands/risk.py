@@ -270,6 +270,10 @@ def _print_attack(info: dict[str, Any]) -> None:
             f"{fmt(prior['fraction'])} [{fmt(prior['low'])}, {fmt(prior['high'])}]", fmt(row["uniform_bound"]),
         )
     out.print(success)
+    if info["expected_boundary"] is not None:
+        out.print(f"Expected cosine of this reconstruction for a row on the boundary (‖x‖ = L, a unit embedding with "
+                  f"L = 1), from the public parameters: {fmt(info['expected_boundary'])} ({info['expected_how']}); "
+                  "compare the mean above.", markup=False)
     out.print("Reading: 'prior only' is the best single guess made without the release (the rows' mean direction); "
               "the release adds what lies between the two columns. The bound holds for a prior uniform on the "
               "directions (ρ0 = 0), which real data is not.", markup=False)
