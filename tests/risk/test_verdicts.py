@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 import pytest
+from helpers import ldp, unit_rows, write_list
 
 from ldpcli.cli import render
 from ldpcli.errors import UsageError
@@ -23,7 +24,7 @@ from ldpcli.release.sidecar import sidecar_path, sidecar_schema
 from ldpcli.risk import diffuse as df
 from ldpcli.risk.section import reconstruction, reconstruction_for
 from ldpcli.risk.sparse import sparse_risk
-from tests.helpers import ldp, unit_rows, write_list
+
 
 @pytest.fixture(autouse=True)
 def wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
