@@ -420,7 +420,7 @@ def privatize_file(
             raise UsageError(f"{source}: `copies` {copies}: {exc}; rename that column") from exc
         risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies,
                               threshold=options.risk.threshold)
-        recorded = release_warnings(mech, reader.layout.keep, forced, options.warnings)
+        recorded = release_warnings(mech, reader.layout.keep, forced, options.warnings, copies)
         # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL), so
         # it overlaps with the privatizing; the reader's arrays are read-only views that nothing writes to.
         fingerprint = InputFingerprint(reader.layout.d, threaded=True) if ledger is not None else None

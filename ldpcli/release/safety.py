@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from ldpcli.errors import DataError, LdpError, UsageError
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms.base import Mechanism
+from ldpcli.mechanisms.composition import composed_levels
 from ldpcli.mechanisms.hooks import risk_epsilons
 from ldpcli.risk.cosine import expected_cosine
 from ldpcli.risk.diffuse import diffuse_risk
@@ -77,7 +78,7 @@ def relative_rms(mechanism: Mechanism) -> float:
     return math.sqrt(mechanism.expected_error) / mechanism.norm_bound
 
 
-def near_exact_warning(mechanism: Mechanism) -> str | None:
+def near_exact_warning(mechanism: Mechanism, copies: int = 1) -> str | None:
     """A warning when the release gives its rows away (None otherwise), saying which criterion fired
     and its number:
 
@@ -87,14 +88,16 @@ def near_exact_warning(mechanism: Mechanism) -> str | None:
       exact for the sphere and box mechanisms, not computed for bcdp and the baselines);
     - the reconstruction bound on guessing a row's direction (k = d) to cosine ≥ 0.9,
       e^ε·P(⟨Y, v0⟩ ≥ 0.9) at the release's conservative level (Bhowmick et al. 2018, Lemma 2.2),
-      reaches 1: ε then rules out no such guess, whatever the mechanism.
+      reaches 1: ε then rules out no such guess, whatever the mechanism. With ``copies`` outputs
+      of each row the level is ``copies`` times the mechanism's (basic composition); the first
+      two criteria are of one copy.
 
     The first two say that the release essentially publishes the data; the third alone, that it
     gives the rows' directions no protection. ε-LDP still holds as stated in every case.
     """
     rms = relative_rms(mechanism)
     cosine = expected_cosine(mechanism)
-    level = risk_epsilons(mechanism)[0].epsilon if mechanism.d >= 2 else None
+    level = composed_levels(risk_epsilons(mechanism), copies)[0].epsilon if mechanism.d >= 2 else None
     bound = None if level is None else diffuse_risk(level, k=mechanism.d, a=NEAR_EXACT_ACCURACY)
     found: list[str] = []
     if rms <= NEAR_EXACT_RELATIVE_RMS:
@@ -200,12 +203,14 @@ def baseline_warning(mechanism: Mechanism) -> str | None:
 
 
 def release_warnings(
-    mechanism: Mechanism, keep: Sequence[str], forced: str | None = None, extra: Sequence[str] = ()
+    mechanism: Mechanism, keep: Sequence[str], forced: str | None = None, extra: Sequence[str] = (), copies: int = 1,
 ) -> tuple[str, ...]:
     """Every sentence a release records and shows, each once: ε forced out of range (``forced``,
-    from :func:`check_epsilon`), a baseline mechanism, a near-exact release, the kept columns, and
-    the caller's ``extra``. Used by the file pipeline and the array API alike."""
-    texts = (forced, baseline_warning(mechanism), near_exact_warning(mechanism), unprivatized_warning(keep), *extra)
+    from :func:`check_epsilon`), a baseline mechanism, a near-exact release (of ``copies`` outputs
+    per row), the kept columns, and the caller's ``extra``. Used by the file pipeline and the array
+    API alike."""
+    texts = (forced, baseline_warning(mechanism), near_exact_warning(mechanism, copies), unprivatized_warning(keep),
+             *extra)
     return tuple(dict.fromkeys(text for text in texts if text))
 
 

@@ -140,3 +140,15 @@ def test_the_attack_report_states_the_expected_cosine_and_the_rows_agree(tmp_pat
     assert attack(out, src, k=8).expected_boundary is None  # a k < d view: not the boundary row's cosine
     shown = ldp("risk", "--attack", out, "--raw", src, "-q")
     assert shown.exit_code == 0 and "for a row on the boundary" in shown.stdout
+
+
+def test_copies_count_in_the_bound(tmp_path: Path) -> None:
+    """Two copies at ε = 50 each: one copy is 50-LDP (bound e^50 × 1.06e-24 < 1), the release 100-LDP."""
+    half = calibrated("privunit2", 64, 50.0)
+    assert near_exact_warning(half) is None
+    both = near_exact_warning(half, copies=2)
+    assert both is not None and "e^100 × 1.06e-24, is ≥ 1" in both
+    src = write_list(tmp_path / "emb.parquet", unit_rows(50, 64))
+    res = ldp("privatize", src, "--eps", "100", "--copies", "2", "--seed", "1")
+    assert res.exit_code == 0, res.stderr
+    assert "e^100 × 1.06e-24, is ≥ 1" in res.stderr
