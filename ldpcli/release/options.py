@@ -57,7 +57,7 @@ class RiskSection:
     Parameters
     ----------
     k : int or None
-        Dimension of the projection whose direction is protected (default: d, the whole row).
+        Dimension of the projection whose direction the bounds are about (default: d, the whole row).
     rho0 : float
         The prior's density is at most e^ρ0 times uniform (Bhowmick et al. 2018, Prop. 1).
     a : sequence of float or None
