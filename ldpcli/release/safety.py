@@ -92,8 +92,9 @@ def near_exact_warning(mechanism: Mechanism, copies: int = 1) -> str | None:
       of each row the level is ``copies`` times the mechanism's (basic composition); the first
       two criteria are of one copy.
 
-    The first two say that the release essentially publishes the data; the third alone, that it
-    gives the rows' directions no protection. ε-LDP still holds as stated in every case.
+    The first two say that the release essentially publishes the data; the third alone, that ε
+    guarantees nothing about the rows' directions at that accuracy (a bound, not an attack: whether
+    one succeeds is not said). ε-LDP still holds as stated in every case.
     """
     rms = relative_rms(mechanism)
     cosine = expected_cosine(mechanism)
@@ -116,9 +117,10 @@ def near_exact_warning(mechanism: Mechanism, copies: int = 1) -> str | None:
         )
     if not found:
         return None
-    verdict = ("the release essentially publishes the data" if publishes
-               else "the release does not protect the rows' directions")
-    return f"at ε = {mechanism.epsilon:g} ({mechanism.name}, d = {mechanism.d}), {'; '.join(found)}: {verdict}; choose a smaller ε"
+    verdict = ("the release essentially publishes the data; choose a smaller ε" if publishes
+               else "the release guarantees nothing about the rows' directions at that accuracy (whether an attack "
+               "reaches it is another matter); choose a smaller ε if they must stay protected")
+    return f"at ε = {mechanism.epsilon:g} ({mechanism.name}, d = {mechanism.d}), {'; '.join(found)}: {verdict}"
 
 
 def check_clip_fraction(fraction: float | None, name: str = "fail_on_clip") -> float | None:

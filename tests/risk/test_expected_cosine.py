@@ -109,7 +109,7 @@ def test_the_bound_alone_says_the_directions_are_unprotected() -> None:
     assert cosine is not None and cosine.value < NEAR_EXACT_COSINE
     text = near_exact_warning(mech)
     assert text is not None and "e^4 × 0.05, is ≥ 1" in text
-    assert "does not protect the rows' directions" in text and "essentially publishes" not in text
+    assert "guarantees nothing about the rows' directions at that accuracy" in text and "essentially publishes" not in text
     laplace = near_exact_warning(calibrated("laplace", 64, 100.0))  # no cosine formula: the bound still speaks
     assert laplace is not None and "e^100 × 1.06e-24, is ≥ 1" in laplace and "expected cosine" not in laplace
 
