@@ -46,6 +46,7 @@ import numpy as np
 from ldpcli.errors import UsageError
 from ldpcli.math.domains import LINF_BOX
 from ldpcli.math.lawtests import LawTest
+from ldpcli.mechanisms import bcdp_budget as bb
 from ldpcli.mechanisms import feature_levels as fl
 from ldpcli.mechanisms import hooks
 from ldpcli.mechanisms.base import (
@@ -57,11 +58,6 @@ from ldpcli.mechanisms.base import (
     register,
 )
 
-#: Budget increments below this fraction of c_d are not spent (rounding residue, e.g. c_1 ≈ 1e-17
-#: at ζ = 1): spending less keeps every guarantee, and no base mechanism calibrates at such an ε.
-MIN_INCREMENT = 1e-9
-#: Grid points of the search for c_d (each builds the base mechanisms once; then a bounded refinement).
-CANDIDATES = 16
 #: The base mechanisms (ℓ2 ball, rotation-equivariant, with exact second moments), best first.
 BASES = ("privunit2", "privunitg", "duchi-l2")
 
@@ -126,13 +122,9 @@ class BCDP(Mechanism):
         ordered = np.sort(tilde, kind="stable")
         if calibration == "zeta":
             c_total = fl.c_d_for_zeta(ordered, q, zeta)
-        elif ordered[0] == ordered[-1]:  # one level: every c_i = c_d, and the error falls as c_d grows
-            c_total = float(ordered[-1])
-        else:
-            def error(c_d: float) -> float:  # at L = 1: errors scale as L², so c_d does not depend on L
-                return cls._build(d, epsilon, 1.0, calibration, q, text, base, zeta, split, c_d,
-                                  ordered).expected_error
-            c_total = fl.best_c_d(ordered, q, error, candidates=CANDIDATES)
+        else:  # at L = 1: errors scale as L², so c_d does not depend on L
+            base_cls = get_mechanism(base)
+            c_total = bb.best_c_d(ordered, q, lambda m, budget: _log_weight(_release(base_cls, m, budget, split, 1.0)))
         return cls._build(d, epsilon, norm_bound, calibration, q, text, base, zeta, split, c_total, ordered)
 
     @classmethod
@@ -145,15 +137,10 @@ class BCDP(Mechanism):
         base_cls = get_mechanism(base)
         starts, parts = [], []
         for start, _, budget in fl.increments(c):
-            if budget <= MIN_INCREMENT * c_total:  # spends less than planned: every level still holds
+            if budget <= bb.MIN_INCREMENT * c_total:  # spends less than planned: every level still holds
                 continue
-            m = d - start
-            try:
-                part = base_cls.calibrate(m, budget / split, norm_bound=norm_bound * math.sqrt(m))
-            except (ArithmeticError, ValueError) as exc:
-                raise UsageError(f"bcdp: {base} cannot release {m} features at ε = {budget / split:.3g}") from exc
             starts.append(start)
-            parts.append(part)
+            parts.append(_release(base_cls, d - start, budget, split, norm_bound))
         if not starts or starts[0] != 0:
             raise UsageError(
                 f"bcdp: c_d = {c_total:.6g} leaves the most sensitive feature (almost) no budget (errata §14: it could "
@@ -206,7 +193,7 @@ class BCDP(Mechanism):
     def budget(self) -> np.ndarray:
         """The budget vector the releases spend over the sorted features, for all copies together.
 
-        Thm 2 (16)'s c, except that increments below :data:`MIN_INCREMENT`·c_d are not spent (so
+        Thm 2 (16)'s c, except that increments below :data:`~ldpcli.mechanisms.bcdp_budget.MIN_INCREMENT`·c_d are not spent (so
         c_i is at most Thm 2's, and every level it grants is at most the planned one).
         """
         steps = np.zeros(self.d)
@@ -229,11 +216,7 @@ class BCDP(Mechanism):
     @functools.cached_property
     def _log_weights(self) -> np.ndarray:
         """log w_k = log(1/v_k), v_k the exact per-coordinate variance of release k at a vertex."""
-        out = []
-        for start, part in zip(self.starts, self.parts):
-            error = max(part.expected_error, 5e-324)
-            out.append(math.log(self.d - start) - math.log(error))
-        return np.array(out)
+        return np.array([_log_weight(part) for part in self.parts])
 
     @functools.cached_property
     def _segments(self) -> tuple[np.ndarray, np.ndarray]:
@@ -393,6 +376,21 @@ class BCDP(Mechanism):
         out = np.empty_like(combined)
         out[:, order] = combined
         return out
+
+
+def _release(base: type[Mechanism], m: int, budget: float, split: int, norm_bound: float) -> Mechanism:
+    """The base mechanism releasing the last ``m`` sorted features at level ``budget``/``split`` (the
+    suffix lies in the ℓ2 ball of radius L·√m); UsageError if the base cannot calibrate there."""
+    try:
+        return base.calibrate(m, budget / split, norm_bound=norm_bound * math.sqrt(m))
+    except (ArithmeticError, ValueError) as exc:
+        raise UsageError(f"bcdp: {base.name} cannot release {m} features at ε = {budget / split:.3g}") from exc
+
+
+def _log_weight(part: Mechanism) -> float:
+    """log w = log(1/v) for a release, v = E‖Y − x‖²/m its exact per-coordinate variance at a vertex
+    of the box (the error floored at the least positive double, so that w stays finite in log space)."""
+    return math.log(part.d) - math.log(max(part.expected_error, 5e-324))
 
 
 def _tilde(text: str, d: int, epsilon: float) -> np.ndarray:
