@@ -47,8 +47,8 @@ from ldpcli.errors import UsageError
 from ldpcli.math.domains import LINF_BOX
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms import bcdp_budget as bb
+from ldpcli.mechanisms import composition, hooks
 from ldpcli.mechanisms import feature_levels as fl
-from ldpcli.mechanisms import hooks
 from ldpcli.mechanisms.base import (
     Mechanism,
     MechanismSpec,
@@ -57,6 +57,7 @@ from ldpcli.mechanisms.base import (
     get_mechanism,
     register,
 )
+from ldpcli.mechanisms.composition import release_cost
 
 #: The base mechanisms (ℓ2 ball, rotation-equivariant, with exact second moments), best first.
 BASES = ("privunit2", "privunitg", "duchi-l2")
@@ -273,6 +274,49 @@ class BCDP(Mechanism):
             total += across * float(np.sum(lengths[k:] * omega_sq))
             total += max((along - across) * omega_sq[0], (along - across) * omega_sq[-1])
         return float(total)
+
+    def spending_note(self) -> str | None:
+        """Why the release spends less than the ε asked, with the error it costs; None when it spends ε.
+
+        The release is c_d-LDP (all copies together), and c_d < ε whenever the levels and q bind:
+        Thm 2 (16) caps c_d at c_max = min{log((e^{δ̃_1} + q − 1)/q), δ̃_d}, and the least-error c_d
+        (:mod:`~ldpcli.mechanisms.bcdp_budget`) can lie below c_max. The error is compared with one
+        release of the base mechanism at the asked ε on the ball that holds the box (plain ε-LDP,
+        which meets no level below ε), both at a vertex of the box (``expected_error``).
+        """
+        cost = release_cost(self, copies=self.split)
+        if not cost.spends_less:
+            return None
+        spent, asked = cost.epsilon_exact, cost.epsilon
+        ordered = np.sort(self.levels)
+        below = [float(level) for level in np.unique(ordered) if level < asked]
+        shown = "/".join(f"{level:.3g}" for level in below[:4]) + ("/…" if len(below) > 4 else "")
+        top, highest = fl.c_max(ordered, self.q), float(ordered[-1])
+        sensitive = "the most sensitive features"
+        if highest < asked and top >= highest * (1.0 - composition.SPENT_RTOL):
+            cap = f"every feature has a level below ε, and c_d cannot exceed the highest, {highest:.3g}"
+            advice = "Higher levels for the features"
+        else:
+            cap = f"Thm 2 (16) caps the total budget c_d at {top:.3g}" if top < asked * (1.0 - composition.SPENT_RTOL) else ""
+            advice = (f"Higher levels for {sensitive}, or a smaller q if the features truly depend on each other "
+                      "less,")
+        if self.calibration == "zeta":
+            rule = f"Thm 2's rule with ζ = {self.zeta:g} gives c_d = {self.c_total:.3g}"
+        elif self.c_total < top * (1.0 - composition.SPENT_RTOL):
+            rule = (f"the least error is at c_d = {self.c_total:.3g}: a larger total takes more from {sensitive} "
+                    "than it gives the others")
+        else:
+            rule = ""
+        why = " and ".join(part for part in (cap, rule) if part)
+        plain = get_mechanism(self.base).calibrate(self.d, asked / self.split,
+                                                   norm_bound=self.norm_bound * math.sqrt(self.d))
+        ratio = self.expected_error / plain.expected_error
+        copies = f" (its {self.split} copies together)" if self.split > 1 else ""
+        return (
+            f"bcdp spends ε = {spent:.3g} of the {asked:g} asked{copies}, so the release is {spent:.3g}-LDP: the feature "
+            f"levels {shown} with q = {self.q:g} bind ({why}); its error is {ratio:.3g}× that of a {asked:g}-LDP "
+            f"release by plain {self.base}. {advice} let it use more of ε"
+        )
 
     def parameters(self) -> dict[str, Any]:
         """The total budget, the number of releases and the levels' summary (flat)."""

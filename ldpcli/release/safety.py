@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from ldpcli.errors import DataError, LdpError, UsageError
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms.base import Mechanism
+from ldpcli.mechanisms.hooks import spending_note
 
 #: The range of ε over which every quantity ldp reports is computed and tested.
 EPSILON_MIN = 0.01
@@ -168,9 +169,11 @@ def release_warnings(
     mechanism: Mechanism, keep: Sequence[str], forced: str | None = None, extra: Sequence[str] = ()
 ) -> tuple[str, ...]:
     """Every sentence a release records and shows, each once: ε forced out of range (``forced``,
-    from :func:`check_epsilon`), a baseline mechanism, a near-exact release, the kept columns, and
-    the caller's ``extra``. Used by the file pipeline and the array API alike."""
-    texts = (forced, baseline_warning(mechanism), near_exact_warning(mechanism), unprivatized_warning(keep), *extra)
+    from :func:`check_epsilon`), a release that spends less than the ε asked and why
+    (:func:`~ldpcli.mechanisms.hooks.spending_note`), a baseline mechanism, a near-exact release, the
+    kept columns, and the caller's ``extra``. Used by the file pipeline and the array API alike."""
+    texts = (forced, spending_note(mechanism), baseline_warning(mechanism), near_exact_warning(mechanism),
+             unprivatized_warning(keep), *extra)
     return tuple(dict.fromkeys(text for text in texts if text))
 
 

@@ -34,6 +34,7 @@ from ldpcli.cli.render import err, fmt, note, progress, render, warn
 from ldpcli.errors import UsageError
 from ldpcli.io.streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdout_suffix
 from ldpcli.mechanisms import MechanismSpec
+from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.engines import make_engine
 from ldpcli.release.file import privatize_files
@@ -220,6 +221,16 @@ def _check_streams(
     return stdin, stdout
 
 
+def _epsilon_text(mechanism: Any, cost: ReleaseCost, copies: int) -> tuple[str, str]:
+    """The 'wrote' line's ε and its copies clause: the ε spent beside the ε asked when the release spends
+    less (bcdp whose levels bind), else the ε asked and, with copies, the total."""
+    if cost.spends_less:
+        return (f"ε = {fmt(cost.epsilon_exact)} spent of the {fmt(cost.epsilon)} asked",
+                "" if copies == 1 else f", {copies} copies of each row")
+    return (f"ε = {fmt(mechanism.epsilon)}",
+            "" if copies == 1 else f", {copies} copies of each row, ε = {fmt(cost.epsilon_exact)} in all")
+
+
 def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
     """The warnings and the 'wrote' line (or JSON) of a dataset directory written by --engine dask."""
     for text in dataset.warnings:
@@ -231,8 +242,9 @@ def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
         (warn if clipped[1] else lambda text: note(text, quiet))(clipped[0])
     if dataset.reproducible:
         warn("seeded run: reproducible by anyone who knows the seed; do not release it")
+    spent, _ = _epsilon_text(dataset.mechanism, release_cost(dataset.mechanism), 1)
     wrote = (f"{dataset.output}/ ({dataset.n} rows of {len(dataset.inputs)} input(s) in {len(dataset.parts)} parts, "
-             f"d = {dataset.d}, {dataset.mechanism.name}, ε = {fmt(dataset.mechanism.epsilon)}) with its manifest "
+             f"d = {dataset.d}, {dataset.mechanism.name}, {spent}) with its manifest "
              f"{dataset.manifest.name}")
     render(dataset.summary(), as_json, wrote=None if quiet else wrote)
 
@@ -260,9 +272,6 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
         else:
             note(label + text, quiet)
     if not quiet:  # the 'wrote' line of this input; with --json, the summaries follow all inputs
-        copies = result.layout.copies
-        copied = "" if copies == 1 else (
-            f", {copies} copies of each row, ε = {fmt(result.cost.epsilon_exact)} in all"
-        )
+        spent, copied = _epsilon_text(result.mechanism, result.cost, result.layout.copies)
         render(None, as_json, wrote=f"{result.output} ({result.n} rows, d = {result.d}, {result.mechanism.name}, "
-               f"ε = {fmt(result.mechanism.epsilon)}{copied}) and {result.sidecar}")
+               f"{spent}{copied}) and {result.sidecar}")
