@@ -16,8 +16,10 @@ import math
 import numpy as np
 import pytest
 
+from ldpcli.errors import UsageError
 from ldpcli.mechanisms import BCDP, get_mechanism
 from ldpcli.mechanisms import bcdp_budget as bb
+from ldpcli.mechanisms import feature_levels as fl
 
 #: The issue's setting (Aliakbarpour et al. App. C): d = 10, δ = (0.2, 0.2, 8 × 2), ε = 2.
 PAPER_LEVELS = "0:1=0.2"
@@ -114,13 +116,21 @@ def test_a_seeded_random_set_never_loses_to_the_grid() -> None:
 
 
 def test_the_admissible_set_is_one_interval() -> None:
-    """c_1 > 0 on (0, c_adm) and ≤ 0 beyond, on a fine grid: the constraint is monotone in c_d."""
-    tilde = [0.2, 0.2, 0.7] + [2.0] * 7
+    """The budget vector is accepted on an initial segment of (0, δ̃_d] and refused after it (the
+    module docstring's proof: c_1/c_d is 1, then decreasing), and it holds δ̃_1 and the optimum."""
+    tilde = np.array([0.2, 0.2, 0.7] + [2.0] * 7)
     for q in (0.05, 0.2, 0.6):
-        top = oracle_c_max(tilde, q)
-        ok = [oracle_budget(tilde, q, float(c))[0] > 0 for c in np.linspace(1e-6, tilde[-1], 20_001)]
-        assert ok[0] and ok == sorted(ok, reverse=True)  # True then False, never back
-        assert sum(ok) > 0 and top <= tilde[-1]
+        accepted = []
+        for c_d in np.linspace(1e-6, tilde[-1], 4001):
+            try:
+                fl.budget_vector(tilde, q, float(c_d))
+                accepted.append(True)
+            except UsageError:
+                accepted.append(False)
+        assert accepted[0] and accepted == sorted(accepted, reverse=True), q  # True then False, never back
+        best = bb.best_c_d(tilde, q, bb.paper_log_weight)
+        fl.budget_vector(tilde, q, best)
+        fl.budget_vector(tilde, q, float(tilde[0]))
 
 
 def test_the_search_certifies_a_cheap_bound_per_piece() -> None:
