@@ -62,7 +62,7 @@ def oracle_error(c: list[float]) -> float:
 
 
 def paper_error(tilde: np.ndarray, q: float) -> Callable[[float], float]:
-    """The module's (17) proxy as a function of c_d, the ``error`` that best_c_d minimises."""
+    """The module's (17) proxy as a function of c_d, to score a c_d (best_c_d minimises it through bb.paper_log_weight)."""
     return lambda c_d: fl.paper_error_proxy(fl.budget_vector(tilde, q, c_d))
 
 
