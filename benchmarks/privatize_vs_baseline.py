@@ -21,6 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ldpcli.io import default_batch_rows
+from ldpcli.io.layout import VectorLayout
+from ldpcli.io.parquet import writer_settings
 from ldpcli.release.file import privatize_file
 from ldpcli.release.options import ReleaseOptions
 
@@ -41,8 +43,8 @@ def baseline(src: Path, dst: Path, d: int) -> None:
     """Read + n·d normals + write: the unavoidable work."""
     rng = np.random.default_rng(1)
     schema = pa.schema([("vec", pa.list_(pa.float64(), d))])
-    # The same writer settings as ldp: no dictionary for random floats (it only costs time there).
-    with pq.ParquetWriter(dst, schema, use_dictionary=False) as writer:
+    # The same writer settings as ldp (no dictionary, no statistics, its default codec).
+    with pq.ParquetWriter(dst, schema, **writer_settings(schema, VectorLayout("list", ("vec",), d))) as writer:
         for batch in pq.ParquetFile(src).iter_batches(batch_size=default_batch_rows(d)):
             values = np.asarray(batch.column(0).flatten()).reshape(-1, d)
             noise = rng.standard_normal(values.shape)

@@ -26,6 +26,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from ldpcli.io.layout import VectorLayout
+from ldpcli.io.parquet import writer_settings
 from ldpcli.release.file import privatize_file
 from ldpcli.release.options import ReleaseOptions
 
@@ -51,7 +53,9 @@ def baseline(src: Path, dst: Path) -> None:
                 writer.write_batch(batch)
     else:
         parquet = pq.ParquetFile(src)
-        with pq.ParquetWriter(dst, parquet.schema_arrow, use_dictionary=False) as writer:
+        schema = parquet.schema_arrow  # ldp's writer settings for one column per coordinate
+        settings = writer_settings(schema, VectorLayout("columns", tuple(schema.names), len(schema.names)))
+        with pq.ParquetWriter(dst, schema, **settings) as writer:
             for batch in parquet.iter_batches():
                 writer.write_batch(batch)
 

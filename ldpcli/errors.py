@@ -41,6 +41,12 @@ def render_text(text: str, flag_of: Callable[[str], str]) -> str:
     return _PARAMETER.sub(lambda m: flag_of(m[1]), text).replace(_LITERAL_BACKTICK, "`")
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun in the number it takes: ``counted(1, "row")`` → ``"1 row"``, ``counted(2, "row")``
+    → ``"2 rows"`` (``plural`` where it is not the noun and an s)."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 class LdpError(Exception):
     """Base class: a problem ldp can explain in one line.
 

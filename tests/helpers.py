@@ -4,12 +4,14 @@
 - ``ldp``: the command line in process, through one typer ``CliRunner``;
 - the (d, ε) grids the mechanism and audit tests sweep;
 - ``unit_rows``, ``write_list`` and ``read_list``: rows on the sphere, and Parquet files that hold
-  them as one fixed-size list column.
+  them as one fixed-size list column;
+- ``python_calls``: the work a call does, counted, for tests of how it grows (never a wall-clock time).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,31 @@ from scipy import stats
 from typer.testing import CliRunner, Result
 
 from ldpcli.cli.app import app
+
+# --- work ----------------------------------------------------------------------------------------
+
+
+def python_calls(fn: Callable[[], object]) -> int:
+    """How many Python and C functions ``fn()`` calls (counted with ``sys.setprofile``).
+
+    A deterministic measure of work: tests of speed compare it across sizes (work that must not
+    grow with d, or grow at most linearly), since tests never assert wall-clock times.
+    """
+    count = 0
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        nonlocal count
+        if event in ("call", "c_call"):
+            count += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(previous)
+    return count
+
 
 # --- statistics ------------------------------------------------------------------------------------
 

@@ -340,15 +340,20 @@ class CentralRelease:
         """The number of queries."""
         return len(self.names)
 
-    def bounds(self) -> dict[str, float]:
+    def bounds(self) -> dict[str, Any]:
         """E‖·‖² bounds on the answers' error (ℓ2², and as RMS per query), all with their constants.
 
-        ``noisy``: mσ². ``projected``: σ·g(K) (Lemma 2.2/5.3, constant 1) with g's rigorous upper
-        bound, plus the rounding α/2 per query with a cover (Thm 1.2's form).
+        ``noisy``: mσ². ``projected``: min(mσ², σ·g(K)), plus the rounding α/2 per query with a cover
+        (Thm 1.2's form): σ·g(K) is Lemma 2.2/5.3's bound (constant 1) with g's rigorous upper bound,
+        and mσ² holds too, since projecting onto a convex set that holds the truth never moves the
+        answers away from it (Lemma 5.3). ``projected_form``: σ·g(K) alone, and ``projected_by``
+        which of the two is the smaller (``"noise"`` or ``"width"``), so a report names the bound it
+        prints.
         """
         m = self.m
         noisy = m * self.sigma**2
-        projection = min(noisy, projection_bound(self.sigma, self.width.upper_bound))
+        form = projection_bound(self.sigma, self.width.upper_bound)
+        projection = min(noisy, form)
         projection_mc = min(noisy, projection_bound(self.sigma, self.width.estimate))
         rounding = 0.0 if self.alpha is None else 0.5 * self.alpha * math.sqrt(m)
         total = (math.sqrt(projection) + rounding) ** 2
@@ -356,6 +361,8 @@ class CentralRelease:
         return {
             "noisy": noisy, "noisy_rms_per_query": math.sqrt(noisy / m),
             "projected": total, "projected_rms_per_query": math.sqrt(total / m),
+            "projected_form": form, "projected_form_rms_per_query": math.sqrt(form / m),
+            "projected_by": "noise" if noisy <= form else "width",
             "projected_with_estimated_width": total_mc, "projected_with_estimated_width_rms_per_query":
                 math.sqrt(total_mc / m),
         }

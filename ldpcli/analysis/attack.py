@@ -36,7 +36,7 @@ import numpy as np
 
 from ldpcli.analysis.scan import scan
 from ldpcli.audit.lower_bound import cp_lower, cp_upper
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import VectorLayout, VectorReader, open_vectors
 from ldpcli.math import sphere as sm
 from ldpcli.mechanisms.hooks import risk_epsilons
@@ -325,9 +325,9 @@ def _count_mismatch(
     raw: Path, release: Path, raw_rows: int | None, release_rows: int, fewer: bool = False
 ) -> DataError:
     """The refusal of a raw file whose rows are not the release's, one for one."""
-    raw_text = f"has {raw_rows} rows" if raw_rows is not None else f"has more rows than the {release_rows}"
-    if fewer:
-        raw_text = f"ends after {raw_rows} rows"
+    raw_text = f"has more rows than the {release_rows}"
+    if raw_rows is not None:
+        raw_text = f"{'ends after' if fewer else 'has'} {counted(raw_rows, 'row')}"
     return DataError(
         f"{raw}: {raw_text} but the release {release} has {release_rows}; row i of the raw file must be row i of "
         "the release: pass the file that was privatized (a release made with `skip_invalid=True` that left rows out "

@@ -102,6 +102,7 @@ def estimate_mean(
     project: str | ConvexSet | None = None,
     engine: DaskEngine | None = None,
     trust: PublicKey | str | None = None,
+    on_start: Callable[[int | None], None] | None = None,
 ) -> MeanEstimate:
     """Estimate the mean of the raw rows from privatized files (one, or the shards of one job).
 
@@ -109,7 +110,7 @@ def estimate_mean(
     sidecar whose n, d or layout do not match its data (unless ``verify=False``), and shards whose
     sidecars disagree on the mechanism, ε, d or parameters. ``where`` keeps the rows whose kept
     columns satisfy every condition (e.g. ``"label == 3"``). ``on_rows`` is called with the rows of
-    each batch (progress). ``project`` (a :func:`~ldpcli.estimators.projection.parse_set` spec or a
+    each batch (progress), after ``on_start`` with the rows to read (:func:`rows_to_read`). ``project`` (a :func:`~ldpcli.estimators.projection.parse_set` spec or a
     set) adds the mean projected onto that public convex set (:func:`project_mean`). ``engine``: one
     task per file on Dask (:func:`estimate`; no progress calls then). ``trust``: the data owner's
     public key; files not signed by it are refused (:func:`ldpcli.analysis.scan.scan`). The estimate's
@@ -117,10 +118,18 @@ def estimate_mean(
     """
     source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows,
                   trust=trust)
+    if on_start is not None:
+        on_start(rows_to_read(source))
     convex = None if project is None else projection_set(project, source.mechanism)
     result, _ = estimate(source, MeanEstimator(source.mechanism.d, confidence, copies=source.copies), engine)
     result = _bind(result, source)
     return result if convex is None else project_mean(result, convex, source.mechanism)
+
+
+def rows_to_read(source: Scan) -> int | None:
+    """The rows a scan will read (before ``where``): the sum of its sidecars' n, which a verified scan
+    holds every file to; None when the files are not verified (they may have been filtered since)."""
+    return sum(meta.n for meta in source.sidecars) if source.verified else None
 
 
 @dataclass(frozen=True)
@@ -153,14 +162,18 @@ def estimate_group_means(
     project: str | ConvexSet | None = None,
     engine: DaskEngine | None = None,
     trust: PublicKey | str | None = None,
+    on_start: Callable[[int | None], None] | None = None,
 ) -> GroupMeans:
     """The mean, its error bars and n for each value of the kept column ``column`` (e.g. a label).
 
     Rows are privatized independently, so each group's estimate has the guarantees of a whole file
-    with that group's n: expected_error_max / n_group. ``engine`` and ``trust`` as for :func:`estimate_mean`.
+    with that group's n: expected_error_max / n_group. ``on_start``, ``engine`` and ``trust`` as for
+    :func:`estimate_mean`.
     """
     source = scan(paths, sidecar=sidecar, verify=verify, where=where, batch_rows=batch_rows, on_rows=on_rows,
                   trust=trust)
+    if on_start is not None:
+        on_start(rows_to_read(source))
     convex = None if project is None else projection_set(project, source.mechanism)
     if column not in source.sidecars[0].layout.keep:
         raise UsageError(

@@ -37,7 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import file_format, file_sha256, open_vectors
 from ldpcli.mechanisms import Mechanism
 from ldpcli.release.inputs import expand_inputs
@@ -367,7 +367,7 @@ def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:
     """Refuse data that is not exactly the file the sidecar was written for."""
     if rows != meta.n:
         raise DataError(
-            f"{path}: has {rows} rows but its sidecar {meta.path} says n = {meta.n}; "
+            f"{path}: has {counted(rows, 'row')} but its sidecar {meta.path} says n = {meta.n}; "
             "the file was changed after privatization or the sidecar belongs to another file "
             "(pass `verify=False` to estimate from a file you filtered or re-encoded yourself)"
         )

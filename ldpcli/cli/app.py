@@ -172,10 +172,10 @@ def _main(
 ) -> None:
     """Privatize vector datasets under local differential privacy, and estimate from the result.
 
-    Each row of a Parquet or CSV file is one person's vector. `ldp privatize` replaces every row by
-    an unbiased ε-LDP randomization and writes a sidecar JSON with the exact public parameters;
-    `ldp estimate-mean` estimates the mean from the privatized rows alone; `ldp params` shows the
-    parameters and the expected error before you privatize anything.
+    Each row of a data file (`ldp privatize --help` lists the formats read) is one person's vector.
+    `ldp privatize` replaces every row by an unbiased ε-LDP randomization and writes a sidecar JSON
+    with the exact public parameters; `ldp estimate-mean` estimates the mean from the privatized rows
+    alone; `ldp params` shows the parameters and the expected error before you privatize anything.
     """
 
 

@@ -5,6 +5,12 @@ plain average is an unbiased estimate of the true mean, with E‖Z̄ − x̄‖�
 ≤ expected_error_max / n: the guaranteed error of the mechanism. Per-coordinate standard errors are
 estimated from the data (sample variance / n), and the confidence intervals use Student's t with
 n − 1 degrees of freedom.
+
+Noise inflates the norm of the estimate: for rows drawn independently from a population with mean
+μ, E‖Z̄‖² = ‖μ‖² + tr Cov(Z)/n, and Σ_j std_error_j² is an unbiased estimate of tr Cov(Z)/n (the
+sample variance is unbiased for each coordinate). So ‖Z̄‖² − Σ_j std_error_j² is unbiased for ‖μ‖²,
+and :attr:`MeanEstimate.debiased_norm` is its square root, floored at 0. (For the n rows held fixed,
+it is low by (1/(n(n−1)))Σ‖x_i − x̄‖² ≤ L²/n: the spread of the rows themselves.)
 """
 
 from __future__ import annotations
@@ -41,8 +47,10 @@ class MeanEstimate:
     #: False when the files were read with ``verify=False`` (filtered or re-encoded after
     #: privatization): the sidecars' n and SHA-256 could not bind them to the release.
     verified: bool = True
-    #: The public bound L the rows were privatized under (every estimate is of rows clipped to it).
+    #: The public bound L the rows were privatized under (rows outside the domain were moved onto it).
     norm_bound: float | None = None
+    #: The mechanism's domain at L, in words (``"ℓ2 ball of radius L = 1"``), or None.
+    domain: str | None = None
     #: Privatized copies of each row averaged into it (``privatize --copies``): the guaranteed
     #: error is the per-copy one divided by this.
     copies: int = 1
@@ -58,6 +66,19 @@ class MeanEstimate:
     def mean_norm(self) -> float:
         """‖mean‖₂ of the estimate: the scale against which its error is read."""
         return float(np.linalg.norm(self.mean))
+
+    @property
+    def noise_sq(self) -> float | None:
+        """Σ_j std_error_j²: the estimated E‖mean − μ‖² = tr Cov/n, by which noise inflates ‖mean‖²
+        on average (None when n = 1). See the module docstring."""
+        return None if self.std_error is None else float(np.sum(self.std_error**2))
+
+    @property
+    def debiased_norm(self) -> float | None:
+        """√max(0, ‖mean‖² − :attr:`noise_sq`): the norm of the mean with the noise's share of
+        ‖mean‖² removed (None when n = 1); 0 when noise alone accounts for ‖mean‖."""
+        noise = self.noise_sq
+        return None if noise is None else math.sqrt(max(0.0, self.mean_norm**2 - noise))
 
     @property
     def rms_error(self) -> float:
@@ -84,6 +105,9 @@ class MeanEstimate:
             "epsilon": self.epsilon,
             "norm_bound": self.norm_bound,
             "mean_norm": self.mean_norm,
+            "noise_sq": self.noise_sq,
+            "debiased_norm": self.debiased_norm,
+            "domain": self.domain,
             "files": [str(p) for p in self.files],
             "sidecars": [str(p) for p in self.sidecars],
             "verified": self.verified,
@@ -126,5 +150,6 @@ class MeanEstimator:
         return MeanEstimate(
             mean=self.moments.mean, n=n, d=self.d, expected_error=mechanism.expected_error_mean(n) / self.copies,
             std_error=std_error, confidence=self.confidence, lower=lower, upper=upper,
-            mechanism=mechanism.name, epsilon=mechanism.epsilon, norm_bound=mechanism.norm_bound, copies=self.copies,
+            mechanism=mechanism.name, epsilon=mechanism.epsilon, norm_bound=mechanism.norm_bound,
+            domain=mechanism.domain.describe(mechanism.norm_bound), copies=self.copies,
         )

@@ -82,9 +82,17 @@ def _first_length(path: Path, label: str, name: str) -> int:
     raise DataError(f"{label}: column {name!r} holds no vector with at least one coordinate; check the vector column.")
 
 
-def _open_writer(sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None) -> pa.ipc.RecordBatchStreamWriter:
-    """An Arrow IPC stream writer into ``sink``."""
-    return pa.ipc.new_stream(sink, schema)
+#: The codecs an Arrow IPC stream applies to its record batches (pyarrow's names), the default first.
+ARROW_CODECS = ("none", "lz4", "zstd")
 
 
-register_format("arrow", (".arrows",), _open_arrow, _open_writer)
+def _open_writer(
+    sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None, codec: str | None = None
+) -> pa.ipc.RecordBatchStreamWriter:
+    """An Arrow IPC stream writer into ``sink``, its batches compressed with ``codec`` (one of
+    :data:`ARROW_CODECS`; None or ``"none"``: uncompressed, the default)."""
+    compression = None if codec in (None, "none") else codec
+    return pa.ipc.new_stream(sink, schema, options=pa.ipc.IpcWriteOptions(compression=compression))
+
+
+register_format("arrow", (".arrows",), _open_arrow, _open_writer, codecs=ARROW_CODECS)

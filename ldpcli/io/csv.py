@@ -384,8 +384,11 @@ def _check_holds(label: str, layout: VectorLayout, keep_schema: pa.Schema | None
                 )
 
 
-def _open_writer(sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None) -> pacsv.CSVWriter:
-    """A CSV writer into ``sink`` (the layout changes nothing: every column is written as it is)."""
+def _open_writer(
+    sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None, codec: str | None = None
+) -> pacsv.CSVWriter:
+    """A CSV writer into ``sink`` (the layout changes nothing: every column is written as it is).
+    CSV has no codecs of its own (``codec`` is None): a ``.csv.gz`` file is compressed as a stream."""
     return pacsv.CSVWriter(sink, schema)
 
 

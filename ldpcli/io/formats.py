@@ -51,10 +51,12 @@ class Encoder(Protocol):
 
     ``layout`` is that of a vector file; ``None`` for a plain table, written with the format's
     defaults (:func:`~ldpcli.io.write.table_bytes` writes into an in-memory pyarrow stream).
+    ``codec`` is one of the format's :attr:`Format.codecs` (checked by :func:`check_codec`), applied
+    to the privatized columns inside the file; None: the format's default, its first codec.
     """
 
     def __call__(
-        self, sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None
+        self, sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None, codec: str | None = None
     ) -> TableEncoder: ...
 
 
@@ -67,13 +69,16 @@ class OutputCheck(Protocol):
 @dataclass(frozen=True)
 class Format:
     """A file format: its name, the file suffixes (lower case) that select it, and how it is
-    read and written. ``check_output``, if any, refuses outputs the format cannot hold."""
+    read and written. ``check_output``, if any, refuses outputs the format cannot hold.
+    ``codecs``: the compression codecs its writer applies inside the file, the default first;
+    empty for a format compressed only as a whole stream, by its suffix (``.csv.gz``)."""
 
     name: str
     suffixes: tuple[str, ...]
     open_reader: ReaderOpener
     encoder: Encoder
     check_output: OutputCheck | None = None
+    codecs: tuple[str, ...] = ()
 
 
 _FORMATS: dict[str, Format] = {}
@@ -86,12 +91,14 @@ def register_format(
     encoder: Encoder,
     *,
     check_output: OutputCheck | None = None,
+    codecs: Iterable[str] = (),
 ) -> Format:
-    """Register a format for files whose suffix (any case) is one of ``suffixes``, e.g. ``".csv"``.
+    """Register a format for files whose suffix (any case) is one of ``suffixes``, e.g. ``".csv"``;
+    ``codecs`` as in :class:`Format`.
 
     :class:`ValueError` if the name or a suffix is already registered.
     """
-    fmt = Format(name, tuple(suffix.lower() for suffix in suffixes), open_reader, encoder, check_output)
+    fmt = Format(name, tuple(suffix.lower() for suffix in suffixes), open_reader, encoder, check_output, tuple(codecs))
     if name in _FORMATS:
         raise ValueError(f"format {name!r} is already registered")
     for other in _FORMATS.values():
@@ -116,6 +123,35 @@ def file_suffixes() -> frozenset[str]:
     compressed = {suffix + ext for fmt in _registry().values() if fmt.name in _COMPRESSIBLE
                   for suffix in fmt.suffixes for ext in COMPRESSIONS}
     return frozenset(plain | compressed)
+
+
+def check_codec(format: str, codec: str | None, label: str) -> None:
+    """:class:`UsageError` naming ``label`` when a writer of ``format`` cannot apply ``codec``.
+
+    None always passes (the format's default). A format without codecs of its own (CSV) is
+    compressed as a whole by its suffix, and the message says so.
+    """
+    if codec is None:
+        return
+    codecs = get_format(format).codecs
+    if codec in codecs:
+        return
+    if not codecs:
+        raise UsageError(
+            f"{label}: a {format} file takes no `compression` of its own; "
+            + ("compress it as a whole by its suffix (.csv.gz, .csv.zst)" if format in _COMPRESSIBLE
+               else "write Parquet or Arrow to compress the vectors")
+        )
+    raise UsageError(f"{label}: `compression` must be one of {', '.join(codecs)} for a {format} file, got {codec!r}")
+
+
+def suffix_words() -> str:
+    """Every registered suffix, in the order of the formats, with the compressed forms of a text format in
+    parentheses (``".parquet, .pq, .csv (.csv.gz, .csv.zst), .arrows, .npy"``): the formats a help text names."""
+    return ", ".join(
+        suffix + (f" ({', '.join(suffix + ext for ext in COMPRESSIONS)})" if fmt.name in _COMPRESSIBLE else "")
+        for fmt in _registry().values() for suffix in fmt.suffixes
+    )
 
 
 def get_format(name: str) -> Format:

@@ -99,7 +99,10 @@ def _record(block: np.ndarray, layout: VectorLayout) -> pa.RecordBatch:
 class _NpyEncoder:
     """Writes the vector columns of each table as rows of one 2-D array; the header at :meth:`close`."""
 
-    def __init__(self, sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None) -> None:
+    def __init__(
+        self, sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None, codec: str | None = None
+    ) -> None:
+        """An .npy file has no codecs (``codec`` is None): the array is written as it is."""
         self._sink = sink
         vector = set(layout.columns) if layout is not None else None
         self._names = [name for name in schema.names if vector is None or name in vector]

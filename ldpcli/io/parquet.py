@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -126,13 +127,52 @@ def _parquet_batches(
         yield from translated_batches(batches.__next__, lambda exc: _not_parquet(label, exc))
 
 
-def _open_writer(sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None) -> pq.ParquetWriter:
-    """A Parquet writer into ``sink``; a plain table (no ``layout``) gets pyarrow's defaults."""
+#: The codecs ldp's Parquet writer applies to privatized columns (pyarrow's names), the default first.
+#: The default was chosen by ``benchmarks/writer_settings.py`` on privatized rows (docs/performance.md).
+PARQUET_CODECS = ("none", "snappy", "lz4", "zstd", "gzip", "brotli")
+
+
+def vector_leaves(schema: pa.Schema, layout: VectorLayout) -> list[str]:
+    """The Parquet column paths of the privatized values: ``vec.list.element`` for a list column
+    (pyarrow's compliant nested naming, which the writer's per-column settings are keyed by), the
+    column's own name for one column per coordinate."""
+    return [f"{name}.list.element" if pa.types.is_nested(schema.field(name).type) else name
+            for name in schema.names if name not in layout.keep]
+
+
+def writer_settings(schema: pa.Schema, layout: VectorLayout, codec: str | None = None) -> dict[str, Any]:
+    """The ``ParquetWriter`` keywords for a privatized file of ``schema``; ``codec`` one of
+    :data:`PARQUET_CODECS` (None: the first).
+
+    Privatized values are random floats, so on their columns: no dictionary (nothing repeats; it
+    nearly halves the write speed), no min/max statistics (noise spans the whole range in every row
+    group, so a reader can skip nothing by them, and computing them costs time), ``codec``, and,
+    whenever a codec is applied, BYTE_STREAM_SPLIT encoding (it gathers the sign and exponent bytes
+    of the values into runs, the only part of random floats a codec can shrink). The kept columns
+    (ids, labels) keep pyarrow's defaults: dictionary, statistics and snappy; they are small and
+    readers filter on them.
+    """
+    codec = codec or PARQUET_CODECS[0]
+    leaves = vector_leaves(schema, layout)
+    keep = list(layout.keep)
+    settings: dict[str, Any] = {
+        "use_dictionary": keep or False,
+        "write_statistics": keep or False,
+        "compression": {**dict.fromkeys(keep, "snappy"), **dict.fromkeys(leaves, codec)},
+    }
+    if codec != "none":
+        settings["use_byte_stream_split"] = leaves
+    return settings
+
+
+def _open_writer(
+    sink: Sink | pa.NativeFile, schema: pa.Schema, layout: VectorLayout | None, codec: str | None = None
+) -> pq.ParquetWriter:
+    """A Parquet writer into ``sink`` with :func:`writer_settings`; a plain table (no ``layout``)
+    gets pyarrow's defaults."""
     if layout is None:
         return pq.ParquetWriter(sink, schema)
-    # Privatized floats (float64 or float32, as the schema says) are random: dictionary encoding
-    # only costs time there (it nearly halves the write). The kept columns (ids, labels) keep it.
-    return pq.ParquetWriter(sink, schema, use_dictionary=list(layout.keep) or False)
+    return pq.ParquetWriter(sink, schema, **writer_settings(schema, layout, codec))
 
 
-register_format("parquet", (".parquet", ".pq"), _open_parquet, _open_writer)
+register_format("parquet", (".parquet", ".pq"), _open_parquet, _open_writer, codecs=PARQUET_CODECS)

@@ -102,16 +102,21 @@ class VectorWriter:
         *,
         dtype: str = "float64",
         compression: str | None = None,
+        codec: str | None = None,
     ) -> None:
         """Check that ``format`` can hold ``layout``; ``sink.label`` names the output in messages.
 
         ``keep_schema`` fixes the keep columns' types; without it they come from the first written
         batch. ``dtype`` (``"float64"`` or ``"float32"``) is the type the vectors are written as.
-        ``compression`` (pyarrow's codec: ``"gzip"``, ``"zstd"``) compresses the whole stream.
+        ``compression`` (pyarrow's codec: ``"gzip"``, ``"zstd"``) compresses the whole stream;
+        ``codec`` is applied by the format inside the file (one of its
+        :attr:`~ldpcli.io.formats.Format.codecs`, else a :class:`UsageError`; None: its default).
         """
         self.dtype = check_dtype(dtype)
         self._compression = compression
         self._format = _output_format(sink.label, layout, format, keep_schema)
+        formats.check_codec(format, codec, sink.label)
+        self._codec = codec
         self.format = format
         self.layout = layout
         self.rows_written = 0
@@ -263,7 +268,7 @@ class VectorWriter:
         stream: pa.NativeFile = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"), _WRITE_BUFFER)
         if self._compression is not None:
             stream = pa.CompressedOutputStream(stream, self._compression)
-        return _Streamed(self._format.encoder(stream, schema, self.layout), stream)
+        return _Streamed(self._format.encoder(stream, schema, self.layout, self._codec), stream)
 
 
 @dataclass
@@ -311,6 +316,7 @@ class AtomicVectorWriter:
         overwrite: bool = False,
         dtype: str | None = None,
         like: VectorReader | None = None,
+        codec: str | None = None,
     ) -> None:
         """Check the target and create the temporary file next to it.
 
@@ -319,15 +325,17 @@ class AtomicVectorWriter:
         (``"float32"`` or ``"float64"``, else a :class:`UsageError`) defaults to the precision of
         the input ``like`` (:func:`output_dtype`), float64 without one; :attr:`dtype` is the one
         chosen. Rounding to float32 is post-processing of the privatized values: no privacy cost.
+        ``codec``: the compression inside the file (:class:`VectorWriter`).
         """
         if format is None:
             format = formats.file_format(path)
         dtype = output_dtype(dtype, like)
         # Checked before the temporary file exists (the VectorWriter checks the same again).
         _output_format(os.fspath(path), layout, format, keep_schema)
+        formats.check_codec(format, codec, os.fspath(path))
         self._sink = AtomicFileSink(path, overwrite=overwrite)
         self._writer = VectorWriter(self._sink, layout, format, keep_schema, dtype=dtype,
-                                    compression=formats.compression_of(path))
+                                    compression=formats.compression_of(path), codec=codec)
         self.path = self._sink.path
         self.format = format
         self.layout = layout

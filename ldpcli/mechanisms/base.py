@@ -397,7 +397,7 @@ class Mechanism(ABC):
                     scope = f" with `calibration` {calibration}" if calibration in spec.required_by else ""
                     raise UsageError(
                         f"mechanism {cls.name!r} needs `{name}` ({spec.range_text()}){scope}, e.g. "
-                        f"`{name}` {spec.example}: {spec.help}"
+                        f"`{name}`={spec.example!r}: {spec.help}"
                     )
                 values[name] = spec.default
             else:

@@ -91,27 +91,27 @@ class BCDP(Mechanism):
     domain = LINF_BOX
     options: ClassVar[dict[str, OptionSpec]] = declare(
         OptionSpec(
-            "q", float, "bcdp: how much the features may depend on each other, in [0, 1] (Assumption 1: "
+            "q", float, "how much the features may depend on each other, in [0, 1] (Assumption 1: "
             "TV distance between the other features' laws given two values of one): YOUR claim about the "
             "data, not checked by ldp; 0 = independent features, 1 = copies of one value",
             example=0.1, low=0.0, high=1.0, required=True,
         ),
         OptionSpec(
-            "feature_eps", str, "bcdp: per-feature levels δ, e.g. 'age=0.5,income=0.5', '0:3=0.2' "
+            "feature_eps", str, "per-feature levels δ, e.g. 'age=0.5,income=0.5', '0:3=0.2' "
             "(0-based coordinates, inclusive ranges), or a .json/.csv file; unnamed features get ε, levels "
             "above ε are clipped to it",
             example="0=0.5", default="", normalize=fl.canonical_coordinates,
         ),
         OptionSpec(
-            "base", str, "bcdp: the ℓ2 mechanism each sub-release uses (privunit2: the least error; duchi-l2: "
+            "base", str, "the ℓ2 mechanism each sub-release uses (privunit2: the least error; duchi-l2: "
             "the paper's)", example="duchi-l2", default="privunit2", choices=BASES,
         ),
         OptionSpec(
-            "zeta", float, "bcdp with --calibration zeta: Thm 2's ζ ∈ (0, 1] (Cor. 1 uses 1/2)",
+            "zeta", float, "Thm 2's ζ ∈ (0, 1] of the zeta calibration (Cor. 1 uses 1/2)",
             example=0.5, low=0.0, high=1.0, low_open=True, default=0.5,
         ),
         OptionSpec(
-            "split", int, "bcdp: this release is one of SPLIT independent copies of each row (set by "
+            "split", int, "this release is one of SPLIT independent copies of each row (set by "
             "privatize --copies): each increment is divided by SPLIT", example=1, low=1, high=16, default=1,
         ),
     )

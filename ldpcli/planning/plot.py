@@ -39,6 +39,13 @@ FIGURE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 INSTALL_HINT = "pip install 'ldp[plot]'"
 _SYMBOLS = {"epsilon": "ε", "d": "d", "n": "n"}
 _SPARKS = "▁▂▃▄▅▆▇█"
+#: One hollow marker per mechanism on its predicted line, in draw order: mechanisms whose predictions
+#: nearly coincide (privunit2 and privunitg) stay told apart where one line covers the other. The
+#: filled circle is left to the simulated points.
+_MARKERS = ("s", "^", "v", "D", "<", ">", "p", "h", "X", "P")
+#: The width of a predicted line (pt), and how near (in log) two lines must come for one to hide the other.
+_LINE_WIDTH = 1.6
+_NEAR = math.log(1.05)
 _REQUIRED = ("mechanism", "d", "epsilon", "n", "expected_error_mean")
 
 
@@ -110,7 +117,8 @@ def select_rows(
 
     Each other variable is fixed at ``at[column]`` (``at={"d": 384}``; columns ``epsilon``, ``d``,
     ``n``) if given, which the table must hold, else at the middle of the table's values (the lower
-    middle of an even count). ``mechanisms`` keeps only those. :class:`UsageError` for a bad choice,
+    middle of an even count). ``mechanisms`` keeps only those. :class:`UsageError` for a bad choice
+    (also an ``x`` along which the rows to draw have a single value: a chart of one point per line),
     :class:`DataError` for a table without the sweep's columns or without a row to draw.
     """
     if x not in X_COLUMNS:
@@ -152,6 +160,12 @@ def select_rows(
             value = matches[0]
         fixed[column] = value
         kept = [row for row in kept if row[column] == value]
+    along = sorted({row[xcol] for row in kept if _predicted(row) is not None})
+    if len(along) == 1:
+        raise UsageError(
+            f"`x` {x}: the rows to draw have a single {_SYMBOLS[xcol]} = {_value(xcol, along[0])}, so there is no "
+            f"line to draw along it; draw along another variable, or sweep several values of {_SYMBOLS[xcol]}"
+        )
     selection = Selection(x, sorted(kept, key=lambda row: row[xcol]), fixed, choices)
     if not selection.mechanisms:
         raise DataError(f"no row to draw at {', '.join(f'{k} = {v}' for k, v in fixed.items())}: "
@@ -171,7 +185,9 @@ def plot_sweep(
     """Draw the sweep and return the matplotlib Figure; with ``path`` (.png, .svg, .pdf) also write it
     there, atomically (an existing file only with ``overwrite``).
 
-    One line per mechanism (``gid`` ``predicted-NAME``; dashed for the baselines) of the predicted
+    One line per mechanism (``gid`` ``predicted-NAME``; dashed for the baselines; a hollow marker of its
+    own at each point, and wider under a line drawn later that comes near it, so that lines that
+    coincide stay visible: :func:`_line_widths`) of the predicted
     worst-case error of the mean, ``expected_error_mean`` / L²; where the table has simulated
     errors, points with 95% error bars over it (``gid`` ``empirical-NAME``). Log axes. ``rows`` is
     the table, or a :class:`Selection` of it; ``x``, ``at`` and ``mechanisms`` as :func:`select_rows`.
@@ -212,15 +228,19 @@ def _draw(selection: Selection) -> Figure:
     simulated = boundary_lines = False
     trials: set[int] = set()
     inputs: set[str] = set()
+    predicted = {name: [(row[xcol], value) for row in selection.rows if row["mechanism"] == name
+                        and (value := _predicted(row)) is not None] for name in selection.mechanisms}
+    widths = _line_widths(list(predicted.values()))
     for k, name in enumerate(selection.mechanisms):
         mine = [row for row in selection.rows if row["mechanism"] == name]
-        line = [(row[xcol], value) for row in mine if (value := _predicted(row)) is not None]
+        line = predicted[name]
         first = mine[0]
         label = name + (" (ε,δ)" if first.get("guarantee") == "(ε,δ)-DP" else "") + (
             " [baseline]" if first.get("baseline") else "")
         color = colors[k % len(colors)]
         ax.plot([p[0] for p in line], [p[1] for p in line], color=color, label=label, gid=f"predicted-{name}",
-                linestyle="--" if first.get("baseline") else "-", linewidth=1.6)
+                linestyle="--" if first.get("baseline") else "-", linewidth=widths[k], marker=_MARKERS[k % len(_MARKERS)],
+                markersize=6.0, markerfacecolor="none", markeredgewidth=1.3)
         points = [row for row in mine if row.get("empirical_error") is not None]
         on_boundary = [row for row in points if row.get("inputs") == "boundary"
                        and row.get("expected_error_mean_boundary") is not None]
@@ -266,6 +286,20 @@ def _draw(selection: Selection) -> Figure:
                               label=f"simulated, {where},\nmean and 95% CI of {count} trials"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", frameon=False)
     return figure
+
+
+def _line_widths(lines: Sequence[Sequence[tuple[float, float]]]) -> list[float]:
+    """The width of each predicted line, in the order they are drawn: 1.6 pt, and 1.6 pt more for each line
+    drawn after it that runs within 5% of it at most of the x they share (privunit2 and privunitg at large
+    d), so that a line another covers still shows as a band around it."""
+    width = [_LINE_WIDTH] * len(lines)
+    for k, line in enumerate(lines):
+        points = dict(line)
+        for later in lines[k + 1:]:
+            shared = [(y, points[x]) for x, y in later if x in points and y > 0 and points[x] > 0]
+            if 2 * sum(abs(math.log(y / mine)) < _NEAR for y, mine in shared) > len(shared):
+                width[k] += _LINE_WIDTH
+    return width
 
 
 def text_chart(

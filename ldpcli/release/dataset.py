@@ -41,7 +41,7 @@ from ldpcli._version import __version__
 from ldpcli.errors import DataError, UsageError, python_text
 from ldpcli.io import AtomicVectorWriter, VectorLayout, atomic_write_text, file_format, interrupts, open_vectors
 from ldpcli.io.atomic import hidden_name
-from ldpcli.io.formats import data_suffix, file_suffixes
+from ldpcli.io.formats import check_codec, data_suffix, file_suffixes
 from ldpcli.io.jsonfile import read_json
 from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.mechanisms import Mechanism, MechanismSpec
@@ -88,6 +88,7 @@ class PartTask:
     keep_unsafe: bool
     skip_invalid: bool
     dtype: str | None
+    codec: str | None
     memory: int
 
 
@@ -116,7 +117,7 @@ def privatize_part(task: PartTask) -> PartResult:
         reader.restrict(task.start, sys.maxsize if task.stop is None else task.stop)
         with AtomicVectorWriter(
             task.target, reader.layout, format="parquet", keep_schema=reader.keep_schema, dtype=task.dtype,
-            like=reader,
+            like=reader, codec=task.codec,
         ) as writer:
             rows, clipped = _run(reader, writer, _Privatizer(mech, root, task.key, reader.precision), 1, None)
             writer.commit()
@@ -233,6 +234,7 @@ def privatize_dataset(
         raise UsageError(f"-o {out}: {str(out.parent)!r} is not an existing directory; create it first")
     if not os.access(out.parent, os.W_OK | os.X_OK):
         raise _unwritable(out, "permission denied")
+    check_codec("parquet", options.compression, str(out))
     sources = expand_inputs(inputs, privatized=False)
     if out.exists():
         check_replaceable_dataset(out, sources, ledger)
@@ -275,7 +277,7 @@ def privatize_dataset(
                 target=os.fspath(staging / _part_name(len(tasks))), spec=bound_spec, d=layout.d,
                 entropy=int(root.entropy) if seed is not None else None,  # type: ignore[arg-type]
                 spawn_key=tuple(root.spawn_key), key=key, memory=memory // 8,
-                dtype=options.dtype, **choice,  # type: ignore[arg-type]
+                dtype=options.dtype, codec=options.compression, **choice,  # type: ignore[arg-type]
             ))
     try:
         staging.mkdir()

@@ -31,7 +31,7 @@ import pyarrow as pa
 from ldpcli.errors import DataError, LdpError, UsageError, python_text
 from ldpcli.io import AtomicVectorWriter, VectorBatch, VectorLayout, VectorReader, file_format, interrupts, open_vectors
 from ldpcli.io.atomic import finished_text
-from ldpcli.io.formats import check_local, data_suffix
+from ldpcli.io.formats import check_codec, check_local, data_suffix
 from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
@@ -48,9 +48,9 @@ from ldpcli.release.sidecar import build_sidecar, sidecar_path, sidecar_text
 from ldpcli.release.signing import signer_for
 from ldpcli.risk.section import reconstruction
 
-#: A batch gets 1/8 of the budget, so up to 6 threads privatize while one batch is read and
-#: one is written.
-_BATCHES_PER_BUDGET = 8
+#: A batch gets 1/8 of the budget when 6 threads or fewer privatize (one batch being read, one per
+#: thread, one being written), and 1/(threads + 2) beyond, so the budget holds whatever the thread count.
+_MIN_BATCHES_PER_BUDGET = 8
 
 
 def available_cores() -> int:
@@ -384,6 +384,7 @@ def privatize_file(
     target = Path(output_path) if output_path is not None else default_output_path(source)
     file_format(source)
     out_format = file_format(target)
+    check_codec(out_format, options.compression, str(target))
     if source.exists() and target.exists() and source.resolve() == target.resolve():
         raise UsageError(f"{target}: the output would overwrite the input; choose another -o")
     side = sidecar_path(target) if sidecar is None else Path(sidecar)
@@ -406,10 +407,9 @@ def privatize_file(
     signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
 
     root = root_seed(seed)  # seed None: fresh OS entropy
-    # Batches in flight: one being read, up to `workers` being privatized, one being written. The
-    # output does not depend on the batch size or the thread count (keyed randomness).
-    per_batch = memory // _BATCHES_PER_BUDGET
-    workers = min(threads, _BATCHES_PER_BUDGET - 2)
+    # Batches in flight: one being read, up to `threads` queued for or being privatized, one being
+    # written. The output does not depend on the batch size or the thread count (keyed randomness).
+    per_batch = memory // max(_MIN_BATCHES_PER_BUDGET, threads + 2)
     with open_vectors(
         source, column=chosen.column, columns=chosen.columns, keep=chosen.keep, batch_rows=options.resources.batch_rows,
         memory_bytes=per_batch, writable=False, granule=key_block_rows, keep_unsafe=chosen.keep_unsafe,
@@ -436,11 +436,11 @@ def privatize_file(
             on_start(reader.num_rows)
         with AtomicVectorWriter(
             target, layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite,
-            dtype=options.dtype, like=reader,
+            dtype=options.dtype, like=reader, codec=options.compression,
         ) as writer:
             try:
                 n, n_clipped = _run(
-                    reader, writer, _Privatizer(mech, root, key, reader.precision, copies), workers, on_rows,
+                    reader, writer, _Privatizer(mech, root, key, reader.precision, copies), threads, on_rows,
                     fingerprint, row_digest,
                 )
             finally:

@@ -120,6 +120,11 @@ class ReleaseOptions:
         requested privacy (:func:`ldpcli.mechanisms.composition.release_cost`).
     dtype : str or None
         ``"float32"`` or ``"float64"``: the type the vectors are written as (default: the input's).
+    compression : str or None
+        The codec a Parquet or Arrow output applies to the privatized values inside the file
+        (:data:`ldpcli.io.parquet.PARQUET_CODECS`, :data:`ldpcli.io.arrow_ipc.ARROW_CODECS`); None: the
+        format's default, chosen by measurement (``benchmarks/writer_settings.py``). A CSV output is
+        compressed as a whole by its suffix (``.csv.gz``) instead.
     fail_on_clip : float or None
         A fraction of the rows: when more than that lie outside the bound, a DataError and
         nothing is written.
@@ -146,6 +151,7 @@ class ReleaseOptions:
     seed: int | None = None
     copies: int = 1
     dtype: str | None = None
+    compression: str | None = None
     fail_on_clip: float | None = None
     skip_invalid: bool = False
     force: bool = False

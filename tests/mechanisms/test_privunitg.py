@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import mpmath as mp
 import numpy as np
 import pytest
-from helpers import D_GRID, EPS_GRID, bonferroni_z
+from helpers import D_GRID, EPS_GRID, bonferroni_z, python_calls
 from scipy import optimize, special, stats
 
 from ldpcli.errors import UsageError
@@ -226,11 +225,15 @@ def test_finite_exact_and_monotone_over_the_whole_range(d: int) -> None:
     assert all(b < a for a, b in zip(errors, errors[1:]))
 
 
-def test_calibrate_is_fast_at_d_1e7() -> None:
-    start = time.perf_counter()
-    for eps in EPS_GRID:
-        PrivUnitG.calibrate(10**7, eps)
-    assert time.perf_counter() - start < 2.0
+def test_calibrate_work_does_not_grow_with_d() -> None:
+    """Calibration is a few scalar solves whatever d (measured: 13.7 and 16.7 thousand calls over the ε
+    grid at d = 10⁵ and 10⁷, a few ms each), never work proportional to d."""
+
+    def calibrate_grid(d: int) -> None:
+        for eps in EPS_GRID:
+            PrivUnitG.calibrate(d, eps)
+
+    assert python_calls(lambda: calibrate_grid(10**7)) <= 2 * python_calls(lambda: calibrate_grid(10**5))
 
 
 # --- samplers ------------------------------------------------------------------------------------

@@ -21,12 +21,20 @@ def test_seeded_output_does_not_depend_on_the_thread_count(tmp_path: Path) -> No
     src = tmp_path / "x.parquet"
     write_list(src, unit_rows(3000, 8))
     outs = []
-    for threads in (1, 2, 3):
+    for threads in (1, 2, 3, 12):
         result = privatize_file(src, tmp_path / f"o{threads}.parquet", epsilon=2.0, options=ReleaseOptions(seed=7, resources=Resources(threads=threads, memory=2**20)))
         assert result.n == 3000
         outs.append(pq.read_table(result.output))
     assert pq.ParquetFile(tmp_path / "o1.parquet").num_row_groups > 3  # really several batches
-    assert outs[0].equals(outs[1]) and outs[0].equals(outs[2])
+    assert outs[0].equals(outs[1]) and outs[0].equals(outs[2]) and outs[0].equals(outs[3])
+    # Past 6 threads the budget is shared by threads + 2 batches (no cap at 6): smaller batches, the same rows.
+    groups = {}
+    for threads in (6, 12):
+        out = tmp_path / f"big{threads}.parquet"
+        privatize_file(src, out, epsilon=2.0, options=ReleaseOptions(seed=7, resources=Resources(threads=threads, memory=2**22)))
+        assert pq.read_table(out).equals(outs[0])
+        groups[threads] = pq.ParquetFile(out).num_row_groups
+    assert groups[12] > groups[6]
 
 
 def test_rows_keep_their_order_with_threads(tmp_path: Path) -> None:

@@ -194,7 +194,7 @@ def test_top_level_help_offers_completion() -> None:
 
 
 @pytest.mark.parametrize("args, words", [
-    (["privatize"], "Missing argument 'INPUT'"),
+    (["privatize"], "Missing argument 'INPUTS...'"),
     (["params", "--d", "x", "--eps", "1"], "'--d'"),
     (["params", "--d", "3"], "Missing option '--eps'"),
     (["estimate-mean", "a.parquet", "--confidance", "0.9"], "No such option"),

@@ -33,7 +33,7 @@ def test_typer_still_has_the_argument_display_hooks() -> None:
 
 def test_the_hooks_still_shape_the_help() -> None:
     shown = ldp("privatize", "--help").stdout
-    assert "Usage: ldp privatize [OPTIONS] INPUT " in shown and "{INPUT}" not in shown  # _Argument: the metavar
+    assert "Usage: ldp privatize [OPTIONS] INPUTS... " in shown and "{INPUTS...}" not in shown  # _Argument: the metavar
     assert "<list[str]>" not in shown and "<bool>" not in shown  # no types for arguments and flags
     alone = ldp()
     assert alone.exit_code == 2 and "Usage: ldp [OPTIONS] COMMAND [ARGS]..." in alone.stdout

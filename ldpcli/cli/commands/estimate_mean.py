@@ -12,6 +12,7 @@ from ldpcli.analysis.estimate import estimate_group_means, estimate_mean, save_g
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import SCHEDULER_OPTION, TRUST_OPTION, command_app
 from ldpcli.cli.render import fmt, note, out, progress, render, signature_row, summary_table, warn
+from ldpcli.errors import counted
 from ldpcli.release.engines import make_engine
 
 app = command_app()
@@ -72,16 +73,16 @@ def estimate_mean_cmd(
             "estimate is only as sound as the claim that they hold privatized rows of that release", quiet,
         )
     dask_engine = make_engine(engine, scheduler)
-    with progress("reading", quiet) as (_, on_rows):
+    with progress("reading", quiet) as (on_start, on_rows):
         if group_by is not None:
             groups = estimate_group_means(
                 privatized, group_by, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
-                on_rows=on_rows, project=project, engine=dask_engine, trust=trust,
+                on_rows=on_rows, project=project, engine=dask_engine, trust=trust, on_start=on_start,
             )
         else:
             est = estimate_mean(
                 privatized, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
-                on_rows=on_rows, project=project, engine=dask_engine, trust=trust,
+                on_rows=on_rows, project=project, engine=dask_engine, trust=trust, on_start=on_start,
             )
     first = groups.groups[0][1] if group_by is not None and groups.groups else (est if group_by is None else None)
     if first is not None and first.projection is not None and not first.projection["contains_domain"]:
@@ -111,8 +112,10 @@ def _print_mean(est: Any) -> None:
         summary.add_row("copies", str(est.copies), "privatized copies of each row, averaged (error ÷ copies)")
     signature_row(summary, est.signature)
     if est.norm_bound is not None:
-        summary.add_row("norm bound L", fmt(est.norm_bound), "rows were clipped to it: this is the mean of the clipped rows")
-    summary.add_row("‖mean‖", fmt(est.mean_norm), "ℓ2 norm of the estimate (noise inflates it slightly)")
+        summary.add_row("norm bound L", fmt(est.norm_bound), _bound_words(est))
+    summary.add_row("‖mean‖", fmt(est.mean_norm), "ℓ2 norm of the estimate, noise included")
+    if est.debiased_norm is not None:
+        summary.add_row("‖mean‖, noise removed", fmt(est.debiased_norm), _inflation_words(est))
     summary.add_row("expected squared error", fmt(est.expected_error), "E‖mean − true mean‖², guaranteed (max error / n)")
     summary.add_row("RMS ℓ2 error", fmt(est.rms_error), "its square root")
     if est.projection is not None:
@@ -142,14 +145,40 @@ def _print_mean(est: Any) -> None:
     out.print(_reading(est), markup=False)
 
 
+def _bound_words(est: Any) -> str:
+    """What L means for this estimate. The sidecar holds no statistic of the raw rows, so whether any
+    row was moved onto the domain is not known here: it is said as a condition, not as a fact."""
+    where = est.domain or f"bound L = {fmt(est.norm_bound)}"
+    return (f"any row outside the {where} was moved onto it before privatizing (the sidecar records no "
+            "count): this estimates the mean of the rows after that")
+
+
+def _inflation_words(est: Any) -> str:
+    """How much noise inflates ‖mean‖: E‖mean‖² = ‖true mean‖² + Σ std error² (module docstring of
+    :mod:`ldpcli.estimators.mean`)."""
+    noise, debiased = est.noise_sq, est.debiased_norm
+    text = f"√max(0, ‖mean‖² − Σ std error²): noise adds about {fmt(noise)} to ‖mean‖² on average"
+    if debiased == 0.0:
+        return text + ", as much as ‖mean‖² itself"
+    return text + f", so ‖mean‖ is {est.mean_norm / debiased - 1.0:.1%} above this"
+
+
 def _reading(est: Any) -> str:
-    """'RMS error 0.125 on a mean of norm 0.62: …', with what to do when the error dominates."""
-    rms, size = est.rms_error, est.mean_norm
-    text = f"Reading: RMS ℓ2 error {fmt(rms)} (guaranteed) on a mean of norm {fmt(size)}"
+    """'RMS error 0.06 on a mean of norm 0.52 (noise removed; …): …', with what to do when the
+    error dominates. The relative error is against the norm with the noise removed
+    (:attr:`~ldpcli.estimators.mean.MeanEstimate.debiased_norm`), which the raw ‖mean‖ overstates."""
+    rms, size = est.rms_error, est.debiased_norm
+    more = "use more rows (error ∝ 1/√n) or a larger ε."
+    text = f"Reading: RMS ℓ2 error {fmt(rms)} (guaranteed)"
+    if size is None:
+        return text + f" on a mean of norm {fmt(est.mean_norm)}: with one row the noise cannot be told from the mean; " + more
+    text += f" on a mean of norm {fmt(size)} (noise removed; ‖mean‖ = {fmt(est.mean_norm)} with it)"
     if est.norm_bound is not None:
-        text += f" (rows bounded by L = {fmt(est.norm_bound)})"
-    if size == 0.0 or rms >= size:
-        return text + ": the error is as large as the mean itself; use more rows (error ∝ 1/√n) or a larger ε."
+        text += f", rows bounded by L = {fmt(est.norm_bound)}"
+    if size == 0.0:
+        return text + ": noise alone accounts for ‖mean‖, so the data show no mean distinguishable from zero; " + more
+    if rms >= size:
+        return text + ": the error is as large as the mean itself; " + more
     return text + f": the estimate is within about {rms / size:.0%} of the mean's norm."
 
 
@@ -165,7 +194,8 @@ def _print_groups(groups: Any) -> None:
         table.add_row(str(value), str(est.n), fmt(est.rms_error), *(fmt(float(est.mean[j])) for j in range(shown)))
     out.print(table)
     if groups.missing:
-        out.print(f"{groups.missing} rows with a missing {groups.column} are in no group.", markup=False)
+        out.print(f"{counted(groups.missing, 'row')} with a missing {groups.column} {'is' if groups.missing == 1 else 'are'} "
+                  "in no group.", markup=False)
     if first.signature is not None:
         out.print(f"Signature: {first.signature['label']}.", markup=False)
     out.print("Use --json or -o FILE.json for every coordinate and the intervals.", markup=False)

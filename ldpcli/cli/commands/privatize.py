@@ -31,7 +31,8 @@ from ldpcli.cli.options import (
     split,
 )
 from ldpcli.cli.render import err, fmt, note, progress, render, warn
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, counted
+from ldpcli.io.formats import suffix_words
 from ldpcli.io.streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdout_suffix
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost
@@ -49,16 +50,17 @@ app = command_app()
 @WithMechanismOptions
 def privatize(
     inputs: list[str] = typer.Argument(
-        ..., help="One or more input .parquet or .csv files, each row one vector; a directory means its .parquet/.csv files "
-        "(sorted; ldp's own outputs, the files with a sidecar, are skipped) and a quoted glob ('part-*.parquet') the "
-        "files it matches. Each input is its own release, with its own output, sidecar and ledger record.",
-        show_default=False, metavar="INPUT",
+        ..., help=f"One or more input files ({suffix_words()}), each row one vector; a directory means its files "
+        "of those types (sorted; ldp's own outputs, the files with a sidecar, are skipped) and a quoted glob "
+        "('part-*.parquet') the files it matches. Each input is its own release, with its own output, sidecar and "
+        "ledger record.", show_default=False, metavar="INPUTS...",
     ),
     eps: float = EPS_OPTION,
     mechanism: str = MECHANISM_OPTION,
     output: Optional[str] = typer.Option(
-        None, "--output", "-o", help="Output file (.parquet or .csv) for one input, or a directory for any number "
-        "(an existing one, or DIR/ with the slash: created). Default: `<input stem>.privatized.<ext>` beside each input."
+        None, "--output", "-o", help="Output file (of any of the input types, by its suffix) for one input, or a "
+        "directory for any number (an existing one, or DIR/ with the slash: created). Default: "
+        "`<input stem>.privatized.<ext>` beside each input."
     ),
     column: Optional[str] = typer.Option(None, "--column", help="The list column holding the vectors."),
     columns: Optional[str] = typer.Option(
@@ -94,6 +96,13 @@ def privatize(
     dtype: Optional[str] = typer.Option(
         None, "--dtype", metavar="float32|float64", help="Type of the written vectors. Default: the input's (float64 for "
         "CSV). Rounding the privatized output is post-processing: the privacy guarantee is unchanged."
+    ),
+    compression: Optional[str] = typer.Option(
+        None, "--compression", metavar="CODEC", help="Codec for the privatized values inside a Parquet file (none, "
+        "snappy, lz4, zstd, gzip, brotli) or an Arrow stream (none, lz4, zstd). Default none: privatized floats are "
+        "random, so a codec saves little (zstd 12% with float64, 16% with float32, with byte-stream-split encoding, "
+        "which ldp adds whenever a codec is used) and costs write time; see docs/performance.md. A CSV output is "
+        "compressed by its suffix (.csv.gz) instead."
     ),
     force: bool = FORCE_OPTION,
     ledger: Optional[Path] = LEDGER_OPTION,
@@ -132,8 +141,8 @@ def privatize(
         "instead of one per Parquet row group."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary of the run instead of a line."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no notes and no summary line; warnings "
-                               "are still shown."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no notes and no summary line (with -o -, "
+                               "none on stderr either); warnings and errors are still shown."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
 ) -> None:
     """Privatize every row of each INPUT (files, directories, quoted globs, or - for stdin) and write
@@ -160,7 +169,7 @@ def privatize(
     spec = MechanismSpec(mechanism, eps, calibration, bound, options)
     release = ReleaseOptions(
         columns=Columns(column, split(columns) or None, split(keep), keep_unsafe), seed=seed, copies=copies,
-        dtype=dtype, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid, force=force, overwrite=overwrite,
+        dtype=dtype, compression=compression, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid, force=force, overwrite=overwrite,
         risk=RiskSection(risk_k, risk_rho0, floats(risk_a, "--risk-a")), budget=Budget(owner_ledger, max_budget),
         resources=Resources(threads, byte_size(memory, "--memory")),
     )
@@ -188,9 +197,10 @@ def privatize(
         )
         if streams[1]:
             copy_to_stdout(results[0].output)
-    if streams[1]:  # stdout carries the rows: the summary goes to stderr
-        err.print(f"ldp: wrote {results[0].n} rows (d = {results[0].d}) to stdout and the sidecar {sidecar}",
-                  markup=False)
+    if streams[1]:  # stdout carries the rows: the summary goes to stderr, unless -q
+        if not quiet:
+            err.print(f"ldp: wrote {counted(results[0].n, 'row')} (d = {results[0].d}) to stdout and the sidecar "
+                      f"{sidecar}", markup=False)
         quiet = True
     several = len(results) > 1
     for index, result in enumerate(results):
@@ -236,14 +246,16 @@ def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
     for text in dataset.warnings:
         warn(text)
     if dataset.n_skipped:
-        warn(f"--skip-invalid: left out {dataset.n_skipped} invalid rows; this count is shown here only, never stored")
+        warn(f"--skip-invalid: left out {counted(dataset.n_skipped, 'invalid row')}; this count is shown here only, "
+             "never stored")
     clipped = clip_warning(dataset.n_clipped, dataset.n, dataset.mechanism)
     if clipped is not None:
         (warn if clipped[1] else lambda text: note(text, quiet))(clipped[0])
     if dataset.reproducible:
         warn("seeded run: reproducible by anyone who knows the seed; do not release it")
     spent, _ = _epsilon_text(dataset.mechanism, release_cost(dataset.mechanism), 1)
-    wrote = (f"{dataset.output}/ ({dataset.n} rows of {len(dataset.inputs)} input(s) in {len(dataset.parts)} parts, "
+    wrote = (f"{dataset.output}/ ({counted(dataset.n, 'row')} of {counted(len(dataset.inputs), 'input')} in "
+             f"{counted(len(dataset.parts), 'part')}, "
              f"d = {dataset.d}, {dataset.mechanism.name}, {spent}) with its manifest "
              f"{dataset.manifest.name}")
     render(dataset.summary(), as_json, wrote=None if quiet else wrote)
@@ -262,8 +274,9 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
     if result.n_skipped:
         first = ", ".join(str(row) for row in result.skipped_rows)
         more = ", …" if result.n_skipped > len(result.skipped_rows) else ""
-        warn(f"{label}--skip-invalid: left out {result.n_skipped} invalid rows (rows {first}{more}, counting from 1); "
-             "this count is shown here only, never stored")
+        which = "row" if result.n_skipped == 1 else "rows"
+        warn(f"{label}--skip-invalid: left out {counted(result.n_skipped, 'invalid row')} ({which} {first}{more}, "
+             "counting from 1); this count is shown here only, never stored")
     clipped = clip_warning(result.n_clipped, result.n, result.mechanism)
     if clipped is not None:
         text, loud = clipped
@@ -273,5 +286,5 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
             note(label + text, quiet)
     if not quiet:  # the 'wrote' line of this input; with --json, the summaries follow all inputs
         spent, copied = _epsilon_text(result.mechanism, result.cost, result.layout.copies)
-        render(None, as_json, wrote=f"{result.output} ({result.n} rows, d = {result.d}, {result.mechanism.name}, "
-               f"{spent}{copied}) and {result.sidecar}")
+        render(None, as_json, wrote=f"{result.output} ({counted(result.n, 'row')}, d = {result.d}, "
+               f"{result.mechanism.name}, {spent}{copied}) and {result.sidecar}")

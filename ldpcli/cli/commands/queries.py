@@ -20,8 +20,9 @@ from ldpcli.analysis.answer import (
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import LEDGER_OPTION, TRUST_OPTION, WORKLOAD_OPTION, command_app
 from ldpcli.cli.render import fmt, note, out, progress, render, signature_row, summary_table, warn
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, counted
 from ldpcli.io import atomic_write_text
+from ldpcli.io.formats import suffix_words
 from ldpcli.release.ledger import InputFingerprint, Ledger
 
 app = command_app(
@@ -37,7 +38,7 @@ def queries_encode(
     key: str = typer.Option(..., "--key", help="The column naming each row's item, in the data and in the workload.",
                             show_default=False),
     output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="Where to write the vectors (.parquet or .csv). Default: DATA.queries.parquet."
+        None, "--output", "-o", help=f"Where to write the vectors ({suffix_words()}). Default: DATA.queries.parquet."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of text."),
@@ -60,7 +61,8 @@ def queries_encode(
 
 def _print_next(target: Path, encoded: Any, workload: Path) -> None:
     """What was written, and the commands that privatize and answer it."""
-    out.print(f"wrote {target}: {encoded.rows} rows × {encoded.queries} queries (answers minus the workload's centroid)",
+    out.print(f"wrote {target}: {counted(encoded.rows, 'row')} × {counted(encoded.queries, 'query', 'queries')} "
+              "(answers minus the workload's centroid)",
               markup=False)
     out.print(f"next: ldp privatize {target} --norm-bound {encoded.norm_bound:.7g} --eps EPS "
               f"(ℓ∞-box mechanisms: --norm-bound {encoded.box_bound:.7g}); then "
@@ -172,6 +174,15 @@ def queries_release(
            wrote=f"{target} and {side}")
 
 
+def _bound_words(release: Any, bounds: dict[str, Any]) -> str:
+    """Which bound the 'bound' row prints: the smaller of √(σ²) and Lemma 5.3's √(σ·g(K)/m)."""
+    rounding = " + α/2" if release.alpha is not None else ""
+    if bounds["projected_by"] == "width":
+        return f"√(σ·g(K)/m){rounding}, g bounded by R√(2 log N) (Lemma 5.3): below √(σ²)"
+    return (f"√(σ²){rounding}: the projection never moves the answers further from the truth; Lemma 5.3's "
+            f"√(σ·g(K)/m) = {fmt(bounds['projected_form_rms_per_query'])} is larger here")
+
+
 def _print_release(release: Any, info: dict[str, Any]) -> None:
     """The summary and the first answers of a central release (``ldp queries release``)."""
     privacy, bounds = info["privacy"], info["bounds"]
@@ -184,8 +195,7 @@ def _print_release(release: Any, info: dict[str, Any]) -> None:
     if release.alpha is not None:
         summary.add_row("cover", f"{release.items} of {release.distinct_items} items", f"α = {release.alpha:g}")
     summary.add_row("RMS error per query (noisy)", fmt(bounds["noisy_rms_per_query"]), "√(σ²): before the projection")
-    summary.add_row("RMS error per query (bound)", fmt(bounds["projected_rms_per_query"]),
-                    "√(σ·g(K)/m)" + (" + α/2" if release.alpha is not None else "") + ", g bounded by R√(2 log N)")
+    summary.add_row("RMS error per query (bound)", fmt(bounds["projected_rms_per_query"]), _bound_words(release, bounds))
     out.print(summary)
     table = Table(title="answers" + (f" (first 20 of {release.m})" if release.m > 20 else ""), title_justify="left")
     for name in ("query", "answer", "noisy"):

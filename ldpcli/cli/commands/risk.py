@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ldpcli.analysis.attack import attack as run_attack
 from ldpcli.cli._typer_compat import Command
-from ldpcli.cli.options import CALIBRATION_OPTION, NORM_OPTION, command_app, floats
+from ldpcli.cli.options import NORM_OPTION, command_app, floats
 from ldpcli.cli.render import fmt, fmt_logp, out, progress, render, warn
 from ldpcli.cli.tables import print_reconstruction
 from ldpcli.errors import UsageError
@@ -34,7 +34,8 @@ def risk(
         None, "--mechanism", "-m", help="With --d: the bound uses this mechanism's exact ε (its default options; for "
         "others, `ldp params -m M … --risk-k K` or --sidecar) and says which ε counts."
     ),
-    calibration: Optional[str] = CALIBRATION_OPTION,
+    calibration: Optional[str] = typer.Option(None, "--calibration", help="With --mechanism: how its parameters "
+                                              "are chosen (default: its first; `ldp privatize --help` lists them)."),
     sidecar: Optional[Path] = typer.Option(None, "--sidecar", help="Take the mechanism and d from a release's sidecar."),
     d: Optional[int] = typer.Option(
         None, "--d", help="Dimension of the rows (with --mechanism; default k). With --model zipf: the dictionary size."

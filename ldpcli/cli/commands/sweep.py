@@ -11,6 +11,7 @@ from rich.table import Table
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import NORM_OPTION, R_MAX_OPTION, command_app, public_bound, split
 from ldpcli.cli.render import Encoded, fmt, out, progress, render, warn
+from ldpcli.errors import counted
 from ldpcli.planning.sweep import save_sweep, to_json
 from ldpcli.planning.sweep import sweep as run_sweep
 
@@ -46,7 +47,7 @@ def sweep(
         "and measure ‖mean − true mean‖²; adds its mean and 95% interval."
     ),
     data: Optional[Path] = typer.Option(
-        None, "--data", metavar="FILE", help="Simulate with the rows of this .parquet or .csv file (clipped to L) "
+        None, "--data", metavar="FILE", help="Simulate with the rows of this file (a format `ldp privatize` reads; clipped to L) "
         "instead of boundary inputs; d and n are the file's. Needs --empirical."
     ),
     column: Optional[str] = typer.Option(None, "--column", help="With --data: the list column holding the vectors."),
@@ -84,7 +85,7 @@ def sweep(
     failed = sum(row["error"] is not None for row in rows)
     extra = f", {failed} with an error" if failed else ""
     render(Encoded(lambda: to_json(rows)), as_json, None if output is not None else lambda: _print_sweep(rows),
-           wrote=None if output is None or quiet else f"{output} ({len(rows)} rows{extra})")
+           wrote=None if output is None or quiet else f"{output} ({counted(len(rows), 'row')}{extra})")
 
 
 def _print_sweep(rows: list[dict[str, Any]]) -> None:
