@@ -13,7 +13,8 @@ below, which say what a mechanism without the method gives.
   (``risk_epsilons``, the levels that bound reconstruction). Without it: ``epsilon_exact``.
 - Per-feature privacy (:mod:`ldpcli.mechanisms.bcdp`): :class:`SecondMoments` of a base mechanism's
   output, which bcdp combines into its exact worst-case error, and :class:`FeatureSection`, the
-  per-feature table that ``ldp params`` prints and the sidecar stores. The spec-level hooks of bcdp
+  per-feature table that ``ldp params`` prints and the sidecar stores, and :class:`SpendingNote`,
+  why a release spends less than the ε asked (every release shows it). The spec-level hooks of bcdp
   (options that name columns, copies that split a budget) are in :mod:`ldpcli.mechanisms.base`
   beside :class:`~ldpcli.mechanisms.base.MechanismSpec`, which asks for them.
 
@@ -159,3 +160,18 @@ class FeatureSection(Protocol):
 def feature_section(mech: Mechanism) -> dict[str, Any] | None:
     """``mech.feature_section()`` for a mechanism whose features differ, else None."""
     return mech.feature_section() if isinstance(mech, FeatureSection) else None
+
+
+@runtime_checkable
+class SpendingNote(Protocol):
+    """A mechanism that can spend less than the ε asked (bcdp: the levels and q bind its total budget)."""
+
+    def spending_note(self) -> str | None:
+        """The sentence saying the ε actually spent (``epsilon_exact``), of the ε asked, and why; None
+        when the release spends the ε asked. Every release shows and records it."""
+        ...
+
+
+def spending_note(mech: Mechanism) -> str | None:
+    """``mech.spending_note()`` for a mechanism that can spend less than asked, else None."""
+    return mech.spending_note() if isinstance(mech, SpendingNote) else None

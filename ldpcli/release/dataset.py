@@ -45,6 +45,7 @@ from ldpcli.io.formats import check_codec, data_suffix, file_suffixes
 from ldpcli.io.jsonfile import read_json
 from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.engines import DaskEngine, describe, run_all
 from ldpcli.release.file import _Privatizer, _run, ledger_entry, release_checks
@@ -144,12 +145,13 @@ class DatasetResult:
 
     def summary(self) -> dict[str, Any]:
         """What ``ldp privatize --engine dask --json`` prints."""
-        mech = self.mechanism
+        mech, cost = self.mechanism, release_cost(self.mechanism)
         return {
             "output": str(self.output), "manifest": str(self.manifest), "parts": [str(p) for p in self.parts],
             "inputs": [str(p) for p in self.inputs], "n": self.n, "d": self.d,
             "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
                           "expected_error_max": mech.expected_error_max},
+            "epsilon_asked": cost.epsilon, "epsilon_spent": cost.epsilon_exact,
             "expected_error_mean": mech.expected_error_mean(self.n), "layout": self.layout.to_dict(),
             "reproducible": self.reproducible, "engine": self.engine,
             "warnings": [python_text(text) for text in self.warnings],

@@ -36,6 +36,7 @@ from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost
+from ldpcli.mechanisms.hooks import spending_note
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.ledger_file import LedgerEntry
@@ -96,8 +97,8 @@ class PrivatizeResult:
         return release_cost(self.mechanism, copies=self.layout.copies)
 
     def summary(self) -> dict[str, Any]:
-        """What ``ldp privatize --json`` prints: the outputs, the public description, and the
-        counts for the operator (``n_clipped``, ``n_skipped``: statistics of the raw data, kept out
+        """What ``ldp privatize --json`` prints: the outputs, the public description, the ε asked and
+        the ε spent (the exact ε the ledger charges, all copies together), and the counts for the operator (``n_clipped``, ``n_skipped``: statistics of the raw data, kept out
         of the sidecar; do not publish them)."""
         mech = self.mechanism
         return {
@@ -107,6 +108,8 @@ class PrivatizeResult:
             "d": self.d,
             "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
                           "expected_error_max": mech.expected_error_max},
+            "epsilon_asked": self.cost.epsilon,
+            "epsilon_spent": self.cost.epsilon_exact,
             "expected_error_mean": mech.expected_error_mean(self.n) / self.layout.copies,
             "copies": self.layout.copies,
             "layout": self.layout.to_dict(),
@@ -147,13 +150,15 @@ def ledger_entry(
 
     ``label`` and ``output_label`` name an input or output that is no file of its own (``"<stdin>"``,
     ``"<stdout>"``); by default the resolved paths. The ε and δ are the release's cost, its copies
-    together (:func:`ldpcli.mechanisms.composition.release_cost`)."""
+    together (:func:`ldpcli.mechanisms.composition.release_cost`); the budget counts the exact ε, and
+    ``note`` says why it is below the ε asked (:func:`~ldpcli.mechanisms.hooks.spending_note`)."""
     cost = release_cost(mech, copies=copies)
     return LedgerEntry(
         fingerprint=digest, input=label if label is not None else str(source.resolve()), rows=rows, d=mech.d,
         columns=list(columns), output=output_label if output_label is not None else str(output.resolve()),
         mechanism=mech.name, epsilon=cost.epsilon, epsilon_exact=cost.epsilon_exact,
         delta=cost.delta if cost.delta > 0 else None, created=created, tag=tag, reproducible=reproducible,
+        note=python_text(spending_note(mech) or ""),
     )
 
 

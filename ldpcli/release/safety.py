@@ -30,7 +30,7 @@ from ldpcli.errors import DataError, LdpError, UsageError
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms.base import Mechanism
 from ldpcli.mechanisms.composition import composed_levels
-from ldpcli.mechanisms.hooks import risk_epsilons
+from ldpcli.mechanisms.hooks import risk_epsilons, spending_note
 from ldpcli.risk.cosine import expected_cosine
 from ldpcli.risk.diffuse import diffuse_risk
 
@@ -208,11 +208,12 @@ def release_warnings(
     mechanism: Mechanism, keep: Sequence[str], forced: str | None = None, extra: Sequence[str] = (), copies: int = 1,
 ) -> tuple[str, ...]:
     """Every sentence a release records and shows, each once: ε forced out of range (``forced``,
-    from :func:`check_epsilon`), a baseline mechanism, a near-exact release (of ``copies`` outputs
-    per row), the kept columns, and the caller's ``extra``. Used by the file pipeline and the array
-    API alike."""
-    texts = (forced, baseline_warning(mechanism), near_exact_warning(mechanism, copies), unprivatized_warning(keep),
-             *extra)
+    from :func:`check_epsilon`), a release that spends less than the ε asked and why
+    (:func:`~ldpcli.mechanisms.hooks.spending_note`), a baseline mechanism, a near-exact release (of
+    ``copies`` outputs per row), the kept columns, and the caller's ``extra``. Used by the file
+    pipeline and the array API alike."""
+    texts = (forced, spending_note(mechanism), baseline_warning(mechanism), near_exact_warning(mechanism, copies),
+             unprivatized_warning(keep), *extra)
     return tuple(dict.fromkeys(text for text in texts if text))
 
 

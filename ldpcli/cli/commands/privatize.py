@@ -36,6 +36,7 @@ from ldpcli.errors import UsageError, counted
 from ldpcli.io.formats import suffix_words
 from ldpcli.io.streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdout_suffix
 from ldpcli.mechanisms import MechanismSpec
+from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.engines import make_engine
 from ldpcli.release.file import privatize_files
@@ -232,6 +233,16 @@ def _check_streams(
     return stdin, stdout
 
 
+def _epsilon_text(mechanism: Any, cost: ReleaseCost, copies: int) -> tuple[str, str]:
+    """The 'wrote' line's ε and its copies clause: the ε spent beside the ε asked when the release spends
+    less (bcdp whose levels bind), else the ε asked and, with copies, the total."""
+    if cost.spends_less:
+        return (f"ε = {fmt(cost.epsilon_exact)} spent of the {fmt(cost.epsilon)} asked",
+                "" if copies == 1 else f", {copies} copies of each row")
+    return (f"ε = {fmt(mechanism.epsilon)}",
+            "" if copies == 1 else f", {copies} copies of each row, ε = {fmt(cost.epsilon_exact)} in all")
+
+
 def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
     """The warnings and the 'wrote' line (or JSON) of a dataset directory written by --engine dask."""
     for text in dataset.warnings:
@@ -244,9 +255,10 @@ def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
         (warn if clipped[1] else lambda text: note(text, quiet))(clipped[0])
     if dataset.reproducible:
         warn("seeded run: reproducible by anyone who knows the seed; do not release it")
+    spent, _ = _epsilon_text(dataset.mechanism, release_cost(dataset.mechanism), 1)
     wrote = (f"{dataset.output}/ ({counted(dataset.n, 'row')} of {counted(len(dataset.inputs), 'input')} in "
              f"{counted(len(dataset.parts), 'part')}, "
-             f"d = {dataset.d}, {dataset.mechanism.name}, ε = {fmt(dataset.mechanism.epsilon)}) with its manifest "
+             f"d = {dataset.d}, {dataset.mechanism.name}, {spent}) with its manifest "
              f"{dataset.manifest.name}")
     render(dataset.summary(), as_json, wrote=None if quiet else wrote)
 
@@ -275,9 +287,6 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
         else:
             note(label + text, quiet)
     if not quiet:  # the 'wrote' line of this input; with --json, the summaries follow all inputs
-        copies = result.layout.copies
-        copied = "" if copies == 1 else (
-            f", {copies} copies of each row, ε = {fmt(result.cost.epsilon_exact)} in all"
-        )
-        render(None, as_json, wrote=f"{result.output} ({counted(result.n, 'row')}, d = {result.d}, {result.mechanism.name}, "
-               f"ε = {fmt(result.mechanism.epsilon)}{copied}) and {result.sidecar}")
+        spent, copied = _epsilon_text(result.mechanism, result.cost, result.layout.copies)
+        render(None, as_json, wrote=f"{result.output} ({counted(result.n, 'row')}, d = {result.d}, "
+               f"{result.mechanism.name}, {spent}{copied}) and {result.sidecar}")
