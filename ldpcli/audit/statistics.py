@@ -1,0 +1,273 @@
+"""The statistical tests of ``ldp audit``: the mean and the squared error of the output of one input.
+
+N privatized copies Z_1..Z_N of a fixed input x are checked for unbiasedness (a z-test per
+coordinate) and for their squared error E‖Z − x‖² (a z-test of the sample mean), at the common
+Bonferroni threshold z* of the audit's statistics family, each with its estimated standard error.
+
+Branches. A mechanism whose output is a mixture of branches told apart by the output
+(:class:`ldpcli.mechanisms.hooks.Branched`: PrivUnit2's cap and complement) gives each branch b its
+exact probability P_b, conditional mean m_b and conditional error e_b. A branch of probability
+8e−7 is never seen in 20000 rows, yet carries 2(1 − p)·L² of PrivUnit2's error at ε = 100, d = 16:
+an unconditional test then fails an honest mechanism (z = −49). Here the tests are conditional on the
+counts k_b, which the output shows:
+
+1. the counts against the probabilities (``lawtests.counts_test``: exact binomial tests for the
+   rare branches, Pearson's χ² among the others), one test of the family;
+2. the rows of the branches seen at least ``MIN_BRANCH_ROWS`` times: given the counts they are
+   independent draws from their branches, so the sample mean has expectation Σ_b (k_b/n_f)·m_b
+   (n_f = Σ_b k_b over those branches) and variance Σ_b k_b·σ²_b/n_f², σ²_b estimated within each
+   branch; likewise the mean squared error against Σ_b (k_b/n_f)·e_b, two-sided for every input;
+3. a branch seen 1 to ``MIN_BRANCH_ROWS`` − 1 times, too few for a normal approximation, is
+   bounded without one: Chebyshev's inequality for its rows' mean, P(‖Σ(Z_i − m_b)‖² ≥ k_b·v_b/α)
+   ≤ α with v_b = E‖Z − m_b‖² = e_b − ‖m_b − x‖², and Markov's for their squared errors,
+   P(Σ‖Z_i − x‖² ≥ k_b·e_b/α) ≤ α (two tests of the family per branch, whether seen or not);
+4. the branches must agree with the mechanism's claims, deterministically: Σ P_b = 1,
+   Σ P_b·m_b = x and Σ P_b·e_b = ``expected_error`` (boundary) or ≤ ``expected_error_max``.
+
+A mechanism without branches is tested as one branch: its mean against x, its error against
+``expected_error`` on the boundary (two-sided) and against ``expected_error_max`` elsewhere (one-sided).
+
+Floating point. Rows are accumulated as deviations from their expected means (Σ(Z − m_b), not
+ΣZ − n·m_b), so the sums carry no rounding of the size of m_b. Each output value itself is rounded:
+deviations below δ = ``RESOLUTION_ULPS``·u·√(L² + expected_error_max) (u = 2⁻⁵³) per coordinate, and
+2δ√e + δ² of the squared error, are below what double-precision outputs resolve, and are not counted
+against the mechanism (PrivUnit2 at ε = 700, d = 16: E‖Z − x‖² = 3e−36 on the cap, far below the
+rounding of outputs of norm 1).
+
+Power. With z_P = Φ⁻¹(power), each test detects with probability ``power`` a deviation of
+(z* + z_P)·se (plus the resolution): ``mean_effect`` is that shift of one coordinate of E[Z] relative
+to ‖x‖, ``mean_effect_sd`` in units of the coordinate's standard deviation, and ``error_effect`` the
+relative deviation of E‖Z − x‖² (for the one-sided test, an excess).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ldpcli.math import lawtests
+from ldpcli.math.lazy import special
+from ldpcli.mechanisms import Mechanism, hooks
+
+#: Output values are trusted to this many units in the last place of the output's RMS norm.
+RESOLUTION_ULPS = 8.0
+#: A branch seen fewer times is bounded (Chebyshev, Markov) rather than z-tested.
+MIN_BRANCH_ROWS = 100
+#: The branches' numbers must reproduce the mechanism's claims to this relative tolerance.
+CLAIMS_RTOL = 1e-9
+_UNIT_ROUNDOFF = 2.0**-53
+
+
+@dataclass
+class BranchCount:
+    """One branch of the output of one input: its exact numbers, how often it was seen and how it was tested."""
+
+    name: str
+    probability: float
+    rows: int
+    error: float  # E[‖Z − x‖² | branch]
+    test: str  # "z-test", "bounded" (seen too rarely for one) or "unseen"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class InputCheck:
+    """The statistical checks on one fixed input."""
+
+    name: str
+    trials: int
+    max_abs_z: float
+    z_threshold: float
+    unbiased: bool
+    mean_squared_error: float  # observed, over the rows of the z-tested branches
+    predicted: float  # what it is compared with: Σ (k_b/n)·e_b given the branches, or the claim
+    comparison: str  # "equal" or "at most"
+    error_z: float
+    error_ok: bool
+    claimed: float  # the mechanism's claim: expected_error (boundary) or expected_error_max
+    resolution: float  # δ of the module docstring
+    power: float
+    mean_effect: float | None  # relative to ‖x‖ (None at x = 0)
+    mean_effect_sd: float
+    error_effect: float
+    branches: list[BranchCount] = field(default_factory=list)
+    counts_p_value: float | None = None  # the branch counts' test (None: no branches)
+    counts_ok: bool = True
+    rare_ok: bool = True  # the bounds on rarely seen branches hold
+    claims_ok: bool = True  # the branches reproduce the mechanism's claims
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.unbiased and self.error_ok and self.counts_ok and self.rare_ok and self.claims_ok
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "branches"}
+        out["branches"] = [b.to_dict() for b in self.branches]
+        out["ok"] = self.ok
+        for key in ("max_abs_z", "error_z"):
+            if not math.isfinite(out[key]):
+                out[key] = None if math.isnan(out[key]) else math.copysign(1e308, out[key])
+        return out
+
+
+def tests_per_input(mech: Mechanism, branches: list[hooks.OutputBranch] | None) -> int:
+    """The tests one input adds to the statistics family: d means, the error, and with branches
+    the counts and two bounds per branch."""
+    return mech.d + 1 + (0 if branches is None else 1 + 2 * len(branches))
+
+
+def resolution(mech: Mechanism) -> float:
+    """δ = ``RESOLUTION_ULPS``·u·√(L² + expected_error_max): the rounding of one output value, at most."""
+    return RESOLUTION_ULPS * _UNIT_ROUNDOFF * math.sqrt(mech.norm_bound**2 + mech.expected_error_max)
+
+
+def _shrink(value: float, tol: float) -> float:
+    """``value`` moved towards 0 by ``tol`` (0 inside [−tol, tol])."""
+    return math.copysign(max(abs(value) - tol, 0.0), value)
+
+
+def _z(value: float, tol: float, se: float) -> float:
+    shrunk = _shrink(value, tol)
+    if se > 0.0:
+        return shrunk / se
+    return 0.0 if shrunk == 0.0 else math.copysign(math.inf, shrunk)
+
+
+class Accumulator:
+    """Per-branch sums of deviations from the expected branch means and errors, fed chunk by chunk."""
+
+    def __init__(self, mech: Mechanism, x: np.ndarray, branches: list[hooks.OutputBranch] | None,
+                 claimed: float) -> None:
+        self.mech, self.x, self.branches = mech, x, branches
+        means = [x] if branches is None else [b.mean for b in branches]
+        errors = [claimed] if branches is None else [b.error for b in branches]
+        self.means = np.array(means, dtype=float)
+        self.errors = np.array(errors, dtype=float)
+        k, d = self.means.shape
+        self.rows = np.zeros(k, dtype=np.int64)
+        self.dev = np.zeros((k, d))
+        self.dev_sq = np.zeros((k, d))
+        self.err_dev = np.zeros(k)
+        self.err_dev_sq = np.zeros(k)
+        self.err_sum = np.zeros(k)
+
+    def add(self, z: np.ndarray) -> None:
+        """Add a chunk of privatized copies of x."""
+        labels = (np.zeros(z.shape[0], dtype=np.int64) if self.branches is None
+                  else np.asarray(hooks.branch_labels(self.mech, self.x, z), dtype=np.int64))
+        sq = np.einsum("ij,ij->i", z - self.x, z - self.x)
+        for b in np.unique(labels):
+            rows = labels == b
+            dev = z[rows] - self.means[b]
+            err = sq[rows] - self.errors[b]
+            self.rows[b] += int(rows.sum())
+            self.dev[b] += dev.sum(axis=0)
+            self.dev_sq[b] += np.einsum("ij,ij->j", dev, dev)
+            self.err_dev[b] += float(err.sum())
+            self.err_dev_sq[b] += float(np.dot(err, err))
+            self.err_sum[b] += float(sq[rows].sum())
+
+
+def check_input(
+    acc: Accumulator, name: str, boundary: bool, z_star: float, alpha_each: float, power: float
+) -> InputCheck:
+    """The tests of the module docstring on the accumulated rows of one input."""
+    mech, x, branches = acc.mech, acc.x, acc.branches
+    claimed = mech.expected_error if boundary else mech.expected_error_max
+    delta = resolution(mech)
+    rows = acc.rows
+    n = int(rows.sum())
+    tested = rows >= (MIN_BRANCH_ROWS if branches is not None else 1)
+    n_f = int(rows[tested].sum())
+    k = rows[tested].astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # within-branch sample variances of each coordinate and of the squared error
+        var = np.where((k > 1)[:, None], (acc.dev_sq[tested] - acc.dev[tested] ** 2 / k[:, None])
+                       / (k - 1)[:, None], 0.0)
+        var_e = np.where(k > 1, (acc.err_dev_sq[tested] - acc.err_dev[tested] ** 2 / k) / (k - 1), 0.0)
+    var, var_e = np.maximum(var, 0.0), np.maximum(var_e, 0.0)
+    z_power = float(special.ndtri(power))
+    if n_f:
+        diff = acc.dev[tested].sum(axis=0) / n_f
+        se = np.sqrt((k[:, None] * var).sum(axis=0)) / n_f
+        zs = np.array([_z(float(v), delta, float(s)) for v, s in zip(diff, se, strict=True)])
+        max_abs_z = float(np.max(np.abs(zs)))
+        expected = float(np.dot(k, acc.errors[tested])) / n_f
+        observed = float(acc.err_sum[tested].sum()) / n_f
+        err_diff = float(acc.err_dev[tested].sum()) / n_f
+        se_e = math.sqrt(float(np.dot(k, var_e))) / n_f
+        tol_e = 2.0 * math.sqrt(max(observed, 0.0)) * delta + delta * delta
+        error_z = _z(err_diff, tol_e, se_e)
+        pooled_sd = np.sqrt(np.maximum((acc.dev_sq[tested].sum(axis=0) - n_f * diff**2) / max(n_f - 1, 1), 0.0))
+        reach = (z_star + z_power) * se + delta
+        norm = float(np.linalg.norm(x))
+        mean_effect = float(np.max(reach)) / norm if norm > 0.0 else None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean_effect_sd = float(np.max(np.where(pooled_sd > 0, reach / pooled_sd, 0.0)))
+        error_effect = ((z_star + z_power) * se_e + tol_e) / expected if expected > 0 else math.inf
+    else:
+        max_abs_z, expected, observed, error_z = 0.0, claimed, math.nan, 0.0
+        mean_effect, mean_effect_sd, error_effect = None, math.inf, math.inf
+    two_sided = boundary or branches is not None
+    check = InputCheck(
+        name, n, max_abs_z, z_star, max_abs_z <= z_star, observed, expected, "equal" if two_sided else "at most",
+        float(error_z), bool(abs(error_z) <= z_star if two_sided else error_z <= z_star), claimed, delta, power,
+        mean_effect, mean_effect_sd, error_effect,
+    )
+    if branches is not None:
+        _branch_checks(check, acc, branches, boundary, claimed, delta, alpha_each)
+    return check
+
+
+def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.OutputBranch], boundary: bool,
+                   claimed: float, delta: float, alpha_each: float) -> None:
+    """Steps 1, 3 and 4 of the module docstring, recorded on ``check``."""
+    x, rows = acc.x, acc.rows
+    probs = np.array([b.probability for b in branches])
+    for b, branch in enumerate(branches):
+        seen = int(rows[b])
+        test = "z-test" if seen >= MIN_BRANCH_ROWS else ("bounded" if seen else "unseen")
+        check.branches.append(BranchCount(branch.name, float(branch.probability), seen, float(branch.error), test))
+        if test != "bounded":
+            continue
+        spread = max(branch.error - float(np.sum((branch.mean - x) ** 2)), 0.0)  # E‖Z − m_b‖²
+        dev = float(np.linalg.norm(acc.dev[b]))
+        mean_bound = math.sqrt(seen * spread / alpha_each) + seen * delta
+        tol_e = 2.0 * math.sqrt(max(branch.error, 0.0)) * delta + delta * delta
+        error_bound = seen * (branch.error / alpha_each + tol_e)
+        if dev > mean_bound:
+            check.rare_ok = False
+            check.notes.append(f"branch {branch.name!r} ({seen} rows): ‖Σ(Z − m_b)‖ = {dev:.4g} > Chebyshev bound "
+                               f"{mean_bound:.4g}")
+        if acc.err_sum[b] > error_bound:
+            check.rare_ok = False
+            check.notes.append(f"branch {branch.name!r} ({seen} rows): Σ‖Z − x‖² = {acc.err_sum[b]:.4g} > Markov "
+                               f"bound {error_bound:.4g}")
+    if len(branches) > 1:
+        counts = lawtests.counts_test("branch counts", rows.astype(float), probs)
+        check.counts_p_value = float(counts.p_value)
+        check.counts_ok = bool(counts.p_value > alpha_each)
+        if not check.counts_ok:
+            check.notes.append(f"branch counts {rows.tolist()} against probabilities {probs.tolist()}: "
+                               f"p = {counts.p_value:.3g} ({counts.note})")
+    total = float(probs.sum())
+    mean = (probs[:, None] * np.array([b.mean for b in branches])).sum(axis=0)
+    error = float(np.dot(probs, [b.error for b in branches]))
+    scale = math.sqrt(acc.mech.norm_bound**2 + acc.mech.expected_error_max)
+    problems = []
+    if abs(total - 1.0) > CLAIMS_RTOL:
+        problems.append(f"the branch probabilities sum to {total!r}")
+    if float(np.max(np.abs(mean - x))) > CLAIMS_RTOL * scale:
+        problems.append(f"the branch means average to E[Z] − x of size {float(np.max(np.abs(mean - x))):.3g}")
+    if (abs(error - claimed) > CLAIMS_RTOL * claimed) if boundary else (error > claimed * (1.0 + CLAIMS_RTOL)):
+        problems.append(f"the branch errors average to {error!r}, the mechanism claims "
+                        f"{'' if boundary else 'at most '}{claimed!r}")
+    if problems:
+        check.claims_ok = False
+        check.notes += problems
