@@ -43,8 +43,8 @@ asymptotic (cells are pooled to an expected count ≥ 5, rare cells tested apart
 Trials and power. ``trials`` copies of each input by default (20000). Given ``effect`` E, the audit
 chooses instead the number of trials at which the boundary error test detects a relative deviation
 E of E‖Z − x‖² with probability ``power``: n = ((z* + z_P)·σ/(E·μ))² (z* the test's threshold,
-z_P = Φ⁻¹(power), μ = ``expected_error``, σ the standard deviation of ‖Z − x‖² from a pilot run of
-``PILOT_TRIALS`` rows, raised to its 90% upper confidence bound), capped at ``MAX_TRIALS`` rows (and
+z_P = Φ⁻¹(power), μ = ``expected_error``, σ the standard deviation of ‖Z − x‖² (within branches, as the test sees it)
+from a pilot run of ``PILOT_TRIALS`` rows, raised to its 90% upper confidence bound), capped at ``MAX_TRIALS`` rows (and
 ``MAX_VALUES`` values) per input with a note saying what the cap detects.
 
 The audit is seeded (``--seed``) for reproducibility and otherwise draws OS entropy. Rows are
@@ -207,21 +207,27 @@ def _statistics(
 
 
 def trials_for_effect(
-    mech: Mechanism, x: np.ndarray, effect: float, power: float, z_star: float, rng: np.random.Generator
+    mech: Mechanism, x: np.ndarray, branches: list[hooks.OutputBranch] | None, effect: float, power: float,
+    z_star: float, alpha_each: float, rng: np.random.Generator,
 ) -> tuple[int, str]:
     """(trials, a note): the trials at which the error test of the boundary input ``x`` detects a
-    relative deviation ``effect`` of E‖Z − x‖² with probability ``power`` (module docstring)."""
+    relative deviation ``effect`` of E‖Z − x‖² with probability ``power`` (module docstring).
+
+    σ is the pilot's standard error of the test itself (within branches) times √pilot, raised to its
+    90% upper confidence bound √((k − 1)/χ²_{0.1, k−1}) (normal theory, k the pilot's rows).
+    """
     from scipy import stats
 
-    z = mech.privatize(np.tile(x, (PILOT_TRIALS, 1)), rng)
-    sq = np.einsum("ij,ij->i", z - x, z - x)
-    sd = float(np.std(sq, ddof=1)) * math.sqrt((PILOT_TRIALS - 1) / float(stats.chi2.ppf(0.1, PILOT_TRIALS - 1)))
-    mu = mech.expected_error
-    ratio = (z_star + float(special.ndtri(power))) * sd / mu
+    acc = Accumulator(mech, x, branches, mech.expected_error)
+    acc.add(mech.privatize(np.tile(x, (PILOT_TRIALS, 1)), rng))
+    pilot = check_input(acc, "pilot", True, z_star, alpha_each, power)
+    upper = math.sqrt((PILOT_TRIALS - 1) / float(stats.chi2.ppf(0.1, PILOT_TRIALS - 1)))
+    sd_ratio = pilot.error_se * math.sqrt(PILOT_TRIALS) * upper / mech.expected_error
+    ratio = (z_star + float(special.ndtri(power))) * sd_ratio
     needed = max(MIN_TRIALS, math.ceil((ratio / effect) ** 2))
     cap = max(MIN_TRIALS, min(MAX_TRIALS, MAX_VALUES // mech.d))
     what = f"a relative deviation of {effect:g} of E‖Z − x‖² with probability {power:g}"
-    how = f"σ/μ of ‖Z − x‖² ≤ {sd / mu:.4g} from a pilot of {PILOT_TRIALS} rows"
+    how = f"σ/μ of ‖Z − x‖² ≤ {sd_ratio:.4g} from a pilot of {PILOT_TRIALS} rows"
     if needed <= cap:
         return needed, f"{needed} trials per input detect {what} ({how})"
     return cap, (f"detecting {what} needs {needed} trials per input, above the cap of {cap}: auditing with {cap}, "
@@ -296,8 +302,9 @@ def audit(
     alpha_each = FAMILY_ALPHA / tests
     z_star = float(special.ndtri(1.0 - alpha_each / 2.0))
     if effect is not None:
-        boundary_x = next((x for _, x, on in inputs if on), inputs[0][1])
-        trials, result.trials_note = trials_for_effect(mech, boundary_x, float(effect), float(power), z_star, rng)
+        at = next((i for i, (_, _, on) in enumerate(inputs) if on), 0)
+        trials, result.trials_note = trials_for_effect(mech, inputs[at][1], branches[at], float(effect), float(power),
+                                                       z_star, alpha_each, rng)
     assert trials is not None
     keep_rows = min(trials, max(1, _LAW_VALUES // mech.d))
     outputs = []
