@@ -111,9 +111,9 @@ class InputCheck:
         out = {k: v for k, v in self.__dict__.items() if k != "branches"}
         out["branches"] = [b.to_dict() for b in self.branches]
         out["ok"] = self.ok
-        for key in ("max_abs_z", "error_z"):
-            if not math.isfinite(out[key]):
-                out[key] = None if math.isnan(out[key]) else math.copysign(1e308, out[key])
+        for key, value in out.items():  # JSON has no inf or nan: a test that could not be made, or no limit
+            if isinstance(value, float) and not math.isfinite(value):
+                out[key] = None
         return out
 
 
