@@ -23,7 +23,9 @@ counts k_b, which the output shows:
    P(Σ‖Z_i − x‖² ≥ k_b·e_b/α) ≤ α (two tests of the family per branch, whether seen or not);
 4. the branches must agree with the mechanism's claims, deterministically: Σ P_b = 1 (else the
    counts fail), Σ P_b·m_b = x (else the input is biased) and Σ P_b·e_b = ``expected_error``
-   (boundary) or ≤ ``expected_error_max`` (else the error fails), to ``CLAIMS_RTOL``.
+   (boundary) or ≤ ``expected_error_max`` (else the error fails), to ``CLAIMS_RTOL`` (and, for
+   the error, 2δ·√(L² + expected_error_max): the boundary point's norm is L only up to rounding,
+   which moves PrivUnit2's error L²/m² − ‖x‖² by 2e−16·L², 1.5% of it at d = 2, ε = 50).
 
 A mechanism without branches is tested as one branch: its mean against x, its error against
 ``expected_error`` on the boundary (two-sided) and against ``expected_error_max`` elsewhere (one-sided).
@@ -268,7 +270,9 @@ def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.Out
     if gap > CLAIMS_RTOL * scale:
         check.unbiased = False
         check.notes.append(f"the branch means average to E[Z] = x + a vector of size {gap:.3g}: biased")
-    if (abs(error - claimed) > CLAIMS_RTOL * claimed) if boundary else (error > claimed * (1.0 + CLAIMS_RTOL)):
+    # the boundary point's norm is L only to rounding, and E‖Z − x‖² moves with ‖x‖²: 2δ·scale ≥ 16u·(L² + …)
+    slack = CLAIMS_RTOL * claimed + 2.0 * delta * scale
+    if (abs(error - claimed) > slack) if boundary else (error > claimed + slack):
         check.error_ok = False
         check.notes.append(f"the branch errors average to {error!r}, the mechanism claims "
                            f"{'' if boundary else 'at most '}{claimed!r}")

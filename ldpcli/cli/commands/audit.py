@@ -101,10 +101,6 @@ def _print_power(result: Any) -> None:
                   markup=False)
     if result.trials_note:
         out.print(f"Trials: {result.trials_note}", markup=False)
-    if result.lower_bound is not None:
-        out.print(f"  privacy lower bound: with {result.lower_bound.trials} trials per input, ε_lb ≤ "
-                  f"{result.lower_bound.reach:.3g} whatever the outputs (all of one input's rows in an event that "
-                  f"holds none of the other's), so it cannot show a privacy loss above that", markup=False)
 
 
 def _print_audit(mech: Any, result: Any) -> None:
@@ -159,5 +155,8 @@ def _print_audit(mech: Any, result: Any) -> None:
             markup=False,
         )
         out.print(f"  event: {bound.event}", markup=False)
+        out.print(f"  reach: with {bound.trials} trials per input ε_lb ≤ {bound.reach:.4g} whatever the outputs (all "
+                  f"of one input's rows in an event that holds none of the other's): it cannot show a privacy loss "
+                  f"above that", markup=False)
     out.print(f"False-failure budget: {alphas['total']:g} = statistics {alphas['statistics']:g} + law "
               f"{alphas['law_tests']:g} + lower bound {alphas['lower_bound']:g}", markup=False)
