@@ -20,7 +20,8 @@ counts k_b, which the output shows:
 3. a branch seen 1 to ``MIN_BRANCH_ROWS`` − 1 times, too few for a normal approximation, is
    bounded without one: Chebyshev's inequality for its rows' mean, P(‖Σ(Z_i − m_b)‖² ≥ k_b·v_b/α)
    ≤ α with v_b = E‖Z − m_b‖² = e_b − ‖m_b − x‖², and Markov's for their squared errors,
-   P(Σ‖Z_i − x‖² ≥ k_b·e_b/α) ≤ α (two tests of the family per branch, whether seen or not);
+   P(Σ‖Z_i − x‖² ≥ k_b·e_b/α) ≤ α (together one test of the family, whose α is split between two
+   bounds per branch, whether seen or not);
 4. the branches must agree with the mechanism's claims, deterministically: Σ P_b = 1 (else the
    counts fail), Σ P_b·m_b = x (else the input is biased) and Σ P_b·e_b = ``expected_error``
    (boundary) or ≤ ``expected_error_max`` (else the error fails), to ``CLAIMS_RTOL`` (and, for
@@ -120,9 +121,9 @@ class InputCheck:
 
 
 def tests_per_input(mech: Mechanism, branches: list[hooks.OutputBranch] | None) -> int:
-    """The tests one input adds to the statistics family: d means, the error, and with branches
-    the counts and two bounds per branch."""
-    return mech.d + 1 + (0 if branches is None else 1 + 2 * len(branches))
+    """The tests one input adds to the statistics family: d means, the error, and with branches the
+    counts and the bounds on rarely seen branches (one share of the family, split among 2 per branch)."""
+    return mech.d + 1 + (0 if branches is None else 2)
 
 
 def resolution(mech: Mechanism) -> float:
@@ -207,7 +208,11 @@ def check_input(
         se_e = math.sqrt(float(np.dot(k, var_e))) / n_f
         tol_e = 2.0 * math.sqrt(max(observed, 0.0)) * delta + delta * delta
         error_z = _z(err_diff, tol_e, se_e)
-        pooled_sd = np.sqrt(np.maximum((acc.dev_sq[tested].sum(axis=0) - n_f * diff**2) / max(n_f - 1, 1), 0.0))
+        # each coordinate's sd over the tested rows: within the branches, plus between their means
+        branch_means = acc.means[tested] + acc.dev[tested] / k[:, None]
+        grand = (k[:, None] * branch_means).sum(axis=0) / n_f
+        between = (k[:, None] * (branch_means - grand) ** 2).sum(axis=0)
+        pooled_sd = np.sqrt(((k - 1)[:, None] * var).sum(axis=0) + between) / math.sqrt(max(n_f - 1, 1))
         reach = (z_star + z_power) * se + delta
         norm = float(np.linalg.norm(x))
         mean_effect = float(np.max(reach)) / norm if norm > 0.0 else None
@@ -239,11 +244,12 @@ def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.Out
         check.branches.append(BranchCount(branch.name, float(branch.probability), seen, float(branch.error), test))
         if test != "bounded":
             continue
+        alpha_bound = alpha_each / (2 * len(branches))  # the bounds' share, split (Bonferroni)
         spread = max(branch.error - float(np.sum((branch.mean - x) ** 2)), 0.0)  # E‖Z − m_b‖²
         dev = float(np.linalg.norm(acc.dev[b]))
-        mean_bound = math.sqrt(seen * spread / alpha_each) + seen * delta
+        mean_bound = math.sqrt(seen * spread / alpha_bound) + seen * delta
         tol_e = 2.0 * math.sqrt(max(branch.error, 0.0)) * delta + delta * delta
-        error_bound = seen * (branch.error / alpha_each + tol_e)
+        error_bound = seen * (branch.error / alpha_bound + tol_e)
         if dev > mean_bound:
             check.rare_ok = False
             check.notes.append(f"branch {branch.name!r} ({seen} rows): ‖Σ(Z − m_b)‖ = {dev:.4g} > Chebyshev bound "

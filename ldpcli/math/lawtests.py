@@ -433,6 +433,27 @@ def sphere_branches(
     return out
 
 
+def sphere_output_branches(
+    x: np.ndarray, *, norm_bound: float, d: int, cap_logit: float, log_p_cap: float, logit_p: float, log_m: float,
+    log_one_minus_m: float,
+) -> list[tuple[str, float, np.ndarray, float]]:
+    """(name, probability, E[Z | region], E[‖Z − x‖² | region]) for each region of :func:`sphere_branches`,
+    for Z = (L/m)·V (PrivUnit2, and the hemisphere mechanism at γ = 0).
+
+    E[Z | region] = (L/m)·E[t | region]·u and, for x = ρL·u, ‖Z − x‖² = (L/m)²·((1 − ρm)² + 2ρm·(1 − t)),
+    a sum of positive terms (1 − ρm = (1 − ρ) + ρ(1 − m)), so that no cancellation loses the error
+    when m → 1.
+    """
+    axis = branch_axis(x)
+    rho = min(1.0, float(np.linalg.norm(x)) / norm_bound)
+    m = math.exp(log_m)
+    short = (1.0 - rho) + rho * math.exp(log_one_minus_m)  # 1 − ρm
+    radius = norm_bound * math.exp(-log_m)
+    return [(b.name, b.probability, radius * b.cosine * axis, radius**2 * (short * short + 2.0 * rho * m * b.gap))
+            for b in sphere_branches(x, norm_bound=norm_bound, d=d, cap_logit=cap_logit, log_p_cap=log_p_cap,
+                                     logit_p=logit_p)]
+
+
 def branch_axis(x: np.ndarray) -> np.ndarray:
     """u = x/‖x‖, the axis of the regions of :func:`sphere_branches`; at x = 0 a fixed unit vector (any
     axis will do there: the law is rotation invariant)."""

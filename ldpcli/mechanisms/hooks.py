@@ -96,10 +96,14 @@ class Branched(Protocol):
 
 
 def output_branches(mech: Mechanism, x: np.ndarray) -> list[OutputBranch] | None:
-    """``mech.output_branches(x)``; None for a mechanism without branches (:class:`Branched`)."""
+    """``mech.output_branches(x)``; None for a mechanism without branches (:class:`Branched`) or one
+    that cannot split its output for this input or these parameters (NotImplementedError)."""
     if not isinstance(mech, Branched):
         return None
-    return mech.output_branches(x)
+    try:
+        return mech.output_branches(x)
+    except NotImplementedError:
+        return None
 
 
 def branch_labels(mech: Mechanism, x: np.ndarray, z: np.ndarray) -> np.ndarray:

@@ -326,23 +326,13 @@ class PrivUnit2(Mechanism):
         )
 
     def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
-        """The output as three regions of the sphere (``lawtests.sphere_branches``; d = 1: the two
-        outputs), with Z = (L/m)·V: E[Z | region] = (L/m)·E[t | region]·u and, for x = ρL·u,
-        ‖Z − x‖² = (L/m)²·((1 − ρm)² + 2ρm·(1 − t)), a sum of positive terms (1 − ρm = (1 − ρ) + ρ(1 − m)).
-        """
+        """The output as three regions of the sphere, cap, band and opposite cap (d = 1: the two
+        outputs), with their exact probabilities, means and errors (``lawtests.sphere_output_branches``)."""
         from ldpcli.math import lawtests
 
-        axis = lawtests.branch_axis(x)
-        rho = min(1.0, float(np.linalg.norm(x)) / self.norm_bound)
-        m = math.exp(self.log_m)
-        short = (1.0 - rho) + rho * math.exp(self.log_one_minus_m)  # 1 − ρm
-        radius = self.norm_bound * self.scale
-        return [
-            OutputBranch(b.name, b.probability, radius * b.cosine * axis,
-                         radius**2 * (short * short + 2.0 * rho * m * b.gap))
-            for b in lawtests.sphere_branches(x, norm_bound=self.norm_bound, d=self.d, cap_logit=self.cap_logit,
-                                              log_p_cap=self.log_cap_probability, logit_p=self.logit_p)
-        ]
+        return [OutputBranch(*b) for b in lawtests.sphere_output_branches(
+            x, norm_bound=self.norm_bound, d=self.d, cap_logit=self.cap_logit, log_p_cap=self.log_cap_probability,
+            logit_p=self.logit_p, log_m=self.log_m, log_one_minus_m=self.log_one_minus_m)]
 
     def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
         """The region of each row (``lawtests.sphere_branch_labels``)."""

@@ -26,6 +26,8 @@ from ldpcli.mechanisms.base import check_count
 from ldpcli.release.safety import check_epsilon
 
 app = command_app()
+#: Branches listed per input in the text output (all are in --json).
+SHOWN_BRANCHES = 8
 
 
 @app.command("audit", cls=Command)
@@ -86,7 +88,10 @@ def _print_power(result: Any) -> None:
     """The branches seen, the notes of failed checks, and what each test detects with probability ``power``."""
     for check in result.inputs:
         if len(check.branches) > 1:
-            seen = ", ".join(f"{b.name} {b.rows} ({b.test}, P = {b.probability:.3g})" for b in check.branches)
+            shown = [b for b in check.branches if b.rows or len(check.branches) <= SHOWN_BRANCHES][:SHOWN_BRANCHES]
+            seen = ", ".join(f"{b.name} {b.rows} ({b.test}, P = {b.probability:.3g})" for b in shown)
+            if len(shown) < len(check.branches):
+                seen += f" (of {len(check.branches)} branches; the others {'unseen or ' if shown else ''}in --json)"
             verdict = "" if check.counts_ok else " ✗"
             out.print(f"  {check.name}: branches {seen}; counts p = {check.counts_p_value:.3g}{verdict}", markup=False)
         for note in check.notes:
