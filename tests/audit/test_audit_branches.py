@@ -15,7 +15,8 @@ from helpers import ldp
 from ldpcli.audit.claims import audit
 from ldpcli.cli.commands.audit import compared
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms import PrivUnit2, PrivUnitG, register, unregister
+from ldpcli.mechanisms import hooks
+from ldpcli.mechanisms import PrivUnit2, PrivUnitG, get_mechanism, register, unregister
 
 
 class ComplementOff(PrivUnit2):
@@ -74,6 +75,43 @@ def test_branches_reproduce_the_claims(d: int, eps: float) -> None:
         assert np.allclose((probs[:, None] * np.array([b.mean for b in branches])).sum(axis=0), x, atol=1e-12)
         claim = mech.expected_error if rho == 1.0 else mech.expected_error_max - rho**2
         assert float(np.dot(probs, [b.error for b in branches])) == pytest.approx(claim, rel=1e-11)
+
+
+@pytest.mark.parametrize("name, d, eps", [("scalar", 1, 20.0), ("scalar", 1, 100.0), ("scalar-rel", 1, 20.0),
+                                          ("privunit-inf", 16, 20.0), ("duchi-linf", 2, 20.0), ("duchi-l2", 1, 20.0),
+                                          ("duchi-l2", 1, 100.0)])
+def test_other_mechanisms_at_large_epsilon_pass(name: str, d: int, eps: float) -> None:
+    """Randomized-response flips of probability ~e^{−ε}: unseen, they failed these honest mechanisms before
+    (boundary z = inf or about −1e9, 3 seeds of 3)."""
+    mech = get_mechanism(name).calibrate(d, eps)
+    for seed in range(3):
+        result = audit(mech, trials=3000, seed=seed, lower_bound_trials=500)
+        assert result.passed, (seed, result.to_dict()["statistics"])
+
+
+@pytest.mark.parametrize("name, d, eps", [("scalar", 1, 8.0), ("scalar", 1, 30.0), ("scalar-rel", 1, 8.0),
+                                          ("privunit-inf", 5, 2.0), ("duchi-linf", 3, 20.0), ("duchi-l2", 1, 20.0),
+                                          ("duchi-l2", 7, 1.0)])
+def test_other_branches_reproduce_the_claims(name: str, d: int, eps: float) -> None:
+    mech = get_mechanism(name).calibrate(d, eps)
+    for _, x, boundary in mech.domain.test_points(d, mech.norm_bound, np.random.default_rng(1)):
+        branches = hooks.output_branches(mech, x)
+        if branches is None:  # the hypercube mechanisms split their output at a vertex only
+            assert not boundary and name in ("privunit-inf", "duchi-linf")
+            continue
+        probs = np.array([b.probability for b in branches])
+        assert probs.sum() == pytest.approx(1.0, rel=1e-12)
+        assert np.allclose((probs[:, None] * np.array([b.mean for b in branches])).sum(axis=0), x, atol=1e-12)
+        error = float(np.dot(probs, [b.error for b in branches]))
+        if boundary:
+            assert error == pytest.approx(mech.expected_error, rel=1e-9, abs=1e-15)
+        else:
+            assert error <= mech.expected_error_max * (1 + 1e-12)
+        z = mech.privatize(np.tile(x, (2000, 1)), np.random.default_rng(2))
+        labels = hooks.branch_labels(mech, x, z)
+        for b, branch in enumerate(branches):  # an atom branch: every row in it is its mean
+            if branch.error == float(np.sum((branch.mean - x) ** 2)) and np.any(labels == b):
+                assert np.allclose(z[labels == b], branch.mean, rtol=1e-12, atol=1e-12)
 
 
 def test_counts_and_conditional_means_match_samples() -> None:
