@@ -13,12 +13,13 @@ counts k_b, which the output shows:
 
 1. the counts against the probabilities (``lawtests.counts_test``: exact binomial tests for the
    rare branches, Pearson's χ² among the others), one test of the family;
-2. the rows of the branches seen at least ``MIN_BRANCH_ROWS`` times: given the counts they are
-   independent draws from their branches, so the sample mean has expectation Σ_b (k_b/n_f)·m_b
-   (n_f = Σ_b k_b over those branches) and variance Σ_b k_b·σ²_b/n_f², σ²_b estimated within each
-   branch; likewise the mean squared error against Σ_b (k_b/n_f)·e_b, two-sided for every input;
-3. a branch seen 1 to ``MIN_BRANCH_ROWS`` − 1 times, too few for a normal approximation, is
-   bounded without one: Chebyshev's inequality for its rows' mean, P(‖Σ(Z_i − m_b)‖² ≥ k_b·v_b/α)
+2. the rows of the branches expected at least ``MIN_BRANCH_ROWS`` times (alone, or pooled with rare
+   neighbours of comparable spread: ``z_tested``, chosen before the rows are seen): given the
+   counts they are independent draws from their branches, so the sample mean has expectation
+   Σ_b (k_b/n_f)·m_b (n_f = Σ_b k_b over those branches) and variance Σ_b k_b·σ²_b/n_f², estimated
+   by Σ_b Σ_i (Z_i − m_b)²/n_f² (unbiased, as the m_b are known); likewise the mean squared error
+   against Σ_b (k_b/n_f)·e_b, two-sided for every input;
+3. the rows of the other branches, too rare for a normal approximation, are bounded without one: Chebyshev's inequality for its rows' mean, P(‖Σ(Z_i − m_b)‖² ≥ k_b·v_b/α)
    ≤ α with v_b = E‖Z − m_b‖² = e_b − ‖m_b − x‖², and Markov's for their squared errors,
    P(Σ‖Z_i − x‖² ≥ k_b·e_b/α) ≤ α (together one test of the family, whose α is split between two
    bounds per branch, whether seen or not);
@@ -34,14 +35,18 @@ A mechanism without branches is tested as one branch: its mean against x, its er
 Floating point. Rows are accumulated as deviations from their expected means (Σ(Z − m_b), not
 ΣZ − n·m_b), so the sums carry no rounding of the size of m_b. Each output value itself is rounded:
 deviations below δ = ``RESOLUTION_ULPS``·u·√(L² + expected_error_max) (u = 2⁻⁵³) per coordinate, and
-2δ√e + δ² of the squared error, are below what double-precision outputs resolve, and are not counted
+2δ√e + δ² + d·u·e of the squared error (the last from summing d squares), are below what
+double-precision outputs resolve, and are not counted
 against the mechanism (PrivUnit2 at ε = 700, d = 16: E‖Z − x‖² = 3e−36 on the cap, far below the
 rounding of outputs of norm 1).
 
 Power. With z_P = Φ⁻¹(power), each test detects with probability ``power`` a deviation of
 (z* + z_P)·se (plus the resolution): ``mean_effect`` is that shift of one coordinate of E[Z] relative
 to ‖x‖, ``mean_effect_sd`` in units of the coordinate's standard deviation, and ``error_effect`` the
-relative deviation of E‖Z − x‖² (for the one-sided test, an excess).
+relative deviation of E‖Z − x‖² (for the one-sided test, an excess). With branches these are
+deviations of the means and errors given the branch counts; a bug that only moves rows from one
+branch to another (a biased rounding moves PrivUnit2's rows between its caps, each still uniform)
+changes the counts instead, and the counts test sees it, with a power not stated here.
 """
 
 from __future__ import annotations
@@ -58,8 +63,11 @@ from ldpcli.mechanisms import Mechanism, hooks
 
 #: Output values are trusted to this many units in the last place of the output's RMS norm.
 RESOLUTION_ULPS = 8.0
-#: A branch seen fewer times is bounded (Chebyshev, Markov) rather than z-tested.
+#: A branch (or a pool of rare ones, ``z_tested``) expected fewer times is bounded (Chebyshev, Markov)
+#: rather than z-tested.
 MIN_BRANCH_ROWS = 100
+#: Rare branches are pooled only with branches whose spread E‖Z − m_b‖² is within this factor.
+SPREAD_RATIO = 4.0
 #: The branches' numbers must reproduce the mechanism's claims to this relative tolerance.
 CLAIMS_RTOL = 1e-9
 _UNIT_ROUNDOFF = 2.0**-53
@@ -126,9 +134,52 @@ def tests_per_input(mech: Mechanism, branches: list[hooks.OutputBranch] | None) 
     return mech.d + 1 + (0 if branches is None else 2)
 
 
+def z_tested(branches: list[hooks.OutputBranch], x: np.ndarray, trials: int) -> np.ndarray:
+    """Which branches the z-tests take (the others are bounded): a choice made before looking at the rows.
+
+    A branch expected at least ``MIN_BRANCH_ROWS`` times in ``trials`` rows is z-tested. Rarer ones are
+    pooled, in their order, with rare neighbours of comparable spread E‖Z − m_b‖² (within a factor
+    ``SPREAD_RATIO``) until the pool is expected that often, and then z-tested with it: many small
+    branches of one law (the agreement counts of the hypercube at large d, the values of a fine grid)
+    keep the tests' power. A rare branch whose spread dwarfs its neighbours' (PrivUnit2's band next to
+    a thin cap) would dominate a z-test with a row or two, and is bounded instead.
+    """
+    probs = np.array([b.probability for b in branches])
+    expected = trials * probs
+    spread = np.array([max(b.error - float(np.sum((b.mean - x) ** 2)), 0.0) for b in branches])
+    tested = expected >= MIN_BRANCH_ROWS
+    pool: list[int] = []
+
+    def close() -> None:
+        if pool and float(expected[pool].sum()) >= MIN_BRANCH_ROWS:
+            tested[pool] = True
+        pool.clear()
+
+    for b in range(len(branches)):
+        if tested[b]:
+            close()
+            continue
+        if pool:
+            low, high = float(spread[pool].min()), float(spread[pool].max())
+            if max(high, spread[b]) > SPREAD_RATIO * min(low, spread[b]):
+                close()
+        pool.append(b)
+        if float(expected[pool].sum()) >= MIN_BRANCH_ROWS:
+            close()
+    close()
+    return tested
+
+
 def resolution(mech: Mechanism) -> float:
     """δ = ``RESOLUTION_ULPS``·u·√(L² + expected_error_max): the rounding of one output value, at most."""
     return RESOLUTION_ULPS * _UNIT_ROUNDOFF * math.sqrt(mech.norm_bound**2 + mech.expected_error_max)
+
+
+def error_resolution(error: float, delta: float, d: int) -> float:
+    """What rounding may move a mean of ‖Z − x‖² ≈ ``error`` by: 2δ√e + δ² from the outputs' own
+    rounding (δ per coordinate, ``resolution``), and d·u·e from summing d squares."""
+    error = max(error, 0.0)
+    return 2.0 * math.sqrt(error) * delta + delta * delta + d * _UNIT_ROUNDOFF * error
 
 
 def _shrink(value: float, tol: float) -> float:
@@ -187,32 +238,30 @@ def check_input(
     delta = resolution(mech)
     rows = acc.rows
     n = int(rows.sum())
-    tested = rows >= (MIN_BRANCH_ROWS if branches is not None else 1)
+    tested = np.ones(1, dtype=bool) if branches is None else z_tested(branches, x, n)
     n_f = int(rows[tested].sum())
     k = rows[tested].astype(float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        # within-branch sample variances of each coordinate and of the squared error
-        var = np.where((k > 1)[:, None], (acc.dev_sq[tested] - acc.dev[tested] ** 2 / k[:, None])
-                       / (k - 1)[:, None], 0.0)
-        var_e = np.where(k > 1, (acc.err_dev_sq[tested] - acc.err_dev[tested] ** 2 / k) / (k - 1), 0.0)
-    var, var_e = np.maximum(var, 0.0), np.maximum(var_e, 0.0)
     z_power = float(special.ndtri(power))
     if n_f:
+        # Given the counts, Σ_b Σ_i (Z_i − m_b) has variance Σ_b k_b·σ²_b, estimated without bias by
+        # Σ_b Σ_i (Z_i − m_b)² since the m_b are known: branches seen once or twice need no variance of their own.
         diff = acc.dev[tested].sum(axis=0) / n_f
-        se = np.sqrt((k[:, None] * var).sum(axis=0)) / n_f
+        se = np.sqrt(acc.dev_sq[tested].sum(axis=0)) / n_f
         zs = np.array([_z(float(v), delta, float(s)) for v, s in zip(diff, se, strict=True)])
         max_abs_z = float(np.max(np.abs(zs)))
         expected = float(np.dot(k, acc.errors[tested])) / n_f
         observed = float(acc.err_sum[tested].sum()) / n_f
         err_diff = float(acc.err_dev[tested].sum()) / n_f
-        se_e = math.sqrt(float(np.dot(k, var_e))) / n_f
-        tol_e = 2.0 * math.sqrt(max(observed, 0.0)) * delta + delta * delta
+        se_e = math.sqrt(float(acc.err_dev_sq[tested].sum())) / n_f
+        tol_e = error_resolution(observed, delta, mech.d)
         error_z = _z(err_diff, tol_e, se_e)
         # each coordinate's sd over the tested rows: within the branches, plus between their means
-        branch_means = acc.means[tested] + acc.dev[tested] / k[:, None]
-        grand = (k[:, None] * branch_means).sum(axis=0) / n_f
-        between = (k[:, None] * (branch_means - grand) ** 2).sum(axis=0)
-        pooled_sd = np.sqrt(((k - 1)[:, None] * var).sum(axis=0) + between) / math.sqrt(max(n_f - 1, 1))
+        seen = k > 0
+        branch_means = acc.means[tested][seen] + acc.dev[tested][seen] / k[seen, None]
+        grand = (k[seen, None] * branch_means).sum(axis=0) / n_f
+        within = (acc.dev_sq[tested][seen] - acc.dev[tested][seen] ** 2 / k[seen, None]).sum(axis=0)
+        between = (k[seen, None] * (branch_means - grand) ** 2).sum(axis=0)
+        pooled_sd = np.sqrt(np.maximum(within + between, 0.0) / max(n_f - 1, 1))
         reach = (z_star + z_power) * se + delta
         norm = float(np.linalg.norm(x))
         mean_effect = float(np.max(reach)) / norm if norm > 0.0 else None
@@ -238,9 +287,10 @@ def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.Out
     """Steps 1, 3 and 4 of the module docstring, recorded on ``check``."""
     x, rows = acc.x, acc.rows
     probs = np.array([b.probability for b in branches])
+    tested = z_tested(branches, x, int(rows.sum()))
     for b, branch in enumerate(branches):
         seen = int(rows[b])
-        test = "z-test" if seen >= MIN_BRANCH_ROWS else ("bounded" if seen else "unseen")
+        test = "z-test" if tested[b] else ("bounded" if seen else "unseen")
         check.branches.append(BranchCount(branch.name, float(branch.probability), seen, float(branch.error), test))
         if test != "bounded":
             continue
@@ -248,7 +298,7 @@ def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.Out
         spread = max(branch.error - float(np.sum((branch.mean - x) ** 2)), 0.0)  # E‖Z − m_b‖²
         dev = float(np.linalg.norm(acc.dev[b]))
         mean_bound = math.sqrt(seen * spread / alpha_bound) + seen * delta
-        tol_e = 2.0 * math.sqrt(max(branch.error, 0.0)) * delta + delta * delta
+        tol_e = error_resolution(branch.error, delta, acc.mech.d)
         error_bound = seen * (branch.error / alpha_bound + tol_e)
         if dev > mean_bound:
             check.rare_ok = False

@@ -15,8 +15,7 @@ from helpers import ldp
 from ldpcli.audit.claims import audit
 from ldpcli.cli.commands.audit import compared
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms import hooks
-from ldpcli.mechanisms import PrivUnit2, PrivUnitG, get_mechanism, register, unregister
+from ldpcli.mechanisms import PrivUnit2, PrivUnitG, get_mechanism, hooks, register, unregister
 
 
 class ComplementOff(PrivUnit2):

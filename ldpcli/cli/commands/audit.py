@@ -96,8 +96,9 @@ def _print_power(result: Any) -> None:
             out.print(f"  {check.name}: branches {seen}; counts p = {check.counts_p_value:.3g}{verdict}", markup=False)
         for note in check.notes:
             out.print(f"  {check.name}: {note}", markup=False)
-    out.print(f"Detected with probability {result.power:g} at these trials (smaller deviations may pass):",
-              markup=False)
+    branched = any(len(check.branches) > 1 for check in result.inputs)
+    out.print(f"Detected with probability {result.power:g} at these trials (smaller deviations may pass"
+              f"{'; given the branch counts, which are tested apart' if branched else ''}):", markup=False)
     for check in result.inputs:
         mean = (f"a shift of one coordinate of E[Z] by {check.mean_effect:.3g}·‖x‖"
                 if check.mean_effect is not None else "a shift of one coordinate of E[Z]")
