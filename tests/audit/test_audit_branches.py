@@ -194,9 +194,9 @@ def test_effect_too_small_is_capped_with_a_note(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_power_reaches_its_target() -> None:
-    """A 10% error bias: ≥ 19 of 20 seeded audits catch it at the trials --effect 0.1 --power 0.99 chooses
-    (40481 here); at the default 20000 only 18 of 20 do."""
-    mech = ErrorBias.calibrate(1, 4.0)
+    """A 10% error bias of PrivUnitG at d = 1, ε = 8: ≥ 19 of 20 seeded audits catch it at the trials that
+    --effect 0.1 --power 0.99 chooses (84021 here, from σ/μ ≈ 4.4); at the default 20000 none of the 20 does."""
+    mech = ErrorBias.calibrate(1, 8.0)
     chosen = sum(not audit(mech, seed=s, effect=0.1, power=0.99, lower_bound_trials=100).inputs[0].error_ok
                  for s in range(20))
     default = sum(not audit(mech, seed=s, lower_bound_trials=100).inputs[0].error_ok for s in range(20))
