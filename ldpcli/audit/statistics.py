@@ -102,7 +102,7 @@ class InputCheck:
     error_z: float
     error_ok: bool
     error_se: float  # the standard error of the mean squared error (within branches)
-    claimed: float  # the mechanism's claim: expected_error (boundary) or expected_error_max
+    claimed: float  # the mechanism's claim: expected_error (boundary: equal) or expected_error_max (at most)
     resolution: float  # δ of the module docstring
     power: float
     mean_effect: float | None  # relative to ‖x‖ (None at x = 0)
@@ -113,6 +113,7 @@ class InputCheck:
     counts_ok: bool = True
     rare_ok: bool = True  # the bounds on rarely seen branches hold
     notes: list[str] = field(default_factory=list)
+    boundary: bool = True  # whether ``claimed`` is an equality (the boundary) or a bound
 
     @property
     def ok(self) -> bool:
@@ -275,7 +276,7 @@ def check_input(
     check = InputCheck(
         name, n, max_abs_z, z_star, max_abs_z <= z_star, observed, expected, "equal" if two_sided else "at most",
         float(error_z), bool(abs(error_z) <= z_star if two_sided else error_z <= z_star), se_e, claimed, delta, power,
-        mean_effect, mean_effect_sd, error_effect,
+        mean_effect, mean_effect_sd, error_effect, boundary=boundary,
     )
     if branches is not None:
         _branch_checks(check, acc, branches, boundary, claimed, delta, alpha_each)

@@ -93,7 +93,9 @@ def _print_power(result: Any) -> None:
             if len(shown) < len(check.branches):
                 seen += f" (of {len(check.branches)} branches; the others {'unseen or ' if shown else ''}in --json)"
             verdict = "" if check.counts_ok else " ✗"
-            out.print(f"  {check.name}: branches {seen}; counts p = {check.counts_p_value:.3g}{verdict}", markup=False)
+            claim = f"{'' if check.boundary else 'at most '}{fmt(check.claimed)}"
+            out.print(f"  {check.name}: branches {seen}; counts p = {check.counts_p_value:.3g}{verdict}; E‖Z − x‖² "
+                      f"claimed {claim}, expected given these counts {fmt(check.predicted)}", markup=False)
         for note in check.notes:
             out.print(f"  {check.name}: {note}", markup=False)
     branched = any(len(check.branches) > 1 for check in result.inputs)
