@@ -5,7 +5,9 @@ coordinate) and for their squared error E‖Z − x‖² (a z-test of the sample
 Bonferroni threshold z* of the audit's statistics family, each with its estimated standard error.
 
 Branches. A mechanism whose output is a mixture of branches told apart by the output
-(:class:`ldpcli.mechanisms.hooks.Branched`: PrivUnit2's cap and complement) gives each branch b its
+(:class:`ldpcli.mechanisms.hooks.Branched`: PrivUnit2's and Duchi ℓ2's regions of the sphere, the
+hypercube's agreement counts at a vertex, the scalar grid's values, separated's products of both)
+gives each branch b its
 exact probability P_b, conditional mean m_b and conditional error e_b. A branch of probability
 8e−7 is never seen in 20000 rows, yet carries 2(1 − p)·L² of PrivUnit2's error at ε = 100, d = 16:
 an unconditional test then fails an honest mechanism (z = −49). Here the tests are conditional on the

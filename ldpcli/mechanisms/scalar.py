@@ -289,27 +289,30 @@ class ScalarDP(GridResponse, Mechanism):
         return max(0.0, 0.5 * (1.0 - a * (k - 1.0)))
 
     def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
-        """The grid values (``GridResponse.output_branches``); above ``BRANCH_MAX_VALUES`` of them, two.
+        """The grid values (``GridResponse.output_branches``); above ``BRANCH_MAX_VALUES`` of them, the
+        branches of ``rounding_split``."""
+        if self.k + 1 <= BRANCH_MAX_VALUES:
+            return GridResponse.output_branches(self, x)
+        return self.rounding_split(float(x[0]))
+
+    def rounding_split(self, r: float) -> list[OutputBranch]:
+        """The output of r as branches: Ĵ at each of the rounding's grid points, and Ĵ anywhere else.
 
         With the rounding's grid points S ({⌊t⌋, ⌊t⌋ + 1}, or {⌊t⌋} for r on the grid) and
         λ = 1/(e^ε − 1): Ĵ ∈ S with P(Ĵ = j) = (P(J = j) + λ)/(1 + (k + 1)λ) each, and Ĵ uniform on the
         other grid points C with probability |C|λ/(1 + (k + 1)λ). On C, Z = B·g·j − A·r_max/2 has mean
         B·g·mean_C(j) − A·r_max/2 and E(Z − r)² = (B·g)²·Var_C(j) + (E[Z | C] − r)², the sums over C
-        in exact integers. The branch of an output: equal, bit for bit, to the value of a point of S.
+        in exact integers.
         """
-        if self.k + 1 <= BRANCH_MAX_VALUES:
-            return GridResponse.output_branches(self, x)
-        r = float(np.clip(x[0], 0.0, self.norm_bound))
+        r = float(np.clip(r, 0.0, self.norm_bound))
         a, b = self.coefficients
-        js, up = self._rounding_points(r)
+        js, up = self.rounding_points(r)
         lam = math.exp(-sm.log_expm1(self.epsilon))
         norm = 1.0 + (self.k + 1) * lam
         weights = [((1.0 - up if j == js[0] else up) + lam) / norm for j in js]
         values = [self._value(j) for j in js]
-        p_s = sum(weights)
-        near = OutputBranch("at the rounding's grid points", p_s,
-                            np.array([sum(w * v for w, v in zip(weights, values, strict=True)) / p_s]),
-                            sum(w * (v - r) ** 2 for w, v in zip(weights, values, strict=True)) / p_s)
+        near = [OutputBranch(f"Z = {v:.9g} (a rounding point)", w, np.array([v]), (v - r) ** 2)
+                for w, v in zip(weights, values, strict=True)]
         size = self.k + 1 - len(js)
         total = Fraction(self.k * (self.k + 1), 2) - sum(js)
         squares = Fraction(self.k * (self.k + 1) * (2 * self.k + 1), 6) - sum(j * j for j in js)
@@ -317,19 +320,20 @@ class ScalarDP(GridResponse, Mechanism):
         mean = (b * self.grid_step) * float(mean_j) - a * 0.5 * self.norm_bound
         spread = (b * self.grid_step) ** 2 * float(squares / size - mean_j * mean_j)
         far = OutputBranch("elsewhere on the grid", size * lam / norm, np.array([mean]), spread + (mean - r) ** 2)
-        return [near, far]
+        return [*near, far]
 
     def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
-        """The grid value's index (small k), or 0 at the rounding's grid points and 1 elsewhere (large k)."""
+        """The grid value's index (small k); large k: the index of the rounding's grid point it equals,
+        bit for bit, or the last branch (elsewhere)."""
         if self.k + 1 <= BRANCH_MAX_VALUES:
             return GridResponse.branch_labels(self, x, z)
-        js, _ = self._rounding_points(float(np.clip(x[0], 0.0, self.norm_bound)))
-        near = np.zeros(z.shape[0], dtype=bool)
-        for j in js:
-            near |= z[:, 0] == self._value(j)
-        return np.where(near, 0, 1)
+        js, _ = self.rounding_points(float(np.clip(x[0], 0.0, self.norm_bound)))
+        labels = np.full(z.shape[0], len(js), dtype=np.int64)
+        for i, j in enumerate(js):
+            labels[z[:, 0] == self._value(j)] = i
+        return labels
 
-    def _rounding_points(self, r: float) -> tuple[list[int], float]:
+    def rounding_points(self, r: float) -> tuple[list[int], float]:
         """(the grid points the rounding of r may choose, P(J = the upper one)), as ``privatize_values``
         draws them: t − ⌊t⌋ may round just above 1 at r = r_max, where the upper point is sure."""
         t = r / self.grid_step

@@ -78,7 +78,8 @@ def test_branches_reproduce_the_claims(d: int, eps: float) -> None:
 
 @pytest.mark.parametrize("name, d, eps", [("scalar", 1, 20.0), ("scalar", 1, 100.0), ("scalar-rel", 1, 20.0),
                                           ("privunit-inf", 16, 20.0), ("duchi-linf", 2, 20.0), ("duchi-l2", 1, 20.0),
-                                          ("duchi-l2", 1, 100.0)])
+                                          ("duchi-l2", 1, 100.0), ("separated", 1, 100.0), ("separated", 2, 100.0),
+                                          ("separated", 16, 100.0), ("separated", 1, 20.0)])
 def test_other_mechanisms_at_large_epsilon_pass(name: str, d: int, eps: float) -> None:
     """Randomized-response flips of probability ~e^{−ε}: unseen, they failed these honest mechanisms before
     (boundary z = inf or about −1e9, 3 seeds of 3)."""
@@ -90,7 +91,8 @@ def test_other_mechanisms_at_large_epsilon_pass(name: str, d: int, eps: float) -
 
 @pytest.mark.parametrize("name, d, eps", [("scalar", 1, 8.0), ("scalar", 1, 30.0), ("scalar-rel", 1, 8.0),
                                           ("privunit-inf", 5, 2.0), ("duchi-linf", 3, 20.0), ("duchi-l2", 1, 20.0),
-                                          ("duchi-l2", 7, 1.0)])
+                                          ("duchi-l2", 7, 1.0), ("separated", 5, 4.0), ("separated", 1, 100.0),
+                                          ("separated", 2, 20.0)])
 def test_other_branches_reproduce_the_claims(name: str, d: int, eps: float) -> None:
     mech = get_mechanism(name).calibrate(d, eps)
     for _, x, boundary in mech.domain.test_points(d, mech.norm_bound, np.random.default_rng(1)):
