@@ -64,6 +64,56 @@ class LawTested(Protocol):
         ...
 
 
+class OutputBranch(NamedTuple):
+    """One branch of a mechanism's output for a fixed input x (:class:`Branched`).
+
+    ``probability`` is P(branch | x); ``mean`` (shape (d,)) is E[Z | branch, x] and ``error`` is
+    E[‖Z − x‖² | branch, x], all exact for the calibrated parameters.
+    """
+
+    name: str
+    probability: float
+    mean: np.ndarray
+    error: float
+
+
+@runtime_checkable
+class Branched(Protocol):
+    """A mechanism whose output, for a fixed input, is a mixture of branches that the output identifies."""
+
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """The branches of the output for the input ``x`` (shape (d,), in the domain).
+
+        They partition the output space, so their probabilities sum to 1, Σ P_b·mean_b = E[Z | x]
+        and Σ P_b·error_b = E‖Z − x‖². ``ldp audit`` tests the branch counts against the
+        probabilities, and the mean and the error given the counts.
+        """
+        ...
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """For each row of ``z`` (the (n, d) privatized copies of ``x``), the index of its branch in
+        ``output_branches(x)``, read from the output alone (shape (n,), integers)."""
+        ...
+
+
+def output_branches(mech: Mechanism, x: np.ndarray) -> list[OutputBranch] | None:
+    """``mech.output_branches(x)``; None for a mechanism without branches (:class:`Branched`) or one
+    that cannot split its output for this input or these parameters (NotImplementedError)."""
+    if not isinstance(mech, Branched):
+        return None
+    try:
+        return mech.output_branches(x)
+    except NotImplementedError:
+        return None
+
+
+def branch_labels(mech: Mechanism, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``mech.branch_labels(x, z)`` for a mechanism with branches (:class:`Branched`)."""
+    if not isinstance(mech, Branched):
+        raise NotImplementedError(f"mechanism {mech.name!r} has no branches")
+    return mech.branch_labels(x, z)
+
+
 def audit_epsilon(mech: Mechanism) -> tuple[float, str]:
     """``mech.audit_epsilon()``; NotImplementedError for a mechanism without a second route."""
     if not isinstance(mech, PrivacyRoute):
