@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.safety import CLIP_REFUSE_FRACTION
 
 #: Default memory budget (bytes) for the batches in flight, shared by all threads.
 DEFAULT_MEMORY = 256 * 2**20
@@ -122,7 +123,9 @@ class ReleaseOptions:
         ``"float32"`` or ``"float64"``: the type the vectors are written as (default: the input's).
     fail_on_clip : float or None
         A fraction of the rows: when more than that lie outside the bound, a DataError and
-        nothing is written.
+        nothing is written. Default 0.5 (:data:`~ldpcli.release.safety.CLIP_REFUSE_FRACTION`):
+        a release that would clip more than half the rows is refused; 1 (or None) accepts any
+        clipping, 0 none.
     skip_invalid : bool
         Leave out rows with a missing, NaN/inf or wrong-length vector instead of failing.
     force : bool
@@ -146,7 +149,7 @@ class ReleaseOptions:
     seed: int | None = None
     copies: int = 1
     dtype: str | None = None
-    fail_on_clip: float | None = None
+    fail_on_clip: float | None = CLIP_REFUSE_FRACTION
     skip_invalid: bool = False
     force: bool = False
     overwrite: bool = False
