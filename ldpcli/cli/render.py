@@ -42,7 +42,6 @@ def keep_whole(table: Table, console: Console) -> None:
             column.no_wrap = True
             column.min_width = max([width.maximum for width in widths] or [1])
         else:
-            column.overflow = "fold"  # never reached at these widths; a word is folded, never cut, if it were
             column.min_width = max([width.minimum for width in widths] or [1])
     needed = Measurement.get(console, unbounded, table).minimum
     if table.width is None and needed > console.width:
