@@ -28,21 +28,22 @@ def keep_whole(table: Table, console: Console) -> None:
     """Make ``table`` show every number and path whole, at any width.
 
     Rich fits a table to the console (80 columns in a pipe) by cutting a cell's long words with "…"
-    and, when that is not enough, by narrowing columns down to nothing. Here the right-justified
-    columns (the numbers) are never wrapped: each is at least as wide as its widest cell. A text
-    column may wrap between words but is at least as wide as its longest word (a path, a name).
-    A table that cannot fit so is laid out wider than the console, which soft-wraps its lines:
-    nothing is cut or cropped.
+    and, when that is not enough, by narrowing columns down to nothing. Here a right-justified
+    column (the numbers) is at least as wide as its widest cell, so a number (and a cell such as
+    "1.24 ≤ 4.65") stays on one line; any other column is at least as wide as its longest word (a
+    path, a name) and wraps between words. Headers wrap between words too. A table that cannot fit
+    so is laid out wider than the console, which soft-wraps its lines: nothing is cut or cropped.
     """
     unbounded = console.options.update_width(_UNBOUNDED)
+
+    def width(cell: Any, whole: bool) -> int:
+        measured = Measurement.get(console, unbounded, cell)
+        return measured.maximum if whole else measured.minimum
+
     for column in table.columns:
-        cells = [column.header, *column.cells] if table.show_header else list(column.cells)
-        widths = [Measurement.get(console, unbounded, cell) for cell in cells]
-        if column.justify == "right":
-            column.no_wrap = True
-            column.min_width = max([width.maximum for width in widths] or [1])
-        else:
-            column.min_width = max([width.minimum for width in widths] or [1])
+        whole = column.justify == "right"
+        header = [width(column.header, False)] if table.show_header else []
+        column.min_width = max([*header, *(width(cell, whole) for cell in column.cells)] or [1])
     needed = Measurement.get(console, unbounded, table).minimum
     if table.width is None and needed > console.width:
         table.width = needed
