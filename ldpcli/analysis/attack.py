@@ -40,6 +40,7 @@ from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import VectorLayout, VectorReader, open_vectors
 from ldpcli.math import sphere as sm
 from ldpcli.mechanisms.hooks import risk_epsilons
+from ldpcli.risk.cosine import expected_cosine
 from ldpcli.risk.diffuse import diffuse_risk
 
 #: The accuracies a reported by default (cosines; ‖f(x) − v̂‖ ≤ √(2 − 2a)).
@@ -107,8 +108,11 @@ class AttackReport:
     released projection Az is 0 give no reconstruction (``undefined_release``).
     ``prior_mean_length`` is ‖mean of f(x)‖ over the raw rows (0 for directions spread evenly, 1
     when all are equal): how much a guess without the release already knows. ``epsilon`` is the
-    release's exact level (``epsilon_exact`` from its sidecar). For the data owner only (see
-    :data:`NOTICE`): never publish it with a release.
+    release's exact level (``epsilon_exact`` from its sidecar). ``expected_boundary`` is the
+    expected cosine of this reconstruction for a row on the boundary (‖x‖ = L, a unit embedding
+    with L = 1), from public parameters (:func:`ldpcli.risk.cosine.expected_cosine`), and
+    ``expected_how`` how it was computed; both None when k < d or the mechanism has no formula.
+    For the data owner only (see :data:`NOTICE`): never publish it with a release.
     """
 
     privatized: str
@@ -126,6 +130,8 @@ class AttackReport:
     undefined_release: int
     undefined_raw: int
     prior_mean_length: float
+    expected_boundary: float | None = None
+    expected_how: str | None = None
     confidence: float = CONFIDENCE
 
     @property
@@ -154,6 +160,8 @@ class AttackReport:
             "undefined_release": self.undefined_release,
             "undefined_raw": self.undefined_raw,
             "prior_mean_length": self.prior_mean_length,
+            "expected_boundary": self.expected_boundary,
+            "expected_how": self.expected_how,
         }
 
 
@@ -300,11 +308,14 @@ def attack(
                   1.0 if level is None else diffuse_risk(level, k=k, a=value).probability_bound)
         for value in accuracies
     )
+    expected = expected_cosine(mech) if k == d else None  # the whole direction: any basis gives the same cosine
     return AttackReport(
         privatized=os.fspath(privatized), raw=os.fspath(raw), n=n, d=d, k=k, basis=basis,
         basis_seed=int(basis_seed) if basis == "random" else None, mechanism=mech.name, epsilon=epsilon,
         release=_summary(release_cos), prior=_summary(prior_cos), success=success,
         undefined_release=undefined_release, undefined_raw=undefined_raw, prior_mean_length=min(length, 1.0),
+        expected_boundary=None if expected is None else expected.value,
+        expected_how=None if expected is None else expected.how,
     )
 
 

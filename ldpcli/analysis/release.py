@@ -358,7 +358,9 @@ def privatize(
         A registered mechanism (:func:`ldpcli.mechanisms.mechanism_names`).
     norm_bound : float
         The public bound L: rows outside the domain are moved onto it (an :class:`LdpWarning` when
-        more than 1% are; ``fail_on_clip=fraction`` raises ValueError instead).
+        more than 1% are). ``fail_on_clip=fraction``: a ValueError when more than that fraction of
+        the rows would be clipped; by default 0.5, so more than half is refused unless
+        ``fail_on_clip=1`` accepts it.
     rng : numpy.random.Generator, int or None
         A generator, an int seed (reproducible: not for release) or None (OS entropy). The seed
         comes only by ``rng``: ``seed=`` or ``random_state=`` is a TypeError that points here.

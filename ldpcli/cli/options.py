@@ -17,6 +17,7 @@ import typer
 from ldpcli.cli._typer_compat import Group
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import OptionSpec, get_mechanism, mechanism_names
+from ldpcli.risk.diffuse import DEFAULT_THRESHOLD
 
 
 def command_app(help: str | None = None) -> typer.Typer:
@@ -144,6 +145,10 @@ RISK_RHO0_OPTION = typer.Option(
 RISK_A_OPTION = typer.Option(
     None, "--risk-a", metavar="A,...", help="Reconstruction section: accuracies a in [0, 1] (success: ⟨f(x), v̂⟩ ≥ a), "
     "comma-separated. Default 0.1,0.3,0.5,0.9."
+)
+RISK_THRESHOLD_OPTION = typer.Option(
+    DEFAULT_THRESHOLD, "--risk-threshold", metavar="P", help="Reconstruction verdicts: a bound at most P reads "
+    "'protected', one above P 'at risk', one that reaches 1 'no guarantee'. A probability in (0, 1)."
 )
 SCHEDULER_OPTION = typer.Option(
     None, "--scheduler", metavar="ADDRESS", help="With --engine dask: threads (default), synchronous or processes on "

@@ -8,10 +8,32 @@ from typing import Any
 from rich.table import Table
 
 from ldpcli.cli.render import fmt, fmt_logp, out
+from ldpcli.risk.diffuse import AT_RISK, NO_GUARANTEE, PROTECTED
+
+
+def verdict_text(bound: dict[str, Any], threshold: float) -> str:
+    """A bound's verdict in words with its number: ``protected (≤ 0.001)``, ``at risk (0.3755 > 0.001)``,
+    ``no guarantee (bound ≥ 1)`` (:func:`ldpcli.risk.diffuse.verdict`)."""
+    word = bound["verdict"]
+    if word == PROTECTED:
+        return f"{PROTECTED} (≤ {fmt(threshold)})"
+    if word == AT_RISK:
+        return f"{AT_RISK} ({fmt_logp(bound['log_exact'])} > {fmt(threshold)})"
+    return f"{NO_GUARANTEE} (bound ≥ 1)"
+
+
+def verdict_reading(threshold: float) -> str:
+    """The sentence under a reconstruction table that says what its three verdicts mean."""
+    return (
+        f"'{PROTECTED}' where the bound is at most {fmt(threshold)} (--risk-threshold), '{AT_RISK}' where it is "
+        f"larger but below 1 (the release may let a guess succeed that often), '{NO_GUARANTEE}' where it reaches 1 "
+        "(ε rules nothing out)"
+    )
 
 
 def print_reconstruction(section: dict[str, Any], title: str | None = None) -> None:
     """The reconstruction bounds of one release: a table per privacy level (``ldp params``, ``ldp risk``)."""
+    threshold = section["threshold"]
     for level in section["levels"]:
         heading = title or "Reconstruction"
         if level["epsilon"] is None:
@@ -31,11 +53,10 @@ def print_reconstruction(section: dict[str, Any], title: str | None = None) -> N
                 fmt_logp(None if bound["log_prior"] is None else bound["log_prior"] + section["rho0"]),
                 fmt_logp(bound["log_exact"]), "—" if bound["log_prop1_small"] is None else fmt_logp(bound["log_prop1_small"]),
                 "—" if bound["log_prop1_large"] is None else fmt_logp(bound["log_prop1_large"]),
-                "protected" if bound["guarantee"] else "no guarantee",
+                verdict_text(bound, threshold),
             )
         out.print(table)
     out.print(
         "Reading: whatever guess v̂ an onlooker makes from one output, P(⟨f(x), v̂⟩ ≥ a) is at most the bound "
-        "(Lemma 2.2: e^(ε+ρ0) × the prior's own chance); 'no guarantee' where that reaches 1.", markup=False,
+        f"(Lemma 2.2: e^(ε+ρ0) × the prior's own chance); {verdict_reading(threshold)}.", markup=False,
     )
-

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from ldpcli.errors import install_hint
+
 #: Libraries whose arrays take the device path (the first part of their type's module); without
 #: array-api-compat installed they are refused with the extra to install, not silently copied.
 DEVICE_LIBRARIES = ("torch", "cupy", "jax", "jaxlib", "array_api_strict")
@@ -50,10 +52,8 @@ def device_namespace(x: Any) -> Any | None:
         import array_api_compat as compat
     except ImportError:
         if library in DEVICE_LIBRARIES:
-            raise ImportError(
-                f"x is a {library} array: privatizing it on its device needs array-api-compat; install "
-                "ldp's arrays extra (pip install 'ldp[arrays]'), or pass a numpy array"
-            ) from None
+            raise ImportError(f"x is a {library} array: privatizing it on its device needs array-api-compat: "
+                              f"{install_hint('arrays')}; or pass a numpy array") from None
         return None
     if not compat.is_array_api_obj(x) or compat.is_numpy_array(x) or compat.is_dask_array(x):
         return None

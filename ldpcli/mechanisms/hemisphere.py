@@ -39,6 +39,7 @@ import numpy as np
 from ldpcli.math import sphere as sm
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.hooks import OutputBranch
 from ldpcli.mechanisms.privunit import cap_cosines
 
 _LOG_SQRT_PI = 0.5 * math.log(math.pi)
@@ -164,6 +165,26 @@ class DuchiL2(Mechanism):
             log_p - log_1mp + log_lower - log_upper,
             "worst-case ratio p(1 − P)/((1 − p)P) of the output law, hemisphere mass P by quadrature of sin^{d−2}θ",
         )
+
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """The two hemispheres about u (d = 1: the two outputs), as PrivUnit2's regions at γ = 0 with
+        m = L/B (``lawtests.sphere_output_branches``). 1 − m = −expm1(−log(B/L)) is at least 1 − 2/π for
+        d ≥ 2; at d = 1, m = tanh(ε/2) and 1 − m = 2/(1 + e^ε), which that would round to 0."""
+        from ldpcli.math import lawtests
+
+        if self.d == 1:
+            log_one_minus_m = sm.LOG2 + sm.log_expit(-self.epsilon)
+        else:
+            log_one_minus_m = math.log(-math.expm1(-self.log_scale))
+        return [OutputBranch(*b) for b in lawtests.sphere_output_branches(
+            x, norm_bound=self.norm_bound, d=self.d, cap_logit=0.0, log_p_cap=-sm.LOG2, logit_p=self.logit_p,
+            log_m=-self.log_scale, log_one_minus_m=log_one_minus_m)]
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The hemisphere of each row (``lawtests.sphere_branch_labels`` at γ = 0)."""
+        from ldpcli.math import lawtests
+
+        return lawtests.sphere_branch_labels(x, z, 0.0)
 
     def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
         """PrivUnit2's tests at γ = 0, P = ½, p = π_ε (``lawtests.sphere_tests``): ‖Z‖ = B, the

@@ -13,7 +13,8 @@ below, which say what a mechanism without the method gives.
   (``risk_epsilons``, the levels that bound reconstruction). Without it: ``epsilon_exact``.
 - Per-feature privacy (:mod:`ldpcli.mechanisms.bcdp`): :class:`SecondMoments` of a base mechanism's
   output, which bcdp combines into its exact worst-case error, and :class:`FeatureSection`, the
-  per-feature table that ``ldp params`` prints and the sidecar stores. The spec-level hooks of bcdp
+  per-feature table that ``ldp params`` prints and the sidecar stores, and :class:`SpendingNote`,
+  why a release spends less than the ε asked (every release shows it). The spec-level hooks of bcdp
   (options that name columns, copies that split a budget) are in :mod:`ldpcli.mechanisms.base`
   beside :class:`~ldpcli.mechanisms.base.MechanismSpec`, which asks for them.
 - Arrays on a device (:mod:`ldpcli.release.arrays`, :mod:`ldpcli.math.devices`): :class:`RoundedCap`
@@ -64,6 +65,56 @@ class LawTested(Protocol):
         tests must not depend on ``z`` for their choice (fixed directions are seeded constants).
         """
         ...
+
+
+class OutputBranch(NamedTuple):
+    """One branch of a mechanism's output for a fixed input x (:class:`Branched`).
+
+    ``probability`` is P(branch | x); ``mean`` (shape (d,)) is E[Z | branch, x] and ``error`` is
+    E[‖Z − x‖² | branch, x], all exact for the calibrated parameters.
+    """
+
+    name: str
+    probability: float
+    mean: np.ndarray
+    error: float
+
+
+@runtime_checkable
+class Branched(Protocol):
+    """A mechanism whose output, for a fixed input, is a mixture of branches that the output identifies."""
+
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """The branches of the output for the input ``x`` (shape (d,), in the domain).
+
+        They partition the output space, so their probabilities sum to 1, Σ P_b·mean_b = E[Z | x]
+        and Σ P_b·error_b = E‖Z − x‖². ``ldp audit`` tests the branch counts against the
+        probabilities, and the mean and the error given the counts.
+        """
+        ...
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """For each row of ``z`` (the (n, d) privatized copies of ``x``), the index of its branch in
+        ``output_branches(x)``, read from the output alone (shape (n,), integers)."""
+        ...
+
+
+def output_branches(mech: Mechanism, x: np.ndarray) -> list[OutputBranch] | None:
+    """``mech.output_branches(x)``; None for a mechanism without branches (:class:`Branched`) or one
+    that cannot split its output for this input or these parameters (NotImplementedError)."""
+    if not isinstance(mech, Branched):
+        return None
+    try:
+        return mech.output_branches(x)
+    except NotImplementedError:
+        return None
+
+
+def branch_labels(mech: Mechanism, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``mech.branch_labels(x, z)`` for a mechanism with branches (:class:`Branched`)."""
+    if not isinstance(mech, Branched):
+        raise NotImplementedError(f"mechanism {mech.name!r} has no branches")
+    return mech.branch_labels(x, z)
 
 
 def audit_epsilon(mech: Mechanism) -> tuple[float, str]:
@@ -162,6 +213,21 @@ class FeatureSection(Protocol):
 def feature_section(mech: Mechanism) -> dict[str, Any] | None:
     """``mech.feature_section()`` for a mechanism whose features differ, else None."""
     return mech.feature_section() if isinstance(mech, FeatureSection) else None
+
+
+@runtime_checkable
+class SpendingNote(Protocol):
+    """A mechanism that can spend less than the ε asked (bcdp: the levels and q bind its total budget)."""
+
+    def spending_note(self) -> str | None:
+        """The sentence saying the ε actually spent (``epsilon_exact``), of the ε asked, and why; None
+        when the release spends the ε asked. Every release shows and records it."""
+        ...
+
+
+def spending_note(mech: Mechanism) -> str | None:
+    """``mech.spending_note()`` for a mechanism that can spend less than asked, else None."""
+    return mech.spending_note() if isinstance(mech, SpendingNote) else None
 
 
 # --------------------------------------------------------------------------- arrays on a device

@@ -47,6 +47,7 @@ from ldpcli.errors import UsageError
 from ldpcli.math import sphere as sm
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.hooks import OutputBranch
 
 _RTOL = 4 * np.finfo(float).eps
 _Y_HALF = 2.0 * math.atanh(0.5)  # the cap logit of γ = 1/2
@@ -345,6 +346,21 @@ class PrivUnit2(Mechanism):
         """The cap events and cosines (t, r) of ``rows`` rows (:func:`cap_cosines`): the host's
         part of the sampler, which the device path (:mod:`ldpcli.math.devices`) sends to the device."""
         return cap_cosines(self.d, self.logit_p, self.cap_logit, self.log_cap_probability, rows, rng)
+
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """The output as three regions of the sphere, cap, band and opposite cap (d = 1: the two
+        outputs), with their exact probabilities, means and errors (``lawtests.sphere_output_branches``)."""
+        from ldpcli.math import lawtests
+
+        return [OutputBranch(*b) for b in lawtests.sphere_output_branches(
+            x, norm_bound=self.norm_bound, d=self.d, cap_logit=self.cap_logit, log_p_cap=self.log_cap_probability,
+            logit_p=self.logit_p, log_m=self.log_m, log_one_minus_m=self.log_one_minus_m)]
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The region of each row (``lawtests.sphere_branch_labels``)."""
+        from ldpcli.math import lawtests
+
+        return lawtests.sphere_branch_labels(x, z, self.cap_logit)
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """PrivUnit2 on each row of ``x`` (rows with ‖x‖ ≤ L); returns L·V/m row by row."""

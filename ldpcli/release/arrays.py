@@ -40,7 +40,14 @@ from ldpcli.math.devices import device_namespace, host_copy
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.release.randomness import rng_from
-from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, clip_warning, release_warnings
+from ldpcli.release.safety import (
+    CLIP_REFUSE_FRACTION,
+    check_clip_fraction,
+    check_clipping,
+    check_epsilon,
+    clip_warning,
+    release_warnings,
+)
 
 #: Rows privatized at once (the memory of a batch is a few copies of rows × d doubles).
 _BATCH_VALUES = 2**22
@@ -194,7 +201,7 @@ def privatize_rows(
     keep: Sequence[str] = (),
     keep_unsafe: bool = False,
     force: bool = False,
-    fail_on_clip: float | None = None,
+    fail_on_clip: float | None = CLIP_REFUSE_FRACTION,
     dtype: str | None = None,
     eps: float | None = None,
     **options: Any,

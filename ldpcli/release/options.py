@@ -7,7 +7,7 @@ one can be built once and reused for many releases.
 
 The options come in small groups where they are decided together: :class:`Columns` (which columns
 hold the vectors and which are carried along unprivatized: one choice, read by one reader),
-:class:`RiskSection` (the three parameters of one section of the sidecar), :class:`Budget` (a cap
+:class:`RiskSection` (the parameters of one section of the sidecar), :class:`Budget` (a cap
 only means something against the ledger that counts the spend) and :class:`Resources` (threads,
 memory and batch size: how the work is run, never what it writes, thanks to keyed randomness).
 The rest are single choices of the release itself.
@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, fields
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.safety import CLIP_REFUSE_FRACTION
+from ldpcli.risk.diffuse import DEFAULT_THRESHOLD
 
 #: Default memory budget (bytes) for the batches in flight, shared by all threads.
 DEFAULT_MEMORY = 256 * 2**20
@@ -56,16 +58,20 @@ class RiskSection:
     Parameters
     ----------
     k : int or None
-        Dimension of the projection whose direction is protected (default: d, the whole row).
+        Dimension of the projection whose direction the bounds are about (default: d, the whole row).
     rho0 : float
         The prior's density is at most e^ρ0 times uniform (Bhowmick et al. 2018, Prop. 1).
     a : sequence of float or None
         The accuracies at which the bounds are stated (default: a standard few).
+    threshold : float
+        The largest bound whose verdict reads "protected" (default 10⁻³); above it "at risk", and
+        "no guarantee" where the bound reaches 1.
     """
 
     k: int | None = None
     rho0: float = 0.0
     a: Sequence[float] | None = None
+    threshold: float = DEFAULT_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,9 @@ class ReleaseOptions:
         compressed as a whole by its suffix (``.csv.gz``) instead.
     fail_on_clip : float or None
         A fraction of the rows: when more than that lie outside the bound, a DataError and
-        nothing is written.
+        nothing is written. Default 0.5 (:data:`~ldpcli.release.safety.CLIP_REFUSE_FRACTION`):
+        a release that would clip more than half the rows is refused; 1 (or None) accepts any
+        clipping, 0 none.
     skip_invalid : bool
         Leave out rows with a missing, NaN/inf or wrong-length vector instead of failing.
     force : bool
@@ -152,7 +160,7 @@ class ReleaseOptions:
     copies: int = 1
     dtype: str | None = None
     compression: str | None = None
-    fail_on_clip: float | None = None
+    fail_on_clip: float | None = CLIP_REFUSE_FRACTION
     skip_invalid: bool = False
     force: bool = False
     overwrite: bool = False

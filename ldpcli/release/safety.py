@@ -5,12 +5,15 @@ CLI say the same thing in the same words:
 
 - :func:`check_epsilon`: ε outside the range where ldp's guarantees are computed and tested
   ([0.01, 10⁴]) is refused unless forced; at ε = 10⁶ PrivUnit2 writes the data back almost exactly.
-- :func:`near_exact_warning`: a release whose rows are each within a small RMS distance of the raw
-  rows publishes the data, whatever ε is called; the level is computed from the mechanism's own
-  worst-case error, not from a rule of thumb.
+- :func:`near_exact_warning`: a release that an onlooker reverses, whatever ε is called. Three
+  criteria, each computed for the mechanism at hand, not from a rule of thumb: each row is within a
+  small RMS distance of its raw row (its own boundary error), the natural reconstruction recovers a
+  row's direction to an expected cosine ≥ 0.9 (:mod:`ldpcli.risk.cosine`), or the reconstruction
+  bound for a guess within cosine 0.9 of a row's direction reaches 1 (:mod:`ldpcli.risk.diffuse`).
 - :func:`clip_warning` / :func:`check_clipping`: rows outside the public bound are moved onto it,
-  so every estimate is of the clipped rows; past a small fraction this is said loudly, and
-  pipelines can refuse it (``--fail-on-clip``). The count is a statistic of the raw data: it is
+  so every estimate is of the clipped rows; past a small fraction this is said loudly, and past
+  :data:`CLIP_REFUSE_FRACTION` (half the rows) the release is refused unless the caller accepts it
+  (``fail_on_clip=1``; pipelines can refuse less, ``fail_on_clip=0``). The count is a statistic of the raw data: it is
   shown to the person who ran the job and never stored. Rows put outside only by the rounding of
   their values are not counted (:meth:`ldpcli.math.domains.Domain.rounded`), and both messages
   state that tolerance (:func:`clip_tolerance`).
@@ -27,14 +30,26 @@ from collections.abc import Sequence
 from ldpcli.errors import DataError, LdpError, UsageError
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms.base import Mechanism
+from ldpcli.mechanisms.composition import composed_levels
+from ldpcli.mechanisms.hooks import risk_epsilons, spending_note
+from ldpcli.risk.cosine import expected_cosine
+from ldpcli.risk.diffuse import diffuse_risk
 
 #: The range of ε over which every quantity ldp reports is computed and tested.
 EPSILON_MIN = 0.01
 EPSILON_MAX = 1e4
 #: A release is "essentially exact" when each row's RMS error is at most this fraction of L.
 NEAR_EXACT_RELATIVE_RMS = 0.1
+#: ... or when the natural reconstruction recovers a boundary row's direction to at least this expected cosine,
+NEAR_EXACT_COSINE = 0.9
+#: ... and ε alone no longer protects a row once the bound on guessing its direction to this cosine reaches 1.
+NEAR_EXACT_ACCURACY = 0.9
 #: Clipping more than this fraction of the rows is reported as a warning, not a note.
 CLIP_WARN_FRACTION = 0.01
+#: The default ``fail_on_clip``: a release that would clip more than this fraction of the rows is
+#: refused (nothing is written). Past half the rows the bound describes the data no more: the release
+#: and every estimate from it are of the bound, not of the rows (``fail_on_clip=1`` accepts it).
+CLIP_REFUSE_FRACTION = 0.5
 
 
 def check_epsilon(epsilon: float, *, force: bool = False, name: str = "epsilon") -> str | None:
@@ -68,23 +83,54 @@ def relative_rms(mechanism: Mechanism) -> float:
     return math.sqrt(mechanism.expected_error) / mechanism.norm_bound
 
 
-def near_exact_warning(mechanism: Mechanism) -> str | None:
-    """A warning when a row on the boundary is released within RMS 0.1·L of itself (None otherwise).
+def near_exact_warning(mechanism: Mechanism, copies: int = 1) -> str | None:
+    """A warning when the release gives its rows away (None otherwise), saying which criterion fired
+    and its number:
 
-    At that accuracy a single row reveals its input; ε-LDP still holds as stated, but the number
-    is large enough that the release publishes the data.
+    - a row on the boundary is released within RMS 0.1·L of itself (:func:`relative_rms`);
+    - the natural reconstruction (``ldp risk --attack``: the direction of the released row) recovers
+      a boundary row's direction to an expected cosine ≥ 0.9 (:func:`ldpcli.risk.cosine.expected_cosine`,
+      exact for the sphere and box mechanisms, not computed for bcdp and the baselines);
+    - the reconstruction bound on guessing a row's direction (k = d) to cosine ≥ 0.9,
+      e^ε·P(⟨Y, v0⟩ ≥ 0.9) at the release's conservative level (Bhowmick et al. 2018, Lemma 2.2),
+      reaches 1: ε then rules out no such guess, whatever the mechanism. With ``copies`` outputs
+      of each row the level is ``copies`` times the mechanism's (basic composition); the first
+      two criteria are of one copy.
+
+    The first two say that the release essentially publishes the data; the third alone, that ε
+    guarantees nothing about the rows' directions at that accuracy (a bound, not an attack: whether
+    one succeeds is not said). ε-LDP still holds as stated in every case.
     """
     rms = relative_rms(mechanism)
-    if rms > NEAR_EXACT_RELATIVE_RMS:
+    cosine = expected_cosine(mechanism)
+    level = composed_levels(risk_epsilons(mechanism), copies)[0].epsilon if mechanism.d >= 2 else None
+    bound = None if level is None else diffuse_risk(level, k=mechanism.d, a=NEAR_EXACT_ACCURACY)
+    found: list[str] = []
+    if rms <= NEAR_EXACT_RELATIVE_RMS:
+        found.append(f"each released row is within RMS {rms:.3g}·L of its raw row")
+    if cosine is not None and cosine.value >= NEAR_EXACT_COSINE:
+        found.append(
+            f"an attacker who takes each released row's direction recovers the raw row's direction to expected "
+            f"cosine {cosine.value:.3g} (a row on the boundary; ldp warns from {NEAR_EXACT_COSINE:g})"
+        )
+    publishes = bool(found)
+    if bound is not None and not bound.guarantee:
+        found.append(
+            f"the bound on the chance of guessing a row's direction to cosine ≥ {NEAR_EXACT_ACCURACY:g} from its "
+            f"output, e^{level:.4g} × {math.exp(bound.log_prior):.3g}, is ≥ 1 (Bhowmick et al. 2018, Lemma 2.2), so "
+            "ε rules out no such guess"
+        )
+    if not found:
         return None
-    return (
-        f"at ε = {mechanism.epsilon:g} each released row is within RMS {rms:.3g}·L of its raw row "
-        f"({mechanism.name}, d = {mechanism.d}): the release essentially publishes the data; choose a smaller ε"
-    )
+    verdict = ("the release essentially publishes the data; choose a smaller ε" if publishes
+               else "the release guarantees nothing about the rows' directions at that accuracy (whether an attack "
+               "reaches it is another matter); choose a smaller ε if they must stay protected")
+    return f"at ε = {mechanism.epsilon:g} ({mechanism.name}, d = {mechanism.d}), {'; '.join(found)}: {verdict}"
 
 
 def check_clip_fraction(fraction: float | None, name: str = "fail_on_clip") -> float | None:
-    """``fraction`` as a float in [0, 1] (None: no limit); UsageError otherwise."""
+    """``fraction`` as a float in [0, 1] (None or 1: no limit; the libraries' default is
+    :data:`CLIP_REFUSE_FRACTION`); UsageError otherwise."""
     if fraction is None:
         return None
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
@@ -129,15 +175,25 @@ def clip_warning(n_clipped: int, n: int, mechanism: Mechanism) -> tuple[str, boo
 
 
 def check_clipping(
-    n_clipped: int, n: int, limit: float | None, label: str, mechanism: Mechanism, name: str = "fail_on_clip"
+    n_clipped: int, n: int, limit: float | None, label: str, mechanism: Mechanism, name: str = "fail_on_clip",
+    why: str | None = None,
 ) -> None:
-    """:class:`DataError` when more than ``limit`` of the rows were clipped (nothing is written then)."""
+    """:class:`DataError` when more than ``limit`` of the rows were clipped (nothing is written then).
+
+    The message gives the count, the domain and its L, the limit (and whether it is the default,
+    :data:`CLIP_REFUSE_FRACTION`), and the two ways on: a public L the rows respect, or ``name`` set
+    to 1 to release the clipped rows anyway. ``why``: a sentence that explains the clipping (an input
+    that is already a release), added at the end.
+    """
     if limit is None or n == 0 or n_clipped <= limit * n:
         return
+    default = " (the default)" if limit == CLIP_REFUSE_FRACTION else ""
     raise DataError(
-        f"{label}: {n_clipped} of {n} rows ({n_clipped / n:.1%}) were outside the public bound, more than "
-        f"`{name}` {limit:g} allows, {clip_tolerance(mechanism)}; nothing was written. Choose a larger public "
-        "bound L, or rescale the data"
+        f"{label}: {n_clipped} of {n} rows ({n_clipped / n:.1%}) were outside the {mechanism.domain} of radius "
+        f"L = {mechanism.norm_bound:g} and would be moved onto it, more than `{name}` {limit:g}{default} allows, "
+        f"{clip_tolerance(mechanism)}; nothing was written. Choose a public bound L that the rows respect "
+        f"(`norm_bound`; never one computed from the data) or rescale the data, or set `{name}` to 1 to release "
+        "the clipped rows anyway" + (f". {why}" if why else "")
     )
 
 
@@ -165,12 +221,15 @@ def baseline_warning(mechanism: Mechanism) -> str | None:
 
 
 def release_warnings(
-    mechanism: Mechanism, keep: Sequence[str], forced: str | None = None, extra: Sequence[str] = ()
+    mechanism: Mechanism, keep: Sequence[str], forced: str | None = None, extra: Sequence[str] = (), copies: int = 1,
 ) -> tuple[str, ...]:
     """Every sentence a release records and shows, each once: ε forced out of range (``forced``,
-    from :func:`check_epsilon`), a baseline mechanism, a near-exact release, the kept columns, and
-    the caller's ``extra``. Used by the file pipeline and the array API alike."""
-    texts = (forced, baseline_warning(mechanism), near_exact_warning(mechanism), unprivatized_warning(keep), *extra)
+    from :func:`check_epsilon`), a release that spends less than the ε asked and why
+    (:func:`~ldpcli.mechanisms.hooks.spending_note`), a baseline mechanism, a near-exact release (of
+    ``copies`` outputs per row), the kept columns, and the caller's ``extra``. Used by the file
+    pipeline and the array API alike."""
+    texts = (forced, spending_note(mechanism), baseline_warning(mechanism), near_exact_warning(mechanism, copies),
+             unprivatized_warning(keep), *extra)
     return tuple(dict.fromkeys(text for text in texts if text))
 
 

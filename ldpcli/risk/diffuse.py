@@ -38,6 +38,13 @@ STANDARD_A: tuple[float, ...] = (0.1, 0.3, 0.5, 0.9)
 
 TARGET = "direction of a k-dimensional orthonormal projection (Bhowmick et al. 2018, Sec. 2.3.1)"
 
+DEFAULT_THRESHOLD = 1e-3
+"""The largest bound that reads "protected" unless the caller chooses another (``risk_threshold``)."""
+
+#: The three verdicts on a bound b at a threshold t, in the words every table and JSON file uses.
+PROTECTED, AT_RISK, NO_GUARANTEE = "protected", "at risk", "no guarantee"
+VERDICTS = (PROTECTED, AT_RISK, NO_GUARANTEE)
+
 # ---------------------------------------------------------------------------------------------
 # Argument checks (UsageError, one line, naming the parameter)
 # ---------------------------------------------------------------------------------------------
@@ -85,6 +92,25 @@ def _check_rho0(rho0: float, names: Mapping[str, str] | None) -> float:
     if not (is_real(rho0) and math.isfinite(rho0) and rho0 >= 0.0):
         raise UsageError(f"{_name('rho0', names)} must be a finite number >= 0, got {rho0!r}")
     return float(rho0)
+
+
+def check_threshold(threshold: float, names: Mapping[str, str] | None = None) -> float:
+    """The verdict threshold as a float; UsageError unless it is a number in (0, 1)."""
+    if not (is_real(threshold) and 0.0 < threshold < 1.0):
+        raise UsageError(f"{_name('threshold', names)} must be a probability in (0, 1), e.g. 0.001, got {threshold!r}")
+    return float(threshold)
+
+
+def verdict(log_exact: float, threshold: float) -> str:
+    """What a bound e^{log_exact} on the chance of a reconstruction says at ``threshold`` (in (0, 1)).
+
+    ``"protected"`` when the bound is at most the threshold; ``"no guarantee"`` when it reaches 1
+    (Lemma 2.2 then rules nothing out); ``"at risk"`` in between: the bound holds, but allows a
+    success probability above what the threshold accepts (a bound of 0.38 is not protection).
+    """
+    if log_exact >= 0.0:
+        return NO_GUARANTEE
+    return PROTECTED if log_exact <= math.log(threshold) else AT_RISK
 
 
 def finite_or_none(x: float | None) -> float | None:
@@ -201,6 +227,10 @@ class DiffuseRisk:
         """True when the prior gives success probability 0 (a = 1), so every bound is 0."""
         return self.log_prior == -math.inf
 
+    def verdict(self, threshold: float = DEFAULT_THRESHOLD) -> str:
+        """``"protected"`` (bound ≤ threshold), ``"at risk"`` (between) or ``"no guarantee"`` (bound ≥ 1): :func:`verdict`."""
+        return verdict(self.log_exact, threshold)
+
     @property
     def log_prop1(self) -> float | None:
         """The smaller of the applicable Prop. 1 branches (unclipped), or None when neither applies."""
@@ -211,16 +241,17 @@ class DiffuseRisk:
         """The ℓ2 tolerance α = √(2 − 2a) of Sec. 2.3.1: success is ‖f(X) − v̂‖ ≤ α."""
         return math.sqrt(2.0 - 2.0 * self.a)
 
-    def to_dict(self, *, with_parameters: bool = True) -> dict[str, Any]:
+    def to_dict(self, *, with_parameters: bool = True, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
         """JSON-ready fields (no NaN or ±∞).
 
         Logs of −∞ and inapplicable Prop. 1 branches are null; ``impossible`` is true exactly when
         the log-probabilities are −∞ (a = 1: probability 0), in which case ``probability_bound`` is 0.
-        ``with_parameters=False`` leaves out ε, k and ρ0 (for a section that states them once).
+        ``guarantee`` is true when the bound is below 1; ``verdict`` is :meth:`verdict` at ``threshold``.
+        ``with_parameters=False`` leaves out ε, k, ρ0 and the threshold (for a section that states them once).
         """
         out: dict[str, Any] = {}
         if with_parameters:
-            out.update({"epsilon": self.epsilon, "k": self.k, "rho0": self.rho0})
+            out.update({"epsilon": self.epsilon, "k": self.k, "rho0": self.rho0, "threshold": threshold})
         out.update(
             {
                 "a": self.a,
@@ -230,6 +261,7 @@ class DiffuseRisk:
                 "log_bound": finite_or_none(self.log_bound),
                 "probability_bound": self.probability_bound,
                 "guarantee": self.guarantee,
+                "verdict": self.verdict(threshold),
                 "impossible": self.impossible,
                 "log_prop1_small": finite_or_none(self.log_prop1_small),
                 "log_prop1_large": finite_or_none(self.log_prop1_large),

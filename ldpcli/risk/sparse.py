@@ -36,7 +36,7 @@ import numpy as np
 from ldpcli.errors import UsageError
 from ldpcli.math.lazy import optimize
 from ldpcli.math.sphere import logsumexp
-from ldpcli.risk.diffuse import check_epsilon, finite_or_none, is_int, is_real
+from ldpcli.risk.diffuse import DEFAULT_THRESHOLD, check_epsilon, finite_or_none, is_int, is_real, verdict
 
 EXACT_MAX_D = 20_000
 """Largest d for the exact route (:func:`log_best_guess`): 1–3 s at d = 20000 on one core (0.1 s at
@@ -463,8 +463,13 @@ class SparseRisk:
         """True when the tighter available bound is below 1."""
         return self.log_bound < 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (no NaN or ±∞; a missing exact value is null with ``exact_reason``)."""
+    def verdict(self, threshold: float = DEFAULT_THRESHOLD) -> str:
+        """The tighter bound's verdict at ``threshold``: protected, at risk or no guarantee (:func:`~ldpcli.risk.diffuse.verdict`)."""
+        return verdict(self.log_bound, threshold)
+
+    def to_dict(self, threshold: float = DEFAULT_THRESHOLD) -> dict[str, Any]:
+        """JSON-ready fields (no NaN or ±∞; a missing exact value is null with ``exact_reason``), with
+        the ``verdict`` of the tighter bound at ``threshold``."""
         return {
             "epsilon": self.epsilon,
             "m": self.m,
@@ -483,6 +488,8 @@ class SparseRisk:
             "log_bound": finite_or_none(self.log_bound),
             "probability_bound": math.exp(self.log_bound),
             "guarantee": self.guarantee,
+            "threshold": threshold,
+            "verdict": self.verdict(threshold),
         }
 
 

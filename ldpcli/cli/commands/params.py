@@ -18,13 +18,14 @@ from ldpcli.cli.options import (
     RISK_A_OPTION,
     RISK_K_OPTION,
     RISK_RHO0_OPTION,
+    RISK_THRESHOLD_OPTION,
     WithMechanismOptions,
     command_app,
     floats,
     public_bound,
 )
 from ldpcli.cli.render import fmt, fmt_logp, fmt_probability, out, render, warn
-from ldpcli.cli.tables import print_reconstruction
+from ldpcli.cli.tables import print_reconstruction, verdict_reading
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import BCDP, MechanismSpec
 from ldpcli.mechanisms.base import check_count
@@ -61,6 +62,7 @@ def params(
     risk_k: Optional[int] = RISK_K_OPTION,
     risk_rho0: float = RISK_RHO0_OPTION,
     risk_a: Optional[str] = RISK_A_OPTION,
+    risk_threshold: float = RISK_THRESHOLD_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
 ) -> None:
@@ -84,7 +86,8 @@ def params(
     if eps is None:
         raise UsageError("Missing option '--eps' (or give --n with --target-rmse / --target-error to solve for ε)")
     warn(check_epsilon(eps, force=True))  # params touches no data: out of range is a warning here
-    risk_options: dict[str, Any] = {"k": risk_k, "rho0": risk_rho0, "a": floats(risk_a, "--risk-a")}
+    risk_options: dict[str, Any] = {"k": risk_k, "rho0": risk_rho0, "a": floats(risk_a, "--risk-a"),
+                                    "threshold": risk_threshold}
     if mechanism is None:
         if set(options) - {"delta"}:
             raise UsageError("--k, --alpha, --nu and --eps-split need --mechanism")
@@ -94,7 +97,7 @@ def params(
                 if "expected_error_max" in row:
                     row["n"] = n
                     row["expected_error_mean"] = row["expected_error_max"] / n
-        render(rows, as_json, lambda: _print_comparison(rows, recommendation(rows)))
+        render(rows, as_json, lambda: _print_comparison(rows, recommendation(rows), n))
         return
     bound_spec, notes = MechanismSpec(mechanism, eps, calibration, norm, options).bind_columns(None, d)
     for text in notes:
@@ -153,10 +156,11 @@ def _print_risk_line(rows: list[dict[str, Any]]) -> None:
         return
     section = best["reconstruction"]
     level = section["levels"][0]
-    parts = [f"a = {fmt(b['a'])}: {fmt_logp(b['log_exact'])}" for b in level["bounds"]]
+    parts = [f"a = {fmt(b['a'])}: {fmt_logp(b['log_exact'])} ({b['verdict']})" for b in level["bounds"]]
     out.print(
         f"Reconstruction (k = {section['k']}, ρ0 = {fmt(section['rho0'])}, ε = {fmt(level['epsilon'])}): any guess "
-        f"from one output reaches ⟨f(x), v̂⟩ ≥ a with probability at most {'; '.join(parts)}. See `ldp risk`.",
+        f"from one output reaches ⟨f(x), v̂⟩ ≥ a with probability at most {'; '.join(parts)}; "
+        f"{verdict_reading(section['threshold'])}. See `ldp risk`.",
         markup=False,
     )
 
@@ -256,26 +260,37 @@ def _print_parameters(mech: Any, info: dict[str, Any], n: int | None) -> None:
     out.print(reading, markup=False)
 
 
-def _print_comparison(rows: list[dict[str, Any]], advice: str) -> None:
-    """The comparison of all vector mechanisms (``ldp params`` without --mechanism), and the reconstruction line."""
+def _print_comparison(rows: list[dict[str, Any]], advice: str, n: int | None = None) -> None:
+    """The comparison of all vector mechanisms (``ldp params`` without --mechanism), and the reconstruction line.
+
+    With ``n``: a column with each mechanism's guaranteed error of the mean of n rows (worst case / n)."""
     first = next(row for row in rows if "d" in row)
+    of_mean = "" if n is None else f"; for the mean of n = {n} rows, E‖mean − true mean‖² ≤ that / n"
     table = Table(
         title=f"Vector mechanisms at d = {first['d']}, ε = {fmt(first['epsilon'])}, L = {fmt(first['norm_bound'])}: "
-        "worst-case E‖Z − x‖² over the ℓ2 ball of radius L",
+        f"worst-case E‖Z − x‖² over the ℓ2 ball of radius L{of_mean}",
         title_justify="left",
     )
-    for name, justify in (("mechanism", "left"), ("ε exact", "right"), ("worst-case error", "right"),
-                          ("× optimal", "right"), ("note", "left")):
+    columns = [("mechanism", "left"), ("ε exact", "right"), ("worst-case error", "right")]
+    if n is not None:
+        columns.append((f"error of mean (n = {n})", "right"))
+    for name, justify in (*columns, ("× optimal", "right"), ("note", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         if "error" in row:
-            table.add_row(row["mechanism"], "—", "—", "—", f"not available: {row['error']}")
+            table.add_row(row["mechanism"], *["—"] * (len(columns) - 1), "—", f"not available: {row['error']}")
             continue
         note = row["title"]
         if "delta" in row:
             note += f"; δ = {row['delta']:.3g}, not pure ε-LDP"
-        table.add_row(row["mechanism"], fmt(row["epsilon_exact"]), fmt(row["expected_error_max"]),
+        mean = [] if n is None else [fmt(row["expected_error_mean"])]
+        table.add_row(row["mechanism"], fmt(row["epsilon_exact"]), fmt(row["expected_error_max"]), *mean,
                       f"{row['ratio_to_optimal']:.4g}", note)
     out.print(table)
+    if n is not None:
+        best = next(row for row in rows if "expected_error_mean" in row and not row["baseline"])
+        out.print(f"Reading: the mean of {n} rows privatized by {best['mechanism']} at ε = {fmt(best['epsilon'])} has "
+                  f"an RMS ℓ2 error of at most {fmt(math.sqrt(best['expected_error_mean']))} from the true mean, for "
+                  f"L = {fmt(best['norm_bound'])}.", markup=False)
     out.print(advice, markup=False)
     _print_risk_line(rows)

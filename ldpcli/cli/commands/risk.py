@@ -10,16 +10,16 @@ from rich.table import Table
 
 from ldpcli.analysis.attack import attack as run_attack
 from ldpcli.cli._typer_compat import Command
-from ldpcli.cli.options import NORM_OPTION, command_app, floats
+from ldpcli.cli.options import NORM_OPTION, RISK_THRESHOLD_OPTION, command_app, floats
 from ldpcli.cli.render import fmt, fmt_logp, out, progress, render, warn
-from ldpcli.cli.tables import print_reconstruction
+from ldpcli.cli.tables import print_reconstruction, verdict_reading
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec, RiskEpsilon, get_mechanism
 from ldpcli.mechanisms.hooks import risk_epsilons
 from ldpcli.planning.compare import comparison_options
 from ldpcli.release.sidecar import load_sidecar
-from ldpcli.risk.diffuse import STANDARD_A, max_epsilon_for_risk
-from ldpcli.risk.section import reconstruction, reconstruction_for
+from ldpcli.risk.diffuse import STANDARD_A, check_threshold, max_epsilon_for_risk
+from ldpcli.risk.section import RISK_NAMES, reconstruction, reconstruction_for
 from ldpcli.risk.sparse import sparse_risk
 
 app = command_app()
@@ -74,6 +74,7 @@ def risk(
     ),
     basis_seed: int = typer.Option(0, "--basis-seed", help="--attack --basis random: the public basis's seed."),
     norm_bound: Optional[float] = NORM_OPTION,
+    risk_threshold: float = RISK_THRESHOLD_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="--attack: no progress bar."),
 ) -> None:
@@ -83,7 +84,9 @@ def risk(
     made without it (Bhowmick et al. 2018, Lemma 2.2). With a diffuse prior on the direction of a
     k-dimensional view of the row, that chance stays tiny even at large ε unless ε is of the order of
     k (Prop. 1). Reports, per accuracy a, the paper's Prop. 1 bound (two branches) and the sharper
-    exact bound with the uniform cap probability, as probabilities (powers of ten below 1e-4).
+    exact bound with the uniform cap probability, as probabilities (powers of ten below 1e-4),
+    and a verdict: 'protected' at most --risk-threshold (default 0.001), 'at risk' above it, 'no
+    guarantee' where the bound reaches 1.
 
     Modes: the bound at --eps, at a --mechanism's exact ε (with --d) or at a --sidecar's release;
     --max-risk P: the largest ε that keeps the bound ≤ P; --model zipf: sparse histogram data
@@ -96,8 +99,10 @@ def risk(
         return
     if raw is not None:
         raise UsageError("--raw goes with --attack PRIVATIZED")
+    threshold = check_threshold(risk_threshold, RISK_NAMES)
     if model is not None:
-        _risk_sparse(model, eps, mechanism, sidecar, m, d, precision, recall, as_json, calibration, norm_bound)
+        _risk_sparse(model, eps, mechanism, sidecar, m, d, precision, recall, as_json, calibration, norm_bound,
+                     threshold)
         return
     if max_risk is not None:
         if eps is not None or mechanism is not None or sidecar is not None:
@@ -106,13 +111,13 @@ def risk(
         return
     mech = _risk_mechanism(eps, mechanism, sidecar, d, calibration, norm_bound)
     if mech is not None:
-        section = reconstruction(mech, k=k, rho0=rho0, a=accuracies)
+        section = reconstruction(mech, k=k, rho0=rho0, a=accuracies, threshold=threshold)
         if section is None:
             raise UsageError(f"{mech.name} releases one number (d = 1): there is no direction to reconstruct; "
                              "see --model zipf for sparse data")
     else:
         assert eps is not None
-        section = _plain_section(eps, k, d, rho0, accuracies)
+        section = _plain_section(eps, k, d, rho0, accuracies, threshold)
     render(section, as_json, lambda: print_reconstruction(section, title="Reconstruction risk"))
 
 
@@ -137,13 +142,15 @@ def _risk_mechanism(
     return MechanismSpec(mechanism, eps, calibration, 1.0 if norm_bound is None else norm_bound, options).calibrate(d)
 
 
-def _plain_section(eps: float, k: int | None, d: int | None, rho0: float, a: list[float] | None) -> dict[str, Any]:
-    """The reconstruction section for a bare ε (any ε-LDP release)."""
+def _plain_section(
+    eps: float, k: int | None, d: int | None, rho0: float, a: list[float] | None, threshold: float
+) -> dict[str, Any]:
+    """The reconstruction section for a bare ε (any ε-LDP release), with verdicts at ``threshold``."""
     k = d if k is None else k
     if k is None:
         raise UsageError("--k is required with a bare --eps (the dimension of the reconstructed direction), or --d")
     level = RiskEpsilon("release", eps, f"any {fmt(eps)}-LDP release, any prior", True)
-    return reconstruction_for([level], k=k, rho0=rho0, a=a, d=d)
+    return reconstruction_for([level], k=k, rho0=rho0, a=a, d=d, threshold=threshold)
 
 
 def _risk_max_epsilon(
@@ -176,7 +183,7 @@ def _print_max_epsilon(results: list[Any], max_risk: float, k: int, rho0: float)
 def _risk_sparse(
     model: str, eps: float | None, mechanism: str | None, sidecar: Path | None, m: int | None, d: int | None,
     precision: float | None, recall: float | None, as_json: bool, calibration: str | None,
-    norm_bound: float | None,
+    norm_bound: float | None, threshold: float,
 ) -> None:
     """``ldp risk --model zipf``: Lemma 2.3's bound and the exact best guess, times e^ε (Prop. 2)."""
     if model != "zipf":
@@ -197,10 +204,12 @@ def _risk_sparse(
     else:
         epsilon = eps
     result = sparse_risk(epsilon, m=m, d=d, precision=precision, recall=recall)
-    render(result.to_dict(), as_json, lambda: _print_sparse(result, m, d, precision, recall, epsilon))
+    render(result.to_dict(threshold), as_json, lambda: _print_sparse(result, m, d, precision, recall, epsilon, threshold))
 
 
-def _print_sparse(result: Any, m: int, d: int, precision: float, recall: float, epsilon: float) -> None:
+def _print_sparse(
+    result: Any, m: int, d: int, precision: float, recall: float, epsilon: float, threshold: float
+) -> None:
     """The sparse-data bounds (``ldp risk --model zipf``): Lemma 2.3's and the exact best guess's."""
     table = Table(title=f"Reconstruction of a sparse histogram (Zipfian prior, m = {m}, d = {d}): precision ≥ "
                   f"{fmt(precision)} and recall ≥ {fmt(recall)}, at ε = {fmt(epsilon)}", title_justify="left")
@@ -214,8 +223,11 @@ def _print_sparse(result: Any, m: int, d: int, precision: float, recall: float, 
         table.add_row("exact best guess", fmt_logp(result.log_prior_exact), fmt_logp(result.log_bound_exact),
                       f"the {result.best_size} most frequent words")
     out.print(table)
+    out.print(f"Verdict: {result.verdict(threshold)} (the tighter bound after the release is {fmt_logp(result.log_bound)}).",
+              markup=False)
     out.print("Reading: no guess made from one output reaches both precision and recall with more than the "
-              "'after the release' probability (Lemma 2.2: e^ε × the prior's best guess).", markup=False)
+              f"'after the release' probability (Lemma 2.2: e^ε × the prior's best guess); {verdict_reading(threshold)}.",
+              markup=False)
 
 
 def _risk_attack(
@@ -258,6 +270,10 @@ def _print_attack(info: dict[str, Any]) -> None:
             f"{fmt(prior['fraction'])} [{fmt(prior['low'])}, {fmt(prior['high'])}]", fmt(row["uniform_bound"]),
         )
     out.print(success)
+    if info["expected_boundary"] is not None:
+        out.print(f"Expected cosine of this reconstruction for a row on the boundary (‖x‖ = L, a unit embedding with "
+                  f"L = 1), from the public parameters: {fmt(info['expected_boundary'])} ({info['expected_how']}); "
+                  "compare the mean above.", markup=False)
     out.print("Reading: 'prior only' is the best single guess made without the release (the rows' mean direction); "
               "the release adds what lies between the two columns. The bound holds for a prior uniform on the "
               "directions (ρ0 = 0), which real data is not.", markup=False)
