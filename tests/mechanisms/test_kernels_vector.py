@@ -165,7 +165,8 @@ def test_each_kernel_draws_the_exact_channel_at_a_vertex(kernel: str, name: str)
 def test_each_mechanism_runs_its_compiled_kernel_when_chosen(
     monkeypatch: pytest.MonkeyPatch, name: str, kernel_function: str
 ) -> None:
-    """``LDP_KERNEL=numba`` runs the mechanism's compiled loop; ``numpy`` never touches it."""
+    """``LDP_KERNEL=numba`` (or ``auto`` with numba installed) runs the mechanism's compiled loop;
+    ``numpy``, or ``auto`` without numba, never touches it."""
     from ldpcli.math import _numba_kernels
 
     calls = []
@@ -176,9 +177,15 @@ def test_each_mechanism_runs_its_compiled_kernel_when_chosen(
     monkeypatch.setenv(kernels.KERNEL_ENV, "numpy")
     mech.privatize(x, np.random.default_rng(0))
     assert calls == []
-    monkeypatch.setenv(kernels.KERNEL_ENV, "numba")
-    mech.privatize(x, np.random.default_rng(0))
-    assert calls == [1]
+    monkeypatch.setenv(kernels.KERNEL_ENV, "auto")
+    with monkeypatch.context() as without:
+        without.setattr(kernels, "_numba_installed", lambda: False)
+        mech.privatize(x, np.random.default_rng(0))
+    assert calls == []
+    for choice in ("auto", "numba"):
+        monkeypatch.setenv(kernels.KERNEL_ENV, choice)
+        mech.privatize(x, np.random.default_rng(0))
+    assert calls == [1, 1]
 
 
 @pytest.mark.parametrize("kernel", KERNELS, indirect=True)
