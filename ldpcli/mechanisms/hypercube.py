@@ -54,6 +54,7 @@ import numpy as np
 
 from ldpcli.math import sphere as sm
 from ldpcli.math.domains import LINF_BOX
+from ldpcli.math.kernels import compiled
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, register
 from ldpcli.mechanisms.hooks import OutputBranch
@@ -560,6 +561,10 @@ class _HypercubeThreshold(Mechanism):
         half_over_l = 0.5 / self.norm_bound
         positions = np.arange(d)
         out = np.empty((n, d))
+        kernels = compiled()
+        if kernels is not None:  # one compiled pass per row, the same law from fewer draws (not draw for draw)
+            kernels.hypercube_vertices(np.ascontiguousarray(x, dtype=np.float64), agree, half_over_l, value, rng, out)
+            return out
         step = max(1, _CHUNK_ELEMENTS // d)
         for start in range(0, n, step):
             rows = slice(start, min(n, start + step))
