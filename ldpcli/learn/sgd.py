@@ -127,8 +127,7 @@ def default_step_rule(geometry: str, mechanism: Mechanism, radius: float, *, bat
     if geometry == "l2":
         g, m2 = gradient_bound(mechanism), step_second_moment(mechanism, batch)
         return StepRule(1.0 / (g * math.sqrt(m2)), float(beta),
-                        f"η₀ = 1/(G·M): G = {g:.6g} bounds ‖g‖₂, M² = {m2:.6g} bounds E‖ĝ‖₂² of one step's mean "
-                        f"of {batch} release(s)")
+                        f"η₀ = 1/(G·M), G = {g:.6g} the gradient bound, M² = {m2:.6g} ≥ E‖ĝ‖² (batch {batch})")
     p, minf = mechanism.d, gradient_moment_bounds(mechanism)[1]
     return StepRule(math.sqrt(2.0 * math.log(2 * p)) / (radius * math.sqrt(minf)), float(beta),
                     f"η₀ = √(2 log 2p)/(R·M∞): p = {p}, R = {radius:g}, M∞² = {minf:.6g} bounds E‖Z‖∞² of one release")

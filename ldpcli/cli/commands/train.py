@@ -65,10 +65,10 @@ def train_cmd(
     radius: float = typer.Option(10.0, "--radius", "-R", help="Radius R of the parameter ball (ℓ2, or ℓ1 with "
                                  "--geometry l1); θ never leaves it."),
     eta0: Optional[float] = typer.Option(
-        None, "--eta0", help="η₀ of the steps η_k = η₀·k^−β. Default for l2: 1/(L·M), M² the mechanism's bound on "
-        "E‖ĝ‖² of one step's mean release (Bhowmick et al. 2018 Sec. 5.1's √(ε/p) written for the mechanism's own "
-        "noise: less noise, a larger step, at most 1/L²); for l1: √(2 log 2p)/(R·M∞), M∞² bounding E‖Z‖∞² of one "
-        "release."
+        None, "--eta0", help="η₀ of the steps η_k = η₀·k^−β. Default for l2: 1/(G·M), G = L the gradient bound (√p·L "
+        "for a box mechanism) and M² the mechanism's bound on E‖ĝ‖² of one step's mean release (Bhowmick et al. "
+        "2018 Sec. 5.1's √(ε/p) written for the mechanism's own noise: less noise, a larger step, at most 1/G²); for "
+        "l1: √(2 log 2p)/(R·M∞), M∞² bounding E‖Z‖∞² of one release."
     ),
     beta: Optional[float] = typer.Option(None, "--beta", help="β of the steps, in [0, 1]. Default 0.51 for l2 (the "
                                          "paper's; averaging wants (1/2, 1)), 1/2 for l1."),
