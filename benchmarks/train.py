@@ -95,7 +95,7 @@ class Exact:
         return g
 
 
-def fig3_rep(rep: int, n: int, d: int, tau: float, eps_grid: list[float]) -> dict[str, float]:
+def fig3_rep(rep: int, n: int, d: int, tau: float, eps_grid: list[float], columns: list[str]) -> dict[str, float]:
     """One data set: every (column, ε) run, non-private SGD and the MLE."""
     rng = np.random.default_rng(1000 + rep)
     X, y, theta_star = logistic_data(n, d, tau, rng)
@@ -109,17 +109,20 @@ def fig3_rep(rep: int, n: int, d: int, tau: float, eps_grid: list[float]) -> dic
 
     out["sgd"] = error(Exact(d), default_step_rule("l2", Exact(d), RADIUS))  # type: ignore[arg-type]
     for eps in eps_grid:
-        for column, (name, options, rule) in FIG3_RUNS.items():
+        for column in columns:
+            name, options, rule = FIG3_RUNS[column]
             mech = MechanismSpec(name, eps, None, 1.0, options).calibrate(d)
             steps = default_step_rule("l2", mech, RADIUS) if rule == "default" else StepRule(math.sqrt(eps / d), 0.51)
             out[f"{column}@{eps:g}"] = error(mech, steps)
     return out
 
 
-def fig3(reps: int, n: int, d: int, tau: float, eps_grid: list[float], workers: int, figure: str | None) -> None:
+def fig3(reps: int, n: int, d: int, tau: float, eps_grid: list[float], columns: list[str], workers: int,
+         figure: str | None) -> None:
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        runs = list(pool.map(fig3_rep, range(reps), [n] * reps, [d] * reps, [tau] * reps, [eps_grid] * reps))
+        runs = list(pool.map(fig3_rep, range(reps), [n] * reps, [d] * reps, [tau] * reps, [eps_grid] * reps,
+                             [columns] * reps))
     seconds = time.perf_counter() - started
 
     def cell(key: str) -> tuple[float, str]:
@@ -128,7 +131,7 @@ def fig3(reps: int, n: int, d: int, tau: float, eps_grid: list[float], workers: 
 
     print(f"\nFigure 3 (Bhowmick et al. 2018): logistic regression, d = {d}, N = {n}, τ = {tau:g}, {reps} data sets, "
           f"one pass, batch 1; ‖θ̄ − θ*‖₂ mean ± sd over the data sets ({seconds:.0f} s, {workers} processes)")
-    names = list(FIG3_RUNS)
+    names = list(columns)
     print("| ε | ε/d | " + " | ".join(names) + " |")
     print("|---|---|" + "---|" * len(names))
     curves: dict[str, list[float]] = {name: [] for name in names}
@@ -214,6 +217,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, help="rows N (default 100000; 4000 with --small)")
     parser.add_argument("--d", type=int, help="dimension d (default 500; 100 with --small)")
     parser.add_argument("--small", action="store_true", help="Figure 3 at d = 100, N = 4000: the same d²/N")
+    parser.add_argument("--columns", default=",".join(FIG3_RUNS), help="Figure 3's private columns, of: "
+                        + ", ".join(FIG3_RUNS))
     parser.add_argument("--tau", type=float, default=4.0)
     parser.add_argument("--eps", help="Figure 3's ε grid (default: ε/d = " + ", ".join(f"{r:g}" for r in FIG3_RATIOS)
                         + ")")
@@ -226,7 +231,11 @@ def main() -> None:
     d = args.d or (100 if args.small else 500)
     if args.only in (None, "fig3"):
         grid = [float(e) for e in args.eps.split(",")] if args.eps else [r * d for r in FIG3_RATIOS]
-        fig3(args.reps, n, d, args.tau, grid, args.workers, args.figure)
+        columns = args.columns.split(",")
+        unknown = sorted(set(columns) - set(FIG3_RUNS))
+        if unknown:
+            parser.error(f"--columns: unknown {', '.join(unknown)}; choose from {', '.join(FIG3_RUNS)}")
+        fig3(args.reps, n, d, args.tau, grid, columns, args.workers, args.figure)
     if args.only in (None, "timing"):
         timing(n, d, 100.0, 1)
         timing(n, d, 100.0, 32)
