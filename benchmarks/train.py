@@ -16,7 +16,7 @@ deviation over ``--reps`` data sets, for
 - ``θ = 0`` (error τ), non-private SGD on the same data with the default rule's noiseless step
   η₀ = 1/L² (the ε → ∞ limit of ``default``), and the maximum-likelihood estimate.
 
-``--small`` keeps the problem's difficulty at a fiftieth of the work: d = 100 and N = 4000 keep
+``--small`` keeps the problem's difficulty at about 1/100 of the work: d = 100 and N = 4000 keep
 d²/N (the asymptotic error² of averaged SGD is ∝ d²·E‖Z‖²/N) and λ_min·Σ_k η_k (how far the
 iterates travel, ∝ N^{0.49}/d); ε scales with d (the grid is ε/d = 0.02 … 10 either way).
 ``--only timing`` measures the time per 10^5 steps against the same loop without privatizing.
@@ -29,6 +29,7 @@ non-private SGD of the same pass and the empirical minimiser.
     python benchmarks/train.py                    # all three, 5 repetitions
     python benchmarks/train.py --only fig3 --small --reps 5 --workers 2   # about a minute on 2 cores
     python benchmarks/train.py --only fig3 --reps 3                       # the paper's size
+    python benchmarks/train.py --only fig3 --reps 1 --columns default --eps 50,250,1000,5000
     python benchmarks/train.py --figure fig3.png  # with matplotlib installed
     python benchmarks/train.py --only timing      # seconds per 10^5 steps at d = 500, vs the non-private loop
 """
