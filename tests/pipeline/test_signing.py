@@ -358,7 +358,7 @@ def test_without_cryptography_signing_names_the_extra_and_unsigned_files_stay_re
         assert result.returncode == 1
         assert result.stderr.strip().splitlines() == [
             "ldp: error: signing and verifying releases need the cryptography package, which is not installed: "
-            "pip install 'ldp[sign]'"]
+            "pip install 'ldp[sign]' (from a clone of ldp: pip install -e '.[sign]')"]
     assert without("estimate-mean", unsigned).returncode == 0
     signed = without("estimate-mean", release, "--json")
     assert signed.returncode == 0
