@@ -1,6 +1,9 @@
 """Privatize inputs into a dataset directory of part files, one task per part, on any engine.
 
-``ldp privatize INPUTS… --engine dask -o DIR/`` calls :func:`privatize_dataset`. Each input is cut
+``ldp privatize INPUTS… -o DIR/`` calls :func:`privatize_dataset`: with the local engine the parts
+are privatized and written concurrently by ``threads`` threads of this process (each reading,
+privatizing, encoding and writing its own file, so that nothing funnels through one writer), with
+``--engine dask`` as tasks on a Dask scheduler. Each input is cut
 into parts: row ranges that start on key-block boundaries (:mod:`ldpcli.release.randomness`) and follow the
 Parquet row groups (any other input is one part). Each part is one task (:func:`privatize_part`) that
 reads its rows with the local engine's reader, privatizes them with the local engine's
@@ -47,7 +50,7 @@ from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.engines import DaskEngine, describe, run_all
-from ldpcli.release.file import _Privatizer, _run, ledger_entry, release_checks
+from ldpcli.release.file import _Privatizer, _run, check_threads, ledger_entry, release_checks
 from ldpcli.release.inputs import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.options import ReleaseOptions
@@ -61,7 +64,10 @@ from ldpcli.risk.section import reconstruction
 #: The suffix of every part file (parts are Parquet whatever the inputs' format).
 PART_SUFFIX = ".parquet"
 #: The release options a dataset cannot honour (see :func:`privatize_dataset`).
-_NOT_FOR_DATASETS = ("copies", "resources.threads", "resources.batch_rows", "input_label", "output_label")
+_NOT_FOR_DATASETS = ("copies", "resources.batch_rows", "input_label", "output_label")
+#: A part's batches get 1/8 of the memory budget, and 1/threads when more than 8 threads write parts
+#: at once (a task holds one batch as read, privatized and encoded at a time), as ``privatize_file`` sizes its batches.
+_MIN_PARTS_PER_BUDGET = 8
 
 
 @dataclass(frozen=True)
@@ -203,20 +209,24 @@ def privatize_dataset(
     output_dir : path
         The dataset directory of part files, their sidecars and the manifest.
     engine : DaskEngine or None
-        Where the tasks run; None: one after the other in this process.
+        Where the tasks run; None: on ``options.resources.threads`` threads of this process (default
+        the available cores), each privatizing and writing one part at a time.
     mechanism, epsilon, norm_bound
         The mechanism, as :func:`ldpcli.release.file.privatize_file` takes it.
     options : ReleaseOptions
         As :func:`ldpcli.release.file.privatize_file`'s, the same for every input;
-        ``resources.memory`` is each task's batch budget. The engine's workers choose their own
-        threads and batches, and a dataset holds one copy of each row under the paths' own names:
-        ``copies``, ``resources.threads``, ``resources.batch_rows`` and the labels are refused.
+        ``resources.memory`` is the budget of the parts written at once: each task's batches get
+        1/max(8, threads) of it. A Dask engine's workers choose their own threads (``resources.threads``
+        is for the local engine only), and a dataset holds one copy of each row under the paths' own
+        names: ``copies``, ``resources.batch_rows`` and the labels are refused.
     part_rows : int or None
         Parts of about that many rows each (rounded to key blocks) instead of one per row group.
 
     Nothing is published unless every part and every check succeeded.
     """
-    options.refuse(_NOT_FOR_DATASETS, "privatize_dataset")
+    options.refuse(_NOT_FOR_DATASETS if engine is None else (*_NOT_FOR_DATASETS, "resources.threads"),
+                   "privatize_dataset")
+    threads = check_threads(options.resources.threads)
     spec, forced, clip_limit = release_checks(mechanism, epsilon, norm_bound, options)
     seed, overwrite, memory = options.seed, options.overwrite, options.resources.memory
     ledger, max_budget = options.budget.ledger, options.budget.max_budget
@@ -275,7 +285,8 @@ def privatize_dataset(
                 source=os.fspath(source), input_index=index, index=len(tasks), start=start, stop=stop,
                 target=os.fspath(staging / _part_name(len(tasks))), spec=bound_spec, d=layout.d,
                 entropy=int(root.entropy) if seed is not None else None,  # type: ignore[arg-type]
-                spawn_key=tuple(root.spawn_key), key=key, memory=memory // 8,
+                spawn_key=tuple(root.spawn_key), key=key,
+                memory=memory // max(_MIN_PARTS_PER_BUDGET, threads if engine is None else 1),
                 dtype=options.dtype, codec=options.compression, **choice,  # type: ignore[arg-type]
             ))
     try:
@@ -287,7 +298,7 @@ def privatize_dataset(
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") as pool:
             digests = pool.submit(_fingerprints, sources, layout.d, choice, row_digest) if row_digest is not None else None
-            results = run_all(engine, privatize_part, tasks)
+            results = run_all(engine, privatize_part, tasks, threads)
             fingerprints = digests.result() if digests is not None else None
         interrupts.check()
         per_input = [[r for r in results if r.task.input_index == i] for i in range(len(sources))]

@@ -60,6 +60,14 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def check_threads(threads: object) -> int:
+    """The thread count ``threads`` asks for (None: :func:`available_cores`); UsageError unless an integer >= 1."""
+    threads = available_cores() if threads is None else threads
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise UsageError(f"`threads` must be an integer >= 1, got {threads!r}")
+    return threads
+
+
 @dataclass(frozen=True)
 class PrivatizeResult:
     """What ``privatize_file`` did: where the outputs are and the public counts."""
@@ -370,9 +378,7 @@ def privatize_file(
     copies, seed, overwrite, chosen = options.copies, options.seed, options.overwrite, options.columns
     ledger, threads, memory = options.budget.ledger, options.resources.threads, options.resources.memory
     copy_spec = spec.for_copies(copies)
-    threads = available_cores() if threads is None else threads
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise UsageError(f"`threads` must be an integer >= 1, got {threads!r}")
+    threads = check_threads(threads)
     if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
         raise UsageError(f"`memory` must be at least 1 MB, got {memory!r} bytes")
     source = Path(input_path)
