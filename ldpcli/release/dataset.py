@@ -49,7 +49,7 @@ from ldpcli.io.jsonfile import read_json
 from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.release.commit import Charge, commit_release
-from ldpcli.release.engines import DaskEngine, describe, run_all
+from ldpcli.release.engines import DaskEngine, LocalEngine, describe, run_all
 from ldpcli.release.file import _Privatizer, _run, check_threads, ledger_entry, release_checks
 from ldpcli.release.inputs import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
 from ldpcli.release.ledger import InputFingerprint, Ledger
@@ -298,7 +298,7 @@ def privatize_dataset(
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") as pool:
             digests = pool.submit(_fingerprints, sources, layout.d, choice, row_digest) if row_digest is not None else None
-            results = run_all(engine, privatize_part, tasks, threads)
+            results = run_all(engine or LocalEngine(threads), privatize_part, tasks)
             fingerprints = digests.result() if digests is not None else None
         interrupts.check()
         per_input = [[r for r in results if r.task.input_index == i] for i in range(len(sources))]

@@ -120,24 +120,38 @@ def make_engine(name: str, scheduler: str | None = None) -> DaskEngine | None:
     return DaskEngine(scheduler or "threads")
 
 
-def run_all(engine: DaskEngine | None, fn: Callable[[T], R], items: Sequence[T], threads: int = 1) -> list[R]:
-    """``fn`` over ``items``, the results in order: on the engine, or without one on ``threads``
-    threads of this process (one: in this thread).
+@dataclass(frozen=True)
+class LocalEngine:
+    """Runs the work items on ``threads`` threads of this process (one: in the calling thread).
 
-    The local threads run the items concurrently (pyarrow and numpy release the GIL while they
-    read, privatize, encode and write), at most ``threads`` at a time. On the first failure the items
-    not started are cancelled, the running ones are waited for, and that failure is raised.
+    The threads run the items concurrently (pyarrow and numpy release the GIL while they read,
+    privatize, encode and write), at most ``threads`` at a time. On the first failure the items not
+    started are cancelled, the running ones are waited for, and that failure is raised.
     """
-    if engine is not None:
-        return engine.map(fn, items)
-    if threads == 1 or len(items) <= 1:
+
+    threads: int = 1
+
+    @property
+    def name(self) -> str:
+        return "local"
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """``[fn(item) for item in items]``, in order, computed on the threads."""
+        if self.threads == 1 or len(items) <= 1:
+            return [fn(item) for item in items]
+        pool = ThreadPoolExecutor(max_workers=min(self.threads, len(items)), thread_name_prefix="ldp-part")
+        try:
+            futures = [pool.submit(fn, item) for item in items]
+            return [future.result() for future in futures]
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_all(engine: DaskEngine | LocalEngine | None, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``fn`` over ``items`` in order: in this thread without an engine, else on the engine."""
+    if engine is None:
         return [fn(item) for item in items]
-    pool = ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="ldp-part")
-    try:
-        futures = [pool.submit(fn, item) for item in items]
-        return [future.result() for future in futures]
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    return engine.map(fn, items)
 
 
 def describe(engine: DaskEngine | None) -> dict[str, Any]:
