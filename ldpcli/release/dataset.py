@@ -5,7 +5,8 @@ are privatized and written concurrently by ``threads`` threads of this process (
 privatizing, encoding and writing its own file, so that nothing funnels through one writer), with
 ``--engine dask`` as tasks on a Dask scheduler. Each input is cut
 into parts: row ranges that start on key-block boundaries (:mod:`ldpcli.release.randomness`) and follow the
-Parquet row groups (any other input is one part). Each part is one task (:func:`privatize_part`) that
+Parquet row groups (any other input is one range), cut further where a range holds more than 64 MB of
+vectors (:func:`part_starts`). Each part is one task (:func:`privatize_part`) that
 reads its rows with the local engine's reader, privatizes them with the local engine's
 ``_Privatizer`` (the same generators for the same rows) and writes one Parquet part file. The driver
 then writes each part's sidecar (a complete sidecar of that file, with ``release.part`` naming the
@@ -68,6 +69,10 @@ _NOT_FOR_DATASETS = ("copies", "resources.batch_rows", "input_label", "output_la
 #: A part's batches get 1/8 of the memory budget, and 1/threads when more than 8 threads write parts
 #: at once (a task holds one batch as read, privatized and encoded at a time), as ``privatize_file`` sizes its batches.
 _MIN_PARTS_PER_BUDGET = 8
+#: The most bytes of float64 vectors in one part: an input's row groups are cut further where they
+#: are larger, so that one huge row group is still many parts to write at once. Each part costs a
+#: file, its sidecar and a sync (milliseconds), against tenths of a second of work for 64 MB.
+_MAX_PART_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -163,27 +168,33 @@ class DatasetResult:
         }
 
 
-def part_starts(source: Path, rows: int | None, block: int, part_rows: int | None) -> list[int]:
+def part_starts(source: Path, rows: int | None, block: int, part_rows: int | None, max_rows: int) -> list[int]:
     """The first row of each part of an input: multiples of the key block ``block``.
 
     ``part_rows``: parts of about that many rows. Otherwise a Parquet input's row groups (each
     start rounded up to a block boundary), and one part for any other format (CSV, whose ``rows``
-    is None: not known; ``.npy``, whose parts read row ranges of the memory-mapped array).
+    is None: not known; ``.npy``, whose parts read row ranges of the memory-mapped array), each
+    cut into parts of at most ``max_rows`` rows (rounded down to whole blocks, at least one) so
+    that a file of few, large row groups still gives the threads or workers parts to share.
     """
     if rows is None:
         return [0]
     if part_rows is not None:
         step = max(1, -(-part_rows // block)) * block
         return list(range(0, rows, step))
-    if file_format(source) != "parquet":
-        return [0]
-    metadata = pq.ParquetFile(source).metadata
-    starts, first = {0}, 0
-    for group in range(metadata.num_row_groups):
-        aligned = -(-first // block) * block
-        if aligned < rows:
-            starts.add(aligned)
-        first += metadata.row_group(group).num_rows
+    starts = {0}
+    if file_format(source) == "parquet":
+        metadata = pq.ParquetFile(source).metadata
+        first = 0
+        for group in range(metadata.num_row_groups):
+            aligned = -(-first // block) * block
+            if aligned < rows:
+                starts.add(aligned)
+            first += metadata.row_group(group).num_rows
+    step = max(1, max_rows // block) * block
+    bounds = [*sorted(starts), rows]
+    for first, stop in zip(bounds, bounds[1:]):
+        starts.update(range(first, stop, step))
     return sorted(starts)
 
 
@@ -278,7 +289,7 @@ def privatize_dataset(
     tasks: list[PartTask] = []
     for index, source in enumerate(sources):
         key = input_key(source, layout.columns, spec) if seed is not None else ()
-        starts = part_starts(source, rows[index], block, part_rows)
+        starts = part_starts(source, rows[index], block, part_rows, _MAX_PART_BYTES // (8 * layout.d))
         for at, start in enumerate(starts):
             stop = starts[at + 1] if at + 1 < len(starts) else None
             tasks.append(PartTask(

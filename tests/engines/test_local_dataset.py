@@ -160,3 +160,16 @@ def test_a_failing_part_on_several_threads_leaves_nothing(inputs: list[Path], tm
         privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=4.0,
                           options=ReleaseOptions(resources=Resources(threads=4)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw"]
+
+
+def test_a_large_row_group_is_cut_into_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One row group of 4100 rows, with parts capped at 1024 rows (64 KB of vectors here, 64 MB in use):
+    parts at every second key block, and the same bits as one file."""
+    source = write(tmp_path / "one.parquet", unit_rows(4100, D, seed=3), row_group_size=10_000)
+    monkeypatch.setattr(partitioned, "_MAX_PART_BYTES", 8 * D * 1024)
+    result = privatize_dataset(source, tmp_path / "release", engine=None, epsilon=2.0,
+                               options=ReleaseOptions(seed=4, resources=Resources(threads=2)))
+    manifest = json.loads((tmp_path / "release" / MANIFEST_NAME).read_text())
+    assert [p["rows"] for p in manifest["parts"]] == [1024, 1024, 1024, 1024, 4] and result.n == 4100
+    single = privatize_file(source, tmp_path / "single.parquet", epsilon=2.0, options=ReleaseOptions(seed=4))
+    assert np.array_equal(input_values(tmp_path / "release", 0), read_values(single.output))
