@@ -14,10 +14,8 @@ import threading
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
-from helpers import ldp, unit_rows
+from helpers import ldp, read_list, unit_rows, write_list
 
 from ldpcli.errors import DataError
 from ldpcli.release import dataset as partitioned
@@ -30,29 +28,20 @@ from ldpcli.release.options import ReleaseOptions, Resources
 D = 16  # key blocks of 512 rows
 
 
-def write(path: Path, rows: np.ndarray, row_group_size: int = 700) -> Path:
-    flat = pa.array(np.ascontiguousarray(rows).reshape(-1))
-    pq.write_table(pa.table({"vec": pa.FixedSizeListArray.from_arrays(flat, rows.shape[1])}), path,
-                   row_group_size=row_group_size)
-    return path
-
-
 @pytest.fixture
 def inputs(tmp_path: Path) -> list[Path]:
     raw = tmp_path / "raw"
     raw.mkdir()
-    return [write(raw / "a.parquet", unit_rows(4100, D, seed=1)), write(raw / "b.parquet", unit_rows(1500, D, seed=2))]
-
-
-def read_values(path: Path) -> np.ndarray:
-    column = pq.read_table(path).column("vec").combine_chunks()
-    return np.asarray(column.flatten()).reshape(len(column), -1)
+    paths = [raw / "a.parquet", raw / "b.parquet"]
+    for path, n, seed in zip(paths, (4100, 1500), (1, 2)):
+        write_list(path, unit_rows(n, D, seed=seed), row_group_size=700)
+    return paths
 
 
 def input_values(out: Path, input_index: int) -> np.ndarray:
     """The privatized rows of one input: its parts concatenated in the manifest's order."""
     manifest = json.loads((out / MANIFEST_NAME).read_text())
-    return np.concatenate([read_values(out / p["file"]) for p in manifest["parts"] if p["input"] == input_index])
+    return np.concatenate([read_list(out / p["file"]) for p in manifest["parts"] if p["input"] == input_index])
 
 
 def test_parts_are_the_same_bits_whatever_the_threads_the_layout_and_the_engine(
@@ -69,7 +58,7 @@ def test_parts_are_the_same_bits_whatever_the_threads_the_layout_and_the_engine(
     for index, source in enumerate(inputs):
         single = privatize_file(source, tmp_path / f"single{index}.parquet", epsilon=4.0,
                                 options=ReleaseOptions(seed=9, resources=Resources(threads=3)))
-        reference = read_values(single.output)
+        reference = read_list(single.output)
         for threads, out in runs.items():
             assert np.array_equal(input_values(out, index), reference), f"threads {threads}, input {index}"
     if importlib.util.find_spec("dask") is not None:  # the Dask engine's parts: the same files, byte for byte
@@ -95,7 +84,7 @@ def test_the_cli_writes_a_dataset_directory_for_a_directory_and_files_on_request
     assert result.exit_code == 0, result.stderr
     assert sorted(p.name for p in files.iterdir()) == ["a.privatized.parquet", "a.privatized.parquet.ldp.json",
                                                        "b.privatized.parquet", "b.privatized.parquet.ldp.json"]
-    assert np.array_equal(read_values(files / "b.privatized.parquet"), input_values(out, 1))
+    assert np.array_equal(read_list(files / "b.privatized.parquet"), input_values(out, 1))
     parted = ldp("privatize", inputs[0], "--eps", 4, "-o", f"{tmp_path / 'parted'}/", "--part-rows", 2000, "--json")
     assert parted.exit_code == 0, parted.stderr
     assert len(json.loads(parted.stdout)["parts"]) == 3
@@ -155,7 +144,7 @@ def test_each_part_gets_its_share_of_the_memory_budget(inputs: list[Path], tmp_p
 def test_a_failing_part_on_several_threads_leaves_nothing(inputs: list[Path], tmp_path: Path) -> None:
     bad = unit_rows(1500, D, seed=2)
     bad[1234, 5] = np.inf
-    write(inputs[1], bad)
+    write_list(inputs[1], bad, row_group_size=700)
     with pytest.raises(DataError, match=r"b\.parquet.*row 1235"):
         privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=4.0,
                           options=ReleaseOptions(resources=Resources(threads=4)))
@@ -165,11 +154,12 @@ def test_a_failing_part_on_several_threads_leaves_nothing(inputs: list[Path], tm
 def test_a_large_row_group_is_cut_into_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One row group of 4100 rows, with parts capped at 1024 rows (64 KB of vectors here, 64 MB in use):
     parts at every second key block, and the same bits as one file."""
-    source = write(tmp_path / "one.parquet", unit_rows(4100, D, seed=3), row_group_size=10_000)
+    source = tmp_path / "one.parquet"
+    write_list(source, unit_rows(4100, D, seed=3), row_group_size=10_000)
     monkeypatch.setattr(partitioned, "_MAX_PART_BYTES", 8 * D * 1024)
     result = privatize_dataset(source, tmp_path / "release", engine=None, epsilon=2.0,
                                options=ReleaseOptions(seed=4, resources=Resources(threads=2)))
     manifest = json.loads((tmp_path / "release" / MANIFEST_NAME).read_text())
     assert [p["rows"] for p in manifest["parts"]] == [1024, 1024, 1024, 1024, 4] and result.n == 4100
     single = privatize_file(source, tmp_path / "single.parquet", epsilon=2.0, options=ReleaseOptions(seed=4))
-    assert np.array_equal(input_values(tmp_path / "release", 0), read_values(single.output))
+    assert np.array_equal(input_values(tmp_path / "release", 0), read_list(single.output))

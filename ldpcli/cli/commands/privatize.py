@@ -186,9 +186,9 @@ def privatize(
         resources=Resources(threads, byte_size(memory, "--memory")),
     )
     if dataset:
+        if output is None:
+            raise UsageError("--engine dask writes a dataset directory of parts: give it with -o DIR/")
         if dask_engine is not None:
-            if output is None:
-                raise UsageError("--engine dask writes a dataset directory of parts: give it with -o DIR/")
             for flag, given in (("--copies", copies != 1), ("--threads", threads is not None)):
                 if given:
                     raise UsageError(f"{flag} is not available with --engine dask (its workers set their own threads)")
