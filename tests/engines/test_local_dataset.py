@@ -90,6 +90,16 @@ def test_the_cli_writes_a_dataset_directory_for_a_directory_and_files_on_request
     assert len(json.loads(parted.stdout)["parts"]) == 3
 
 
+def test_an_existing_plain_directory_needs_layout_files(inputs: list[Path], tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    refused = ldp("privatize", inputs[0], "--eps", 1, "-o", plain)
+    assert refused.exit_code == 2 and "is an existing directory that holds no ldp dataset" in refused.stderr
+    assert "--layout files to write one file per input into it" in refused.stderr and not list(plain.iterdir())
+    assert ldp("privatize", inputs[0], "--eps", 1, "-o", plain, "--layout", "files", "-q").exit_code == 0
+    assert sorted(p.name for p in plain.iterdir()) == ["a.privatized.parquet", "a.privatized.parquet.ldp.json"]
+
+
 @pytest.mark.parametrize("args, fragment", [
     (["-o", "{out}/", "--copies", "2"], "--copies is not available with the dataset layout of -o DIR/; add --layout files"),
     (["--layout", "dataset"], "--layout dataset writes a dataset directory: give it with -o DIR/"),

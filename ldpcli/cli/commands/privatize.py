@@ -40,6 +40,7 @@ from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.engines import make_engine
 from ldpcli.release.file import privatize_files
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources, RiskSection
 from ldpcli.release.safety import clip_warning
@@ -236,9 +237,14 @@ def _dataset_layout(layout: str | None, output: str | None, dask: bool) -> bool:
         if layout == "files":
             raise UsageError("--engine dask writes the dataset layout; --layout files is for the local engine")
         return True
-    directory = output not in (None, "-") and (output.endswith((os.sep, "/")) or Path(output).is_dir())
+    folder = None if output is None or output == "-" else Path(output)
+    directory = folder is not None and (str(output).endswith((os.sep, "/")) or folder.is_dir())
     if layout == "dataset" and not directory:
         raise UsageError("--layout dataset writes a dataset directory: give it with -o DIR/")
+    if layout is None and folder is not None and folder.is_dir() and not (folder / MANIFEST_NAME).is_file():
+        raise UsageError(f"-o {output}: is an existing directory that holds no ldp dataset; -o DIR/ writes a dataset "
+                         "directory of parts (a new one, or an ldp dataset with --overwrite): give a new name, or "
+                         "--layout files to write one file per input into it")
     return directory and layout != "files"
 
 
