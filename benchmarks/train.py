@@ -2,22 +2,34 @@
 
 Figure 3's setting (Sec. 5.1): logistic regression, X uniform on the sphere S^{d−1}, θ* uniform on
 τ·S^{d−1}, Y = ±1 with P(Y = 1 | x) = 1/(1 + e^{−⟨θ*, x⟩}); d = 500, N = 10^5, τ = 4. One pass of
-private SGD (batch 1, η_k = √(ε/d)·k^{−0.51}, averaged iterate, gradients clipped to L = 1, which
-they never exceed since ‖x‖ = 1) for each ε and mechanism; non-private SGD on the same pass with
-the same steps; the maximum-likelihood estimate. Reported: ‖θ̄ − θ*‖₂, mean ± standard deviation
-over ``--reps`` data sets (``--only timing`` measures the time per 10^5 steps against the same
-loop without privatizing). ``separated`` is run with
-Fig. 3's direction/magnitude split (ε₂ = ε/8 for the magnitude, ``--eps-split 0.875``) and the
-optimal cap for the direction (the paper splits the direction's 7ε/8 as 13ε/16 for γ and ε/16
-for p; that split is not offered).
+private SGD (batch 1, β = 0.51, averaged iterate, gradients clipped to L = 1, which they never
+exceed since ‖x‖ = 1, ball radius R = 10) for each ε. Reported: ‖θ̄ − θ*‖₂, mean ± standard
+deviation over ``--reps`` data sets, for
+
+- ``default``: what ``ldp train`` does by default (:data:`ldpcli.learn.sgd.DEFAULT_MECHANISM`,
+  ``separated`` with its error-minimising split, and :func:`ldpcli.learn.sgd.default_step_rule`,
+  η₀ = 1/(G·M));
+- ``paper``: the paper's choices, ``separated`` with ε₂ = ε/8 for the magnitude
+  (``eps_split`` 0.875; the direction's 7ε/8 with the optimal cap, since the paper's 13ε/16 and
+  ε/16 split of γ and p is not offered) and η₀ = √(ε/d);
+- ``privunit2``: the default before issue 26, privunit2 with η₀ = √(ε/d);
+- ``θ = 0`` (error τ), non-private SGD on the same data with the default rule's noiseless step
+  η₀ = 1/L² (the ε → ∞ limit of ``default``), and the maximum-likelihood estimate.
+
+``--small`` keeps the problem's difficulty at about 1/100 of the work: d = 100 and N = 4000 keep
+d²/N (the asymptotic error² of averaged SGD is ∝ d²·E‖Z‖²/N) and λ_min·Σ_k η_k (how far the
+iterates travel, ∝ N^{0.49}/d); ε scales with d (the grid is ε/d = 0.02 … 10 either way).
+``--only timing`` measures the time per 10^5 steps against the same loop without privatizing.
 
 Digits (``examples/digits_unit.parquet``, 1797 rows, 64 features on the unit sphere, 10 classes):
 ``ldp train --loss softmax -L 2`` (‖∇‖ ≤ √2·‖(x, 1)‖ = 2) through the file path, 30% holdout
 fixed by the seed, accuracy over ``--reps`` seeds for each ε and number of epochs, with the
 non-private SGD of the same pass and the empirical minimiser.
 
-    python benchmarks/train.py                    # both, 5 repetitions
-    python benchmarks/train.py --only fig3 --reps 3 --eps 50,500,5000
+    python benchmarks/train.py                    # all three, 5 repetitions
+    python benchmarks/train.py --only fig3 --small --reps 5 --workers 2   # about a minute on 2 cores
+    python benchmarks/train.py --only fig3 --reps 3                       # the paper's size
+    python benchmarks/train.py --only fig3 --reps 1 --columns default --eps 50,250,1000,5000
     python benchmarks/train.py --figure fig3.png  # with matplotlib installed
     python benchmarks/train.py --only timing      # seconds per 10^5 steps at d = 500, vs the non-private loop
 """
@@ -25,6 +37,7 @@ non-private SGD of the same pass and the empirical minimiser.
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -32,10 +45,27 @@ from pathlib import Path
 import numpy as np
 
 from ldpcli.learn.losses import make_loss
-from ldpcli.learn.sgd import EuclideanIterate, StepRule, default_step_rule, empirical_minimizer, sgd_pass
+from ldpcli.learn.sgd import (
+    DEFAULT_MECHANISM,
+    EuclideanIterate,
+    StepRule,
+    default_step_rule,
+    empirical_minimizer,
+    sgd_pass,
+)
+from ldpcli.math.domains import L2_BALL
 from ldpcli.mechanisms import MechanismSpec
 
-FIG3_MECHANISMS = {"privunit2": {}, "separated": {"eps_split": 0.875}, "duchi-l2": {}}
+#: Figure 3's ε grid as multiples of d (ε = 10 … 5000 at d = 500).
+FIG3_RATIOS = (0.02, 0.1, 0.2, 0.5, 1.0, 2.0, 10.0)
+#: The private columns: (mechanism, options, step rule) with "default" the library's rule and
+#: "paper" η₀ = √(ε/d).
+FIG3_RUNS = {
+    "default": (DEFAULT_MECHANISM, {}, "default"),
+    "paper": ("separated", {"eps_split": 0.875}, "paper"),
+    "privunit2": ("privunit2", {}, "paper"),
+}
+RADIUS = 10.0
 
 
 def logistic_data(n: int, d: int, tau: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -49,44 +79,72 @@ def logistic_data(n: int, d: int, tau: float, rng: np.random.Generator) -> tuple
     return X, y, theta
 
 
-def fig3_rep(rep: int, n: int, d: int, tau: float, eps_grid: list[float]) -> dict[str, object]:
-    """One data set: every (mechanism, ε) run, the non-private twins and the MLE."""
+class Exact:
+    """The identity "mechanism" on the unit ball: the non-private loop, same code."""
+
+    norm_bound = 1.0
+    domain = L2_BALL
+    scale = 1.0
+
+    def __init__(self, d: int) -> None:
+        self.d = d
+
+    def project(self, g: np.ndarray) -> tuple[np.ndarray, int]:
+        return g, 0
+
+    def privatize(self, g: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        return g
+
+
+def fig3_rep(rep: int, n: int, d: int, tau: float, eps_grid: list[float], columns: list[str]) -> dict[str, float]:
+    """One data set: every (column, ε) run, non-private SGD and the MLE."""
     rng = np.random.default_rng(1000 + rep)
     X, y, theta_star = logistic_data(n, d, tau, rng)
     loss = make_loss("logistic", d, 2)
-    mle = empirical_minimizer(loss, X, y, "l2", 1e6)
-    out: dict[str, object] = {"mle": float(np.linalg.norm(mle.theta - theta_star))}
+    out = {"mle": float(np.linalg.norm(empirical_minimizer(loss, X, y, "l2", 1e6).theta - theta_star))}
+
+    def error(mech: object, rule: StepRule) -> float:
+        private = EuclideanIterate(d, RADIUS)
+        sgd_pass(loss, mech, private, None, X, y, 1, rule, rng)  # type: ignore[arg-type]
+        return float(np.linalg.norm(private.average - theta_star))
+
+    out["sgd"] = error(Exact(d), default_step_rule("l2", Exact(d), RADIUS))  # type: ignore[arg-type]
     for eps in eps_grid:
-        for name, options in FIG3_MECHANISMS.items():
+        for column in columns:
+            name, options, rule = FIG3_RUNS[column]
             mech = MechanismSpec(name, eps, None, 1.0, options).calibrate(d)
-            rule = default_step_rule("l2", mech, 10.0, eps)
-            private, twin = EuclideanIterate(d, 10.0), EuclideanIterate(d, 10.0)
-            sgd_pass(loss, mech, private, twin if name == "privunit2" else None, X, y, 1, rule, rng)
-            out[f"{name}@{eps:g}"] = float(np.linalg.norm(private.average - theta_star))
-            if name == "privunit2":
-                out[f"sgd@{eps:g}"] = float(np.linalg.norm(twin.average - theta_star))
+            steps = default_step_rule("l2", mech, RADIUS) if rule == "default" else StepRule(math.sqrt(eps / d), 0.51)
+            out[f"{column}@{eps:g}"] = error(mech, steps)
     return out
 
 
-def fig3(reps: int, n: int, d: int, tau: float, eps_grid: list[float], workers: int, figure: str | None) -> None:
+def fig3(reps: int, n: int, d: int, tau: float, eps_grid: list[float], columns: list[str], workers: int,
+         figure: str | None) -> None:
+    started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        runs = list(pool.map(fig3_rep, range(reps), [n] * reps, [d] * reps, [tau] * reps, [eps_grid] * reps))
-    print(f"\nFigure 3 (Bhowmick et al. 2018): logistic regression, d = {d}, N = {n}, τ = {tau:g}, {reps} data sets; "
-          f"‖θ̄ − θ*‖₂ mean ± sd (θ = 0 has error {tau:g})")
-    names = [*FIG3_MECHANISMS, "sgd"]
-    print("| ε | " + " | ".join(names) + " |")
-    print("|---|" + "---|" * len(names))
+        runs = list(pool.map(fig3_rep, range(reps), [n] * reps, [d] * reps, [tau] * reps, [eps_grid] * reps,
+                             [columns] * reps))
+    seconds = time.perf_counter() - started
+
+    def cell(key: str) -> tuple[float, str]:
+        values = np.array([run[key] for run in runs])
+        return float(values.mean()), f"{values.mean():.3f} ± {values.std(ddof=1) if reps > 1 else 0.0:.3f}"
+
+    print(f"\nFigure 3 (Bhowmick et al. 2018): logistic regression, d = {d}, N = {n}, τ = {tau:g}, {reps} data sets, "
+          f"one pass, batch 1; ‖θ̄ − θ*‖₂ mean ± sd over the data sets ({seconds:.0f} s, {workers} processes)")
+    names = list(columns)
+    print("| ε | ε/d | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
     curves: dict[str, list[float]] = {name: [] for name in names}
     for eps in eps_grid:
         cells = []
         for name in names:
-            values = np.array([run[f"{name}@{eps:g}"] for run in runs])
-            curves[name].append(float(values.mean()))
-            cells.append(f"{values.mean():.3f} ± {values.std(ddof=1) if reps > 1 else 0.0:.3f}")
-        print(f"| {eps:g} | " + " | ".join(cells) + " |")
-    mle = np.array([run["mle"] for run in runs])
-    print(f"MLE: {mle.mean():.3f} ± {mle.std(ddof=1) if reps > 1 else 0.0:.3f}  (the `sgd` column: non-private SGD "
-          "with the privunit2 run's steps, on the same pass)")
+            mean, text = cell(f"{name}@{eps:g}")
+            curves[name].append(mean)
+            cells.append(text)
+        print(f"| {eps:g} | {eps / d:g} | " + " | ".join(cells) + " |")
+    sgd, mle = cell("sgd"), cell("mle")
+    print(f"θ = 0: {tau:.3f}; non-private SGD (η₀ = 1, the default rule's noiseless step): {sgd[1]}; MLE: {mle[1]}")
     if figure:
         import matplotlib
 
@@ -95,8 +153,10 @@ def fig3(reps: int, n: int, d: int, tau: float, eps_grid: list[float], workers: 
 
         fig, ax = plt.subplots(figsize=(6, 4))
         for name in names:
-            ax.plot(eps_grid, curves[name], marker="o", label=name if name != "sgd" else "non-private SGD")
-        ax.axhline(float(mle.mean()), color="k", linestyle=":", label="MLE")
+            ax.plot(eps_grid, curves[name], marker="o", label=name)
+        ax.axhline(tau, color="grey", linestyle="--", label="θ = 0")
+        ax.axhline(sgd[0], color="k", linestyle="-.", label="non-private SGD")
+        ax.axhline(mle[0], color="k", linestyle=":", label="MLE")
         ax.set_xscale("log")
         ax.set_xlabel("ε")
         ax.set_ylabel("‖θ̄ − θ*‖₂")
@@ -113,21 +173,10 @@ def timing(n: int, d: int, eps: float, batch: int) -> None:
     rng = np.random.default_rng(0)
     X, y, _ = logistic_data(n, d, 4.0, rng)
     loss = make_loss("logistic", d, 2)
-    dimension = d
-
-    class _Exact:  # the identity "mechanism": what the loop costs without privatizing
-        norm_bound, d = 1.0, dimension
-
-        def project(self, g: np.ndarray) -> tuple[np.ndarray, int]:
-            return g, 0
-
-        def privatize(self, g: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-            return g
-
     rows = {}
-    for name in ["none", *FIG3_MECHANISMS, "duchi-linf"]:
-        mech = _Exact() if name == "none" else MechanismSpec(name, eps, None, 1.0, FIG3_MECHANISMS.get(name, {})).calibrate(d)
-        it = EuclideanIterate(d, 10.0)
+    for name in ["none", "privunit2", "separated", "duchi-l2", "duchi-linf"]:
+        mech = Exact(d) if name == "none" else MechanismSpec(name, eps, None, 1.0, {}).calibrate(d)
+        it = EuclideanIterate(d, RADIUS)
         started = time.perf_counter()
         sgd_pass(loss, mech, it, None, X, y, batch, StepRule(0.1, 0.51), np.random.default_rng(1))  # type: ignore[arg-type]
         rows[name] = (time.perf_counter() - started) * 1e5 / n * batch
@@ -166,20 +215,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", choices=("fig3", "digits", "timing"))
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--d", type=int, default=500)
+    parser.add_argument("--n", type=int, help="rows N (default 100000; 4000 with --small)")
+    parser.add_argument("--d", type=int, help="dimension d (default 500; 100 with --small)")
+    parser.add_argument("--small", action="store_true", help="Figure 3 at d = 100, N = 4000: the same d²/N")
+    parser.add_argument("--columns", default=",".join(FIG3_RUNS), help="Figure 3's private columns, of: "
+                        + ", ".join(FIG3_RUNS))
     parser.add_argument("--tau", type=float, default=4.0)
-    parser.add_argument("--eps", default="10,50,100,500,1000,5000", help="Figure 3's ε grid")
+    parser.add_argument("--eps", help="Figure 3's ε grid (default: ε/d = " + ", ".join(f"{r:g}" for r in FIG3_RATIOS)
+                        + ")")
     parser.add_argument("--digits-eps", default="1,10,100,1000,10000")
     parser.add_argument("--epochs", default="1,10", help="the digits' epochs grid")
     parser.add_argument("--workers", type=int, default=2, help="processes for Figure 3's repetitions")
     parser.add_argument("--figure", help="save Figure 3's curves here (needs matplotlib)")
     args = parser.parse_args()
+    n = args.n or (4000 if args.small else 100_000)
+    d = args.d or (100 if args.small else 500)
     if args.only in (None, "fig3"):
-        fig3(args.reps, args.n, args.d, args.tau, [float(e) for e in args.eps.split(",")], args.workers, args.figure)
+        grid = [float(e) for e in args.eps.split(",")] if args.eps else [r * d for r in FIG3_RATIOS]
+        columns = args.columns.split(",")
+        unknown = sorted(set(columns) - set(FIG3_RUNS))
+        if unknown:
+            parser.error(f"--columns: unknown {', '.join(unknown)}; choose from {', '.join(FIG3_RUNS)}")
+        fig3(args.reps, n, d, args.tau, grid, columns, args.workers, args.figure)
     if args.only in (None, "timing"):
-        timing(args.n, args.d, 100.0, 1)
-        timing(args.n, args.d, 100.0, 32)
+        timing(n, d, 100.0, 1)
+        timing(n, d, 100.0, 32)
     if args.only in (None, "digits"):
         digits(args.reps, [float(e) for e in args.digits_eps.split(",")], [int(e) for e in args.epochs.split(",")])
 

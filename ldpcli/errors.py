@@ -92,6 +92,12 @@ class DataError(LdpError):
     exit_code = 1
 
 
+def install_hint(extra: str) -> str:
+    """The command that adds ldp's optional ``extra`` (``"dask"``), for an installed package and for
+    a clone of the repository, where the package-name form fails."""
+    return f"pip install 'ldp[{extra}]' (from a clone of ldp: pip install -e '.[{extra}]')"
+
+
 class MissingDependency(LdpError):
     """An optional dependency is not installed (exit 1: nothing is wrong with the command); the
     message names the ``pip install`` line that adds it."""

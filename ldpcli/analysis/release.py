@@ -344,10 +344,13 @@ def privatize(
 
     Parameters
     ----------
-    x : numpy.ndarray, pyarrow.Table or pandas.DataFrame
+    x : numpy.ndarray, Array API array, pyarrow.Table or pandas.DataFrame
         An (n, d) array of real numbers, or a table: one list column of vectors, or one numeric
         column per coordinate (``column``/``columns`` choose, with the rules and refusals of
-        ``ldp privatize``; ``keep`` columns pass through unprivatized).
+        ``ldp privatize``; ``keep`` columns pass through unprivatized). A PyTorch, CuPy or JAX
+        array (any that ``array-api-compat`` knows) is privatized on its device and comes back as
+        the same type there (PrivUnit2 and duchi-l2; :mod:`ldpcli.math.devices`), the
+        ``Release``'s ``generator`` naming the device generator that drew the normals.
     epsilon : float
         The privacy level ε, a real number (another type is a TypeError); outside [0.01, 10⁴] it
         needs ``force=True``.
@@ -355,7 +358,9 @@ def privatize(
         A registered mechanism (:func:`ldpcli.mechanisms.mechanism_names`).
     norm_bound : float
         The public bound L: rows outside the domain are moved onto it (an :class:`LdpWarning` when
-        more than 1% are; ``fail_on_clip=fraction`` raises ValueError instead).
+        more than 1% are). ``fail_on_clip=fraction``: a ValueError when more than that fraction of
+        the rows would be clipped; by default 0.5, so more than half is refused unless
+        ``fail_on_clip=1`` accepts it.
     rng : numpy.random.Generator, int or None
         A generator, an int seed (reproducible: not for release) or None (OS entropy). The seed
         comes only by ``rng``: ``seed=`` or ``random_state=`` is a TypeError that points here.

@@ -5,12 +5,17 @@
    beta, full enumeration of the output pmf for hypercube and scalar mechanisms, …). It must agree
    with ``epsilon_exact``, and ``epsilon_exact`` must not exceed the ε asked for. A mechanism
    without one is reported as having none, and fails this check.
-2. Statistics. N privatized copies of three fixed inputs (a boundary point of the domain, an
-   interior point, and zero) are checked for unbiasedness: per-coordinate z-scores, with a
-   Bonferroni correction over all coordinates of all inputs at family level α. Their squared
-   error is checked against the reported numbers: on the boundary E‖Z − x‖² must equal
-   ``expected_error`` (two-sided), elsewhere it must not exceed ``expected_error_max``
-   (one-sided). Both use z-tests on the sample mean with its estimated standard error.
+2. Statistics (:mod:`ldpcli.audit.statistics`). N privatized copies of three fixed inputs (a
+   boundary point of the domain, an interior point, and zero) are checked for unbiasedness:
+   per-coordinate z-scores, with a Bonferroni correction over all tests of all inputs at family
+   level α. Their squared error is checked against the reported numbers: on the boundary
+   E‖Z − x‖² must equal ``expected_error`` (two-sided), elsewhere it must not exceed
+   ``expected_error_max`` (one-sided). A mechanism whose output is a mixture of branches
+   (``output_branches``: PrivUnit2's cap and complement, randomized response's flips, a grid's
+   values) is tested conditionally on how often each
+   branch was seen, with the branch counts tested against their exact probabilities, so that a
+   branch too rare to be seen cannot fail an honest mechanism. Each test also reports the
+   deviation it detects with probability ``power`` (``mean_effect``, ``error_effect``).
 3. The law of the output. The same privatized rows (up to ``_LAW_VALUES`` values per input) are
    tested against the exact law of the output by the mechanism's own ``law_tests`` (cosines,
    orthogonal directions, agreement counts, grid values, standardised noise: see each mechanism
@@ -31,10 +36,17 @@ False failures. An honest mechanism fails the whole audit with probability at mo
 (the exact-privacy check is deterministic). Each part is Bonferroni-corrected within itself. The
 split is reported in the JSON output as ``family_alpha``. The bound is exact for the parts whose
 p-values are exact (KS and binomial law tests, Clopper–Pearson) and holds up to the usual
-approximation for the rest: the z-tests of part 2 are normal approximations (they are not valid
-when a rare branch is seen only a handful of times, e.g. randomized response at d = 1, ε = 8 with
-a few thousand trials: a row count of 10⁵ or more is needed there), and the χ² law tests are
+approximation for the rest: the z-tests of part 2 are normal approximations, made only on
+branches seen at least ``statistics.MIN_BRANCH_ROWS`` times (rarer branches are bounded by
+Chebyshev's and Markov's inequalities, which need no approximation), and the χ² law tests are
 asymptotic (cells are pooled to an expected count ≥ 5, rare cells tested apart exactly).
+
+Trials and power. ``trials`` copies of each input by default (20000). Given ``effect`` E, the audit
+chooses instead the number of trials at which the boundary error test detects a relative deviation
+E of E‖Z − x‖² with probability ``power``: n = ((z* + z_P)·σ/(E·μ))² (z* the test's threshold,
+z_P = Φ⁻¹(power), μ = ``expected_error``, σ the standard deviation of ‖Z − x‖² (within branches, as the test sees it)
+from a pilot run of ``PILOT_TRIALS`` rows, raised to its 90% upper confidence bound), capped at ``MAX_TRIALS`` rows (and
+``MAX_VALUES`` values) per input with a note saying what the cap detects.
 
 The audit is seeded (``--seed``) for reproducibility and otherwise draws OS entropy. Rows are
 privatized in chunks, so memory stays bounded whatever d.
@@ -49,7 +61,8 @@ from typing import Any
 import numpy as np
 
 from ldpcli.audit.lower_bound import LowerBound, privacy_lower_bound
-from ldpcli.estimators.moments import RunningMoments
+from ldpcli.audit.statistics import Accumulator, InputCheck, check_input, tests_per_input
+from ldpcli.errors import UsageError
 from ldpcli.math.lazy import special
 from ldpcli.mechanisms import LawTest, Mechanism, hooks
 from ldpcli.mechanisms.base import check_count
@@ -74,25 +87,15 @@ _LAW_VALUES = 16_000_000
 MIN_TRIALS = 100
 #: Values privatized per chunk (rows × d), bounding the audit's memory.
 _CHUNK_VALUES = 4_000_000
-
-
-@dataclass
-class InputCheck:
-    """The statistical checks on one fixed input."""
-
-    name: str
-    trials: int
-    max_abs_z: float
-    z_threshold: float
-    unbiased: bool
-    mean_squared_error: float
-    predicted: float
-    comparison: str  # "equal" (boundary) or "at most" (elsewhere)
-    error_z: float
-    error_ok: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+#: Trials per input by default.
+DEFAULT_TRIALS = 20_000
+#: The power at which detectable effects are reported, by default.
+DEFAULT_POWER = 0.8
+#: Rows of the pilot run that estimates σ/μ of the squared error when ``effect`` chooses the trials.
+PILOT_TRIALS = 4000
+#: The most trials, and values (trials × d), per input that ``effect`` may choose.
+MAX_TRIALS = 10_000_000
+MAX_VALUES = 1_000_000_000
 
 
 @dataclass
@@ -129,6 +132,9 @@ class AuditResult:
     #: None when the mechanism has law tests; else why not (it is then not failed for it).
     law_unavailable: str | None = None
     lower_bound: LowerBound | None = None
+    #: The power at which the detectable effects are reported, and how the trials were chosen.
+    power: float = DEFAULT_POWER
+    trials_note: str = ""
 
     @property
     def law_ok(self) -> bool:
@@ -145,7 +151,7 @@ class AuditResult:
     def passed(self) -> bool:
         return (
             self.privacy_ok
-            and all(check.unbiased and check.error_ok for check in self.inputs)
+            and all(check.ok for check in self.inputs)
             and self.law_ok
             and self.lower_bound_ok
         )
@@ -168,6 +174,8 @@ class AuditResult:
                 "lower_bound": LOWER_BOUND_BETA,
             },
             "statistics": [check.to_dict() for check in self.inputs],
+            "power": self.power,
+            "trials_note": self.trials_note,
             "law_tests": [check.to_dict() for check in self.law],
             "law_tests_available": self.law_unavailable is None,
             "law_tests_unavailable": self.law_unavailable,
@@ -181,13 +189,12 @@ class AuditResult:
         }
 
 
-def _check_input(
-    mech: Mechanism, name: str, x: np.ndarray, boundary: bool, trials: int, z_star: float, rng: np.random.Generator,
-    kept: list[np.ndarray], keep_rows: int,
+def _statistics(
+    mech: Mechanism, name: str, x: np.ndarray, boundary: bool, trials: int, branches: list[hooks.OutputBranch] | None,
+    z_star: float, alpha_each: float, power: float, rng: np.random.Generator, kept: list[np.ndarray], keep_rows: int,
 ) -> InputCheck:
-    """The z-tests of one input; the first ``keep_rows`` outputs are appended to ``kept``."""
-    moments = RunningMoments(mech.d)
-    sq_sum = sq_sq_sum = 0.0
+    """The statistical tests of one input; the first ``keep_rows`` outputs are appended to ``kept``."""
+    acc = Accumulator(mech, x, branches, mech.expected_error if boundary else mech.expected_error_max)
     chunk = max(1, _CHUNK_VALUES // mech.d)
     done = 0
     while done < trials:
@@ -195,29 +202,37 @@ def _check_input(
         z = mech.privatize(np.tile(x, (rows, 1)), rng)
         if done < keep_rows:
             kept.append(z[: keep_rows - done].copy())
-        moments.add(z)
-        sq = np.einsum("ij,ij->i", z - x, z - x)
-        sq_sum += float(sq.sum())
-        sq_sq_sum += float(np.dot(sq, sq))
+        acc.add(z)
         done += rows
-    n = moments.n
-    sd = np.sqrt(moments.m2 / (n - 1))
-    diff = moments.mean - x
-    with np.errstate(divide="ignore", invalid="ignore"):
-        zs = np.where(sd > 0, diff / (sd / math.sqrt(n)), np.where(np.abs(diff) > 1e-12 * (1 + np.abs(x)), np.inf, 0.0))
-    max_abs_z = float(np.max(np.abs(zs)))
-    mse = sq_sum / n
-    se = math.sqrt(max(sq_sq_sum / n - mse * mse, 0.0) * n / (n - 1) / n)
-    if boundary:
-        predicted, comparison = mech.expected_error, "equal"
-        error_z = (mse - predicted) / se if se > 0 else (0.0 if math.isclose(mse, predicted, rel_tol=1e-9) else math.inf)
-        error_ok = abs(error_z) <= z_star
-    else:
-        predicted, comparison = mech.expected_error_max, "at most"
-        error_z = (mse - predicted) / se if se > 0 else (0.0 if mse <= predicted * (1 + 1e-9) else math.inf)
-        error_ok = error_z <= z_star
-    return InputCheck(name, n, max_abs_z, z_star, max_abs_z <= z_star, mse, predicted, comparison,
-                      float(error_z), bool(error_ok))
+    return check_input(acc, name, boundary, z_star, alpha_each, power)
+
+
+def trials_for_effect(
+    mech: Mechanism, x: np.ndarray, branches: list[hooks.OutputBranch] | None, effect: float, power: float,
+    z_star: float, alpha_each: float, rng: np.random.Generator,
+) -> tuple[int, str]:
+    """(trials, a note): the trials at which the error test of the boundary input ``x`` detects a
+    relative deviation ``effect`` of E‖Z − x‖² with probability ``power`` (module docstring).
+
+    σ is the pilot's standard error of the test itself (within branches) times √pilot, raised to its
+    90% upper confidence bound √((k − 1)/χ²_{0.1, k−1}) (normal theory, k the pilot's rows).
+    """
+    from scipy import stats
+
+    acc = Accumulator(mech, x, branches, mech.expected_error)
+    acc.add(mech.privatize(np.tile(x, (PILOT_TRIALS, 1)), rng))
+    pilot = check_input(acc, "pilot", True, z_star, alpha_each, power)
+    upper = math.sqrt((PILOT_TRIALS - 1) / float(stats.chi2.ppf(0.1, PILOT_TRIALS - 1)))
+    sd_ratio = pilot.error_se * math.sqrt(PILOT_TRIALS) * upper / mech.expected_error
+    ratio = (z_star + float(special.ndtri(power))) * sd_ratio
+    needed = max(MIN_TRIALS, math.ceil((ratio / effect) ** 2))
+    cap = max(MIN_TRIALS, min(MAX_TRIALS, MAX_VALUES // mech.d))
+    what = f"a relative deviation of {effect:g} of E‖Z − x‖² with probability {power:g}"
+    how = f"σ/μ of ‖Z − x‖² ≤ {sd_ratio:.4g} from a pilot of {PILOT_TRIALS} rows"
+    if needed <= cap:
+        return needed, f"{needed} trials per input detect {what} ({how})"
+    return cap, (f"detecting {what} needs {needed} trials per input, above the cap of {cap}: auditing with {cap}, "
+                 f"which detects a relative deviation of {ratio / math.sqrt(cap):.3g} with that probability ({how})")
 
 
 def _law_checks(mech: Mechanism, outputs: list[tuple[str, np.ndarray, np.ndarray]]) -> tuple[list[LawCheck], str | None]:
@@ -246,16 +261,28 @@ def default_lower_bound_trials(d: int) -> int:
 
 
 def audit(
-    mech: Mechanism, *, trials: int = 20_000, seed: int | None = None, lower_bound_trials: int | None = None
+    mech: Mechanism, *, trials: int | None = None, seed: int | None = None, lower_bound_trials: int | None = None,
+    power: float = DEFAULT_POWER, effect: float | None = None,
 ) -> AuditResult:
     """Audit a calibrated mechanism: its privacy level by a second route, its statistics, the law of
     its output and a privacy lower bound from samples.
 
-    ``trials`` (at least 100) privatized copies of each fixed input; ``lower_bound_trials`` (at
-    least 100; default ``default_lower_bound_trials(d)``) copies of each input of the lower bound;
-    ``seed`` None draws OS entropy.
+    ``trials`` (at least 100; default 20000) privatized copies of each fixed input, or, given
+    ``effect`` (a relative deviation of E‖Z − x‖², in (0, 1]), as many as detect it with probability
+    ``power`` (module docstring; ``trials`` must then be None); ``power`` (in (0, 1), default 0.8) is
+    also the detection probability at which every test reports the effect it detects.
+    ``lower_bound_trials`` (at least 100; default ``default_lower_bound_trials(d)``) copies of each
+    input of the lower bound; ``seed`` None draws OS entropy.
     """
-    trials = check_count(trials, "trials", minimum=MIN_TRIALS)
+    if not (isinstance(power, (int, float)) and 0.0 < power < 1.0):
+        raise UsageError(f"`power` must be a probability strictly between 0 and 1, got {power!r}")
+    if effect is not None:
+        if not (isinstance(effect, (int, float)) and 0.0 < effect <= 1.0):
+            raise UsageError(f"`effect` must be a relative deviation in (0, 1], got {effect!r}")
+        if trials is not None:
+            raise UsageError("give either `trials` or `effect` (which chooses the trials), not both")
+    else:
+        trials = check_count(DEFAULT_TRIALS if trials is None else trials, "trials", minimum=MIN_TRIALS)
     if lower_bound_trials is None:
         lower_bound_trials = default_lower_bound_trials(mech.d)
     lower_bound_trials = check_count(lower_bound_trials, "lower_bound_trials", minimum=MIN_TRIALS)
@@ -268,16 +295,24 @@ def audit(
         )
     except NotImplementedError as exc:
         eps2, route, privacy_ok = None, str(exc), False
-    result = AuditResult(mech, route, eps2, bool(privacy_ok))
+    result = AuditResult(mech, route, eps2, bool(privacy_ok), power=float(power))
     inputs = mech.domain.test_points(mech.d, mech.norm_bound, rng)
-    # Bonferroni over every coordinate test and every error test of every input.
-    tests = len(inputs) * (mech.d + 1)
-    z_star = float(special.ndtri(1.0 - FAMILY_ALPHA / (2.0 * tests)))
+    branches = [hooks.output_branches(mech, x) for _, x, _ in inputs]
+    # Bonferroni over every test of every input (statistics.tests_per_input).
+    tests = sum(tests_per_input(mech, b) for b in branches)
+    alpha_each = FAMILY_ALPHA / tests
+    z_star = float(special.ndtri(1.0 - alpha_each / 2.0))
+    if effect is not None:
+        at = next((i for i, (_, _, on) in enumerate(inputs) if on), 0)
+        trials, result.trials_note = trials_for_effect(mech, inputs[at][1], branches[at], float(effect), float(power),
+                                                       z_star, alpha_each, rng)
+    assert trials is not None
     keep_rows = min(trials, max(1, _LAW_VALUES // mech.d))
     outputs = []
-    for name, x, boundary in inputs:
+    for (name, x, boundary), branch in zip(inputs, branches, strict=True):
         kept: list[np.ndarray] = []
-        result.inputs.append(_check_input(mech, name, x, boundary, trials, z_star, rng, kept, keep_rows))
+        result.inputs.append(_statistics(mech, name, x, boundary, trials, branch, z_star, alpha_each, float(power),
+                                         rng, kept, keep_rows))
         outputs.append((name, x, np.concatenate(kept)))
     result.law, result.law_unavailable = _law_checks(mech, outputs)
     del outputs

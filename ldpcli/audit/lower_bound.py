@@ -92,6 +92,8 @@ class LowerBound:
     event: str
     trials: int  # rows per input (half choose the event, half measure it)
     delta: float
+    #: The largest ε_lb these trials can give at all: every second-half row of x in the event, none of x′'s.
+    reach: float = math.inf
     pairs: list[PairBound] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +103,7 @@ class LowerBound:
             "event": self.event,
             "trials_per_input": self.trials,
             "delta": self.delta,
+            "reach": self.reach,
             "pairs": [pair.to_dict() for pair in self.pairs],
         }
 
@@ -388,7 +391,8 @@ def privacy_lower_bound(mech: Mechanism, *, trials: int, beta: float, rng: np.ra
     alpha = beta / (2.0 * len(ordered))  # two one-sided bounds per ordered pair: Bonferroni
     second = slice(half, trials)
     n_eval = trials - half
-    result = LowerBound(0.0, 1.0 - beta, "none: no event separates the inputs at this confidence", trials, delta)
+    reach = float(log_ratio_bound(n_eval, n_eval, 0, n_eval, alpha, delta))
+    result = LowerBound(0.0, 1.0 - beta, "none: no event separates the inputs at this confidence", trials, delta, reach)
     for i_x, i_y in ordered:
         event = _choose_event(samples, i_x, i_y, half, n_build if i_x in bases else 0, alpha, delta, names, scales,
                               atom_step)

@@ -2,7 +2,8 @@
 
 Every command ends the same way, through :func:`render`: one JSON document on stdout with
 ``--json``, else its rich tables, then a ``wrote FILE`` line for what it saved. Warnings and notes
-go to stderr (:func:`warn`, :func:`note`); numbers are shown by :func:`fmt`.
+go to stderr (:func:`warn`, :func:`note`); numbers are shown by :func:`fmt`. Tables never cut a
+number or a path, however narrow the terminal or the pipe (:func:`keep_whole`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,54 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from ldpcli.cli.flags import text_in_flags
 
+#: Wide enough to measure a cell on one line (the width of its longest line).
+_UNBOUNDED = 1 << 20
+
+
+def keep_whole(table: Table, console: Console) -> None:
+    """Make ``table`` show every number and path whole, at any width.
+
+    Rich fits a table to the console (80 columns in a pipe) by cutting a cell's long words with "…"
+    and, when that is not enough, by narrowing columns down to nothing. Here a right-justified
+    column (the numbers) is at least as wide as its widest cell, so a number (and a cell such as
+    "1.24 ≤ 4.65") stays on one line; any other column is at least as wide as its longest word (a
+    path, a name) and wraps between words. Headers wrap between words too. A table that cannot fit
+    so is laid out wider than the console, which soft-wraps its lines: nothing is cut or cropped.
+    """
+    unbounded = console.options.update_width(_UNBOUNDED)
+
+    def width(cell: Any, whole: bool) -> int:
+        measured = Measurement.get(console, unbounded, cell)
+        return measured.maximum if whole else measured.minimum
+
+    for column in table.columns:
+        whole = column.justify == "right"
+        header = [width(column.header, False)] if table.show_header else []
+        column.min_width = max([*header, *(width(cell, whole) for cell in column.cells)] or [1])
+    needed = Measurement.get(console, unbounded, table).minimum
+    if table.width is None and needed > console.width:
+        table.width = needed
+
+
+class _Console(Console):
+    """A rich console whose tables keep their numbers and paths whole (:func:`keep_whole`)."""
+
+    def print(self, *objects: Any, **options: Any) -> None:
+        """``Console.print``, with every table made to keep its cells whole first."""
+        for item in objects:
+            if isinstance(item, Table):
+                keep_whole(item, self)
+        super().print(*objects, **options)
+
+
 # emoji=False: a message quoting a range such as 'A:B:K' must not turn ':b:' into an emoji.
-out = Console(highlight=False, soft_wrap=True, emoji=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+out = _Console(highlight=False, soft_wrap=True, emoji=False)
+err = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 class Encoded:

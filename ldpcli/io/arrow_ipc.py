@@ -69,6 +69,7 @@ def _open_arrow(path: Path, label: str, choice: _Choice, batch_rows: Callable[[i
         batches=batches,
         release=batches.close,
         precision=source_precision([fields[name].type for name in vector]),
+        columns_in_file=schema.names,
     )
 
 

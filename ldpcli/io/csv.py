@@ -96,6 +96,7 @@ def _open_csv(
         batches=_parsed(batches, vector, label) if choice.skip_invalid else batches,
         release=reader.close,
         precision=CSV_PRECISION,
+        columns_in_file=schema.names,
     )
 
 

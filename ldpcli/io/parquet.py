@@ -78,6 +78,7 @@ def _open_parquet(
         release=parquet.close,
         precision=source_precision([fields[name].type for name in vector]),
         seek=seek,
+        columns_in_file=schema.names,
     )
 
 

@@ -113,13 +113,16 @@ class VectorReader:
         release: Callable[[], None],
         precision: float = FLOAT64_ROUNDOFF,
         seek: Callable[[int], tuple[Generator[pa.RecordBatch, None, None], int]] | None = None,
+        columns_in_file: Sequence[str] = (),
     ) -> None:
         """Wrap a stream of raw record batches (already translating pyarrow errors).
 
         ``precision``: the unit roundoff of the values as stored (2⁻²⁴ for float32 columns), so
         that a domain can tell a row rounded onto its boundary from one outside it. ``seek(row)``,
         for formats that can (Parquet, by row group), gives a stream of the raw batches that starts
-        at or before ``row`` and the row it starts at (:meth:`restrict`).
+        at or before ``row`` and the row it starts at (:meth:`restrict`). ``columns_in_file``: every
+        column of the file, in order (what :func:`~ldpcli.io.vectors.open_vectors` compares with
+        the columns read, to say which are left out).
         """
         self.path = path
         self.precision = precision
@@ -147,6 +150,10 @@ class VectorReader:
         self.skipped_rows: list[int] = []
         #: Kept text columns whose values are checked for free text (empty with keep_unsafe).
         self._text_keep: tuple[str, ...] = ()
+        self.columns_in_file = tuple(columns_in_file)
+        #: The file's columns that are neither vectors nor kept: left out of any output (set by
+        #: :func:`~ldpcli.io.vectors.open_vectors` when it chose the columns).
+        self.dropped_columns: tuple[str, ...] = ()
 
     def __enter__(self) -> VectorReader:
         """Return the reader itself."""

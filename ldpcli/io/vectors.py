@@ -18,6 +18,9 @@ from ldpcli.io.formats import file_format, get_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.read import DEFAULT_BATCH_MEMORY, VectorReader, default_batch_rows
 
+#: Names of left-out columns shown in the note (:func:`dropped_note`); the rest are counted.
+_DROPPED_SHOWN = 8
+
 
 def open_vectors(
     path: str | os.PathLike[str],
@@ -56,6 +59,9 @@ def open_vectors(
     by name when opening and by value in each batch (:func:`~ldpcli.io.columns._check_keep_names`,
     :func:`~ldpcli.io.columns._check_keep_values`); ``True`` keeps them as they are. With a
     ``layout`` (re-reading a privatized file, whose kept columns are already out) nothing is checked.
+
+    Without a ``layout``, ``reader.dropped_columns`` lists the file's columns that are neither
+    vectors nor kept, in file order: they are in no output (:func:`dropped_note` says so).
 
     ``offer_keep=False`` (a caller whose user has no ``keep``, like ``ldp train``, which keeps only its
     label): a refused identifier-like column is answered with ``columns`` alone, never with ``keep``.
@@ -109,4 +115,20 @@ def open_vectors(
             reader.close()
             raise
         reader._text_keep = _text_columns(reader.keep_schema)
+    if layout is None:
+        used = {*reader.layout.columns, *reader.layout.keep}
+        reader.dropped_columns = tuple(name for name in reader.columns_in_file if name not in used)
     return reader
+
+
+def dropped_note(names: Sequence[str]) -> str | None:
+    """The note that names the input's columns left out of the output (None when there are none):
+    neither vectors nor kept, they are not copied anywhere. At most :data:`_DROPPED_SHOWN` names,
+    then how many more."""
+    if not names:
+        return None
+    shown = ", ".join(repr(name) for name in names[:_DROPPED_SHOWN])
+    more = f" and {len(names) - _DROPPED_SHOWN} more" if len(names) > _DROPPED_SHOWN else ""
+    plural = "s" if len(names) > 1 else ""
+    return (f"left out {len(names)} column{plural} of the input, neither vectors nor kept (`keep`): {shown}{more}; "
+            "the output holds only the vectors and the kept columns")

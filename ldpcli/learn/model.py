@@ -26,7 +26,7 @@ from ldpcli._version import __version__
 from ldpcli.io.atomic import finished_bytes
 from ldpcli.io.publication import Publication
 from ldpcli.learn.losses import Loss, make_loss
-from ldpcli.learn.sgd import Minimizer, StepRule, gradient_moment_bounds
+from ldpcli.learn.sgd import DEFAULT_MECHANISM, Minimizer, StepRule, gradient_moment_bounds
 from ldpcli.mechanisms.base import Mechanism
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.release.commit import Charge, commit_release
@@ -216,7 +216,9 @@ class TrainResult:
             "intercept": self.intercept, "parameters": self.theta.size, "rows": self.train_rows,
             "holdout_rows": self.holdout_rows, "epochs": self.epochs, "batch": self.batch, "steps": self.steps,
             "geometry": self.geometry, "radius": self.radius, "norm_bound": self.mechanism.norm_bound,
-            "step_rule": {"eta0": self.rule.eta0, "beta": self.rule.beta, "formula": self.rule.describe()},
+            "mechanism": self.mechanism.name, "default_mechanism": DEFAULT_MECHANISM,
+            "step_rule": {"eta0": self.rule.eta0, "beta": self.rule.beta, "formula": self.rule.describe(),
+                          "basis": self.rule.basis},
             "averaging": "Polyak–Ruppert: the mean of the iterates after each step",
             "order": "each row once per epoch, in a random order within each memory window",
             "classes_from_data": self.classes_from_data,

@@ -15,9 +15,11 @@ gradient, since every mechanism is unbiased on its domain) and moves
 
 Step sizes are η_k = η₀·k^{−β}. The output is the average θ̄_T = (1/T)Σ_{k=1}^{T} θ_k of the
 iterates after each step (Polyak and Juditsky 1992, the averaging Bhowmick et al.'s Cor. 3.2 and
-Thm. 3 assume, with β ∈ (1/2, 1)). Defaults: ``l2``: β = 0.51 and η₀ = √(ε/p) (Bhowmick et al.
-Sec. 5.1, p the number of parameters); ``l1``: β = 1/2 and η₀ = √(2 log 2p)/(R·M∞), M∞² a bound
-on E‖ĝ‖∞² (the entropic setup's step, Nemirovski et al. 2009 Sec. 2.3, per step).
+Thm. 3 assume, with β ∈ (1/2, 1)). Defaults: ``l2``: β = 0.51 (Bhowmick et al. Sec. 5.1) and
+η₀ = 1/(G·M) (:func:`default_step_rule`), G = sup‖g‖₂ the public bound on a true gradient and M² the
+public bound on the second moment E‖ĝ‖² of one step's averaged releases; ``l1``: β = 1/2 and
+η₀ = √(2 log 2p)/(R·M∞), M∞² a bound on E‖ĝ‖∞² (the entropic setup's step, Nemirovski et al. 2009
+Sec. 2.3, per step).
 
 A non-private twin (:class:`Iterate` fed the exact mean gradient of the same rows, same steps, same
 set) runs on the same pass as the baseline. :func:`empirical_minimizer` computes θ̂, the minimiser
@@ -43,13 +45,20 @@ GEOMETRIES = ("l2", "l1")
 #: β of η_k = η₀·k^{−β} by geometry: Bhowmick et al. Sec. 5.1 (β = .51); the entropic setup's 1/2.
 DEFAULT_BETA = {"l2": 0.51, "l1": 0.5}
 
+#: The mechanism a training run uses unless told otherwise: Bhowmick et al.'s separated mechanism
+#: (Eq. 22/23), whose noise shrinks with the gradient's norm at large ε (E‖Z‖² → ‖g‖²). privunit2,
+#: the default before, rounds every gradient to norm L without bias, a noise that does not shrink
+#: with ε: on Fig. 3's problem its error rises above that of θ = 0 as ε grows (benchmarks/train.py).
+DEFAULT_MECHANISM = "separated"
+
 
 @dataclass(frozen=True)
 class StepRule:
-    """η_k = η₀·k^{−β} for steps k = 1, 2, …"""
+    """η_k = η₀·k^{−β} for steps k = 1, 2, …; ``basis`` says where η₀ came from."""
 
     eta0: float
     beta: float
+    basis: str = "η₀ as given"
 
     def eta(self, k: int) -> float:
         """The step size of step k (1-based)."""
@@ -59,36 +68,69 @@ class StepRule:
         return f"η_k = {self.eta0:.6g}·k^−{self.beta:g}"
 
 
+def gradient_bound(mechanism: Mechanism) -> float:
+    """G = sup‖g‖₂ over the mechanism's domain: L for the ℓ2 ball, √p·L for the ℓ∞ box."""
+    L, p = mechanism.norm_bound, mechanism.d
+    return L * math.sqrt(p) if mechanism.domain == LINF_BOX else L
+
+
 def gradient_moment_bounds(mechanism: Mechanism) -> tuple[float, float]:
     """(M₂², M∞²): bounds on E‖Z‖₂² and E‖Z‖∞² of one privatized gradient, exact where stated.
 
     A mechanism whose output has a constant norm (``scale``: PrivUnit2, duchi-l2, the hypercube
     mechanisms) has E‖Z‖² = (scale·L)² exactly; otherwise E‖Z‖² = E‖Z − g‖² + ‖g‖² for an unbiased
-    Z gives M₂² = ``expected_error_max`` + sup‖g‖² over the domain (L² for the ball, p·L² for the
+    Z gives M₂² = ``expected_error_max`` + G² (:func:`gradient_bound`: L² for the ball, p·L² for the
     box). The hypercube mechanisms release a vertex ±B·L of a cube (scale = B·√p), so their ‖Z‖∞
     is exactly scale·L/√p; any other mechanism uses ‖Z‖∞ ≤ ‖Z‖₂.
     """
     L, p = mechanism.norm_bound, mechanism.d
     box = mechanism.domain == LINF_BOX
     scale = mechanism.scale
-    m2 = (scale * L) ** 2 if scale is not None else mechanism.expected_error_max + L * L * (p if box else 1)
+    m2 = (scale * L) ** 2 if scale is not None else mechanism.expected_error_max + gradient_bound(mechanism) ** 2
     if box and scale is not None:
         return m2, m2 / p
     return m2, m2
 
 
-def default_step_rule(geometry: str, mechanism: Mechanism, radius: float, epsilon: float,
+def step_second_moment(mechanism: Mechanism, batch: int) -> float:
+    """M² ≥ E‖ĝ‖² for ĝ the mean of one step's B releases Z_i of gradients g_i (‖g_i‖ ≤ G).
+
+    The releases are independent and unbiased, so E‖ĝ‖² = ‖ḡ‖² + (1/B²)Σ(E‖Z_i‖² − ‖g_i‖²) with
+    ḡ = (1/B)Σg_i; Jensen's ‖ḡ‖² ≤ (1/B)Σ‖g_i‖² and E‖Z_i‖² ≤ M₂² (:func:`gradient_moment_bounds`)
+    give E‖ĝ‖² ≤ (1 − 1/B)·G² + M₂²/B: M₂² for one row a step, G² (no noise left) as B grows.
+    """
+    g2 = gradient_bound(mechanism) ** 2
+    return (1.0 - 1.0 / batch) * g2 + gradient_moment_bounds(mechanism)[0] / batch
+
+
+def default_step_rule(geometry: str, mechanism: Mechanism, radius: float, *, batch: int = 1,
                       eta0: float | None = None, beta: float | None = None) -> StepRule:
-    """The step rule of the docstring's defaults; ``eta0``/``beta`` override them."""
+    """The default steps η_k = η₀·k^{−β}; ``eta0``/``beta`` override them.
+
+    ``l2``: η₀ = 1/(G·M), M² = :func:`step_second_moment` and G = :func:`gradient_bound`. This is
+    Bhowmick et al.'s rule (Sec. 5.1: η₀ = √(ε/d) with β = .51, "so that for large magnitude noises
+    the stepsize is smaller", the robust step η ∝ 1/M of Nemirovski et al. 2009, their ref. [60])
+    written for the mechanism actually used. Their separated mechanism (Eq. 22/23) at ε ≤ d releases
+    Z with ‖Z‖ ≤ c·√(d/ε) for unit gradients (Prop. 4), so √(ε/d) is 1/M up to a constant, with
+    their G = ‖x‖ = 1; at d = 500 and ε from 50 to 500, √(ε/d)·M₂ is 0.80 to 1.08 for separated
+    and privunit2 (1.04 to 1.35 with Eq. 23's calibration). As ε grows past d the noise vanishes
+    (M → G) while √(ε/d) keeps growing; 1/(G·M) settles at the noiseless step 1/G², a quarter of
+    the inverse curvature bound 4/G² of the logistic loss (its Hessian is at most E[xxᵀ]/4). η₀
+    depends on the mechanism only through M, so a mechanism with less noise never gets a smaller
+    step; 1/G has the units of θ (G·‖θ‖ bounds a change of score).
+    ``l1``: η₀ = √(2 log 2p)/(R·M∞) (module docstring).
+    """
     if beta is None:
         beta = DEFAULT_BETA[geometry]
-    if eta0 is None:
-        p = mechanism.d
-        if geometry == "l2":
-            eta0 = math.sqrt(epsilon / p)
-        else:
-            eta0 = math.sqrt(2.0 * math.log(2 * p)) / (radius * math.sqrt(gradient_moment_bounds(mechanism)[1]))
-    return StepRule(float(eta0), float(beta))
+    if eta0 is not None:
+        return StepRule(float(eta0), float(beta))
+    if geometry == "l2":
+        g, m2 = gradient_bound(mechanism), step_second_moment(mechanism, batch)
+        return StepRule(1.0 / (g * math.sqrt(m2)), float(beta),
+                        f"η₀ = 1/(G·M), G = {g:.6g} the gradient bound, M² = {m2:.6g} ≥ E‖ĝ‖² (batch {batch})")
+    p, minf = mechanism.d, gradient_moment_bounds(mechanism)[1]
+    return StepRule(math.sqrt(2.0 * math.log(2 * p)) / (radius * math.sqrt(minf)), float(beta),
+                    f"η₀ = √(2 log 2p)/(R·M∞): p = {p}, R = {radius:g}, M∞² = {minf:.6g} bounds E‖Z‖∞² of one release")
 
 
 def project_l2(theta: np.ndarray, radius: float) -> np.ndarray:

@@ -37,6 +37,7 @@ from ldpcli.learn.labels import Labels, check_label_type, parse_classes
 from ldpcli.learn.losses import LOSSES, Loss, make_loss
 from ldpcli.learn.model import Metrics, TrainResult, publish_model
 from ldpcli.learn.sgd import (
+    DEFAULT_MECHANISM,
     GEOMETRIES,
     ITERATES,
     Iterate,
@@ -77,7 +78,10 @@ class TrainingOptions:
     radius : float
         The parameter ball's radius R.
     eta0, beta : float or None
-        The step rule η_k = η₀k^{−β} (defaults in :mod:`ldpcli.learn.sgd`).
+        The step rule η_k = η₀k^{−β}. Defaults (:func:`ldpcli.learn.sgd.default_step_rule`): for
+        ``l2``, β = 0.51 and η₀ = 1/(G·M), M² the mechanism's bound on the second moment of one
+        step's mean release and G the gradient bound (Bhowmick et al. Sec. 5.1's √(ε/d) written for
+        the mechanism's actual noise); for ``l1``, the entropic step.
     batch : int
         Rows per step.
     epochs : int
@@ -216,7 +220,7 @@ def train(
     output: PathLike | None = None,
     *,
     label: str,
-    mechanism: MechanismSpec | str = "privunit2",
+    mechanism: MechanismSpec | str = DEFAULT_MECHANISM,
     epsilon: float | None = None,
     norm_bound: float | None = None,
     training: TrainingOptions = TrainingOptions(),
@@ -238,7 +242,7 @@ def train(
     mechanism : MechanismSpec or str
         Any registered vector mechanism (a spec, or a name at ``epsilon`` and ``norm_bound``),
         calibrated at ε per use for gradients of p parameters clipped to the bound (the ℓ2 ball,
-        or the ℓ∞ box of the box mechanisms).
+        or the ℓ∞ box of the box mechanisms). Default: :data:`ldpcli.learn.sgd.DEFAULT_MECHANISM` (``separated``).
     epsilon : float or None
         ε per use (with a mechanism name only).
     norm_bound : float or None
@@ -336,7 +340,7 @@ def train(
     p = model_loss.n_params
     mech = spec.calibrate(p)
     mech.describe()  # UsageError now if a number would not be finite
-    rule = default_step_rule(geometry, mech, radius, spec.epsilon, eta0, beta)
+    rule = default_step_rule(geometry, mech, radius, batch=batch, eta0=eta0, beta=beta)
     notices: list[str] = [forced] if forced else []
 
     digest: str | None = None

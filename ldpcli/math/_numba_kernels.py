@@ -1,10 +1,14 @@
 """The numba-compiled kernels behind :mod:`ldpcli.math.kernels` (imported only when numba is installed).
 
-Each kernel computes what its numpy reference in :mod:`ldpcli.math.sphere` computes, one row at a
-time while the row is in cache, drawing from the same ``numpy.random.Generator`` in the same order
+Each kernel computes what its numpy reference computes (:mod:`ldpcli.math.sphere` for the cap
+sampler of PrivUnit2 and the hemisphere mechanism, the ``privatize`` of :mod:`ldpcli.mechanisms.privunitg`,
+:mod:`ldpcli.mechanisms.gaussian_sign` and :mod:`ldpcli.mechanisms.hypercube`), one row at a time
+while the row is in cache, drawing from the same ``numpy.random.Generator`` in the same order
 (numba's Generator methods reproduce numpy's draws bit for bit). Sums are taken left to right
 instead of numpy's pairwise and SIMD order, so results agree with the reference to rounding, not
-bit for bit. ``nogil``: the pipeline's threads privatize blocks side by side.
+bit for bit. The hypercube sampler is the exception: it draws each row's agreeing positions from
+fewer numbers than numpy's shuffle, so it agrees with its reference in law only. ``nogil``: the
+pipeline's threads privatize blocks side by side.
 """
 
 from __future__ import annotations
@@ -38,6 +42,15 @@ def _row_norm(x: np.ndarray, i: int) -> float:
 
 
 @numba.njit(cache=True, nogil=True)
+def _rounding_divisor(x: np.ndarray, i: int, flip: float, radius: float) -> float:
+    """±‖x_i‖: the divisor that rounds row i to u = ±x_i/‖x_i‖ (``spheremath.round_to_sphere``), 0 for a zero row."""
+    norm = _row_norm(x, i)
+    if norm == 0.0:
+        return 0.0
+    return norm if flip < (1.0 + norm / radius) / 2.0 else -norm
+
+
+@numba.njit(cache=True, nogil=True)
 def rounded_cap_directions(
     x: np.ndarray, flips: np.ndarray, radius: float, t: np.ndarray, r: np.ndarray, scale: float,
     rng: np.random.Generator, out: np.ndarray,
@@ -50,9 +63,9 @@ def rounded_cap_directions(
     """
     n, d = x.shape
     for i in range(n):
-        norm = _row_norm(x, i)
+        denom = _rounding_divisor(x, i, flips[i], radius)
         gg = 0.0
-        if norm == 0.0:
+        if denom == 0.0:
             for j in range(d):
                 v = rng.standard_normal()
                 out[i, j] = v
@@ -61,7 +74,6 @@ def rounded_cap_directions(
             for j in range(d):
                 out[i, j] *= factor
             continue
-        denom = norm if flips[i] < (1.0 + norm / radius) / 2.0 else -norm
         gu = 0.0
         for j in range(d):
             v = rng.standard_normal()
@@ -89,3 +101,138 @@ def rounded_cap_directions(
         b = scale * t[i] - a * gu
         for j in range(d):
             out[i, j] = a * out[i, j] + b * (x[i, j] / denom)
+
+
+@numba.njit(cache=True, nogil=True)
+def gaussian_about_cosines(
+    x: np.ndarray, flips: np.ndarray, radius: float, z: np.ndarray, scale: float, rng: np.random.Generator,
+    out: np.ndarray, zero: np.ndarray,
+) -> None:
+    """PrivUnitG's rows after the rounding flips and the cosines z are drawn (Asi et al. 2022, Alg. 2):
+    scale·(g + (z_i − ⟨g, u⟩)·u) = scale·(z_i·u + g⊥) with d normals g per row, into ``out``.
+
+    A zero row gets its raw normals and ``zero[i] = True``: the caller gives it its norm
+    (``privunitg.finish_zero_rows``).
+    """
+    n, d = x.shape
+    for i in range(n):
+        denom = _rounding_divisor(x, i, flips[i], radius)
+        if denom == 0.0:
+            for j in range(d):
+                out[i, j] = rng.standard_normal()
+            zero[i] = True
+            continue
+        gu = 0.0
+        for j in range(d):
+            v = rng.standard_normal()
+            out[i, j] = v
+            gu += v * (x[i, j] / denom)
+        b = z[i] - gu
+        for j in range(d):
+            out[i, j] = (out[i, j] + (x[i, j] / denom) * b) * scale
+
+
+@numba.njit(cache=True, nogil=True)
+def gaussian_with_private_sign(
+    x: np.ndarray, flips: np.ndarray, radius: float, keep: np.ndarray, scale: float, rng: np.random.Generator,
+    out: np.ndarray,
+) -> None:
+    """gaussian-sign's rows after the rounding flips and the kept signs are drawn (Błasiok et al.
+    2019, Def. 5.5, corrected): ±scale·g with d normals g, + exactly when (⟨g, u⟩ ≥ 0) == keep_i.
+
+    A zero row's u is uniform and independent of g, so (⟨g, u⟩ ≥ 0) is a fair coin independent of
+    g: it is taken from the row's unused rounding flip (flip < ½), with no direction drawn.
+    """
+    n, d = x.shape
+    for i in range(n):
+        denom = _rounding_divisor(x, i, flips[i], radius)
+        along = 0.0
+        for j in range(d):
+            v = rng.standard_normal()
+            out[i, j] = v
+            if denom != 0.0:
+                along += v * (x[i, j] / denom)
+        positive = flips[i] < 0.5 if denom == 0.0 else along >= 0.0
+        sign = scale if positive == keep[i] else -scale
+        for j in range(d):
+            out[i, j] *= sign
+
+
+#: 2⁵³: a uniform double of numpy's generators is k·2⁻⁵³ with k uniform on [0, 2⁵³), so 53 random bits.
+_TWO_53 = 1 << 53
+
+
+@numba.njit(cache=True, nogil=True)
+def _below(k: int, rng: np.random.Generator) -> int:
+    """An integer uniform on [0, k), exactly: the 53 bits of one uniform double, redrawn at or
+    above the largest multiple of k (probability < k/2⁵³)."""
+    limit = _TWO_53 - _TWO_53 % k
+    while True:
+        bits = np.int64(rng.random() * _TWO_53)
+        if bits < limit:
+            return bits % k
+
+
+@numba.njit(cache=True, nogil=True)
+def _uniform_subset(mask: np.ndarray, size: int, rng: np.random.Generator) -> None:
+    """``mask`` := the indicator of a uniformly random ``size``-subset of its d positions, exactly.
+
+    The smaller side m = min(size, d − size) is drawn and inverted if needed. Near d/2
+    (m ≥ 3d/8): a subset uniform over all 2^d from d random bits (53 per uniform double), then
+    uniformly random members removed (or non-members added) one at a time until it has m; given
+    its size a uniform subset is uniform among the subsets of that size, and removing a uniform
+    member of a uniform k-subset leaves a uniform (k − 1)-subset, so the result is uniform among
+    m-subsets. Each step finds its member by rejection, ≤ 8/3 tries on average here. Farther from
+    d/2: Floyd's algorithm, m exact draws (Bentley & Floyd 1987, "A sample of brilliance").
+    """
+    d = mask.shape[0]
+    small = min(size, d - size)
+    if 8 * small >= 3 * d:
+        count = 0
+        bits = np.int64(0)
+        left = 0
+        for j in range(d):
+            if left == 0:
+                bits = np.int64(rng.random() * _TWO_53)
+                left = 53
+            mask[j] = (bits & 1) == 1
+            count += bits & 1
+            bits >>= 1
+            left -= 1
+        while count != small:
+            j = _below(d, rng)
+            if mask[j] == (count > small):
+                mask[j] = count < small
+                count += 1 if count < small else -1
+    else:
+        mask[:] = False
+        for j in range(d - small, d):
+            t = _below(j + 1, rng)
+            if mask[t]:
+                mask[j] = True
+            else:
+                mask[t] = True
+    if small != size:
+        for j in range(d):
+            mask[j] = not mask[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def hypercube_vertices(
+    x: np.ndarray, agree: np.ndarray, half_over_l: float, value: float, rng: np.random.Generator, out: np.ndarray,
+) -> None:
+    """The threshold-κ channel's ±value vertices (Bhowmick et al. 2018, Alg. 2), one row at a time:
+    the agreeing positions, a uniform ``agree[i]``-subset (:func:`_uniform_subset`), then d
+    uniforms (s_j = +1 when u_j < x_j/(2L) + ½) and z_j = +1 exactly when (s_j = +1) == (j agrees).
+
+    The same law as the numpy reference's per-row shuffle (``rng.permuted``), from fewer draws
+    (about d/53 + O(√d) instead of d − 1 near A = d/2), so the two agree in law, not draw for draw.
+    """
+    n, d = x.shape
+    mask = np.empty(d, dtype=np.bool_)
+    twice = 2.0 * value
+    for i in range(n):
+        _uniform_subset(mask, agree[i], rng)
+        for j in range(d):
+            disagree = (rng.random() < x[i, j] * half_over_l + 0.5) != mask[j]  # s_j = +1 xor j agrees
+            out[i, j] = value - twice * disagree  # without a branch: the bits are fair coins

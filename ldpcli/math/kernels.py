@@ -1,13 +1,16 @@
 """Which implementation runs the hot loops: the compiled kernels (numba) or the numpy reference.
 
 ``pip install 'ldp[fast]'`` adds numba, the field's standard compiler for numeric Python loops; with
-it, PrivUnit2's and the hemisphere mechanism's sampler runs as one compiled loop per row
-(:mod:`ldpcli.math._numba_kernels`) instead of a few numpy passes per chunk of rows. Without it, the
-numpy code in :mod:`ldpcli.math.sphere` runs; it is the reference the kernels are tested against.
+it, the sampler of every vector mechanism that draws n·d numbers (PrivUnit2 and the hemisphere
+mechanism's cap sampler, PrivUnitG, gaussian-sign, and the hypercube mechanisms privunit-inf and
+duchi-linf) runs as one compiled loop per row (:mod:`ldpcli.math._numba_kernels`) instead of a few
+numpy passes per chunk of rows. Without it, the numpy code (:mod:`ldpcli.math.sphere` and each
+mechanism's ``privatize``) runs; it is the reference the kernels are tested against.
 
-Both draw the same numbers from the same generator in the same order and agree to rounding, not
-bit for bit (their sums run in different orders), so a seeded output depends on which one ran: the
-sidecar records it (``release.kernel``). ``LDP_KERNEL=numpy`` forces the reference (for example to
+The kernels draw the same numbers from the same generator in the same order as their reference and
+agree to rounding, not bit for bit (their sums run in different orders); the hypercube kernel draws
+each row's agreeing coordinates from fewer numbers than numpy's shuffle and agrees in law only. So a
+seeded output depends on which one ran: the sidecar records it (``release.randomness.kernel``). ``LDP_KERNEL=numpy`` forces the reference (for example to
 reproduce a seeded output made without numba); ``LDP_KERNEL=numba`` makes a missing numba an
 error instead of a silent fallback.
 """
@@ -19,7 +22,7 @@ import importlib.util
 import os
 from types import ModuleType
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, install_hint
 
 #: The environment variable that chooses the kernels: ``auto`` (default), ``numba`` or ``numpy``.
 KERNEL_ENV = "LDP_KERNEL"
@@ -37,7 +40,7 @@ def kernel_name() -> str:
     if choice not in _CHOICES:
         raise UsageError(f"{KERNEL_ENV}={choice!r}: use one of {', '.join(_CHOICES)}")
     if choice == "numba" and not _numba_installed():
-        raise UsageError(f"{KERNEL_ENV}=numba but numba is not installed: pip install 'ldp[fast]'")
+        raise UsageError(f"{KERNEL_ENV}=numba but numba is not installed: {install_hint('fast')}")
     if choice == "numpy" or not _numba_installed():
         return "numpy"
     return "numba"

@@ -347,3 +347,136 @@ def sphere_tests(
             cdf = (1.0 + rho) / 2.0 * plus + (1.0 - rho) / 2.0 * (1.0 - minus)
         out.append(ks_uniform(name, cdf))
     return out + orthogonal_uniform_tests(v, u, what=f"{what}V⊥")
+
+
+# ---------------------------------------------------------------------------------------------
+# Branches of the sphere mechanisms' output (the audit's conditional tests of the mean and error)
+# ---------------------------------------------------------------------------------------------
+
+
+class SphereBranch(NamedTuple):
+    """One region of the sphere of a sphere mechanism's output, for one input (:func:`sphere_branches`).
+
+    ``probability`` = P(V in the region | x), ``cosine`` = E[⟨V, u⟩ | region, x] and ``gap`` =
+    E[1 − ⟨V, u⟩ | region, x] (kept apart, so that 1 − cosine does not cancel).
+    """
+
+    name: str
+    probability: float
+    cosine: float
+    gap: float
+
+
+def _sphere_cut(cap_logit: float) -> float:
+    """The cap logit of the region cut: the cap's own, or that of s = ``MIN_RESOLVED_CAP`` if thinner."""
+    floor = math.log1p(-MIN_RESOLVED_CAP) - math.log(MIN_RESOLVED_CAP)
+    return min(cap_logit, floor)
+
+
+def sphere_branches(
+    x: np.ndarray, *, norm_bound: float, d: int, cap_logit: float, log_p_cap: float, logit_p: float
+) -> list[SphereBranch]:
+    """The output of PrivUnit2 (Bhowmick et al. 2018, Alg. 1) as three regions of the sphere, exactly.
+
+    With t = ⟨V, u⟩ (u = ``branch_axis(x)``) and the rounding u_s = ±u taken with
+    weights w± = (1 ± ρ)/2, ρ = ‖x‖/L, V has density w₊·f(t) + w₋·f(−t) against the uniform law,
+    f = p/P on the cap {t ≥ γ} and (1 − p)/(1 − P) off it (γ ≥ 0). That density is constant on each
+    of the regions ``top`` {s ≤ s_c}, ``bottom`` {s ≥ 1 − s_c} and ``middle`` (between), with
+    s = (1 − t)/2 and s_c = s_γ = (1 − γ)/2, so V is uniform on each: the region of a row is a function
+    of the row, and its probability and conditional E[1 − t] are, with S = (1 − W)/2 ~ Beta(α, α)
+    for W uniform (α = (d − 1)/2), U(c) = P(S ≤ c) = I_c(α, α) and G(c) = E[(1 − W); S ≤ c] =
+    I_c(α + 1, α) (``sm.log_cap_gap_fraction``):
+
+        top:    mass w₊·p + (w₊·(U_c − P) + w₋·U_c)·b,          ∫(1 − t) = w₊·p·J/P + (w₊·(G_c − J) + w₋·G_c)·b
+        bottom: top with w₊ and w₋ exchanged, 1 − t ↦ 1 + t (∫(1 − t) = 2·mass − that of the mirror)
+        middle: mass (1 − 2U_c)·b,                               ∫(1 − t) = mass (the band is symmetric)
+
+    with b = (1 − p)/(1 − P), J = G(s_γ). A cap thinner than ``MIN_RESOLVED_CAP`` cannot be told from
+    its surroundings in double precision (‖V − u‖ ≈ 2√s); the cut s_c is then raised to it and the
+    regions take the complement's thin rim with them (the U_c − P and G_c − J terms). d = 1
+    (randomized response): the two outputs ±u, probabilities w₊p + w₋(1 − p) and w₋p + w₊(1 − p).
+    At x = 0 (d ≥ 2) the rounding direction is uniform on the sphere and so is V: one branch.
+    """
+    _, rho = rounding_weights(x, norm_bound)
+    w_plus, w_minus = (1.0 + rho) / 2.0, (1.0 - rho) / 2.0
+    p, q = math.exp(sm.log_expit(logit_p)), math.exp(sm.log_expit(-logit_p))
+    if d >= 2 and rho == 0.0:  # x = 0: the rounding direction is uniform, and so is V
+        return [SphereBranch("the whole sphere (x = 0)", 1.0, 0.0, 1.0)]
+    if d == 1:
+        return [SphereBranch("+u", w_plus * p + w_minus * q, 1.0, 0.0),
+                SphereBranch("−u", w_minus * p + w_plus * q, -1.0, 2.0)]
+    cut = _sphere_cut(cap_logit)
+    big_p, log_1mp_cap = math.exp(log_p_cap), sm.log1mexp(log_p_cap)
+    u_c = big_p if cut == cap_logit else math.exp(sm.log_cap_probability(cut, d))
+    j = math.exp(sm.log_cap_gap_fraction(cap_logit, d))
+    g_c = j if cut == cap_logit else math.exp(sm.log_cap_gap_fraction(cut, d))
+    b = math.exp(sm.log_expit(-logit_p) - log_1mp_cap)
+    cap_gap = math.exp(sm.log_expit(logit_p) + sm.log_cap_gap_fraction(cap_logit, d) - log_p_cap)  # p·J/P
+
+    def side(near: float, far: float) -> tuple[float, float]:
+        """(mass, ∫(1 − t')) of {s' ≤ s_c} for t' the cosine to the rounding sign of weight ``near``."""
+        mass = near * p + (near * (u_c - big_p) + far * u_c) * b
+        gap = near * cap_gap + (near * (g_c - j) + far * g_c) * b
+        return mass, gap
+
+    top_mass, top_gap = side(w_plus, w_minus)
+    bottom_mass, mirror_gap = side(w_minus, w_plus)
+    bottom_gap = 2.0 * bottom_mass - mirror_gap
+    middle_mass = max(0.0, 1.0 - 2.0 * u_c) * b
+    out = [SphereBranch("top: ⟨V, u⟩ ≥ γ" if cut == cap_logit else "top: the cap and its unresolved rim",
+                        top_mass, 1.0 - top_gap / top_mass if top_mass > 0 else 1.0,
+                        top_gap / top_mass if top_mass > 0 else 0.0),
+           SphereBranch("middle: |⟨V, u⟩| < γ", middle_mass, 0.0, 1.0),
+           SphereBranch("bottom: ⟨V, u⟩ ≤ −γ", bottom_mass,
+                        1.0 - bottom_gap / bottom_mass if bottom_mass > 0 else -1.0,
+                        bottom_gap / bottom_mass if bottom_mass > 0 else 2.0)]
+    return out
+
+
+def sphere_output_branches(
+    x: np.ndarray, *, norm_bound: float, d: int, cap_logit: float, log_p_cap: float, logit_p: float, log_m: float,
+    log_one_minus_m: float,
+) -> list[tuple[str, float, np.ndarray, float]]:
+    """(name, probability, E[Z | region], E[‖Z − x‖² | region]) for each region of :func:`sphere_branches`,
+    for Z = (L/m)·V (PrivUnit2, and the hemisphere mechanism at γ = 0).
+
+    E[Z | region] = (L/m)·E[t | region]·u and, for x = ρL·u, ‖Z − x‖² = (L/m)²·((1 − ρm)² + 2ρm·(1 − t)),
+    a sum of positive terms (1 − ρm = (1 − ρ) + ρ(1 − m)), so that no cancellation loses the error
+    when m → 1.
+    """
+    axis = branch_axis(x)
+    rho = min(1.0, float(np.linalg.norm(x)) / norm_bound)
+    m = math.exp(log_m)
+    short = (1.0 - rho) + rho * math.exp(log_one_minus_m)  # 1 − ρm
+    radius = norm_bound * math.exp(-log_m)
+    return [(b.name, b.probability, radius * b.cosine * axis, radius**2 * (short * short + 2.0 * rho * m * b.gap))
+            for b in sphere_branches(x, norm_bound=norm_bound, d=d, cap_logit=cap_logit, log_p_cap=log_p_cap,
+                                     logit_p=logit_p)]
+
+
+def branch_axis(x: np.ndarray) -> np.ndarray:
+    """u = x/‖x‖, the axis of the regions of :func:`sphere_branches`; at x = 0 a fixed unit vector (any
+    axis will do there: the law is rotation invariant)."""
+    u, _ = rounding_weights(x, 1.0)
+    if u is not None:
+        return u
+    return fixed_directions(x.shape[0], 1)[0] if x.shape[0] >= 2 else np.ones(1)
+
+
+def sphere_branch_labels(x: np.ndarray, z: np.ndarray, cap_logit: float) -> np.ndarray:
+    """The region of :func:`sphere_branches` of each row: 0 top, 1 middle, 2 bottom (d = 1: 0 for +u, 1
+    for −u; x = 0, d ≥ 2: 0, the one branch).
+
+    Read from s₊ = ‖V − u‖²/4 and s₋ = ‖V + u‖²/4 (V = Z/‖Z‖), each compared with the cut s_c, so
+    that neither region needs 1 − t to be formed.
+    """
+    u = branch_axis(x)
+    if z.shape[1] >= 2 and not np.any(x):
+        return np.zeros(z.shape[0], dtype=np.int64)
+    if z.shape[1] == 1:
+        return (z[:, 0] * u[0] < 0.0).astype(np.int64)
+    v, _ = unit_rows(z)
+    s_cut = math.exp(sm.log_expit(-_sphere_cut(cap_logit)))
+    s_plus = np.einsum("ij,ij->i", v - u, v - u) / 4.0
+    s_minus = np.einsum("ij,ij->i", v + u, v + u) / 4.0
+    return np.where(s_plus <= s_cut, 0, np.where(s_minus <= s_cut, 2, 1)).astype(np.int64)

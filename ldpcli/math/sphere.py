@@ -444,13 +444,22 @@ def round_to_sphere(x: np.ndarray, radius: float, rng: np.random.Generator) -> n
     Returns a new (n, d) array of unit rows (one pass over x).
     """
     n, d = x.shape
-    norms = row_norms(x)
-    zero = norms == 0.0
-    sign = np.where(rng.random(n) < (1.0 + norms / radius) / 2.0, 1.0, -1.0)
-    u = x / np.where(zero, 1.0, norms * sign)[:, None]  # a division: 1/‖x‖ may overflow for tiny rows
+    u = np.empty((n, d))
+    zero = rounded_units_into(x, rng.random((n,)), radius, u)
     if np.any(zero):
         u[zero] = random_unit_vectors(int(zero.sum()), d, rng)
     return u
+
+
+def rounded_units_into(x: np.ndarray, flips: np.ndarray, radius: float, u: np.ndarray) -> np.ndarray:
+    """The rounding of :func:`round_to_sphere` with its uniforms given: u = +x/‖x‖ where
+    flips < (1 + ‖x‖/radius)/2, −x/‖x‖ elsewhere, written into ``u``; zero rows are left 0 and
+    their mask is returned (the fused samplers give them their own law)."""
+    norms = row_norms(x)
+    zero = norms == 0.0
+    sign = np.where(flips < (1.0 + norms / radius) / 2.0, 1.0, -1.0)
+    np.divide(x, np.where(zero, 1.0, norms * sign)[:, None], out=u)  # a division: 1/‖x‖ may overflow for tiny rows
+    return zero
 
 
 def directions_with_cosines(
@@ -538,11 +547,8 @@ def rounded_cap_directions(
     for start in range(0, n, step):
         stop = min(n, start + step)
         rows = slice(start, stop)
-        norms = row_norms(x[rows])
-        zero = norms == 0.0
-        sign = np.where(flips[rows] < (1.0 + norms / radius) / 2.0, 1.0, -1.0)
         u = scratch[: stop - start]
-        np.divide(x[rows], np.where(zero, 1.0, norms * sign)[:, None], out=u)
+        zero = rounded_units_into(x[rows], flips[rows], radius, u)
         g = out[rows]
         rng.standard_normal(out=g)
         uniform = g[zero]  # zero rows: their own normals, normalised below

@@ -19,8 +19,14 @@ Two improvements on the paper, both public choices that cost no privacy:
   w_k = (c_k − c_{k−1})²/(d − k + 1) is this, up to a constant, for its Duchi base at small ε). At a
   vertex every suffix is on its sphere with all |u_i| equal, so each coordinate's variance is
   exactly v_k for every rotation-equivariant base, and inverse-variance weights are optimal there.
-- c_d is chosen to minimise the exact predicted error (calibration ``optimal``) instead of the ζ
-  rule (calibration ``zeta``), which can lose to plain min(δ)-LDP (errata §15).
+- c_d is chosen to minimise the exact predicted error over every admissible value (calibration
+  ``optimal``; :func:`~ldpcli.mechanisms.bcdp_budget.best_c_d`, certified to a relative 10⁻⁴ by a
+  branch and bound) instead of the ζ rule (calibration ``zeta``), which can lose to plain
+  min(δ)-LDP (errata §15).
+
+When the levels and q keep c_d below ε, the release spends c_d, not ε: :meth:`BCDP.spending_note`
+says so and why, and every release shows and records it (the summary, the array API's warning, the
+ledger entry).
 
 Exact privacy: the release is Σ(used increments) = c_d-LDP (basic composition), and feature i is
 δ'_i-BCDP with δ'_i = min(c_i + log(1 + q·e^{c_d} − q), c_d) (Prop. 4 part 2 with Prop. 3, as in the
@@ -46,8 +52,9 @@ import numpy as np
 from ldpcli.errors import UsageError
 from ldpcli.math.domains import LINF_BOX
 from ldpcli.math.lawtests import LawTest
+from ldpcli.mechanisms import bcdp_budget as bb
+from ldpcli.mechanisms import composition, hooks
 from ldpcli.mechanisms import feature_levels as fl
-from ldpcli.mechanisms import hooks
 from ldpcli.mechanisms.base import (
     Mechanism,
     MechanismSpec,
@@ -56,12 +63,8 @@ from ldpcli.mechanisms.base import (
     get_mechanism,
     register,
 )
+from ldpcli.mechanisms.composition import release_cost
 
-#: Budget increments below this fraction of c_d are not spent (rounding residue, e.g. c_1 ≈ 1e-17
-#: at ζ = 1): spending less keeps every guarantee, and no base mechanism calibrates at such an ε.
-MIN_INCREMENT = 1e-9
-#: Grid points of the search for c_d (each builds the base mechanisms once; then a bounded refinement).
-CANDIDATES = 16
 #: The base mechanisms (ℓ2 ball, rotation-equivariant, with exact second moments), best first.
 BASES = ("privunit2", "privunitg", "duchi-l2")
 
@@ -126,13 +129,9 @@ class BCDP(Mechanism):
         ordered = np.sort(tilde, kind="stable")
         if calibration == "zeta":
             c_total = fl.c_d_for_zeta(ordered, q, zeta)
-        elif ordered[0] == ordered[-1]:  # one level: every c_i = c_d, and the error falls as c_d grows
-            c_total = float(ordered[-1])
-        else:
-            def error(c_d: float) -> float:  # at L = 1: errors scale as L², so c_d does not depend on L
-                return cls._build(d, epsilon, 1.0, calibration, q, text, base, zeta, split, c_d,
-                                  ordered).expected_error
-            c_total = fl.best_c_d(ordered, q, error, candidates=CANDIDATES)
+        else:  # at L = 1: errors scale as L², so c_d does not depend on L
+            base_cls = get_mechanism(base)
+            c_total = bb.best_c_d(ordered, q, lambda m, budget: _log_weight(_release(base_cls, m, budget, split, 1.0)))
         return cls._build(d, epsilon, norm_bound, calibration, q, text, base, zeta, split, c_total, ordered)
 
     @classmethod
@@ -145,15 +144,10 @@ class BCDP(Mechanism):
         base_cls = get_mechanism(base)
         starts, parts = [], []
         for start, _, budget in fl.increments(c):
-            if budget <= MIN_INCREMENT * c_total:  # spends less than planned: every level still holds
+            if budget <= bb.MIN_INCREMENT * c_total:  # spends less than planned: every level still holds
                 continue
-            m = d - start
-            try:
-                part = base_cls.calibrate(m, budget / split, norm_bound=norm_bound * math.sqrt(m))
-            except (ArithmeticError, ValueError) as exc:
-                raise UsageError(f"bcdp: {base} cannot release {m} features at ε = {budget / split:.3g}") from exc
             starts.append(start)
-            parts.append(part)
+            parts.append(_release(base_cls, d - start, budget, split, norm_bound))
         if not starts or starts[0] != 0:
             raise UsageError(
                 f"bcdp: c_d = {c_total:.6g} leaves the most sensitive feature (almost) no budget (errata §14: it could "
@@ -206,7 +200,7 @@ class BCDP(Mechanism):
     def budget(self) -> np.ndarray:
         """The budget vector the releases spend over the sorted features, for all copies together.
 
-        Thm 2 (16)'s c, except that increments below :data:`MIN_INCREMENT`·c_d are not spent (so
+        Thm 2 (16)'s c, except that increments below :data:`~ldpcli.mechanisms.bcdp_budget.MIN_INCREMENT`·c_d are not spent (so
         c_i is at most Thm 2's, and every level it grants is at most the planned one).
         """
         steps = np.zeros(self.d)
@@ -229,11 +223,7 @@ class BCDP(Mechanism):
     @functools.cached_property
     def _log_weights(self) -> np.ndarray:
         """log w_k = log(1/v_k), v_k the exact per-coordinate variance of release k at a vertex."""
-        out = []
-        for start, part in zip(self.starts, self.parts):
-            error = max(part.expected_error, 5e-324)
-            out.append(math.log(self.d - start) - math.log(error))
-        return np.array(out)
+        return np.array([_log_weight(part) for part in self.parts])
 
     @functools.cached_property
     def _segments(self) -> tuple[np.ndarray, np.ndarray]:
@@ -290,6 +280,49 @@ class BCDP(Mechanism):
             total += across * float(np.sum(lengths[k:] * omega_sq))
             total += max((along - across) * omega_sq[0], (along - across) * omega_sq[-1])
         return float(total)
+
+    def spending_note(self) -> str | None:
+        """Why the release spends less than the ε asked, with the error it costs; None when it spends ε.
+
+        The release is c_d-LDP (all copies together), and c_d < ε whenever the levels and q bind:
+        Thm 2 (16) caps c_d at c_max = min{log((e^{δ̃_1} + q − 1)/q), δ̃_d}, and the least-error c_d
+        (:mod:`~ldpcli.mechanisms.bcdp_budget`) can lie below c_max. The error is compared with one
+        release of the base mechanism at the asked ε on the ball that holds the box (plain ε-LDP,
+        which meets no level below ε), both at a vertex of the box (``expected_error``).
+        """
+        cost = release_cost(self, copies=self.split)
+        if not cost.spends_less:
+            return None
+        spent, asked = cost.epsilon_exact, cost.epsilon
+        ordered = np.sort(self.levels)
+        below = [float(level) for level in np.unique(ordered) if level < asked]
+        shown = "/".join(f"{level:.3g}" for level in below[:4]) + ("/…" if len(below) > 4 else "")
+        top, highest = fl.c_max(ordered, self.q), float(ordered[-1])
+        sensitive = "the most sensitive features"
+        if highest < asked and top >= highest * (1.0 - composition.SPENT_RTOL):
+            cap = f"every feature has a level below ε, and c_d cannot exceed the highest, {highest:.3g}"
+            advice = "Higher levels for the features"
+        else:
+            cap = f"Thm 2 (16) caps the total budget c_d at {top:.3g}" if top < asked * (1.0 - composition.SPENT_RTOL) else ""
+            advice = (f"Higher levels for {sensitive}, or a smaller q if the features truly depend on each other "
+                      "less,")
+        if self.calibration == "zeta":
+            rule = f"Thm 2's rule with ζ = {self.zeta:g} gives c_d = {self.c_total:.3g}"
+        elif self.c_total < top * (1.0 - composition.SPENT_RTOL):
+            rule = (f"the least error is at c_d = {self.c_total:.3g}: a larger total takes more from {sensitive} "
+                    "than it gives the others")
+        else:
+            rule = ""
+        why = " and ".join(part for part in (cap, rule) if part)
+        plain = get_mechanism(self.base).calibrate(self.d, asked / self.split,
+                                                   norm_bound=self.norm_bound * math.sqrt(self.d))
+        ratio = self.expected_error / plain.expected_error
+        copies = f" (its {self.split} copies together)" if self.split > 1 else ""
+        return (
+            f"bcdp spends ε = {spent:.3g} of the {asked:g} asked{copies}, so the release is {spent:.3g}-LDP: the feature "
+            f"levels {shown} with q = {self.q:g} bind ({why}); its error is {ratio:.3g}× that of a {asked:g}-LDP "
+            f"release by plain {self.base}. {advice} let it use more of ε"
+        )
 
     def parameters(self) -> dict[str, Any]:
         """The total budget, the number of releases and the levels' summary (flat)."""
@@ -393,6 +426,21 @@ class BCDP(Mechanism):
         out = np.empty_like(combined)
         out[:, order] = combined
         return out
+
+
+def _release(base: type[Mechanism], m: int, budget: float, split: int, norm_bound: float) -> Mechanism:
+    """The base mechanism releasing the last ``m`` sorted features at level ``budget``/``split`` (the
+    suffix lies in the ℓ2 ball of radius L·√m); UsageError if the base cannot calibrate there."""
+    try:
+        return base.calibrate(m, budget / split, norm_bound=norm_bound * math.sqrt(m))
+    except (ArithmeticError, ValueError) as exc:
+        raise UsageError(f"bcdp: {base.name} cannot release {m} features at ε = {budget / split:.3g}") from exc
+
+
+def _log_weight(part: Mechanism) -> float:
+    """log w = log(1/v) for a release, v = E‖Y − x‖²/m its exact per-coordinate variance at a vertex
+    of the box (the error floored at the least positive double, so that w stays finite in log space)."""
+    return math.log(part.d) - math.log(max(part.expected_error, 5e-324))
 
 
 def _tilde(text: str, d: int, epsilon: float) -> np.ndarray:

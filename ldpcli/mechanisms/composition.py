@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from ldpcli.mechanisms.base import Mechanism, check_count
 from ldpcli.mechanisms.hooks import RiskEpsilon
 
+#: An exact ε below (1 − this)·the ε asked is a release that spends less than asked; closer, rounding.
+SPENT_RTOL = 1e-6
+
 
 @dataclass(frozen=True)
 class ReleaseCost:
@@ -42,6 +45,13 @@ class ReleaseCost:
     epsilon: float
     epsilon_exact: float
     delta: float = 0.0
+
+    @property
+    def spends_less(self) -> bool:
+        """The exact ε is below the ε asked by more than rounding (:data:`SPENT_RTOL`): every place that
+        states the release's ε then states the exact one, the ε spent (bcdp when its levels bind;
+        privunit2 with Bhowmick's sufficient conditions)."""
+        return self.epsilon_exact < self.epsilon * (1.0 - SPENT_RTOL)
 
 
 def release_cost(mechanism: Mechanism, *, copies: int = 1, epochs: int = 1) -> ReleaseCost:

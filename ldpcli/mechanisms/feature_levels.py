@@ -16,8 +16,8 @@ kept inside a logarithm (:func:`log_dependence_cost`, :func:`c_d_for_zeta`), so 
 - :func:`bcdp_levels` (Prop. 4 part 2 as the proof of Thm 2 uses it, App. B.2) and
   :func:`cdp_to_bcdp` (Prop. 4 part 1, the sum over the d coordinates: docs/errata.md §16);
 - :func:`increments`: the releases Mechanism 1 makes (docs/errata.md §14);
-- :func:`paper_error_proxy` (the sum in (17) without constants and without its ∧ d cap) and
-  :func:`best_c_d` (docs/errata.md §15).
+- :func:`paper_error_proxy` (the sum in (17) without constants and without its ∧ d cap); the
+  least-error c_d (docs/errata.md §15) is :func:`ldpcli.mechanisms.bcdp_budget.best_c_d`.
 
 The text of ``--feature-eps`` (:func:`parse_feature_levels`, :class:`FeatureLevels`), its canonical
 form (:func:`format_levels`, :func:`canonical_coordinates`), the per-level groups of a sidecar
@@ -34,7 +34,7 @@ import csv
 import fnmatch
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
@@ -285,61 +285,6 @@ def paper_error_proxy(sorted_c: np.ndarray) -> float:
         return math.inf
     lengths = np.diff(np.append(used, d)).astype(float)  # coordinates sharing each inner sum
     return float(np.sum(lengths / totals))
-
-
-def best_c_d(
-    sorted_tilde: np.ndarray, q: float, error: Callable[[float], float], *, candidates: int = 64
-) -> float:
-    """The c_d in (0, c_max] of least predicted error ``error(c_d)`` (docs/errata.md §15).
-
-    c_d depends only on public values (δ, ε, q), so choosing it costs no privacy. Evaluated: the
-    special points δ̃_1 (c_i = δ̃_1 for all i: one release at δ̃_1, plain min(δ)-LDP), ζ = 1/2 and
-    c_max; a log-spaced grid of ``candidates`` points on (c_max·10⁻³, c_max]; then a bounded scalar
-    minimisation (scipy ``minimize_scalar``, method "bounded") on the interval between the best
-    point's neighbours. The result is the argmin over every point evaluated (ties: the smallest c_d,
-    the least total privacy loss), so it never predicts more error than δ̃_1 or ζ = 1/2.
-
-    A c_d that :func:`budget_vector` refuses (c_1 ≤ 0, docs/errata.md §14), or for which ``error``
-    raises :class:`UsageError` or returns NaN, scores +∞. If every point scores +∞, δ̃_1.
-    """
-    from scipy import optimize
-
-    tilde = _sorted_levels(sorted_tilde, "sorted_tilde", positive=True)
-    q = _check_q(q)
-    if candidates < 2:
-        raise ValueError(f"candidates must be at least 2, got {candidates}")
-    top = c_max(tilde, q)
-    baseline = float(tilde[0])
-    assert 0.0 < baseline <= top, (baseline, top)  # both terms of c_max are ≥ δ̃_1
-    ends = tilde[[0, -1]]
-    scores: dict[float, float] = {}
-
-    def score(c_d: float) -> float:
-        c_d = float(c_d)
-        if c_d in scores:
-            return scores[c_d]
-        value = math.inf
-        try:
-            budget_vector(ends, q, c_d)  # c_max and c_1 depend on δ̃_1 and δ̃_d only: O(1), same verdict
-            value = float(error(c_d))
-        except UsageError:
-            pass
-        if math.isnan(value):
-            value = math.inf
-        scores[c_d] = value
-        return value
-
-    for point in (baseline, c_d_for_zeta(tilde, q, 0.5), top):
-        score(point)
-    for point in np.geomspace(top * 1e-3, top, candidates + 1)[1:]:
-        score(min(float(point), top))
-    points = sorted(scores)
-    best = min(range(len(points)), key=lambda i: (scores[points[i]], points[i]))
-    lo, hi = points[max(best - 1, 0)], points[min(best + 1, len(points) - 1)]
-    if hi > lo and math.isfinite(scores[points[best]]):
-        optimize.minimize_scalar(score, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10 * hi})
-    chosen = min(scores, key=lambda c_d: (scores[c_d], c_d))
-    return chosen if math.isfinite(scores[chosen]) else baseline
 
 
 # ============================================================================================ the text

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.math import sphere as sm
+from ldpcli.math.kernels import compiled
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, register
 
@@ -151,12 +152,33 @@ class GaussianSign(Mechanism):
         return tests
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """W = s·S·Z for each row of ``x`` (rows with ‖x‖ ≤ L)."""
-        n = x.shape[0]
-        u = sm.round_to_sphere(x, self.norm_bound, rng)
-        z = rng.standard_normal((n, self.d))
+        """W = s·S·Z for each row of ``x`` (rows with ‖x‖ ≤ L).
+
+        Draw order: the n rounding uniforms, the n kept signs (P = e^ε/(1 + e^ε)), then d normals
+        per row. One read of x and one write of the output: chunk by chunk of rows
+        (``spheremath.FUSED_CHUNK_VALUES``), or one compiled loop per row with numba
+        (:mod:`ldpcli.math.kernels`), agreeing to rounding (their ⟨Z, U⟩ sum in different orders).
+        A zero row's U is uniform and independent of Z, so sign⟨Z, U⟩ is a fair coin independent of
+        Z: it is the row's unused rounding uniform < ½, and no direction is drawn.
+        """
+        n, d = x.shape
+        flips: np.ndarray = rng.random((n,))
         keep = sm.bernoulli_logit(self.epsilon, n, rng)
-        along = np.einsum("ij,ij->i", z, u)
-        sign = np.where((along >= 0.0) == keep, self.gaussian_scale, -self.gaussian_scale)
-        z *= sign[:, None]
-        return z
+        scale = self.gaussian_scale
+        out = np.empty((n, d))
+        kernels = compiled()
+        if kernels is not None:
+            kernels.gaussian_with_private_sign(np.ascontiguousarray(x, dtype=np.float64), flips, self.norm_bound,
+                                               keep, scale, rng, out)
+            return out
+        step = max(1, sm.FUSED_CHUNK_VALUES // d)
+        scratch = np.empty((min(step, n), d))
+        for start in range(0, n, step):
+            rows = slice(start, min(n, start + step))
+            u = scratch[: rows.stop - start]
+            zero = sm.rounded_units_into(x[rows], flips[rows], self.norm_bound, u)
+            z = out[rows]
+            rng.standard_normal(out=z)
+            positive = np.where(zero, flips[rows] < 0.5, np.einsum("ij,ij->i", z, u) >= 0.0)
+            z *= np.where(positive == keep[rows], scale, -scale)[:, None]
+        return out

@@ -39,6 +39,8 @@ import numpy as np
 from ldpcli.math import sphere as sm
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.hooks import OutputBranch
+from ldpcli.mechanisms.privunit import cap_cosines
 
 _LOG_SQRT_PI = 0.5 * math.log(math.pi)
 def hemisphere_log_scale(d: int, epsilon: float) -> float:
@@ -164,6 +166,26 @@ class DuchiL2(Mechanism):
             "worst-case ratio p(1 − P)/((1 − p)P) of the output law, hemisphere mass P by quadrature of sin^{d−2}θ",
         )
 
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """The two hemispheres about u (d = 1: the two outputs), as PrivUnit2's regions at γ = 0 with
+        m = L/B (``lawtests.sphere_output_branches``). 1 − m = −expm1(−log(B/L)) is at least 1 − 2/π for
+        d ≥ 2; at d = 1, m = tanh(ε/2) and 1 − m = 2/(1 + e^ε), which that would round to 0."""
+        from ldpcli.math import lawtests
+
+        if self.d == 1:
+            log_one_minus_m = sm.LOG2 + sm.log_expit(-self.epsilon)
+        else:
+            log_one_minus_m = math.log(-math.expm1(-self.log_scale))
+        return [OutputBranch(*b) for b in lawtests.sphere_output_branches(
+            x, norm_bound=self.norm_bound, d=self.d, cap_logit=0.0, log_p_cap=-sm.LOG2, logit_p=self.logit_p,
+            log_m=-self.log_scale, log_one_minus_m=log_one_minus_m)]
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The hemisphere of each row (``lawtests.sphere_branch_labels`` at γ = 0)."""
+        from ldpcli.math import lawtests
+
+        return lawtests.sphere_branch_labels(x, z, 0.0)
+
     def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
         """PrivUnit2's tests at γ = 0, P = ½, p = π_ε (``lawtests.sphere_tests``): ‖Z‖ = B, the
         cosine to u against the two half-sphere laws (× the rounding ±u inside the ball), the
@@ -175,17 +197,17 @@ class DuchiL2(Mechanism):
             logit_p=self.epsilon,
         )
 
+    def cap_cosines(self, rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The facing events (probability π_ε) and cosines (t, r) of ``rows`` rows: PrivUnit2's
+        :func:`~ldpcli.mechanisms.privunit.cap_cosines` at γ = 0, P = 1/2; the host's part of the
+        sampler, which the device path (:mod:`ldpcli.math.devices`) sends to the device."""
+        return cap_cosines(self.d, self.epsilon, 0.0, -sm.LOG2, rows, rng)
+
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The hemisphere mechanism on each row of ``x`` (rows with ‖x‖ ≤ L); rows of norm B."""
         n = x.shape[0]
         radius = self.radius
         if self.d == 1:  # randomized response: keep the sign with probability π_ε
             u = sm.round_to_sphere(x, self.norm_bound, rng)
-            facing = sm.bernoulli_logit(self.epsilon, n, rng)
-            return np.where(facing[:, None], u, -u) * radius
-
-        def cosines(rows: int) -> tuple[np.ndarray, np.ndarray]:
-            facing = sm.bernoulli_logit(self.epsilon, rows, rng)
-            return sm.sample_cap_cosines(facing, 0.0, -sm.LOG2, self.d, rng)
-
-        return sm.rounded_cap_directions(x, self.norm_bound, cosines, radius, rng)
+            return self.cap_cosines(n, rng)[0][:, None] * u * radius
+        return sm.rounded_cap_directions(x, self.norm_bound, lambda rows: self.cap_cosines(rows, rng), radius, rng)

@@ -13,9 +13,13 @@ below, which say what a mechanism without the method gives.
   (``risk_epsilons``, the levels that bound reconstruction). Without it: ``epsilon_exact``.
 - Per-feature privacy (:mod:`ldpcli.mechanisms.bcdp`): :class:`SecondMoments` of a base mechanism's
   output, which bcdp combines into its exact worst-case error, and :class:`FeatureSection`, the
-  per-feature table that ``ldp params`` prints and the sidecar stores. The spec-level hooks of bcdp
+  per-feature table that ``ldp params`` prints and the sidecar stores, and :class:`SpendingNote`,
+  why a release spends less than the ε asked (every release shows it). The spec-level hooks of bcdp
   (options that name columns, copies that split a budget) are in :mod:`ldpcli.mechanisms.base`
   beside :class:`~ldpcli.mechanisms.base.MechanismSpec`, which asks for them.
+- Arrays on a device (:mod:`ldpcli.release.arrays`, :mod:`ldpcli.math.devices`): :class:`RoundedCap`
+  (``cap_cosines``, the per-row draws of a mechanism that releases L·scale·(t·u + r·w)). Without
+  it a device array is refused, naming the mechanisms that have it.
 
 A mechanism that has a method but cannot answer for its calibrated parameters (the law of a sum of
 releases, a calibration without a second route) raises NotImplementedError from it, saying why; the
@@ -29,7 +33,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 
 from ldpcli.math.lawtests import LawTest
-from ldpcli.mechanisms.base import Mechanism
+from ldpcli.mechanisms.base import Mechanism, get_mechanism, mechanism_names
 
 # --------------------------------------------------------------------------- the audit
 
@@ -61,6 +65,56 @@ class LawTested(Protocol):
         tests must not depend on ``z`` for their choice (fixed directions are seeded constants).
         """
         ...
+
+
+class OutputBranch(NamedTuple):
+    """One branch of a mechanism's output for a fixed input x (:class:`Branched`).
+
+    ``probability`` is P(branch | x); ``mean`` (shape (d,)) is E[Z | branch, x] and ``error`` is
+    E[‖Z − x‖² | branch, x], all exact for the calibrated parameters.
+    """
+
+    name: str
+    probability: float
+    mean: np.ndarray
+    error: float
+
+
+@runtime_checkable
+class Branched(Protocol):
+    """A mechanism whose output, for a fixed input, is a mixture of branches that the output identifies."""
+
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """The branches of the output for the input ``x`` (shape (d,), in the domain).
+
+        They partition the output space, so their probabilities sum to 1, Σ P_b·mean_b = E[Z | x]
+        and Σ P_b·error_b = E‖Z − x‖². ``ldp audit`` tests the branch counts against the
+        probabilities, and the mean and the error given the counts.
+        """
+        ...
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """For each row of ``z`` (the (n, d) privatized copies of ``x``), the index of its branch in
+        ``output_branches(x)``, read from the output alone (shape (n,), integers)."""
+        ...
+
+
+def output_branches(mech: Mechanism, x: np.ndarray) -> list[OutputBranch] | None:
+    """``mech.output_branches(x)``; None for a mechanism without branches (:class:`Branched`) or one
+    that cannot split its output for this input or these parameters (NotImplementedError)."""
+    if not isinstance(mech, Branched):
+        return None
+    try:
+        return mech.output_branches(x)
+    except NotImplementedError:
+        return None
+
+
+def branch_labels(mech: Mechanism, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``mech.branch_labels(x, z)`` for a mechanism with branches (:class:`Branched`)."""
+    if not isinstance(mech, Branched):
+        raise NotImplementedError(f"mechanism {mech.name!r} has no branches")
+    return mech.branch_labels(x, z)
 
 
 def audit_epsilon(mech: Mechanism) -> tuple[float, str]:
@@ -159,3 +213,46 @@ class FeatureSection(Protocol):
 def feature_section(mech: Mechanism) -> dict[str, Any] | None:
     """``mech.feature_section()`` for a mechanism whose features differ, else None."""
     return mech.feature_section() if isinstance(mech, FeatureSection) else None
+
+
+@runtime_checkable
+class SpendingNote(Protocol):
+    """A mechanism that can spend less than the ε asked (bcdp: the levels and q bind its total budget)."""
+
+    def spending_note(self) -> str | None:
+        """The sentence saying the ε actually spent (``epsilon_exact``), of the ε asked, and why; None
+        when the release spends the ε asked. Every release shows and records it."""
+        ...
+
+
+def spending_note(mech: Mechanism) -> str | None:
+    """``mech.spending_note()`` for a mechanism that can spend less than asked, else None."""
+    return mech.spending_note() if isinstance(mech, SpendingNote) else None
+
+
+# --------------------------------------------------------------------------- arrays on a device
+
+
+@runtime_checkable
+class RoundedCap(Protocol):
+    """A mechanism that releases L·scale·(t·u + r·w): u the unbiased rounding of the row to the unit
+    sphere, a cosine t per row (r = √(1 − t²)) and w uniform on the sphere orthogonal to u (PrivUnit2,
+    duchi-l2: ``ldpcli.math.sphere.rounded_cap_directions``)."""
+
+    @property
+    def scale(self) -> float:
+        """The output's norm over L."""
+        ...
+
+    def cap_cosines(self, rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(t, r) for ``rows`` rows: the per-row scalar draws, made on the host with numpy."""
+        ...
+
+
+def rounded_cap(mech: Mechanism) -> RoundedCap:
+    """``mech`` as a :class:`RoundedCap`; NotImplementedError naming the registered mechanisms that are."""
+    if not isinstance(mech, RoundedCap):
+        able = [name for name in mechanism_names() if callable(getattr(get_mechanism(name), "cap_cosines", None))]
+        raise NotImplementedError(f"mechanism {mech.name!r} has no device path; the mechanisms with one: "
+                                  f"{', '.join(able)}")
+    return mech

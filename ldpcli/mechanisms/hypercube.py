@@ -54,8 +54,10 @@ import numpy as np
 
 from ldpcli.math import sphere as sm
 from ldpcli.math.domains import LINF_BOX
+from ldpcli.math.kernels import compiled
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.hooks import OutputBranch
 
 #: Loader's Stirling remainder δ(k) = log k! − [(k + ½)·log k − k + ½·log 2π] for k < 16 (δ(0) = 0),
 #: evaluated in 40-digit arithmetic and rounded to double (the same formula in doubles loses ~10
@@ -529,6 +531,27 @@ class _HypercubeThreshold(Mechanism):
             tests.append(lawtests.skipped("agreements with sign(x) ~ exact pmf", f"exact law computed for d <= {_LAW_DP_MAX_D}"))
         return tests
 
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """At a vertex x = L·s: the agreement count A = a, a = 0, …, d, each a branch.
+
+        P(A = a) = ``agreement_pmf``; given A = a the agreeing positions are a uniform a-subset, so
+        E[Z | a] = L·B·s·(2a − d)/d, and ‖Z − x‖² = L²·(a(B − 1)² + (d − a)(B + 1)²) exactly, with
+        B − 1 = (1 − c)/c kept from log(1 − c). Elsewhere the rounding mixes in: NotImplementedError.
+        """
+        if not np.all(np.abs(x) == self.norm_bound):
+            raise NotImplementedError("the output is split into branches at a vertex of the box only")
+        d, bound = self.d, self.norm_bound
+        s = np.sign(x)
+        b_minus = math.exp(self.log_one_minus_c - self.log_c)  # B − 1
+        b_plus = math.exp(-self.log_c) + 1.0  # B + 1
+        return [OutputBranch(f"{a} of {d} agree", float(p), bound * self.B * s * ((2 * a - d) / d),
+                             bound**2 * (a * b_minus**2 + (d - a) * b_plus**2))
+                for a, p in enumerate(self.agreement_pmf())]
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The agreement count #{j: sign z_j = sign x_j} of each row."""
+        return np.count_nonzero((z > 0.0) == (x > 0.0), axis=1)
+
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Round each row to a vertex s, draw z from the channel, return L·B·z row by row."""
         n, d = x.shape
@@ -538,6 +561,10 @@ class _HypercubeThreshold(Mechanism):
         half_over_l = 0.5 / self.norm_bound
         positions = np.arange(d)
         out = np.empty((n, d))
+        kernels = compiled()
+        if kernels is not None:  # one compiled pass per row, the same law from fewer draws (not draw for draw)
+            kernels.hypercube_vertices(np.ascontiguousarray(x, dtype=np.float64), agree, half_over_l, value, rng, out)
+            return out
         step = max(1, _CHUNK_ELEMENTS // d)
         for start in range(0, n, step):
             rows = slice(start, min(n, start + step))

@@ -47,6 +47,7 @@ from ldpcli.errors import UsageError
 from ldpcli.math import sphere as sm
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.hooks import OutputBranch
 
 _RTOL = 4 * np.finfo(float).eps
 _Y_HALF = 2.0 * math.atanh(0.5)  # the cap logit of γ = 1/2
@@ -100,6 +101,23 @@ def logit_p_at_most(d: int, logit_p: float, log_p_cap: float, epsilon: float) ->
         logit_p = min(math.nextafter(logit_p, -math.inf), logit_p - excess)
         excess = exact_level(d, logit_p, log_p_cap) - epsilon
     return logit_p
+
+
+def cap_cosines(
+    d: int, logit_p: float, cap_logit: float, log_p_cap: float, rows: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(t, r = √(1 − t²)): the per-row scalar draws of PrivUnit2 (Bhowmick et al. 2018, Alg. 1).
+
+    The cap event, True with probability p = expit(``logit_p``) (exact in log space:
+    ``bernoulli_logit``), then the cosine T = ⟨V, u⟩ of a point uniform on the cap {⟨v, u⟩ ≥ γ}
+    (γ = tanh(``cap_logit``/2)) or on its complement (``sample_cap_cosines``), in that draw order.
+    d = 1 (randomized response): t = +1 on the cap event and −1 otherwise, r = 0. The hemisphere
+    mechanism is the case γ = 0, P = 1/2.
+    """
+    in_cap = sm.bernoulli_logit(logit_p, rows, rng)
+    if d == 1:
+        return np.where(in_cap, 1.0, -1.0), np.zeros(rows)
+    return sm.sample_cap_cosines(in_cap, cap_logit, log_p_cap, d, rng)
 
 
 def _cap_epsilon(y: float, d: int) -> float:
@@ -324,17 +342,31 @@ class PrivUnit2(Mechanism):
             logit_p=self.logit_p,
         )
 
+    def cap_cosines(self, rows: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """The cap events and cosines (t, r) of ``rows`` rows (:func:`cap_cosines`): the host's
+        part of the sampler, which the device path (:mod:`ldpcli.math.devices`) sends to the device."""
+        return cap_cosines(self.d, self.logit_p, self.cap_logit, self.log_cap_probability, rows, rng)
+
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """The output as three regions of the sphere, cap, band and opposite cap (d = 1: the two
+        outputs), with their exact probabilities, means and errors (``lawtests.sphere_output_branches``)."""
+        from ldpcli.math import lawtests
+
+        return [OutputBranch(*b) for b in lawtests.sphere_output_branches(
+            x, norm_bound=self.norm_bound, d=self.d, cap_logit=self.cap_logit, log_p_cap=self.log_cap_probability,
+            logit_p=self.logit_p, log_m=self.log_m, log_one_minus_m=self.log_one_minus_m)]
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The region of each row (``lawtests.sphere_branch_labels``)."""
+        from ldpcli.math import lawtests
+
+        return lawtests.sphere_branch_labels(x, z, self.cap_logit)
+
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """PrivUnit2 on each row of ``x`` (rows with ‖x‖ ≤ L); returns L·V/m row by row."""
         n = x.shape[0]
         out_scale = self.norm_bound * self.scale
         if self.d == 1:
             u = sm.round_to_sphere(x, self.norm_bound, rng)
-            in_cap = sm.bernoulli_logit(self.logit_p, n, rng)
-            return np.where(in_cap[:, None], u, -u) * out_scale
-
-        def cosines(rows: int) -> tuple[np.ndarray, np.ndarray]:
-            in_cap = sm.bernoulli_logit(self.logit_p, rows, rng)
-            return sm.sample_cap_cosines(in_cap, self.cap_logit, self.log_cap_probability, self.d, rng)
-
-        return sm.rounded_cap_directions(x, self.norm_bound, cosines, out_scale, rng)
+            return self.cap_cosines(n, rng)[0][:, None] * u * out_scale
+        return sm.rounded_cap_directions(x, self.norm_bound, lambda rows: self.cap_cosines(rows, rng), out_scale, rng)

@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.math import sphere as sm
+from ldpcli.math.kernels import compiled
 from ldpcli.math.lawtests import LawTest
 from ldpcli.math.lazy import special
 from ldpcli.mechanisms.base import Mechanism, register
@@ -368,15 +369,63 @@ class PrivUnitG(Mechanism):
         return tests
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """PrivUnitG on each row of ``x`` (rows with ‖x‖ ≤ L): L·(α·u + V⊥)/m row by row."""
+        """PrivUnitG on each row of ``x`` (rows with ‖x‖ ≤ L): L·(α·u + V⊥)/m row by row.
+
+        Draw order: the n rounding uniforms, the n half-space choices and the n truncated normals z,
+        then d normals per row (:func:`fused_rows`).
+        """
         n = x.shape[0]
-        u = sm.round_to_sphere(x, self.norm_bound, rng)
+        flips: np.ndarray = rng.random((n,))
         upper = sm.bernoulli_logit(self.logit_p, n, rng)
         z = sample_split_normal(upper, self.threshold, self.log_q, self.log_one_minus_q, rng)
-        # L·V/m = (L/μ)·(z·u + g − ⟨g, u⟩u) with g ~ N(0, I_d): V⊥/σ = g − ⟨g, u⟩u.
-        g = rng.standard_normal(x.shape)
-        gu = np.einsum("ij,ij->i", g, u)
-        u *= (z - gu)[:, None]  # u is our own array: reuse it instead of allocating n·d more
-        g += u
-        g *= self.norm_bound * math.exp(-self.log_mu)
-        return g
+        return fused_rows(x, self.norm_bound, flips, z, self.norm_bound * math.exp(-self.log_mu), rng)
+
+
+def fused_rows(
+    x: np.ndarray, radius: float, flips: np.ndarray, z: np.ndarray, scale: float, rng: np.random.Generator
+) -> np.ndarray:
+    """scale·(z_i·u + g⊥) per row (Asi et al. Alg. 2, V = α·u + V⊥ with V⊥/σ = g − ⟨g, u⟩u), u = ±x/‖x‖
+    the rounding of each row by its uniform ``flips[i]`` (``spheremath.round_to_sphere``).
+
+    One read of x and one write of the output: chunk by chunk of rows (``spheremath.FUSED_CHUNK_VALUES``),
+    or one compiled loop per row with numba (:mod:`ldpcli.math.kernels`); both draw the d normals
+    of each row in row order, so they agree to rounding whatever the chunk. A zero row, whose u is
+    uniform, is finished by :func:`finish_zero_rows` from its own normals.
+    """
+    n, d = x.shape
+    out = np.empty((n, d))
+    zero = np.zeros(n, dtype=bool)
+    kernels = compiled()
+    if kernels is not None:
+        kernels.gaussian_about_cosines(np.ascontiguousarray(x, dtype=np.float64), flips, radius, z, scale, rng, out, zero)
+    else:
+        step = max(1, sm.FUSED_CHUNK_VALUES // d)
+        scratch = np.empty((min(step, n), d))
+        for start in range(0, n, step):
+            rows = slice(start, min(n, start + step))
+            u = scratch[: rows.stop - start]
+            zero[rows] = sm.rounded_units_into(x[rows], flips[rows], radius, u)
+            g = out[rows]
+            rng.standard_normal(out=g)
+            gu = np.einsum("ij,ij->i", g, u)
+            u *= (z[rows] - gu)[:, None]
+            g += u
+            g *= scale
+    if zero.any():
+        finish_zero_rows(out, zero, flips, z, scale)
+    return out
+
+
+def finish_zero_rows(out: np.ndarray, zero: np.ndarray, flips: np.ndarray, z: np.ndarray, scale: float) -> None:
+    """Rows of x = 0: ``out[zero]`` holds multiples of their normals g; make them scale·ρ·g/‖g‖.
+
+    With u uniform, V = z·u + g⊥ is rotation invariant, so its direction is uniform (g/‖g‖) and
+    independent of its norm ρ = √(z² + ‖g⊥‖²), with ‖g⊥‖² ~ χ²(d − 1) independent of z. That χ² is
+    drawn by inverting its CDF at the row's rounding uniform, unused for a zero row:
+    2·P⁻¹((d − 1)/2, flip), P the regularized lower incomplete gamma (0 at d = 1).
+    """
+    d = out.shape[1]
+    g = out[zero]
+    chi2 = 2.0 * special.gammaincinv((d - 1) / 2.0, flips[zero]) if d > 1 else np.zeros(g.shape[0])
+    g *= (scale * np.sqrt(z[zero] ** 2 + chi2) / sm.row_norms(g))[:, None]
+    out[zero] = g

@@ -49,6 +49,7 @@ from ldpcli.math import sphere as sm
 from ldpcli.math.domains import INTERVAL
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
+from ldpcli.mechanisms.hooks import OutputBranch
 
 #: Largest ScalarDP grid size. The default k = ⌈e^{ε/3}⌉ reaches it at ε = 3·52·log 2 ≈ 108.1 and
 #: stays there: the grid step r_max·2⁻⁵² is one or two float64 units in the last place of r_max,
@@ -58,6 +59,8 @@ K_MAX = 2**52
 #: Largest ScalarRelDP grid size: its worst-case error is a maximum over the k cells, computed
 #: exactly cell by cell (vectorized), so k is kept to about a million.
 K_REL_MAX = 2**20
+#: The audit splits a grid mechanism's output into its grid values up to this many (``output_branches``).
+BRANCH_MAX_VALUES = 4096
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,9 +164,7 @@ class GridResponse:
         if self.k > K_REL_MAX:
             return [self._truthful_share_test(r, values)]
         support = np.asarray(self.support())  # type: ignore[attr-defined]
-        idx = np.clip(np.searchsorted(support, values), 1, support.size - 1)
-        left, right = support[idx - 1], support[idx]
-        idx = np.where(values - left <= right - values, idx - 1, idx)
+        idx = _nearest(support, values)
         gap = np.min(np.abs(np.diff(support)))
         off = int(np.count_nonzero(np.abs(values - support[idx]) > 1e-6 * gap))
         tests = [lawtests.deterministic(f"Z on the grid ({self.k + 1} values)", off, n, "off the grid")]
@@ -171,6 +172,25 @@ class GridResponse:
         tests.append(lawtests.counts_test(f"grid counts ~ pmf(r = {r:.6g})", counts,
                                            self.pmf(r)[0]))  # type: ignore[attr-defined]
         return tests
+
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """The output's k + 1 grid values, each a branch: P = ``pmf(r)``, mean the value v, error (v − r)².
+
+        The audit's tests of the mean and the error then hold given the counts of each value (a flip
+        of probability e^{−ε} is never seen at large ε); NotImplementedError above
+        ``BRANCH_MAX_VALUES`` values.
+        """
+        if self.k + 1 > BRANCH_MAX_VALUES:
+            raise NotImplementedError(f"a grid of {self.k + 1} values is not split into branches")
+        r = float(x[0])
+        support = np.asarray(self.support())  # type: ignore[attr-defined]
+        probs = self.pmf(r)[0]  # type: ignore[attr-defined]
+        return [OutputBranch(f"Z = {v:.6g}", float(p), np.array([v]), float((v - r) ** 2))
+                for v, p in zip(support, probs, strict=True)]
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The index of the grid value nearest to each output."""
+        return _nearest(np.asarray(self.support()), z[:, 0])  # type: ignore[attr-defined]
 
     def _truthful_share_test(self, r: float, values: np.ndarray) -> LawTest:
         """Large k (ScalarDP only): the share of outputs at the rounding's grid points, exact binomial."""
@@ -268,6 +288,63 @@ class ScalarDP(GridResponse, Mechanism):
         k = float(self.k)
         return max(0.0, 0.5 * (1.0 - a * (k - 1.0)))
 
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """The grid values (``GridResponse.output_branches``); above ``BRANCH_MAX_VALUES`` of them, the
+        branches of ``rounding_split``."""
+        if self.k + 1 <= BRANCH_MAX_VALUES:
+            return GridResponse.output_branches(self, x)
+        return self.rounding_split(float(x[0]))
+
+    def rounding_split(self, r: float) -> list[OutputBranch]:
+        """The output of r as branches: Ĵ at each of the rounding's grid points, and Ĵ anywhere else.
+
+        With the rounding's grid points S ({⌊t⌋, ⌊t⌋ + 1}, or {⌊t⌋} for r on the grid) and
+        λ = 1/(e^ε − 1): Ĵ ∈ S with P(Ĵ = j) = (P(J = j) + λ)/(1 + (k + 1)λ) each, and Ĵ uniform on the
+        other grid points C with probability |C|λ/(1 + (k + 1)λ). On C, Z = B·g·j − A·r_max/2 has mean
+        B·g·mean_C(j) − A·r_max/2 and E(Z − r)² = (B·g)²·Var_C(j) + (E[Z | C] − r)², the sums over C
+        in exact integers.
+        """
+        r = float(np.clip(r, 0.0, self.norm_bound))
+        a, b = self.coefficients
+        js, up = self.rounding_points(r)
+        lam = math.exp(-sm.log_expm1(self.epsilon))
+        norm = 1.0 + (self.k + 1) * lam
+        weights = [((1.0 - up if j == js[0] else up) + lam) / norm for j in js]
+        values = [self._value(j) for j in js]
+        near = [OutputBranch(f"Z = {v:.9g} (a rounding point)", w, np.array([v]), (v - r) ** 2)
+                for w, v in zip(weights, values, strict=True)]
+        size = self.k + 1 - len(js)
+        total = Fraction(self.k * (self.k + 1), 2) - sum(js)
+        squares = Fraction(self.k * (self.k + 1) * (2 * self.k + 1), 6) - sum(j * j for j in js)
+        mean_j = total / size
+        mean = (b * self.grid_step) * float(mean_j) - a * 0.5 * self.norm_bound
+        spread = (b * self.grid_step) ** 2 * float(squares / size - mean_j * mean_j)
+        far = OutputBranch("elsewhere on the grid", size * lam / norm, np.array([mean]), spread + (mean - r) ** 2)
+        return [*near, far]
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The grid value's index (small k); large k: the index of the rounding's grid point it equals,
+        bit for bit, or the last branch (elsewhere)."""
+        if self.k + 1 <= BRANCH_MAX_VALUES:
+            return GridResponse.branch_labels(self, x, z)
+        js, _ = self.rounding_points(float(np.clip(x[0], 0.0, self.norm_bound)))
+        labels = np.full(z.shape[0], len(js), dtype=np.int64)
+        for i, j in enumerate(js):
+            labels[z[:, 0] == self._value(j)] = i
+        return labels
+
+    def rounding_points(self, r: float) -> tuple[list[int], float]:
+        """(the grid points the rounding of r may choose, P(J = the upper one)), as ``privatize_values``
+        draws them: t − ⌊t⌋ may round just above 1 at r = r_max, where the upper point is sure."""
+        t = r / self.grid_step
+        lo = min(math.floor(t), self.k - 1)
+        return ([lo, lo + 1] if t > lo else [lo]), min(1.0, t - lo)
+
+    def _value(self, j: int) -> float:
+        """The output for grid index j, by the expression of ``privatize_values`` (bit for bit)."""
+        a, b = self.coefficients
+        return (b * self.grid_step) * float(j) - a * 0.5 * self.norm_bound
+
     def error_at(self, r: np.ndarray | float) -> np.ndarray:
         """Exact E(Z − r)² for values r in [0, r_max] (vectorized)."""
         r = np.clip(np.asarray(r, dtype=float), 0.0, self.norm_bound)
@@ -335,6 +412,13 @@ class ScalarDP(GridResponse, Mechanism):
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """ScalarDP on the one column of ``x`` ((n, 1), values in [0, r_max]); returns (n, 1)."""
         return self.privatize_values(x[:, 0], rng)[:, None]
+
+
+def _nearest(support: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The index of the value of the increasing ``support`` nearest to each of ``values``."""
+    idx = np.clip(np.searchsorted(support, values), 1, support.size - 1)
+    left, right = support[idx - 1], support[idx]
+    return np.where(values - left <= right - values, idx - 1, idx)
 
 
 def _check_enumerable(k: int) -> None:

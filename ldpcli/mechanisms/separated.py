@@ -48,9 +48,13 @@ from ldpcli.errors import UsageError
 from ldpcli.math import sphere as sm
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
-from ldpcli.mechanisms.hooks import RiskEpsilon
+from ldpcli.mechanisms.hooks import OutputBranch, RiskEpsilon
 from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.mechanisms.scalar import K_MAX, K_REL_MAX, ScalarDP
+
+#: The audit splits Z into its magnitude's branches up to this grid size: ‖Z‖·m then places R̂ on the
+#: grid to within 1e−4 of a grid step (rounding ≈ u·k/B grid steps).
+MAX_SPLIT_K = 2**40
 
 #: The optimal split is searched over logit(ε₁/ε) ∈ [−R, R] (ε₁/ε between 4.5e−5 and 1 − 4.5e−5).
 _SPLIT_LOGIT_RANGE = 10.0
@@ -304,6 +308,62 @@ class Separated(Mechanism):
         for test in self.direction.law_tests(unit_x, u_hat)[1:]:  # [0]: ‖Û‖ = 1/m, true by construction here
             tests.append(test._replace(name="direction: " + test.name))
         return tests
+
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """Magnitude branch × direction region: Z = R̂·Û with R̂ and Û independent (Eq. 22).
+
+        The magnitude: R̂ at each of the rounding's grid points or elsewhere (``ScalarDP.rounding_split``); the
+        direction: PrivUnit2's regions for u = w/‖w‖ (``PrivUnit2.output_branches``; w = 0: one). Given
+        both, E[Z] = E[R̂]·E[Û], and with Z − w = (R̂ − r)Û + r(Û − u), ‖Û‖² = 1/m² and
+        ⟨Û, Û − u⟩ = (‖Û − u‖² + 1/m² − 1)/2,
+
+            E‖Z − w‖² = E(R̂ − r)²/m² + 2r·E[R̂ − r]·(E‖Û − u‖² + 1/m² − 1)/2 + r²·E‖Û − u‖²,
+
+        a form without the cancellation of E[R̂²]/m² − 2⟨E Z, w⟩ + r² when Z ≈ w. NotImplementedError
+        for a magnitude grid finer than ``MAX_SPLIT_K`` (its values are then not told apart from ‖Z‖).
+        """
+        if self.magnitude.k > MAX_SPLIT_K:
+            raise NotImplementedError(f"magnitude grid k = {self.magnitude.k} too fine to split Z into its parts")
+        r, unit = self._polar(x)
+        inv_m2, gap = self.direction.expected_error_max, self.direction.expected_error  # 1/m², 1/m² − 1
+        out = []
+        for mag in self.magnitude.rounding_split(r):
+            mean_r = float(mag.mean[0])
+            for way in self.direction.output_branches(unit):
+                error = mag.error * inv_m2 + r * (mean_r - r) * (way.error + gap) + r * r * way.error
+                out.append(OutputBranch(f"{mag.name}, {way.name}", mag.probability * way.probability,
+                                        mean_r * way.mean, error))
+        return out
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """R̂ = ±‖Z‖·m, the sign whose value lies nearer the magnitude grid; its branch (which of the
+        rounding's grid points, or elsewhere); then the direction's region of Û = Z/R̂."""
+        r, unit = self._polar(x)
+        size = np.sqrt(np.einsum("ij,ij->i", z, z)) * math.exp(self.direction.log_m)  # |R̂|
+        a, b = self.magnitude.coefficients
+        step, shift = b * self.magnitude.grid_step, a * 0.5 * self.norm_bound
+        distances, grids = [], []
+        for sign in (1.0, -1.0):
+            j = (sign * size + shift) / step
+            near = np.rint(j)
+            ok = (near >= 0) & (near <= self.magnitude.k)
+            distances.append(np.where(ok, np.abs(j - near), np.inf))
+            grids.append(near)
+        positive = distances[0] <= distances[1]
+        grid = np.where(positive, grids[0], grids[1])
+        js, _ = self.magnitude.rounding_points(r)
+        mag = np.full(z.shape[0], len(js), dtype=np.int64)  # elsewhere on the grid
+        for i, j in enumerate(js):
+            mag[grid == j] = i
+        r_hat = np.where(positive, size, -size)
+        u_hat = z / np.where(r_hat != 0.0, r_hat, 1.0)[:, None]
+        ways = len(self.direction.output_branches(unit))
+        return mag * ways + self.direction.branch_labels(unit, u_hat)
+
+    def _polar(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        """(‖w‖, w/‖w‖ or 0) by the expressions of ``privatize``."""
+        r = float(np.sqrt(np.dot(x, x)))
+        return min(r, self.norm_bound), (x * (1.0 / r) if r > 0.0 else np.zeros_like(x))
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Z = ScalarDP(‖w‖)·PrivUnit2(w/‖w‖) for each row w of ``x`` (‖w‖ ≤ r_max); returns (n, d)."""

@@ -21,6 +21,9 @@ from ldpcli.risk.section import reconstruction
 
 #: δ used for the (ε, δ) Gaussian baseline when the caller gives none.
 DEFAULT_DELTA = 1e-6
+#: A switch of mechanism is recommended only when it gives at least this much less error (5%): two
+#: mechanisms closer than that are called equivalent, since the choice then matters less than L.
+MATERIAL_GAIN = 0.05
 
 
 def comparison_options(cls: type[Mechanism], delta: float | None = None) -> dict[str, Any]:
@@ -65,14 +68,21 @@ def compare_mechanisms(
     return rows
 
 
+def material(better: float, worse: float) -> bool:
+    """Whether ``better``'s error is at least :data:`MATERIAL_GAIN` (5%) below ``worse``'s."""
+    return better <= (1.0 - MATERIAL_GAIN) * worse
+
+
 def recommendation(rows: list[dict[str, Any]]) -> str:
     """A recommendation computed from the comparison's errors, not from a rule of thumb.
 
     The pure ε-LDP mechanism of least worst-case error over the ℓ2 ball, then the factor by which
     each other pure ℓ2 mechanism loses to it (so "separated for gradients" is judged by its number at
-    this (d, ε): every mechanism here is unbiased for every row in the ball, magnitudes included).
-    For data bounded per coordinate by L, the ℓ2 mechanisms need the ball of radius L√d that
-    contains the box, whose error is d times larger; the best ℓ∞-box mechanism is compared with that.
+    this (d, ε): every mechanism here is unbiased for every row in the ball, magnitudes included);
+    those within :data:`MATERIAL_GAIN` of it are named as equivalent. For data bounded per
+    coordinate by L, the ℓ2 mechanisms need the ball of radius L√d that contains the box, whose
+    error is d times larger; the best ℓ∞-box mechanism is compared with that, and one of the two is
+    advised only when it has at least 5% less error (otherwise they are equivalent).
     """
     pure = [row for row in rows if "ratio_to_optimal" in row and not row["baseline"]]
     best = pure[0]
@@ -83,14 +93,27 @@ def recommendation(rows: list[dict[str, Any]]) -> str:
         line += f", {best['ratio_to_optimal']:.4g}× optimal PrivUnit2)"
     box = [row for row in pure if row.get("domain") == "linf-box"]
     ball = [row for row in pure if row.get("domain") == "l2-ball"]
-    others = [f"{row['mechanism']} {row['expected_error_max'] / best['expected_error_max']:.4g}×"
-              for row in ball if row is not best]
-    if others:
-        line += f". The other ℓ2 mechanisms have more error here: {', '.join(others)}."
+    least = best["expected_error_max"]
+    ratios = [(row["mechanism"], row["expected_error_max"] / least) for row in ball if row is not best]
+    close = [f"{name} {ratio:.4g}×" for name, ratio in ratios if not material(least, ratio * least)]
+    worse = [f"{name} {ratio:.4g}×" for name, ratio in ratios if material(least, ratio * least)]
+    gain = f"{MATERIAL_GAIN:.0%}"
+    if close:
+        line += f". Equivalent to it here ({best['mechanism']} has less than {gain} less error): {', '.join(close)}"
+    if worse:
+        line += (f". The other ℓ2 mechanisms have more error here ({best['mechanism']} has at least {gain} less): "
+                 f"{', '.join(worse)}")
+    line += "."
     if box and ball:
         d = best["d"]
-        ratio = box[0]["expected_error_max"] / (d * ball[0]["expected_error_max"])
-        verdict = "use it" if ratio < 1 else f"use {ball[0]['mechanism']} with `norm_bound` L√d instead"
+        box_error, ball_error = box[0]["expected_error_max"], d * ball[0]["expected_error_max"]
+        ratio = box_error / ball_error
+        if material(box_error, ball_error):
+            verdict = f"use it ({1 - ratio:.0%} less error)"
+        elif material(ball_error, box_error):
+            verdict = f"use {ball[0]['mechanism']} with `norm_bound` L√d instead ({1 - 1 / ratio:.0%} less error)"
+        else:
+            verdict = f"they are equivalent here (the better has less than {gain} less error): either will do"
         line += (
             f" For data with every |coordinate| ≤ L, {box[0]['mechanism']} has {ratio:.6g}× the error of "
             f"{ball[0]['mechanism']} on the ball of radius L√d = {math.sqrt(d):.4g}·L that contains the box: {verdict}."

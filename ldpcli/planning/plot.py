@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ldpcli.errors import DataError, MissingDependency, UsageError
+from ldpcli.errors import DataError, MissingDependency, UsageError, install_hint
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -36,7 +36,7 @@ Y_LABEL = "E‖mean − true mean‖² (units of L²)"
 #: Figure formats by suffix.
 FIGURE_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 #: How to install matplotlib (the project is ``ldp`` in pyproject.toml, its extra ``plot``).
-INSTALL_HINT = "pip install 'ldp[plot]'"
+INSTALL_HINT = install_hint("plot")
 _SYMBOLS = {"epsilon": "ε", "d": "d", "n": "n"}
 _SPARKS = "▁▂▃▄▅▆▇█"
 #: One hollow marker per mechanism on its predicted line, in draw order: mechanisms whose predictions

@@ -1,7 +1,8 @@
 """The workhorses of the Python API for arrays and tables: :func:`privatize_rows` and :func:`estimate_mean`.
 
 ``privatize_rows(x, epsilon=…)`` privatizes a numpy array of rows, a pyarrow Table or a pandas
-DataFrame in memory and returns the privatized rows (same kind as ``x``) with a
+DataFrame in memory, or a PyTorch, CuPy or JAX array on its device (the Array API:
+:mod:`ldpcli.math.devices`), and returns the privatized rows (same kind as ``x``) with a
 :class:`ReleaseRecord`, the public description of what was done (what a sidecar holds for a
 file). :func:`estimate_mean` estimates the mean of the raw rows from the privatized ones. Both run
 the same code as ``ldp privatize`` and ``ldp estimate-mean``: the registered mechanisms, the
@@ -35,10 +36,18 @@ import numpy as np
 
 from ldpcli.errors import LdpError, python_text
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
+from ldpcli.math.devices import device_namespace, host_copy
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.release.randomness import rng_from
-from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, clip_warning, release_warnings
+from ldpcli.release.safety import (
+    CLIP_REFUSE_FRACTION,
+    check_clip_fraction,
+    check_clipping,
+    check_epsilon,
+    clip_warning,
+    release_warnings,
+)
 
 #: Rows privatized at once (the memory of a batch is a few copies of rows × d doubles).
 _BATCH_VALUES = 2**22
@@ -77,6 +86,12 @@ class ReleaseRecord:
         Rows moved onto the bound, those only the rounding of float32 values put outside excepted
         (:meth:`ldpcli.math.domains.Domain.rounded`): a statistic of the raw data, for the caller
         only; left out of :meth:`to_dict` and of comparisons.
+    generator : str or None
+        Which generator drew the n·d normals: ``"numpy PCG64"`` (the bit generator of ``rng``) for
+        numpy arrays and tables, the device's own for a PyTorch, CuPy or JAX array
+        (:func:`ldpcli.math.devices.device_normals`: not cryptographic, and reproducible only on the
+        same device and library version); the per-row draws are numpy's on the host in every case.
+        None when not recorded (a release opened from files: numpy's keyed PCG64, :mod:`ldpcli.release.randomness`).
     """
 
     mechanism: Mechanism
@@ -87,6 +102,7 @@ class ReleaseRecord:
     reproducible: bool | None = False
     warnings: tuple[str, ...] = ()
     n_clipped: int = field(default=0, compare=False)
+    generator: str | None = None
 
     @property
     def d(self) -> int:
@@ -116,6 +132,7 @@ class ReleaseRecord:
             "reproducible": self.reproducible,
             "warnings": list(self.warnings),
             "expected_error_mean": self.expected_error_mean,
+            "generator": self.generator,
         }
 
     @classmethod
@@ -140,6 +157,7 @@ class ReleaseRecord:
                 mechanism=mechanism, n=int(data["n"]), columns=None if columns is None else tuple(columns),
                 keep=tuple(data.get("unprivatized_columns", ())), dtype=str(data.get("dtype", "float64")),
                 reproducible=data.get("reproducible"), warnings=tuple(data.get("warnings", ())),
+                generator=data.get("generator"),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a Release description: {exc!r} is missing or malformed") from None
@@ -183,7 +201,7 @@ def privatize_rows(
     keep: Sequence[str] = (),
     keep_unsafe: bool = False,
     force: bool = False,
-    fail_on_clip: float | None = None,
+    fail_on_clip: float | None = CLIP_REFUSE_FRACTION,
     dtype: str | None = None,
     eps: float | None = None,
     **options: Any,
@@ -196,9 +214,11 @@ def privatize_rows(
 
     Parameters
     ----------
-    x : numpy.ndarray, pyarrow.Table or pandas.DataFrame
+    x : numpy.ndarray, Array API array, pyarrow.Table or pandas.DataFrame
         An (n, d) array of real numbers, or a table (one list column of vectors, or one numeric
         column per coordinate: ``column``/``columns`` choose, by the rules of ``ldp privatize``).
+        An array of another library (PyTorch, CuPy, JAX: :func:`ldpcli.math.devices.device_namespace`)
+        is privatized on its device (:func:`_privatize_on_device`) and returned there.
     epsilon, eps : float
         The privacy level ε (``eps`` is an alias; give one of them).
     mechanism, calibration, norm_bound, **options
@@ -224,20 +244,26 @@ def privatize_rows(
         if dtype is not None:
             check_dtype(dtype)
         generator, reproducible = rng_from(rng)
-        if isinstance(x, np.ndarray) or not (_is_pandas(x) or _is_arrow(x)):
+        table = _is_pandas(x) or _is_arrow(x)
+        xp = None if table else device_namespace(x)
+        table_out: _TableShape | None = None
+        if not table:
             if column is not None or columns is not None or keep:
                 raise TypeError("column, columns and keep apply to tables; x is an array")
-            values, precision = _array_rows(x)
-            table_out: _TableShape | None = None
+            values, precision = _array_rows(x) if xp is None else _device_rows(xp, x)
         else:
             values, table_out = _table_rows(x, column, columns, keep, keep_unsafe)
             precision = table_out.precision
-        out_dtype = dtype or dtype_of_precision(precision)
+        out_dtype = dtype or (dtype_of_precision(precision) if xp is None else _dtype_name(xp, values.dtype))
         names = table_out.layout.columns if table_out is not None and table_out.layout.kind == "columns" else None
         spec, notes = spec.bind_columns(names, values.shape[1])
         mech = spec.calibrate(values.shape[1])
         mech.describe()  # a ValueError now if a number would not be finite
-        privatized, n_clipped = _privatize_rows(mech, values, generator, precision)
+        if xp is None:
+            privatized, n_clipped = _privatize_rows(mech, values, generator, precision)
+            normals = f"numpy {type(generator.bit_generator).__name__}"
+        else:
+            privatized, n_clipped, normals = _privatize_on_device(xp, mech, values, generator, precision, out_dtype)
         check_clipping(n_clipped, values.shape[0], limit, "x", mech, "fail_on_clip")
     keep_names = table_out.layout.keep if table_out is not None else ()
     texts = release_warnings(mech, keep_names, forced)
@@ -249,8 +275,10 @@ def privatize_rows(
     release = ReleaseRecord(
         mechanism=mech, n=values.shape[0], columns=table_out.layout.columns if table_out is not None else None,
         keep=tuple(keep_names), dtype=out_dtype, reproducible=reproducible,
-        warnings=tuple(python_text(text) for text in texts), n_clipped=n_clipped,
+        warnings=tuple(python_text(text) for text in texts), n_clipped=n_clipped, generator=normals,
     )
+    if xp is not None:
+        return privatized, release
     if table_out is None:
         return privatized.astype(out_dtype, copy=False), release
     return table_out.build(privatized.astype(out_dtype, copy=False)), release
@@ -296,20 +324,33 @@ def _array_rows(x: Any) -> tuple[np.ndarray, float]:
     if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
         raise TypeError(f"x must hold real numbers, got dtype {array.dtype}")
     if np.iscomplexobj(array):
-        raise TypeError("x must hold real numbers, not complex ones")
-    if array.ndim != 2:
-        raise ValueError(
-            f"x must be 2-D (n rows, d coordinates), got shape {array.shape}; for one row use x[None, :], "
-            "for n scalars x[:, None]"
-        )
-    if array.shape[0] == 0 or array.shape[1] == 0:
-        raise ValueError(f"x has no rows or no coordinates (shape {array.shape})")
+        raise TypeError(_COMPLEX)
+    _check_shape(tuple(array.shape))
     values = np.asarray(array, dtype=np.float64)
     finite = np.isfinite(values)
     if not finite.all():
         row, j = divmod(int(np.argmin(finite, axis=None)), values.shape[1])
-        raise ValueError(f"x[{row}, {j}] is {values[row, j]}: rows must be finite; remove or impute it")
+        raise _not_finite(row, j, values[row, j])
     return values, FLOAT32_PRECISION if array.dtype == np.float32 else FLOAT64_PRECISION
+
+
+_COMPLEX = "x must hold real numbers, not complex ones"
+
+
+def _check_shape(shape: tuple[int, ...]) -> None:
+    """ValueError unless ``shape`` is that of n ≥ 1 rows of d ≥ 1 coordinates."""
+    if len(shape) != 2:
+        raise ValueError(
+            f"x must be 2-D (n rows, d coordinates), got shape {shape}; for one row use x[None, :], "
+            "for n scalars x[:, None]"
+        )
+    if shape[0] == 0 or shape[1] == 0:
+        raise ValueError(f"x has no rows or no coordinates (shape {shape})")
+
+
+def _not_finite(row: int, j: int, value: float) -> ValueError:
+    """The error for the first value of x that is NaN or infinite, at ``x[row, j]``."""
+    return ValueError(f"x[{row}, {j}] is {value}: rows must be finite; remove or impute it")
 
 
 def _privatize_rows(
@@ -325,6 +366,107 @@ def _privatize_rows(
         out[start:start + step] = mech.privatize(batch, rng)
         moved += count
     return out, moved
+
+
+#: Values of one batch on a device (256 MiB of float32): its rows, normals and output are a few
+#: such arrays at once, and each batch's host draws are one array of its rows.
+_DEVICE_BATCH_VALUES = 2**26
+
+
+def _device_rows(xp: Any, x: Any) -> tuple[Any, float]:
+    """The rows of a device array as a checked (n, d) floating array on its device, and the unit
+    roundoff of its values (:func:`_array_rows` for the Array API): float32 and float64 stay as
+    they are; integers, booleans and other floats become the namespace's default floating dtype
+    on that device."""
+    from ldpcli.math.devices import device_of
+
+    if xp.isdtype(x.dtype, "complex floating"):
+        raise TypeError(_COMPLEX)
+    if not xp.isdtype(x.dtype, ("real floating", "integral", "bool")):
+        raise TypeError(f"x must hold real numbers, got dtype {x.dtype}")
+    _check_shape(tuple(x.shape))
+    floating = xp.isdtype(x.dtype, "real floating")
+    precision = float(xp.finfo(x.dtype).eps) / 2.0 if floating else FLOAT64_PRECISION
+    if not (x.dtype == xp.float32 or x.dtype == xp.float64):
+        x = xp.astype(x, xp.__array_namespace_info__().default_dtypes(device=device_of(x))["real floating"])
+    if floating and not bool(xp.all(xp.isfinite(x))):
+        first = int(xp.argmin(xp.astype(xp.reshape(xp.isfinite(x), (-1,)), xp.int8)))
+        row, j = divmod(first, x.shape[1])
+        raise _not_finite(row, j, float(x[row, j]))
+    return x, precision
+
+
+def _dtype_name(xp: Any, dtype: Any) -> str:
+    """``"float32"`` or ``"float64"``: the name of a floating dtype of ``xp`` that :func:`_device_rows` kept."""
+    return "float32" if dtype == xp.float32 else "float64"
+
+
+def _privatize_on_device(
+    xp: Any, mech: Mechanism, values: Any, rng: np.random.Generator, precision: float, out_dtype: str
+) -> tuple[Any, int, str]:
+    """Privatize device rows where they live; (the rows as ``out_dtype`` on their device, how many
+    rows were clipped, the name of the generator of the normals).
+
+    In batches of :data:`_DEVICE_BATCH_VALUES` values: the per-row draws of the mechanism (the
+    rounding's uniforms, then its cap events and cosines, :class:`~ldpcli.mechanisms.hooks.RoundedCap`)
+    come from ``rng`` on the host, in numpy's order, and are sent to the device; the normals come
+    from the device's generator (:func:`~ldpcli.math.devices.device_normals`, seeded by 128 bits
+    of ``rng``) and the rest runs there (:func:`~ldpcli.math.devices.rounded_cap_directions`), in
+    the wider of the rows' and the output's dtype. Rows beyond L are counted as the domain's
+    projection counts them (:meth:`ldpcli.math.domains.Domain.project`) but not moved: the
+    sampler uses only a row's direction and a sign whose probability (1 + ‖x‖/L)/2 saturates at
+    ‖x‖ ≥ L, so its output has the law it has for the projected row.
+    """
+    from ldpcli.math.devices import (
+        device_normals,
+        device_of,
+        rounded_cap_directions,
+        scaled_rows,
+        without_autograd,
+    )
+    from ldpcli.mechanisms.hooks import rounded_cap
+
+    try:
+        sampler = rounded_cap(mech)
+    except NotImplementedError as exc:
+        raise TypeError(f"{exc}; for {mech.name}, pass x as a numpy array (torch: x.cpu().numpy(), cupy: "
+                        "x.get(), jax: numpy.asarray(x))") from None
+    device = device_of(values)
+    out = getattr(xp, out_dtype)
+    work = xp.result_type(values.dtype, out)
+    host = np.float32 if work == xp.float32 else np.float64
+    below_one = np.nextafter(host(1.0), host(0.0))  # 2U − 1 rounded to 1 would flip a row with ‖x‖ ≥ L
+    normals = device_normals(xp, device, work, np.random.SeedSequence(rng.integers(2**32, size=4).tolist()))
+    bound, (n, d) = mech.norm_bound, values.shape
+    step = max(1, _DEVICE_BATCH_VALUES // d)
+    parts, clipped = [], 0
+    with without_autograd(xp):
+        for start in range(0, n, step):
+            rows = xp.astype(values[start:min(n, start + step), :], work, copy=False)
+            m = rows.shape[0]
+            scaled, norms, factors = scaled_rows(xp, rows)
+            rho = norms * factors / bound
+            clipped += _device_clipped(xp, mech, rows, rho, precision)
+            below = np.minimum(2.0 * rng.random(m) - 1.0, below_one)
+            t, r = sampler.cap_cosines(m, rng)
+            below, t, r = (xp.asarray(draw.astype(host), device=device) for draw in (below, t, r))
+            z = rounded_cap_directions(xp, scaled, norms, rho, below, t, r, bound * sampler.scale, normals)
+            parts.append(xp.astype(z, out, copy=False))
+        return (parts[0] if len(parts) == 1 else xp.concat(parts)), clipped, normals.name
+
+
+def _device_clipped(xp: Any, mech: Mechanism, rows: Any, rho: Any, precision: float) -> int:
+    """The rows of a batch beyond the ℓ2 ball by more than its slack at ``precision``, those within
+    float32's slack whose values are all exact in float32 excepted (:meth:`~ldpcli.math.domains.Domain.rounded`:
+    float32 data held as float64); ``rho`` = ‖x‖/L."""
+    d = rows.shape[1]
+    slack, wider = mech.domain.slack(precision, d), mech.domain.slack(FLOAT32_PRECISION, d)
+    over = rho > 1.0 + slack
+    count = int(xp.count_nonzero(over))
+    if count and wider > slack:
+        exact = xp.all(xp.astype(xp.astype(rows, xp.float32), rows.dtype) == rows, axis=1)
+        count -= int(xp.count_nonzero(over & exact & (rho <= 1.0 + wider)))
+    return count
 
 
 def _is_arrow(x: Any) -> bool:
@@ -416,9 +558,10 @@ def estimate_mean(z: Any, description: Any, *, confidence: float = 0.95) -> Mean
 
     Parameters
     ----------
-    z : numpy.ndarray, pyarrow.Table or pandas.DataFrame
+    z : numpy.ndarray, Array API array, pyarrow.Table or pandas.DataFrame
         The privatized (n, d) rows, or any subset of them (each row is unbiased on its own); a
-        table needs the release of the table privatization (it names the vector columns).
+        table needs the release of the table privatization (it names the vector columns). Rows on
+        a device (PyTorch, CuPy, JAX) are copied to the host (:func:`~ldpcli.math.devices.host_copy`).
     description : Release, dict, path or Mechanism
         The :class:`~ldpcli.analysis.release.Release` that ``ldpcli.privatize`` returned (or any
         :class:`ReleaseRecord`), its ``to_dict()``, a sidecar path, or the calibrated mechanism.
@@ -441,6 +584,8 @@ def estimate_mean(z: Any, description: Any, *, confidence: float = 0.95) -> Mean
         if not isinstance(description, ReleaseRecord) or description.columns is None:
             raise TypeError("a table z needs the Release of the table privatization (it names the vector columns)")
         z = _release_table_values(z, description)
+    elif device_namespace(z) is not None:
+        z = host_copy(z)
     values, _ = _array_rows(z)
     if values.shape[1] != mech.d:
         raise ValueError(f"z has d = {values.shape[1]} coordinates but the release has d = {mech.d}")

@@ -49,9 +49,10 @@ from ldpcli.io.formats import check_codec, data_suffix, file_suffixes
 from ldpcli.io.jsonfile import read_json
 from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.engines import DaskEngine, LocalEngine, describe, run_all
-from ldpcli.release.file import _Privatizer, _run, check_threads, ledger_entry, release_checks
+from ldpcli.release.file import _Privatizer, _run, check_threads, ledger_entry, release_checks, released_input_warning
 from ldpcli.release.inputs import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.options import ReleaseOptions
@@ -152,19 +153,22 @@ class DatasetResult:
     n_clipped: int = 0
     n_skipped: int = 0
     warnings: tuple[str, ...] = ()
+    #: The inputs' columns that are neither vectors nor kept, so in no part (of any input, each once).
+    dropped_columns: tuple[str, ...] = ()
 
     def summary(self) -> dict[str, Any]:
         """What ``ldp privatize --engine dask --json`` prints."""
-        mech = self.mechanism
+        mech, cost = self.mechanism, release_cost(self.mechanism)
         return {
             "output": str(self.output), "manifest": str(self.manifest), "parts": [str(p) for p in self.parts],
             "inputs": [str(p) for p in self.inputs], "n": self.n, "d": self.d,
             "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
                           "expected_error_max": mech.expected_error_max},
+            "epsilon_asked": cost.epsilon, "epsilon_spent": cost.epsilon_exact,
             "expected_error_mean": mech.expected_error_mean(self.n), "layout": self.layout.to_dict(),
             "reproducible": self.reproducible, "engine": self.engine,
             "warnings": [python_text(text) for text in self.warnings],
-            "n_clipped": self.n_clipped, "n_skipped": self.n_skipped,
+            "n_clipped": self.n_clipped, "n_skipped": self.n_skipped, "dropped_columns": list(self.dropped_columns),
         }
 
 
@@ -262,12 +266,14 @@ def privatize_dataset(
     chosen = options.columns
     choice = {"column": chosen.column, "columns": tuple(chosen.columns) if chosen.columns else None,
               "keep": tuple(chosen.keep), "keep_unsafe": chosen.keep_unsafe, "skip_invalid": options.skip_invalid}
-    layouts, rows = [], []
+    layouts, rows, dropped = [], [], []
     for source in sources:
         file_format(source)
         with open_vectors(source, writable=False, **choice) as reader:  # type: ignore[arg-type]
             layouts.append(reader.layout)
             rows.append(reader.num_rows)
+            dropped.append(reader.dropped_columns)
+    released = [released_input_warning(source) for source in sources]
     layout = layouts[0]
     for source, other in zip(sources[1:], layouts[1:]):
         if other != layout:
@@ -313,11 +319,11 @@ def privatize_dataset(
             fingerprints = digests.result() if digests is not None else None
         interrupts.check()
         per_input = [[r for r in results if r.task.input_index == i] for i in range(len(sources))]
-        for source, parts in zip(sources, per_input):
+        for source, parts, why in zip(sources, per_input, released):
             n_input = sum(r.rows for r in parts)
             if n_input == 0:
                 raise DataError(f"{source}: every row is invalid; nothing was written")
-            check_clipping(sum(r.clipped for r in parts), n_input, clip_limit, os.fspath(source), mech)
+            check_clipping(sum(r.clipped for r in parts), n_input, clip_limit, os.fspath(source), mech, why=why)
         kept = [r for r in results if r.rows > 0]
         for result in results:
             if result.rows == 0:  # every row of this part was invalid (--skip-invalid): no empty part file
@@ -364,6 +370,7 @@ def privatize_dataset(
         publication.add_directory(staging, out, dataset_id)
         reservations = commit_release(publication, finish, ledger=ledger, charges=charges, max_budget=max_budget)
         notices.extend(r.notice for r in reservations if r.notice is not None)
+        notices.extend(text for text in released if text)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
@@ -372,6 +379,7 @@ def privatize_dataset(
         inputs=tuple(sources), n=sum(r.rows for r in kept), d=mech.d, mechanism=mech, layout=layout,
         reproducible=seed is not None, engine=describe(engine), n_clipped=sum(r.clipped for r in results),
         n_skipped=sum(r.skipped for r in results), warnings=(*recorded, *notices),
+        dropped_columns=tuple(dict.fromkeys(name for names in dropped for name in names)),
     )
 
 

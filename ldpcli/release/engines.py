@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ldpcli.errors import UsageError, quoted
+from ldpcli.errors import UsageError, install_hint, quoted
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -114,9 +114,9 @@ def make_engine(name: str, scheduler: str | None = None) -> DaskEngine | None:
             raise UsageError("`scheduler` chooses where Dask runs; it needs `engine` dask")
         return None
     if importlib.util.find_spec("dask") is None:
-        raise UsageError("`engine` dask needs Dask: pip install 'ldp[dask]'")
+        raise UsageError(f"`engine` dask needs Dask: {install_hint('dask')}")
     if scheduler is not None and scheduler not in LOCAL_SCHEDULERS and importlib.util.find_spec("distributed") is None:
-        raise UsageError(f"`scheduler` {scheduler}: a scheduler address needs dask.distributed: pip install 'ldp[dask]'")
+        raise UsageError(f"`scheduler` {scheduler}: a scheduler address needs dask.distributed: {install_hint('dask')}")
     return DaskEngine(scheduler or "threads")
 
 

@@ -45,6 +45,7 @@ from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.io.write import check_dtype
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost
+from ldpcli.mechanisms.hooks import spending_note
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.ledger_file import LedgerEntry
@@ -52,7 +53,7 @@ from ldpcli.release.options import ReleaseOptions, mechanism_spec
 from ldpcli.release.randomness import block_generators, input_key, key_block_rows, root_seed
 from ldpcli.release.rowhash import RowDigest
 from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
-from ldpcli.release.sidecar import build_sidecar, sidecar_path, sidecar_text
+from ldpcli.release.sidecar import build_sidecar, find_sidecar, load_sidecar, sidecar_path, sidecar_text
 from ldpcli.release.signing import signer_for
 from ldpcli.risk.section import reconstruction
 
@@ -94,7 +95,8 @@ class PrivatizeResult:
     n_clipped: int
     #: The sentences recorded in the sidecar's ``release.warnings`` (ε forced out of range, a
     #: baseline, a near-exact release, kept columns released unprivatized), to show on stderr; then,
-    #: for the operator only (not in the sidecar), the ledger's notice that the input was released before.
+    #: for the operator only (not in the sidecar), the ledger's notice that the input was released before
+    #: and the warning that the input is itself an ldp release (:func:`released_input_warning`).
     warnings: tuple[str, ...] = ()
     #: The type the vectors were written as (``"float32"`` or ``"float64"``).
     dtype: str = "float64"
@@ -106,6 +108,9 @@ class PrivatizeResult:
     input_tag: str | None = None
     #: The public key (``ldpkey1-…``) that signed the sidecar (None: unsigned).
     signed_by: str | None = None
+    #: The input's columns that are neither vectors nor kept, so in no output
+    #: (:attr:`ldpcli.io.VectorReader.dropped_columns`).
+    dropped_columns: tuple[str, ...] = ()
 
     @property
     def cost(self) -> ReleaseCost:
@@ -113,8 +118,8 @@ class PrivatizeResult:
         return release_cost(self.mechanism, copies=self.layout.copies)
 
     def summary(self) -> dict[str, Any]:
-        """What ``ldp privatize --json`` prints: the outputs, the public description, and the
-        counts for the operator (``n_clipped``, ``n_skipped``: statistics of the raw data, kept out
+        """What ``ldp privatize --json`` prints: the outputs, the public description, the ε asked and
+        the ε spent (the exact ε the ledger charges, all copies together), and the counts for the operator (``n_clipped``, ``n_skipped``: statistics of the raw data, kept out
         of the sidecar; do not publish them)."""
         mech = self.mechanism
         return {
@@ -124,6 +129,8 @@ class PrivatizeResult:
             "d": self.d,
             "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
                           "expected_error_max": mech.expected_error_max},
+            "epsilon_asked": self.cost.epsilon,
+            "epsilon_spent": self.cost.epsilon_exact,
             "expected_error_mean": mech.expected_error_mean(self.n) / self.layout.copies,
             "copies": self.layout.copies,
             "layout": self.layout.to_dict(),
@@ -135,6 +142,7 @@ class PrivatizeResult:
             "signed_by": self.signed_by,
             "n_clipped": self.n_clipped,
             "n_skipped": self.n_skipped,
+            "dropped_columns": list(self.dropped_columns),
         }
 
 
@@ -164,13 +172,40 @@ def ledger_entry(
 
     ``label`` and ``output_label`` name an input or output that is no file of its own (``"<stdin>"``,
     ``"<stdout>"``); by default the resolved paths. The ε and δ are the release's cost, its copies
-    together (:func:`ldpcli.mechanisms.composition.release_cost`)."""
+    together (:func:`ldpcli.mechanisms.composition.release_cost`); the budget counts the exact ε, and
+    ``note`` says why it is below the ε asked (:func:`~ldpcli.mechanisms.hooks.spending_note`)."""
     cost = release_cost(mech, copies=copies)
     return LedgerEntry(
         fingerprint=digest, input=label if label is not None else str(source.resolve()), rows=rows, d=mech.d,
         columns=list(columns), output=output_label if output_label is not None else str(output.resolve()),
         mechanism=mech.name, epsilon=cost.epsilon, epsilon_exact=cost.epsilon_exact,
         delta=cost.delta if cost.delta > 0 else None, created=created, tag=tag, reproducible=reproducible,
+        note=python_text(spending_note(mech) or ""),
+    )
+
+
+def released_input_warning(source: Path) -> str | None:
+    """The warning for an input that is already an ldp release (it has an ldp sidecar beside it; ldp
+    writes no marker into the data file itself), None for any other input.
+
+    Privatizing a release again is post-processing of it: it spends no more privacy of the raw rows,
+    and only adds noise (and clips the released rows, whose norm is the mechanism's scale·L). A new
+    ε for the raw rows is spent only by privatizing the raw file, and then adds to the first one
+    (basic composition).
+    """
+    side = find_sidecar(source)
+    if not side.is_file():
+        return None
+    try:
+        first = load_sidecar(side).mechanism
+        what = f"{first.name} at ε = {first.epsilon:g}"
+    except LdpError:
+        what = "by ldp"
+    return (
+        f"{source} is already privatized ({what}; its sidecar {side.name} is beside it): privatizing it again "
+        "spends no more privacy of the raw rows and only adds a second layer of noise, and the new sidecar's "
+        "error bars count only that second layer. To release the raw rows at another ε, privatize the raw file: "
+        "the ledger then adds the two ε"
     )
 
 
@@ -415,6 +450,7 @@ def privatize_file(
         check_replaceable(target, side, ledger)
     sweep_stale(target.parent)
     signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
+    released = released_input_warning(source)
 
     root = root_seed(seed)  # seed None: fresh OS entropy
     # Batches in flight: one being read, up to `threads` queued for or being privatized, one being
@@ -461,7 +497,7 @@ def privatize_file(
                     row_digest.close()
             if n == 0:
                 raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
-            check_clipping(n_clipped, n, clip_limit, os.fspath(source), mech)
+            check_clipping(n_clipped, n, clip_limit, os.fspath(source), mech, why=released)
             writer.finish()
             publication = Publication(overwrite=overwrite)
             publication.add_file(writer.sink)
@@ -487,13 +523,14 @@ def privatize_file(
 
                 reservations = commit_release(publication, finish, ledger=ledger, charges=charges,
                                               max_budget=options.budget.max_budget)
-            notices = (*bound_notes, *(r.notice for r in reservations if r.notice is not None))
+            notices = (*bound_notes, *(r.notice for r in reservations if r.notice is not None),
+                       *((released,) if released else ()))
             tag = reservations[0].tag if reservations else None
     return PrivatizeResult(
         output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, layout=layout,
         reproducible=seed is not None, n_clipped=n_clipped, warnings=(*recorded, *notices), dtype=writer.dtype,
         n_skipped=reader.skipped, skipped_rows=tuple(reader.skipped_rows), input_tag=tag,
-        signed_by=signer.public_key.text if signer is not None else None,
+        signed_by=signer.public_key.text if signer is not None else None, dropped_columns=reader.dropped_columns,
     )
 
 

@@ -107,7 +107,8 @@ class LedgerEntry:
     """One release as the ledger records it.
 
     ``input`` and ``output`` are the paths as given, resolved; ``epsilon`` is the ε asked for and
-    ``epsilon_exact`` the mechanism's exact worst-case ε (what the budget counts); ``delta`` is
+    ``epsilon_exact`` the mechanism's exact worst-case ε (what the budget counts: the privacy loss the
+    release incurs, never the ε asked when the release spends less, and never below its guarantee); ``delta`` is
     None for pure ε-LDP; ``created`` is UTC ISO-8601 (the release's ``created``, as its sidecar records it); ``tag`` is the input tag
     written into the release's sidecar; ``reproducible`` says whether the run was seeded.
     """
@@ -131,6 +132,9 @@ class LedgerEntry:
     #: The release's row file (its distinct keyed row hashes, :mod:`ldpcli.release.rowhash`), relative to the
     #: ledger's directory; "" for a release recorded without one (older ledgers, ``record``).
     rows_file: str = ""
+    #: Why the release spends less than the ε asked (bcdp whose levels bind: ``epsilon_exact`` below
+    #: ``epsilon``, and the budget counts ``epsilon_exact``); "" when it spends the ε asked.
+    note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as the ledger file stores it (JSON-able)."""
@@ -152,6 +156,7 @@ class LedgerEntry:
             "release": self.release,
             **({"owner": dict(self.owner)} if self.owner is not None else {}),
             **({"rows_file": self.rows_file} if self.rows_file else {}),
+            **({"note": self.note} if self.note else {}),
         }
 
     @property
@@ -188,12 +193,13 @@ class LedgerEntry:
             release=data.get("release", ""),
             owner=dict(data["owner"]) if isinstance(data.get("owner"), Mapping) else None,
             rows_file=data.get("rows_file", ""),
+            note=str(data.get("note", "")),
         )
 
 
 #: The fields every stored entry has (those added with reservations are optional: older entries lack them).
 _ENTRY_FIELDS = tuple(name for name in LedgerEntry.__dataclass_fields__
-                      if name not in ("state", "release", "owner", "rows_file"))
+                      if name not in ("state", "release", "owner", "rows_file", "note"))
 #: A row file's name: in the ledger's rows directory, named by its release id (nothing else is
 #: ever read or removed through an entry, whatever a ledger file says).
 _ROWS_FILE = re.compile(r"[^/\\]+-rows/([0-9a-f]{16})\.npy")

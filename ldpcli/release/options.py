@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.safety import CLIP_REFUSE_FRACTION
 from ldpcli.risk.diffuse import DEFAULT_THRESHOLD
 
 #: Default memory budget (bytes) for the batches in flight, shared by all threads.
@@ -132,7 +133,9 @@ class ReleaseOptions:
         compressed as a whole by its suffix (``.csv.gz``) instead.
     fail_on_clip : float or None
         A fraction of the rows: when more than that lie outside the bound, a DataError and
-        nothing is written.
+        nothing is written. Default 0.5 (:data:`~ldpcli.release.safety.CLIP_REFUSE_FRACTION`):
+        a release that would clip more than half the rows is refused; 1 (or None) accepts any
+        clipping, 0 none.
     skip_invalid : bool
         Leave out rows with a missing, NaN/inf or wrong-length vector instead of failing.
     force : bool
@@ -157,7 +160,7 @@ class ReleaseOptions:
     copies: int = 1
     dtype: str | None = None
     compression: str | None = None
-    fail_on_clip: float | None = None
+    fail_on_clip: float | None = CLIP_REFUSE_FRACTION
     skip_invalid: bool = False
     force: bool = False
     overwrite: bool = False

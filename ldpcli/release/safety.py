@@ -11,8 +11,9 @@ CLI say the same thing in the same words:
   row's direction to an expected cosine ≥ 0.9 (:mod:`ldpcli.risk.cosine`), or the reconstruction
   bound for a guess within cosine 0.9 of a row's direction reaches 1 (:mod:`ldpcli.risk.diffuse`).
 - :func:`clip_warning` / :func:`check_clipping`: rows outside the public bound are moved onto it,
-  so every estimate is of the clipped rows; past a small fraction this is said loudly, and
-  pipelines can refuse it (``--fail-on-clip``). The count is a statistic of the raw data: it is
+  so every estimate is of the clipped rows; past a small fraction this is said loudly, and past
+  :data:`CLIP_REFUSE_FRACTION` (half the rows) the release is refused unless the caller accepts it
+  (``fail_on_clip=1``; pipelines can refuse less, ``fail_on_clip=0``). The count is a statistic of the raw data: it is
   shown to the person who ran the job and never stored. Rows put outside only by the rounding of
   their values are not counted (:meth:`ldpcli.math.domains.Domain.rounded`), and both messages
   state that tolerance (:func:`clip_tolerance`).
@@ -30,7 +31,7 @@ from ldpcli.errors import DataError, LdpError, UsageError
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms.base import Mechanism
 from ldpcli.mechanisms.composition import composed_levels
-from ldpcli.mechanisms.hooks import risk_epsilons
+from ldpcli.mechanisms.hooks import risk_epsilons, spending_note
 from ldpcli.risk.cosine import expected_cosine
 from ldpcli.risk.diffuse import diffuse_risk
 
@@ -45,6 +46,10 @@ NEAR_EXACT_COSINE = 0.9
 NEAR_EXACT_ACCURACY = 0.9
 #: Clipping more than this fraction of the rows is reported as a warning, not a note.
 CLIP_WARN_FRACTION = 0.01
+#: The default ``fail_on_clip``: a release that would clip more than this fraction of the rows is
+#: refused (nothing is written). Past half the rows the bound describes the data no more: the release
+#: and every estimate from it are of the bound, not of the rows (``fail_on_clip=1`` accepts it).
+CLIP_REFUSE_FRACTION = 0.5
 
 
 def check_epsilon(epsilon: float, *, force: bool = False, name: str = "epsilon") -> str | None:
@@ -124,7 +129,8 @@ def near_exact_warning(mechanism: Mechanism, copies: int = 1) -> str | None:
 
 
 def check_clip_fraction(fraction: float | None, name: str = "fail_on_clip") -> float | None:
-    """``fraction`` as a float in [0, 1] (None: no limit); UsageError otherwise."""
+    """``fraction`` as a float in [0, 1] (None or 1: no limit; the libraries' default is
+    :data:`CLIP_REFUSE_FRACTION`); UsageError otherwise."""
     if fraction is None:
         return None
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
@@ -169,15 +175,25 @@ def clip_warning(n_clipped: int, n: int, mechanism: Mechanism) -> tuple[str, boo
 
 
 def check_clipping(
-    n_clipped: int, n: int, limit: float | None, label: str, mechanism: Mechanism, name: str = "fail_on_clip"
+    n_clipped: int, n: int, limit: float | None, label: str, mechanism: Mechanism, name: str = "fail_on_clip",
+    why: str | None = None,
 ) -> None:
-    """:class:`DataError` when more than ``limit`` of the rows were clipped (nothing is written then)."""
+    """:class:`DataError` when more than ``limit`` of the rows were clipped (nothing is written then).
+
+    The message gives the count, the domain and its L, the limit (and whether it is the default,
+    :data:`CLIP_REFUSE_FRACTION`), and the two ways on: a public L the rows respect, or ``name`` set
+    to 1 to release the clipped rows anyway. ``why``: a sentence that explains the clipping (an input
+    that is already a release), added at the end.
+    """
     if limit is None or n == 0 or n_clipped <= limit * n:
         return
+    default = " (the default)" if limit == CLIP_REFUSE_FRACTION else ""
     raise DataError(
-        f"{label}: {n_clipped} of {n} rows ({n_clipped / n:.1%}) were outside the public bound, more than "
-        f"`{name}` {limit:g} allows, {clip_tolerance(mechanism)}; nothing was written. Choose a larger public "
-        "bound L, or rescale the data"
+        f"{label}: {n_clipped} of {n} rows ({n_clipped / n:.1%}) were outside the {mechanism.domain} of radius "
+        f"L = {mechanism.norm_bound:g} and would be moved onto it, more than `{name}` {limit:g}{default} allows, "
+        f"{clip_tolerance(mechanism)}; nothing was written. Choose a public bound L that the rows respect "
+        f"(`norm_bound`; never one computed from the data) or rescale the data, or set `{name}` to 1 to release "
+        "the clipped rows anyway" + (f". {why}" if why else "")
     )
 
 
@@ -208,11 +224,12 @@ def release_warnings(
     mechanism: Mechanism, keep: Sequence[str], forced: str | None = None, extra: Sequence[str] = (), copies: int = 1,
 ) -> tuple[str, ...]:
     """Every sentence a release records and shows, each once: ε forced out of range (``forced``,
-    from :func:`check_epsilon`), a baseline mechanism, a near-exact release (of ``copies`` outputs
-    per row), the kept columns, and the caller's ``extra``. Used by the file pipeline and the array
-    API alike."""
-    texts = (forced, baseline_warning(mechanism), near_exact_warning(mechanism, copies), unprivatized_warning(keep),
-             *extra)
+    from :func:`check_epsilon`), a release that spends less than the ε asked and why
+    (:func:`~ldpcli.mechanisms.hooks.spending_note`), a baseline mechanism, a near-exact release (of
+    ``copies`` outputs per row), the kept columns, and the caller's ``extra``. Used by the file
+    pipeline and the array API alike."""
+    texts = (forced, spending_note(mechanism), baseline_warning(mechanism), near_exact_warning(mechanism, copies),
+             unprivatized_warning(keep), *extra)
     return tuple(dict.fromkeys(text for text in texts if text))
 
 

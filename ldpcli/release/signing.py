@@ -70,7 +70,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from ldpcli.errors import DataError, MissingDependency, UsageError, quoted
+from ldpcli.errors import DataError, MissingDependency, UsageError, install_hint, quoted
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -82,7 +82,7 @@ PUBLIC_KEY_PREFIX = "ldpkey1-"
 ALGORITHM = "ed25519"
 SECTION = "signature"
 #: How to install the package that signs and verifies.
-INSTALL_HINT = "pip install 'ldp[sign]'"
+INSTALL_HINT = install_hint("sign")
 #: Characters of the base64 key shown in a short form (72 bits: enough to tell keys apart by eye).
 SHORT_CHARS = 12
 # Sidecars and manifests are small; a larger "document" is refused before it is read.

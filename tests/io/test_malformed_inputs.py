@@ -246,7 +246,8 @@ def test_rows_whose_norm_overflows_are_clipped_onto_the_sphere(tmp_path: Path) -
     write_list(src, x, column="v")
     for mechanism in ("privunit2", "laplace"):
         out = tmp_path / f"{mechanism}.parquet"
-        result = privatize_file(src, out, mechanism=mechanism, epsilon=8.0, norm_bound=2.0, options=ReleaseOptions(seed=5))
+        result = privatize_file(src, out, mechanism=mechanism, epsilon=8.0, norm_bound=2.0,
+                                options=ReleaseOptions(seed=5, fail_on_clip=1.0))  # every row clipped: accepted
         assert result.n_clipped == n
         z = privatized_rows(out)
         spread = z.std(axis=0, ddof=1) / math.sqrt(n)
@@ -254,7 +255,7 @@ def test_rows_whose_norm_overflows_are_clipped_onto_the_sphere(tmp_path: Path) -
     # and through the CLI from CSV
     csv = tmp_path / "huge.csv"
     csv.write_text("a,b\n1e308,1e308\n-1e300,1e-300\n0.1,0.2\n")
-    res = ldp("privatize", csv, "--eps", 1)
+    res = ldp("privatize", csv, "--eps", 1, "--fail-on-clip", 1)
     assert_privatized(res, tmp_path / "huge.privatized.csv", 3, 2)
     assert "2 of 3 rows were outside" in res.stderr
     # a value that overflows when parsed is inf: refused, naming it

@@ -45,7 +45,7 @@ def test_thirty_thousand_columns_end_to_end(tmp_path: Path, suffix: str) -> None
     source = tmp_path / f"wide{suffix}"
     wide_file(source, names)
     output = tmp_path / f"out{suffix}"
-    result = privatize_file(source, output, epsilon=1.0, options=ReleaseOptions(seed=0))
+    result = privatize_file(source, output, epsilon=1.0, options=ReleaseOptions(seed=0, fail_on_clip=1.0))
     assert (result.n, result.d) == (N, D) and result.layout.columns == tuple(names)
     layout = load_sidecar(sidecar_path(output)).layout
     assert layout.columns == tuple(names)
@@ -60,7 +60,8 @@ def test_a_range_of_thirty_thousand_columns_with_a_kept_column(tmp_path: Path) -
     source = tmp_path / "wide.parquet"
     wide_file(source, names)
     output = tmp_path / "out.parquet"
-    result = privatize_file(source, output, epsilon=1.0, options=ReleaseOptions(columns=Columns(columns=[f"c0:c{D - 1}"], keep=["id"]), seed=0))
+    chosen = Columns(columns=[f"c0:c{D - 1}"], keep=["id"])
+    result = privatize_file(source, output, epsilon=1.0, options=ReleaseOptions(columns=chosen, seed=0, fail_on_clip=1.0))
     assert result.d == D and result.layout.keep == ("id",)
     assert pq.read_schema(output).names == names
 

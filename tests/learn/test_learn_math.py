@@ -189,16 +189,18 @@ def test_projections() -> None:
 
 
 def test_default_step_rules_and_moment_bounds() -> None:
-    """l2: η₀ = √(ε/p), β = 0.51 (Bhowmick Sec. 5.1); l1: the entropic step with M∞ = B for the cube."""
+    """l2: η₀ = 1/(G·M), β = 0.51 (Bhowmick Sec. 5.1's rule for the mechanism's own second moment);
+    l1: the entropic step with M∞ = B for the cube."""
     mech = get_mechanism("privunit2").calibrate(500, 16.0)
-    rule = default_step_rule("l2", mech, 10.0, 16.0)
-    assert rule.eta0 == pytest.approx(math.sqrt(16 / 500)) and rule.beta == 0.51
+    rule = default_step_rule("l2", mech, 10.0)
+    assert rule.eta0 == pytest.approx(1.0 / math.sqrt(gradient_moment_bounds(mech)[0])) and rule.beta == 0.51
+    assert "M² = " in rule.basis and default_step_rule("l2", mech, 10.0, eta0=0.3).basis == "η₀ as given"
     cube = get_mechanism("duchi-linf").calibrate(9, 2.0, norm_bound=0.5)
     m2, minf = gradient_moment_bounds(cube)
     z = cube.privatize(np.full((200, 9), 0.1), np.random.default_rng(0))
     np.testing.assert_allclose(np.abs(z).max(axis=1), math.sqrt(minf), rtol=1e-12)  # every |Z_j| is B·L
     np.testing.assert_allclose((z**2).sum(axis=1), m2, rtol=1e-12)  # ‖Z‖² = p·B²L² exactly
-    rule = default_step_rule("l1", cube, 3.0, 2.0)
+    rule = default_step_rule("l1", cube, 3.0)
     assert rule.eta0 == pytest.approx(math.sqrt(2 * math.log(18)) / (3.0 * math.sqrt(minf))) and rule.beta == 0.5
     ball = get_mechanism("privunit2").calibrate(9, 2.0)
     m2, minf = gradient_moment_bounds(ball)

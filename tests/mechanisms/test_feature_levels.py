@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from ldpcli.errors import UsageError
+from ldpcli.mechanisms import bcdp_budget as bb
 from ldpcli.mechanisms import feature_levels as fl
 
 #: The paper's experiment (App. C; docs/errata.md §15): d = 10, δ = (0.2, 0.2, 2, …, 2), ε = 2.
@@ -61,7 +62,7 @@ def oracle_error(c: list[float]) -> float:
 
 
 def paper_error(tilde: np.ndarray, q: float) -> Callable[[float], float]:
-    """The module's (17) proxy as a function of c_d, the ``error`` that best_c_d minimises."""
+    """The module's (17) proxy as a function of c_d, to score a c_d (best_c_d minimises it through bb.paper_log_weight)."""
     return lambda c_d: fl.paper_error_proxy(fl.budget_vector(tilde, q, c_d))
 
 
@@ -345,7 +346,7 @@ MINIMA = [(0.01, 688.4926), (0.1, 1499.5617), (0.3, 2500.0), (0.5, 2500.0)]
 @pytest.mark.parametrize("q,minimum", MINIMA)
 def test_errata_15_minimising_over_c_d(q: float, minimum: float) -> None:
     tilde = np.sort(fl.tilde_levels(np.array(PAPER_DELTA), PAPER_EPS))
-    c_d = fl.best_c_d(tilde, q, paper_error(tilde, q))
+    c_d = bb.best_c_d(tilde, q, bb.paper_log_weight)
     score = oracle_error(oracle_budget(PAPER_DELTA, PAPER_EPS, q, c_d))
     assert abs(score - minimum) <= 1e-3, (q, c_d, score)
     assert round(score) == {0.01: 688, 0.1: 1500, 0.3: 2500, 0.5: 2500}[q]
@@ -366,7 +367,7 @@ def test_best_c_d_never_predicts_more_error_than_the_baseline_or_zeta_half() -> 
     for _ in range(150):
         tilde, _, q = random_case(rng)
         error = paper_error(tilde, q)
-        c_d = fl.best_c_d(tilde, q, error)
+        c_d = bb.best_c_d(tilde, q, bb.paper_log_weight)
         assert 0 < c_d <= fl.c_max(tilde, q)
         best = error(c_d)
         assert best <= error(float(tilde[0]))
@@ -378,19 +379,26 @@ def test_best_c_d_never_predicts_more_error_than_the_baseline_or_zeta_half() -> 
 
 
 def test_best_c_d_scores_refused_points_as_infinite() -> None:
+    """A budget of 0 (c_1 = 0 at c_max, errata §14) is never given to the base; a base that cannot
+    release scores +∞, and with nothing finite the result is the baseline δ̃_1."""
     tilde = np.sort(fl.tilde_levels(np.array(PAPER_DELTA), PAPER_EPS))
     q = 0.5
     calls: list[float] = []
 
-    def error(c_d: float) -> float:
-        calls.append(c_d)
-        return -c_d  # prefers the largest c_d: c_max itself is refused (c_1 = 0)
+    def log_weight(m: int, budget: float) -> float:
+        calls.append(budget)
+        return 50.0 * math.log(budget)  # prefers the largest budgets: c_max itself leaves c_1 = 0
 
-    c_d = fl.best_c_d(tilde, q, error)
+    c_d = bb.best_c_d(tilde, q, log_weight)
     top = fl.c_max(tilde, q)
-    assert c_d < top and top not in calls
+    assert c_d < top and min(calls) > 0
     fl.budget_vector(tilde, q, c_d)  # accepted
-    assert fl.best_c_d(tilde, q, lambda c: math.nan) == 0.2  # nothing finite: the baseline
+    assert bb.best_c_d(tilde, q, lambda m, b: math.nan) == 0.2  # nothing finite: the baseline
+
+    def refuses(m: int, budget: float) -> float:
+        raise UsageError("the base cannot release here")
+
+    assert bb.best_c_d(tilde, q, refuses) == 0.2
 
 
 # --------------------------------------------------------------------------------------- large values
@@ -409,7 +417,7 @@ def test_large_levels_and_a_million_coordinates(sensitive: float) -> None:
         tilde = fl.tilde_levels(levels, eps)[order]
         top = fl.c_max(tilde, q)
         assert math.isfinite(top) and tilde[0] <= top <= eps
-        for c_d in (fl.c_d_for_zeta(tilde, q, 0.5), tilde[0], fl.best_c_d(tilde, q, paper_error(tilde, q))):
+        for c_d in (fl.c_d_for_zeta(tilde, q, 0.5), tilde[0], bb.best_c_d(tilde, q, bb.paper_log_weight)):
             c = fl.budget_vector(tilde, q, c_d)
             granted = fl.bcdp_levels(c, q)
             assert np.all(np.isfinite(c)) and np.all(granted <= tilde)

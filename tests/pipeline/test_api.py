@@ -88,7 +88,7 @@ def test_bad_arrays_are_named(x: np.ndarray, error: type[Exception], words: str)
 def test_force_and_warnings_are_python_warnings() -> None:
     x = unit_rows(20, 3) * 40  # every row outside L = 1
     with pytest.warns(ldpcli.LdpWarning) as caught:
-        _, release = ldpcli.privatize(x, eps=1e5, force=True, mechanism="laplace")
+        _, release = ldpcli.privatize(x, eps=1e5, force=True, mechanism="laplace", fail_on_clip=1.0)
     texts = [str(w.message) for w in caught]
     assert any("supported range" in t for t in texts) and any("baseline" in t for t in texts)
     assert any("20 of 20 rows were outside" in t for t in texts)
@@ -182,11 +182,11 @@ def test_no_warning_of_the_array_api_names_a_flag() -> None:
     table = pa.table({"label": np.arange(20), "f0": outside[:, 0], "f1": outside[:, 1]})
     box = np.random.default_rng(0).uniform(-1, 1, size=(50, 3))
     calls = [
-        lambda: ldpcli.privatize(outside, eps=1e5, force=True, mechanism="laplace", rng=1),
-        lambda: ldpcli.privatize(outside, eps=1e-3, force=True, rng=1),
-        lambda: ldpcli.privatize(outside, eps=1.0, mechanism="gaussian", delta=1e-6, rng=1),
-        lambda: ldpcli.privatize(outside, eps=5000.0, rng=1),
-        lambda: ldpcli.privatize(table, eps=1.0, keep=["label"], rng=1),
+        lambda: ldpcli.privatize(outside, eps=1e5, force=True, mechanism="laplace", rng=1, fail_on_clip=1.0),
+        lambda: ldpcli.privatize(outside, eps=1e-3, force=True, rng=1, fail_on_clip=1.0),
+        lambda: ldpcli.privatize(outside, eps=1.0, mechanism="gaussian", delta=1e-6, rng=1, fail_on_clip=1.0),
+        lambda: ldpcli.privatize(outside, eps=5000.0, rng=1, fail_on_clip=1.0),
+        lambda: ldpcli.privatize(table, eps=1.0, keep=["label"], rng=1, fail_on_clip=1.0),
         lambda: ldpcli.privatize(box, eps=1.0, mechanism="bcdp", feature_eps="0=0.2,1=5", q=0.1, rng=1),
     ]
     texts: list[str] = []

@@ -83,7 +83,7 @@ def test_float64_rows_beyond_the_bound_still_fail_and_the_message_states_the_tol
     assert res.exit_code == 1 and "200 of 200 rows (100.0%) were outside" in res.stderr
     assert "by more than the rounding of their values, a relative 9.3e-06 for float32 values" in res.stderr
     assert "1e-09 for other float64 values" in res.stderr and res.stderr.count("\n") == 1
-    res = ldp("privatize", src, "--eps", "4", "--seed", "1")
+    res = ldp("privatize", src, "--eps", "4", "--seed", "1", "--fail-on-clip", "1")  # accepted: a warning
     assert res.exit_code == 0 and "200 of 200 rows were outside" in res.stderr
     assert "counting only rows beyond L by more than the rounding of their values" in res.stderr
 
@@ -96,7 +96,7 @@ def test_array_api_counts_rounding_as_in_files() -> None:
     assert release.n_clipped == 0
     over = unit_rows(200, 384, seed=7) * (1 + 1e-6)
     with pytest.warns(ldpcli.LdpWarning, match="200 of 200 rows were outside"):
-        _, release = ldpcli.privatize(over, eps=4.0, rng=0)
+        _, release = ldpcli.privatize(over, eps=4.0, rng=0, fail_on_clip=1.0)
     assert release.n_clipped == 200
     with pytest.raises(ValueError, match="more than fail_on_clip 0 allows, counting only rows beyond L"):
         ldpcli.privatize(over, eps=4.0, rng=0, fail_on_clip=0.0)

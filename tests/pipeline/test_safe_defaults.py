@@ -42,7 +42,7 @@ def gradients(tmp_path: Path) -> Path:
 
 def test_clipping_most_rows_is_a_warning_that_quiet_does_not_hide(tmp_path: Path) -> None:
     src = gradients(tmp_path)
-    res = ldp("privatize", src, "--eps", "4", "--keep", "id", "-q")
+    res = ldp("privatize", src, "--eps", "4", "--keep", "id", "-q", "--fail-on-clip", "1")  # accepted: a warning
     assert res.exit_code == 0
     assert "ldp: warning: 500 of 500 rows were outside" in res.stderr and "(100.0% of the rows)" in res.stderr
     assert "of the clipped rows" in res.stderr

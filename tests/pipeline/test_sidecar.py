@@ -290,7 +290,7 @@ def test_a_seeded_privatization_writes_neither_the_seed_nor_clipped_counts(tmp_p
     src = tmp_path / "x.parquet"
     x = np.random.default_rng(0).standard_normal((50, 4))  # most rows outside the unit ball: clipped
     pq.write_table(pa.table({"vec": pa.array(list(x), pa.list_(pa.float64(), 4))}), src)
-    result = privatize_file(src, epsilon=1.0, options=ReleaseOptions(seed=987654321))
+    result = privatize_file(src, epsilon=1.0, options=ReleaseOptions(seed=987654321, fail_on_clip=1.0))
     assert result.sidecar == sidecar_path(result.output) == tmp_path / "x.privatized.parquet.ldp.json"
     text = result.sidecar.read_text(encoding="utf-8")
     content = json.loads(text)

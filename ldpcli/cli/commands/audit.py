@@ -26,6 +26,8 @@ from ldpcli.mechanisms.base import check_count
 from ldpcli.release.safety import check_epsilon
 
 app = command_app()
+#: Branches listed per input in the text output (all are in --json).
+SHOWN_BRANCHES = 8
 
 
 @app.command("audit", cls=Command)
@@ -37,7 +39,19 @@ def audit(
     calibration: Optional[str] = CALIBRATION_OPTION,
     norm_bound: Optional[float] = NORM_OPTION,
     r_max: Optional[float] = R_MAX_OPTION,
-    trials: int = typer.Option(20_000, "--trials", help="Privatized copies of each fixed input."),
+    trials: Optional[int] = typer.Option(
+        None, "--trials", help="Privatized copies of each fixed input. Default: 20000, or as many as --effect needs.",
+    ),
+    power: float = typer.Option(
+        0.8, "--power",
+        help="Detection probability: each test reports the smallest deviation it detects with it, and --effect "
+             "chooses the trials that reach it.",
+    ),
+    effect: Optional[float] = typer.Option(
+        None, "--effect",
+        help="A relative deviation of the error E‖Z − x‖² to detect with probability --power: the audit chooses the "
+             "trials (from a pilot run, at most 1e7 per input) and says how many.",
+    ),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for a reproducible audit. Default: OS entropy."),
     lower_bound_trials: Optional[int] = typer.Option(
         None, "--lower-bound-trials",
@@ -52,15 +66,49 @@ def audit(
     exact law; and that no event seen in samples shows more privacy loss than ε (a lower bound).
     Exit 1 if any check fails. An honest mechanism fails with probability at most 1e-3.
     """
-    check_count(trials, "trials", minimum=MIN_TRIALS)
+    if trials is not None:
+        check_count(trials, "trials", minimum=MIN_TRIALS)
     if lower_bound_trials is not None:
         check_count(lower_bound_trials, "lower_bound_trials", minimum=MIN_TRIALS)
     warn(check_epsilon(eps, force=True))
     mech = MechanismSpec(mechanism, eps, calibration, public_bound(norm_bound, r_max), options).calibrate(d)
-    result = run_audit(mech, trials=trials, seed=seed, lower_bound_trials=lower_bound_trials)
+    result = run_audit(mech, trials=trials, seed=seed, lower_bound_trials=lower_bound_trials, power=power,
+                       effect=effect)
     render(result.to_dict(), as_json, lambda: _print_audit(mech, result), default=float)
     if not result.passed:
         raise typer.Exit(1)
+
+
+def compared(value: float, limit: float, passed: bool) -> str:
+    """``value ≤ limit`` when the check passed, ``value > limit ✗`` when it failed: a failing row reads as failing."""
+    return f"{value:.2f} ≤ {limit:.2f}" if passed else f"{value:.2f} > {limit:.2f} ✗"
+
+
+def _print_power(result: Any) -> None:
+    """The branches seen, the notes of failed checks, and what each test detects with probability ``power``."""
+    for check in result.inputs:
+        if len(check.branches) > 1:
+            shown = [b for b in check.branches if b.rows or len(check.branches) <= SHOWN_BRANCHES][:SHOWN_BRANCHES]
+            seen = ", ".join(f"{b.name} {b.rows} ({b.test}, P = {b.probability:.3g})" for b in shown)
+            if len(shown) < len(check.branches):
+                seen += f" (of {len(check.branches)} branches; the others {'unseen or ' if shown else ''}in --json)"
+            verdict = "" if check.counts_ok else " ✗"
+            claim = f"{'' if check.boundary else 'at most '}{fmt(check.claimed)}"
+            out.print(f"  {check.name}: branches {seen}; counts p = {check.counts_p_value:.3g}{verdict}; E‖Z − x‖² "
+                      f"claimed {claim}, expected given these counts {fmt(check.predicted)}", markup=False)
+        for note in check.notes:
+            out.print(f"  {check.name}: {note}", markup=False)
+    branched = any(len(check.branches) > 1 for check in result.inputs)
+    out.print(f"Detected with probability {result.power:g} at these trials (smaller deviations may pass"
+              f"{'; given the branch counts, which are tested apart' if branched else ''}):", markup=False)
+    for check in result.inputs:
+        mean = (f"a shift of one coordinate of E[Z] by {check.mean_effect:.3g}·‖x‖"
+                if check.mean_effect is not None else "a shift of one coordinate of E[Z]")
+        out.print(f"  {check.name}: {mean} ({check.mean_effect_sd:.3g} of its sd); E‖Z − x‖² off by "
+                  f"{check.error_effect:.3g} relative{'' if check.comparison == 'equal' else ' (an excess)'}",
+                  markup=False)
+    if result.trials_note:
+        out.print(f"Trials: {result.trials_note}", markup=False)
 
 
 def _print_audit(mech: Any, result: Any) -> None:
@@ -78,16 +126,18 @@ def _print_audit(mech: Any, result: Any) -> None:
     out.print(privacy)
     alphas = result.to_dict()["family_alpha"]
     stats = Table(title=f"Statistics (family α = {alphas['statistics']:g}, Bonferroni)", title_justify="left")
-    for name in ("input", "trials", "max |z| (mean)", "E‖Z − x‖² observed", "claimed", "z (error)", "verdict"):
+    for name in ("input", "trials", "max |z| (mean)", "E‖Z − x‖² observed", "expected", "z (error)", "verdict"):
         stats.add_column(name, justify="left" if name == "input" else "right")
     for check in result.inputs:
-        ok = check.unbiased and check.error_ok
+        limit = f"{'±' if check.comparison == 'equal' else ''}{check.z_threshold:.2f}"
         stats.add_row(
-            check.name, str(check.trials), f"{check.max_abs_z:.2f} ≤ {check.z_threshold:.2f}",
-            fmt(check.mean_squared_error), f"{check.comparison} {fmt(check.predicted)}", f"{check.error_z:.2f}",
-            "ok" if ok else "FAILED",
+            check.name, str(check.trials), compared(check.max_abs_z, check.z_threshold, check.unbiased),
+            fmt(check.mean_squared_error), f"{check.comparison} {fmt(check.predicted)}",
+            f"{check.error_z:.2f}" if check.error_ok else f"{check.error_z:.2f} ✗ (limit {limit})",
+            "ok" if check.ok else "FAILED",
         )
     out.print(stats)
+    _print_power(result)
     if result.law_unavailable is not None:
         out.print(f"Law of the output: not tested ({result.law_unavailable}).", markup=False)
     else:
@@ -113,5 +163,8 @@ def _print_audit(mech: Any, result: Any) -> None:
             markup=False,
         )
         out.print(f"  event: {bound.event}", markup=False)
+        out.print(f"  reach: with {bound.trials} trials per input ε_lb ≤ {bound.reach:.4g} whatever the outputs (all "
+                  f"of one input's rows in an event that holds none of the other's): it cannot show a privacy loss "
+                  f"above that", markup=False)
     out.print(f"False-failure budget: {alphas['total']:g} = statistics {alphas['statistics']:g} + law "
               f"{alphas['law_tests']:g} + lower bound {alphas['lower_bound']:g}", markup=False)

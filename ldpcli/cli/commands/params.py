@@ -97,7 +97,7 @@ def params(
                 if "expected_error_max" in row:
                     row["n"] = n
                     row["expected_error_mean"] = row["expected_error_max"] / n
-        render(rows, as_json, lambda: _print_comparison(rows, recommendation(rows)))
+        render(rows, as_json, lambda: _print_comparison(rows, recommendation(rows), n))
         return
     bound_spec, notes = MechanismSpec(mechanism, eps, calibration, norm, options).bind_columns(None, d)
     for text in notes:
@@ -260,26 +260,37 @@ def _print_parameters(mech: Any, info: dict[str, Any], n: int | None) -> None:
     out.print(reading, markup=False)
 
 
-def _print_comparison(rows: list[dict[str, Any]], advice: str) -> None:
-    """The comparison of all vector mechanisms (``ldp params`` without --mechanism), and the reconstruction line."""
+def _print_comparison(rows: list[dict[str, Any]], advice: str, n: int | None = None) -> None:
+    """The comparison of all vector mechanisms (``ldp params`` without --mechanism), and the reconstruction line.
+
+    With ``n``: a column with each mechanism's guaranteed error of the mean of n rows (worst case / n)."""
     first = next(row for row in rows if "d" in row)
+    of_mean = "" if n is None else f"; for the mean of n = {n} rows, E‖mean − true mean‖² ≤ that / n"
     table = Table(
         title=f"Vector mechanisms at d = {first['d']}, ε = {fmt(first['epsilon'])}, L = {fmt(first['norm_bound'])}: "
-        "worst-case E‖Z − x‖² over the ℓ2 ball of radius L",
+        f"worst-case E‖Z − x‖² over the ℓ2 ball of radius L{of_mean}",
         title_justify="left",
     )
-    for name, justify in (("mechanism", "left"), ("ε exact", "right"), ("worst-case error", "right"),
-                          ("× optimal", "right"), ("note", "left")):
+    columns = [("mechanism", "left"), ("ε exact", "right"), ("worst-case error", "right")]
+    if n is not None:
+        columns.append((f"error of mean (n = {n})", "right"))
+    for name, justify in (*columns, ("× optimal", "right"), ("note", "left")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in rows:
         if "error" in row:
-            table.add_row(row["mechanism"], "—", "—", "—", f"not available: {row['error']}")
+            table.add_row(row["mechanism"], *["—"] * (len(columns) - 1), "—", f"not available: {row['error']}")
             continue
         note = row["title"]
         if "delta" in row:
             note += f"; δ = {row['delta']:.3g}, not pure ε-LDP"
-        table.add_row(row["mechanism"], fmt(row["epsilon_exact"]), fmt(row["expected_error_max"]),
+        mean = [] if n is None else [fmt(row["expected_error_mean"])]
+        table.add_row(row["mechanism"], fmt(row["epsilon_exact"]), fmt(row["expected_error_max"]), *mean,
                       f"{row['ratio_to_optimal']:.4g}", note)
     out.print(table)
+    if n is not None:
+        best = next(row for row in rows if "expected_error_mean" in row and not row["baseline"])
+        out.print(f"Reading: the mean of {n} rows privatized by {best['mechanism']} at ε = {fmt(best['epsilon'])} has "
+                  f"an RMS ℓ2 error of at most {fmt(math.sqrt(best['expected_error_mean']))} from the true mean, for "
+                  f"L = {fmt(best['norm_bound'])}.", markup=False)
     out.print(advice, markup=False)
     _print_risk_line(rows)

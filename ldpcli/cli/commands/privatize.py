@@ -12,6 +12,7 @@ from typing import Any, Optional
 import typer
 
 from ldpcli.cli._typer_compat import Command
+from ldpcli.cli.flags import text_in_flags
 from ldpcli.cli.options import (
     CALIBRATION_OPTION,
     EPS_OPTION,
@@ -36,14 +37,16 @@ from ldpcli.cli.render import err, fmt, note, progress, render, warn
 from ldpcli.errors import UsageError, counted
 from ldpcli.io.formats import suffix_words
 from ldpcli.io.streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdout_suffix
+from ldpcli.io.vectors import dropped_note
 from ldpcli.mechanisms import MechanismSpec
+from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.engines import make_engine
 from ldpcli.release.file import privatize_files
 from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources, RiskSection
-from ldpcli.release.safety import clip_warning
+from ldpcli.release.safety import CLIP_REFUSE_FRACTION, clip_warning
 
 app = command_app()
 
@@ -94,10 +97,10 @@ def privatize(
         None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output and sidecar."),
-    fail_on_clip: Optional[float] = typer.Option(
-        None, "--fail-on-clip", metavar="FRACTION", help="Fail (exit 1, nothing written) when more than this fraction "
-        "of the rows lies outside the bound L and would be clipped, e.g. 0 or 0.01. Without it, clipping more than 1% "
-        "of the rows is a warning: the release is then of the clipped rows."
+    fail_on_clip: float = typer.Option(
+        CLIP_REFUSE_FRACTION, "--fail-on-clip", metavar="FRACTION", help="Fail (exit 1, nothing written) when more "
+        "than this fraction of the rows lies outside the bound L and would be clipped, e.g. 0 or 0.01; 1 accepts any "
+        "clipping. Below it, clipping more than 1% of the rows is a warning: the release is then of the clipped rows."
     ),
     skip_invalid: bool = typer.Option(
         False, "--skip-invalid", help="Leave out rows with a missing, NaN/inf or wrong-length vector (their count and "
@@ -162,7 +165,8 @@ def privatize(
     The vectors are a list column (the only one, or --column) or one numeric column per
     coordinate (--columns, or all numeric columns). Rows with ‖x‖ > L are moved onto the bound, so
     the release and every estimate from it are of the **clipped** rows: choose a public L that the
-    rows respect (a warning says when more than 1% were clipped; --fail-on-clip refuses). Inside
+    rows respect (a warning says when more than 1% were clipped; more than half is refused unless
+    --fail-on-clip 1 accepts it, and --fail-on-clip 0 refuses any). Inside
     the ball each row is rounded without bias to the sphere, then randomized. The output is
     unbiased for every row: averaging privatized rows estimates the mean of the (clipped) raw ones.
 
@@ -269,10 +273,21 @@ def _check_streams(
     return stdin, stdout
 
 
+def _epsilon_text(mechanism: Any, cost: ReleaseCost, copies: int) -> tuple[str, str]:
+    """The 'wrote' line's ε and its copies clause: the ε spent beside the ε asked when the release spends
+    less (bcdp whose levels bind), else the ε asked and, with copies, the total."""
+    if cost.spends_less:
+        return (f"ε = {fmt(cost.epsilon_exact)} spent of the {fmt(cost.epsilon)} asked",
+                "" if copies == 1 else f", {copies} copies of each row")
+    return (f"ε = {fmt(mechanism.epsilon)}",
+            "" if copies == 1 else f", {copies} copies of each row, ε = {fmt(cost.epsilon_exact)} in all")
+
+
 def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
     """The warnings and the 'wrote' line (or JSON) of a dataset directory (-o DIR/, --engine dask)."""
     for text in dataset.warnings:
         warn(text)
+    _note_dropped(dataset.dropped_columns, quiet, "")
     if dataset.n_skipped:
         warn(f"--skip-invalid: left out {counted(dataset.n_skipped, 'invalid row')}; this count is shown here only, "
              "never stored")
@@ -281,9 +296,10 @@ def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
         (warn if clipped[1] else lambda text: note(text, quiet))(clipped[0])
     if dataset.reproducible:
         warn("seeded run: reproducible by anyone who knows the seed; do not release it")
+    spent, _ = _epsilon_text(dataset.mechanism, release_cost(dataset.mechanism), 1)
     wrote = (f"{dataset.output}/ ({counted(dataset.n, 'row')} of {counted(len(dataset.inputs), 'input')} in "
              f"{counted(len(dataset.parts), 'part')}, "
-             f"d = {dataset.d}, {dataset.mechanism.name}, ε = {fmt(dataset.mechanism.epsilon)}) with its manifest "
+             f"d = {dataset.d}, {dataset.mechanism.name}, {spent}) with its manifest "
              f"{dataset.manifest.name}")
     render(dataset.summary(), as_json, wrote=None if quiet else wrote)
 
@@ -296,6 +312,7 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
         plural = "s" if len(names) > 1 else ""
         what = f"list column {shown}" if result.layout.kind == "list" else f"{len(names)} numeric column{plural} {shown}"
         note(f"vectors from {what} (d = {result.d}); pass --column/--columns to choose", quiet)
+    _note_dropped(result.dropped_columns, quiet, label)
     for text in result.warnings:
         warn(label + text)
     if result.n_skipped:
@@ -312,9 +329,13 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
         else:
             note(label + text, quiet)
     if not quiet:  # the 'wrote' line of this input; with --json, the summaries follow all inputs
-        copies = result.layout.copies
-        copied = "" if copies == 1 else (
-            f", {copies} copies of each row, ε = {fmt(result.cost.epsilon_exact)} in all"
-        )
-        render(None, as_json, wrote=f"{result.output} ({counted(result.n, 'row')}, d = {result.d}, {result.mechanism.name}, "
-               f"ε = {fmt(result.mechanism.epsilon)}{copied}) and {result.sidecar}")
+        spent, copied = _epsilon_text(result.mechanism, result.cost, result.layout.copies)
+        render(None, as_json, wrote=f"{result.output} ({counted(result.n, 'row')}, d = {result.d}, "
+               f"{result.mechanism.name}, {spent}{copied}) and {result.sidecar}")
+
+
+def _note_dropped(names: Any, quiet: bool, label: str) -> None:
+    """The note naming the input's columns that are in no output (neither vectors nor --keep)."""
+    text = dropped_note(names)
+    if text is not None:
+        note(label + text_in_flags(text), quiet)

@@ -13,7 +13,6 @@ from ldpcli.cli.options import (
     CALIBRATION_OPTION,
     FORCE_OPTION,
     LEDGER_OPTION,
-    MECHANISM_OPTION,
     R_MAX_OPTION,
     WithMechanismOptions,
     byte_size,
@@ -22,6 +21,7 @@ from ldpcli.cli.options import (
     split,
 )
 from ldpcli.cli.render import fmt, note, out, progress, render, summary_table, warn
+from ldpcli.learn.sgd import DEFAULT_MECHANISM
 from ldpcli.learn.train import TrainingOptions, train
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.ledger import Ledger
@@ -44,7 +44,11 @@ def train_cmd(
     ),
     eps: float = typer.Option(..., "--eps", "--epsilon", help="Privacy level ε of each released gradient, in [0.01, "
                               "10⁴] (outside it only with --force). Each row's ε is --epochs × ε."),
-    mechanism: str = MECHANISM_OPTION,
+    mechanism: str = typer.Option(
+        DEFAULT_MECHANISM, "--mechanism", "-m", help=f" Default for train: {DEFAULT_MECHANISM} (direction and "
+        "magnitude apart, Bhowmick et al. 2018 Eq. 22/23), whose noise shrinks with the gradient's norm as ε grows. "
+        "privunit2 (the default before) rounds every gradient to norm L, a noise that does not shrink with ε."
+    ),
     calibration: Optional[str] = CALIBRATION_OPTION,
     norm_bound: Optional[float] = typer.Option(
         None, "--norm-bound", "-L", help="Public bound L on each gradient (default 1), chosen before looking at the "
@@ -61,8 +65,10 @@ def train_cmd(
     radius: float = typer.Option(10.0, "--radius", "-R", help="Radius R of the parameter ball (ℓ2, or ℓ1 with "
                                  "--geometry l1); θ never leaves it."),
     eta0: Optional[float] = typer.Option(
-        None, "--eta0", help="η₀ of the steps η_k = η₀·k^−β. Default: √(ε/p) for l2 (Bhowmick et al. 2018 Sec. 5.1, p "
-        "parameters); √(2 log 2p)/(R·M∞) for l1 (M∞² bounds E‖Z‖∞² of one release)."
+        None, "--eta0", help="η₀ of the steps η_k = η₀·k^−β. Default for l2: 1/(G·M), G = L the gradient bound (√p·L "
+        "for a box mechanism) and M² the mechanism's bound on E‖ĝ‖² of one step's mean release (Bhowmick et al. "
+        "2018 Sec. 5.1's √(ε/p) written for the mechanism's own noise: less noise, a larger step, at most 1/G²); for "
+        "l1: √(2 log 2p)/(R·M∞), M∞² bounding E‖Z‖∞² of one release."
     ),
     beta: Optional[float] = typer.Option(None, "--beta", help="β of the steps, in [0, 1]. Default 0.51 for l2 (the "
                                          "paper's; averaging wants (1/2, 1)), 1/2 for l1."),
@@ -114,8 +120,8 @@ def train_cmd(
 
     The one-pass protocol of Duchi, Jordan and Wainwright (2014) and Bhowmick et al. (2018): at each
     step the current model θ is public; each of the step's rows computes its gradient of the loss,
-    clips it to the public bound L and privatizes it with the chosen mechanism (default privunit2;
-    separated for magnitude and direction apart, Eq. 22/23; duchi-l2 or duchi-linf as in the 2014
+    clips it to the public bound L and privatizes it with the chosen mechanism (default separated:
+    magnitude and direction apart, Eq. 22/23; privunit2, duchi-l2 or duchi-linf as in the 2014
     paper); the server averages the releases, steps with η_k = η₀·k^−β and projects onto the
     parameter ball. The model is the average of the iterates (Polyak–Ruppert). Each row is used
     once per epoch, so each row's ε is epochs × ε, recorded in the budget ledger.
@@ -162,7 +168,7 @@ def _print_training(result: Any) -> None:
     summary.add_row("mechanism", f"{mech.name}, ε = {fmt(mech.epsilon_exact)} per use", f"gradients clipped to "
                     f"L = {fmt(mech.norm_bound)} ({mech.domain})")
     summary.add_row("ε per row", fmt(privacy["epsilon_per_row"]), f"{result.epochs} use(s) per row, basic composition")
-    summary.add_row("steps", f"{result.steps} × {result.batch} rows", result.rule.describe())
+    summary.add_row("steps", f"{result.steps} × {result.batch} rows", f"{result.rule.describe()}; {result.rule.basis}")
     summary.add_row("radius R", fmt(result.radius), "θ stays in the " + ("ℓ2" if result.geometry == "l2" else "ℓ1")
                     + " ball; the output is the averaged iterate")
     summary.add_row("rate", fmt(result.rate()["value"]), result.rate()["form"] + " (Duchi et al. 2014; constant not "
