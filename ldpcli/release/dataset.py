@@ -1,8 +1,12 @@
 """Privatize inputs into a dataset directory of part files, one task per part, on any engine.
 
-``ldp privatize INPUTS… --engine dask -o DIR/`` calls :func:`privatize_dataset`. Each input is cut
+``ldp privatize INPUTS… -o DIR/`` calls :func:`privatize_dataset`: with the local engine the parts
+are privatized and written concurrently by ``threads`` threads of this process (each reading,
+privatizing, encoding and writing its own file, so that nothing funnels through one writer), with
+``--engine dask`` as tasks on a Dask scheduler. Each input is cut
 into parts: row ranges that start on key-block boundaries (:mod:`ldpcli.release.randomness`) and follow the
-Parquet row groups (any other input is one part). Each part is one task (:func:`privatize_part`) that
+Parquet row groups (any other input is one range), cut further where a range holds more than 64 MB of
+vectors (:func:`part_starts`). Each part is one task (:func:`privatize_part`) that
 reads its rows with the local engine's reader, privatizes them with the local engine's
 ``_Privatizer`` (the same generators for the same rows) and writes one Parquet part file. The driver
 then writes each part's sidecar (a complete sidecar of that file, with ``release.part`` naming the
@@ -47,8 +51,8 @@ from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.commit import Charge, commit_release
-from ldpcli.release.engines import DaskEngine, describe, run_all
-from ldpcli.release.file import _Privatizer, _run, ledger_entry, release_checks, released_input_warning
+from ldpcli.release.engines import DaskEngine, LocalEngine, describe, run_all
+from ldpcli.release.file import _Privatizer, _run, check_threads, ledger_entry, release_checks, released_input_warning
 from ldpcli.release.inputs import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.options import ReleaseOptions
@@ -62,7 +66,14 @@ from ldpcli.risk.section import reconstruction
 #: The suffix of every part file (parts are Parquet whatever the inputs' format).
 PART_SUFFIX = ".parquet"
 #: The release options a dataset cannot honour (see :func:`privatize_dataset`).
-_NOT_FOR_DATASETS = ("copies", "resources.threads", "resources.batch_rows", "input_label", "output_label")
+_NOT_FOR_DATASETS = ("copies", "resources.batch_rows", "input_label", "output_label")
+#: A part's batches get 1/8 of the memory budget, and 1/threads when more than 8 threads write parts
+#: at once (a task holds one batch as read, privatized and encoded at a time), as ``privatize_file`` sizes its batches.
+_MIN_PARTS_PER_BUDGET = 8
+#: The most bytes of float64 vectors in one part: an input's row groups are cut further where they
+#: are larger, so that one huge row group is still many parts to write at once. Each part costs a
+#: file, its sidecar and a sync (milliseconds), against tenths of a second of work for 64 MB.
+_MAX_PART_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
@@ -161,27 +172,33 @@ class DatasetResult:
         }
 
 
-def part_starts(source: Path, rows: int | None, block: int, part_rows: int | None) -> list[int]:
+def part_starts(source: Path, rows: int | None, block: int, part_rows: int | None, max_rows: int) -> list[int]:
     """The first row of each part of an input: multiples of the key block ``block``.
 
     ``part_rows``: parts of about that many rows. Otherwise a Parquet input's row groups (each
     start rounded up to a block boundary), and one part for any other format (CSV, whose ``rows``
-    is None: not known; ``.npy``, whose parts read row ranges of the memory-mapped array).
+    is None: not known; ``.npy``, whose parts read row ranges of the memory-mapped array), each
+    cut into parts of at most ``max_rows`` rows (rounded down to whole blocks, at least one) so
+    that a file of few, large row groups still gives the threads or workers parts to share.
     """
     if rows is None:
         return [0]
     if part_rows is not None:
         step = max(1, -(-part_rows // block)) * block
         return list(range(0, rows, step))
-    if file_format(source) != "parquet":
-        return [0]
-    metadata = pq.ParquetFile(source).metadata
-    starts, first = {0}, 0
-    for group in range(metadata.num_row_groups):
-        aligned = -(-first // block) * block
-        if aligned < rows:
-            starts.add(aligned)
-        first += metadata.row_group(group).num_rows
+    starts = {0}
+    if file_format(source) == "parquet":
+        metadata = pq.ParquetFile(source).metadata
+        first = 0
+        for group in range(metadata.num_row_groups):
+            aligned = -(-first // block) * block
+            if aligned < rows:
+                starts.add(aligned)
+            first += metadata.row_group(group).num_rows
+    step = max(1, max_rows // block) * block
+    bounds = [*sorted(starts), rows]
+    for first, stop in zip(bounds, bounds[1:]):
+        starts.update(range(first, stop, step))
     return sorted(starts)
 
 
@@ -207,20 +224,24 @@ def privatize_dataset(
     output_dir : path
         The dataset directory of part files, their sidecars and the manifest.
     engine : DaskEngine or None
-        Where the tasks run; None: one after the other in this process.
+        Where the tasks run; None: on ``options.resources.threads`` threads of this process (default
+        the available cores), each privatizing and writing one part at a time.
     mechanism, epsilon, norm_bound
         The mechanism, as :func:`ldpcli.release.file.privatize_file` takes it.
     options : ReleaseOptions
         As :func:`ldpcli.release.file.privatize_file`'s, the same for every input;
-        ``resources.memory`` is each task's batch budget. The engine's workers choose their own
-        threads and batches, and a dataset holds one copy of each row under the paths' own names:
-        ``copies``, ``resources.threads``, ``resources.batch_rows`` and the labels are refused.
+        ``resources.memory`` is the budget of the parts written at once: each task's batches get
+        1/max(8, threads) of it. A Dask engine's workers choose their own threads (``resources.threads``
+        is for the local engine only), and a dataset holds one copy of each row under the paths' own
+        names: ``copies``, ``resources.batch_rows`` and the labels are refused.
     part_rows : int or None
         Parts of about that many rows each (rounded to key blocks) instead of one per row group.
 
     Nothing is published unless every part and every check succeeded.
     """
-    options.refuse(_NOT_FOR_DATASETS, "privatize_dataset")
+    options.refuse(_NOT_FOR_DATASETS if engine is None else (*_NOT_FOR_DATASETS, "resources.threads"),
+                   "privatize_dataset")
+    threads = check_threads(options.resources.threads)
     spec, forced, clip_limit = release_checks(mechanism, epsilon, norm_bound, options)
     seed, overwrite, memory = options.seed, options.overwrite, options.resources.memory
     ledger, max_budget = options.budget.ledger, options.budget.max_budget
@@ -274,14 +295,15 @@ def privatize_dataset(
     tasks: list[PartTask] = []
     for index, source in enumerate(sources):
         key = input_key(source, layout.columns, spec) if seed is not None else ()
-        starts = part_starts(source, rows[index], block, part_rows)
+        starts = part_starts(source, rows[index], block, part_rows, _MAX_PART_BYTES // (8 * layout.d))
         for at, start in enumerate(starts):
             stop = starts[at + 1] if at + 1 < len(starts) else None
             tasks.append(PartTask(
                 source=os.fspath(source), input_index=index, index=len(tasks), start=start, stop=stop,
                 target=os.fspath(staging / _part_name(len(tasks))), spec=bound_spec, d=layout.d,
                 entropy=int(root.entropy) if seed is not None else None,  # type: ignore[arg-type]
-                spawn_key=tuple(root.spawn_key), key=key, memory=memory // 8,
+                spawn_key=tuple(root.spawn_key), key=key,
+                memory=memory // max(_MIN_PARTS_PER_BUDGET, threads if engine is None else 1),
                 dtype=options.dtype, codec=options.compression, **choice,  # type: ignore[arg-type]
             ))
     try:
@@ -293,7 +315,7 @@ def privatize_dataset(
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") as pool:
             digests = pool.submit(_fingerprints, sources, layout.d, choice, row_digest) if row_digest is not None else None
-            results = run_all(engine, privatize_part, tasks)
+            results = run_all(engine or LocalEngine(threads), privatize_part, tasks)
             fingerprints = digests.result() if digests is not None else None
         interrupts.check()
         per_input = [[r for r in results if r.task.input_index == i] for i in range(len(sources))]
@@ -315,8 +337,11 @@ def privatize_dataset(
         ]
 
         def finish(tags: Sequence[str | None], created: str) -> None:
-            """Write every part's sidecar and the manifest into the staging directory."""
-            for index, (result, file) in enumerate(zip(kept, files)):
+            """Write every part's sidecar (on the local engine's threads: each is synced to the disk)
+            and the manifest into the staging directory."""
+
+            def write_part(index: int) -> None:
+                result, file = kept[index], files[index]
                 # No row position: the gaps between parts' positions would count the rows skip_invalid left out.
                 part = {"dataset": dataset_id, "index": index, "input": result.task.input_index, "parts": len(kept)}
                 content = build_sidecar(
@@ -326,6 +351,8 @@ def privatize_dataset(
                     created=created, row_sketch=_part_sketch(result.task, fingerprints, row_digest),
                 )
                 write_sidecar(sidecar_path(file), signer.sign(content) if signer is not None else content)
+
+            LocalEngine(threads if engine is None else 1).map(write_part, range(len(kept)))
             manifest = {
                 "format": MANIFEST_FORMAT, "schema_version": 1, "tool": {"name": "ldp", "version": __version__},
                 "dataset": dataset_id, "created": created, "engine": describe(engine),
@@ -337,7 +364,7 @@ def privatize_dataset(
             if signer is not None:
                 manifest = signer.sign(manifest)
             atomic_write_text(staging / MANIFEST_NAME, json.dumps(manifest, indent=2, allow_nan=False) + "\n")
-            _sync_tree(staging)
+            _sync_entries(staging)
 
         publication = Publication(overwrite=overwrite)
         publication.add_directory(staging, out, dataset_id)
@@ -444,15 +471,11 @@ def check_replaceable_dataset(out: Path, sources: Sequence[Path], ledger: Ledger
         raise UsageError(f"{out}: holds {entry.name!r}, which is not part of its ldp dataset; {how}")
 
 
-def _sync_tree(directory: Path) -> None:
-    """Flush a finished staging directory's files and the directory itself to the disk."""
-    for entry in os.scandir(directory):
-        if entry.is_file(follow_symlinks=False):
-            descriptor = os.open(entry.path, os.O_RDONLY)
-            try:
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
+def _sync_entries(directory: Path) -> None:
+    """Flush a finished staging directory to the disk: its entries (the parts' renumbering by
+    :func:`_number_parts`). Its files were each flushed when they were written (the parts by
+    ``AtomicVectorWriter.commit``, the sidecars and the manifest by ``atomic_write_text``), so they
+    are not flushed again: that cost two syncs per part, one after the other in the driver."""
     descriptor = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(descriptor)

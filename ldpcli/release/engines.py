@@ -1,4 +1,4 @@
-"""Where independent pieces of work run: in this process (the default) or on Dask.
+"""Where independent pieces of work run: on threads of this process (the default) or on Dask.
 
 An engine maps a function over a list of picklable work items and returns the results in order.
 ``ldp privatize --engine dask`` maps the privatization of one part of an input (a key-block-aligned
@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -119,7 +120,34 @@ def make_engine(name: str, scheduler: str | None = None) -> DaskEngine | None:
     return DaskEngine(scheduler or "threads")
 
 
-def run_all(engine: DaskEngine | None, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+@dataclass(frozen=True)
+class LocalEngine:
+    """Runs the work items on ``threads`` threads of this process (one: in the calling thread).
+
+    The threads run the items concurrently (pyarrow and numpy release the GIL while they read,
+    privatize, encode and write), at most ``threads`` at a time. On the first failure the items not
+    started are cancelled, the running ones are waited for, and that failure is raised.
+    """
+
+    threads: int = 1
+
+    @property
+    def name(self) -> str:
+        return "local"
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """``[fn(item) for item in items]``, in order, computed on the threads."""
+        if self.threads == 1 or len(items) <= 1:
+            return [fn(item) for item in items]
+        pool = ThreadPoolExecutor(max_workers=min(self.threads, len(items)), thread_name_prefix="ldp-part")
+        try:
+            futures = [pool.submit(fn, item) for item in items]
+            return [future.result() for future in futures]
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_all(engine: DaskEngine | LocalEngine | None, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     """``fn`` over ``items`` in order: in this thread without an engine, else on the engine."""
     if engine is None:
         return [fn(item) for item in items]

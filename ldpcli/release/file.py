@@ -1,8 +1,17 @@
 """Privatize a whole file, batch by batch: read → clip to the public bound → mechanism → write.
 
-``privatize_file`` is the library call behind ``ldp privatize``. Rows are streamed in batches
-sized from a memory budget (memory stays flat as files grow, whatever d), batches are privatized
-on a thread pool (numpy and scipy release the GIL in the heavy loops) and written in file order.
+``privatize_file`` is the library call behind ``ldp privatize`` into one file. Rows are streamed in
+batches sized from a memory budget (memory stays flat as files grow, whatever d), batches are
+privatized on a thread pool (numpy and scipy release the GIL in the heavy loops) and written in
+file order by one writer thread. That writer bounds the run: one file is one byte stream, and
+pyarrow (as of 26) encodes and writes the row groups of a ``ParquetWriter`` one after the other on
+the calling thread. It releases the GIL while it encodes, so the writer overlaps the reading and
+the privatizing, but it offers no way to encode row groups on other threads and stitch them into
+one file (its C++ writer's per-column threading, ``ArrowWriterProperties::use_threads``, is not
+exposed, and buffers encoded apart would need their footer offsets rewritten). With enough threads
+a run takes about as long as encoding and writing the file alone. A dataset directory of part files
+(``ldp privatize -o DIR/``, :func:`ldpcli.release.dataset.privatize_dataset`) has no such bound:
+each thread writes its own parts.
 Randomness is keyed (:mod:`ldpcli.release.randomness`): each block of rows has its own generator named by
 (run, input, block index), so a given seed gives the same output whatever the thread count, the
 memory budget or the batch size, and different inputs get independent noise. The
@@ -59,6 +68,14 @@ def available_cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
+
+
+def check_threads(threads: object) -> int:
+    """The thread count ``threads`` asks for (None: :func:`available_cores`); UsageError unless an integer >= 1."""
+    threads = available_cores() if threads is None else threads
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise UsageError(f"`threads` must be an integer >= 1, got {threads!r}")
+    return threads
 
 
 @dataclass(frozen=True)
@@ -405,9 +422,7 @@ def privatize_file(
     copies, seed, overwrite, chosen = options.copies, options.seed, options.overwrite, options.columns
     ledger, threads, memory = options.budget.ledger, options.resources.threads, options.resources.memory
     copy_spec = spec.for_copies(copies)
-    threads = available_cores() if threads is None else threads
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise UsageError(f"`threads` must be an integer >= 1, got {threads!r}")
+    threads = check_threads(threads)
     if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
         raise UsageError(f"`memory` must be at least 1 MB, got {memory!r} bytes")
     source = Path(input_path)
@@ -569,6 +584,8 @@ def _run(
     With several threads, the calling thread only reads and submits batches to the pool, and a writer thread
     takes the results in file order and encodes, hashes and writes them, so that reading,
     privatizing and writing overlap. At most ``threads`` batches wait between reader and writer.
+    The one writer is the bound on many cores (see the module's docstring); a dataset directory's
+    parts each run this loop on one thread, side by side (:func:`ldpcli.release.dataset.privatize_part`).
     """
     counts = [0, 0]  # rows, clipped rows
 

@@ -80,7 +80,8 @@ def test_a_pattern_matching_nothing_and_a_file_named_twice_are_refused(shards: P
 
 def test_privatize_a_directory_into_a_new_dataset_directory(shards: Path, tmp_path: Path) -> None:
     out = tmp_path / "release"
-    result = ldp("privatize", shards, "--eps", 4, "--seed", 7, "-o", f"{out}/", "--json")
+    # --layout files: one output per input (-o DIR/ alone writes a dataset directory of parts, tests/engines/test_local_dataset.py).
+    result = ldp("privatize", shards, "--eps", 4, "--seed", 7, "-o", f"{out}/", "--layout", "files", "--json")
     assert result.exit_code == 0, result.stderr
     summaries = json.loads(result.stdout)
     assert [Path(s["output"]).name for s in summaries] == [

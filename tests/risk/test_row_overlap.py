@@ -261,11 +261,13 @@ def test_released_shards_are_charged_and_refused_as_shards_of_the_first_release(
     first = run("privatize", split["first"], "--eps", "1", "--ledger", ledger, "-q")
     assert first.returncode == 0, first.stderr
     out = tmp_path / "shards_out"
-    capped = run("privatize", split["a"], "--eps", "1", "--ledger", ledger, "-o", f"{out}/", "--max-budget", "1")
+    capped = run("privatize", split["a"], "--eps", "1", "--ledger", ledger, "-o", f"{out}/", "--layout", "files",
+                 "--max-budget", "1")
     assert capped.returncode == 1 and "would exceed --max-budget 1" in capped.stderr, capped.stderr
     assert "700 of its 700 rows were released before" in capped.stderr
     assert not out.exists()
-    shards = run("privatize", split["a"], split["b"], split["c"], "--eps", "1", "--ledger", ledger, "-o", f"{out}/")
+    shards = run("privatize", split["a"], split["b"], split["c"], "--eps", "1", "--ledger", ledger, "-o", f"{out}/",
+                 "--layout", "files")
     assert shards.returncode == 0, shards.stderr
     for name, count in (("a.csv", 700), ("b.parquet", 700), ("c.csv", 659)):
         assert (f"{name} was already released 1 time(s) (ε spent so far: 1 on the most released row; with this "

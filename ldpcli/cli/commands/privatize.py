@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from contextlib import ExitStack
 from dataclasses import replace
@@ -42,6 +43,7 @@ from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.engines import make_engine
 from ldpcli.release.file import privatize_files
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources, RiskSection
 from ldpcli.release.safety import CLIP_REFUSE_FRACTION, clip_warning
@@ -62,8 +64,16 @@ def privatize(
     mechanism: str = MECHANISM_OPTION,
     output: Optional[str] = typer.Option(
         None, "--output", "-o", help="Output file (of any of the input types, by its suffix) for one input, or a "
-        "directory for any number (an existing one, or DIR/ with the slash: created). Default: "
-        "`<input stem>.privatized.<ext>` beside each input."
+        "directory for any number (DIR/ with the slash, or an existing one): a dataset directory of Parquet part "
+        "files, written in parallel, with a manifest (see --layout). Default: `<input stem>.privatized.<ext>` "
+        "beside each input."
+    ),
+    layout: Optional[str] = typer.Option(
+        None, "--layout", metavar="dataset|files", help="How -o DIR/ is written. dataset (the default for a "
+        "directory): each input cut into parts (its row groups) that --threads threads privatize and write at "
+        "once, with their sidecars and a manifest, as --engine dask writes them; the fast path on many cores. "
+        "files: one output file per input inside DIR, of the input's type, with its sidecar (the layout of "
+        "ldp before the dataset layout; --copies needs it)."
     ),
     column: Optional[str] = typer.Option(None, "--column", help="The list column holding the vectors."),
     columns: Optional[str] = typer.Option(
@@ -124,8 +134,8 @@ def privatize(
         "`ldp estimate-mean` averages them."
     ),
     threads: Optional[int] = typer.Option(
-        None, "--threads", help="Threads privatizing batches (default: the available cores). The output for a "
-        "--seed does not depend on it."
+        None, "--threads", help="Threads privatizing batches, or parts of a dataset directory (default: the "
+        "available cores). The output for a --seed does not depend on it."
     ),
     memory: str = typer.Option(
         "256MB", "--memory", help="Memory budget for the batches in flight (e.g. 256MB, 2GB); sets the batch size."
@@ -141,8 +151,8 @@ def privatize(
     ),
     scheduler: Optional[str] = SCHEDULER_OPTION,
     part_rows: Optional[int] = typer.Option(
-        None, "--part-rows", min=1, help="With --engine dask: parts of about this many rows (rounded to key blocks) "
-        "instead of one per Parquet row group."
+        None, "--part-rows", min=1, help="With --engine dask or a dataset directory: parts of about this many rows "
+        "(rounded to key blocks) instead of one per Parquet row group."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary of the run instead of a line."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no notes and no summary line (with -o -, "
@@ -167,10 +177,12 @@ def privatize(
     """
     bound = public_bound(norm_bound, r_max)
     dask_engine = make_engine(engine, scheduler)
-    if dask_engine is None and part_rows is not None:
-        raise UsageError("--part-rows sets the parts of --engine dask; the local engine writes one file per input")
+    dataset = _dataset_layout(layout, output, dask_engine is not None)
+    if not dataset and part_rows is not None:
+        raise UsageError("--part-rows sets the parts of --engine dask and of a dataset directory (-o DIR/); "
+                         "without one, the local engine writes one file per input")
     owner_ledger = Ledger.open(ledger)
-    streams = _check_streams(inputs, output, sidecar, as_json, dask_engine is not None)
+    streams = _check_streams(inputs, output, sidecar, as_json, dataset)
     spec = MechanismSpec(mechanism, eps, calibration, bound, options)
     release = ReleaseOptions(
         columns=Columns(column, split(columns) or None, split(keep), keep_unsafe), seed=seed, copies=copies,
@@ -178,15 +190,19 @@ def privatize(
         risk=RiskSection(risk_k, risk_rho0, floats(risk_a, "--risk-a"), risk_threshold), budget=Budget(owner_ledger, max_budget),
         resources=Resources(threads, byte_size(memory, "--memory")),
     )
-    if dask_engine is not None:
+    if dataset:
         if output is None:
             raise UsageError("--engine dask writes a dataset directory of parts: give it with -o DIR/")
-        for flag, given in (("--copies", copies != 1), ("--threads", threads is not None)):
-            if given:
-                raise UsageError(f"{flag} is not available with --engine dask (its workers set their own threads)")
-        dataset = privatize_dataset(inputs, output, engine=dask_engine, mechanism=spec, options=release,
+        if dask_engine is not None:
+            for flag, given in (("--copies", copies != 1), ("--threads", threads is not None)):
+                if given:
+                    raise UsageError(f"{flag} is not available with --engine dask (its workers set their own threads)")
+        elif copies != 1:
+            raise UsageError("--copies is not available with the dataset layout of -o DIR/; add --layout files for "
+                             "one output file per input")
+        written = privatize_dataset(inputs, output, engine=dask_engine, mechanism=spec, options=release,
                                     part_rows=part_rows)
-        _report_dataset(dataset, quiet, as_json)
+        _report_dataset(written, quiet, as_json)
         return
     with progress("privatizing", quiet) as (on_start, on_rows), tempfile.TemporaryDirectory(
         prefix="ldp-stdio-"
@@ -216,8 +232,28 @@ def privatize(
     render([result.summary() for result in results] if several else results[0].summary(), as_json)
 
 
+def _dataset_layout(layout: str | None, output: str | None, dask: bool) -> bool:
+    """Whether the run writes a dataset directory: always with Dask; with the local engine for
+    ``--layout dataset`` and, by default, for an -o that is a directory (DIR/ or an existing one)."""
+    if layout not in (None, "dataset", "files"):
+        raise UsageError(f"--layout {layout!r}: use dataset or files")
+    if dask:
+        if layout == "files":
+            raise UsageError("--engine dask writes the dataset layout; --layout files is for the local engine")
+        return True
+    folder = None if output is None or output == "-" else Path(output)
+    directory = folder is not None and (str(output).endswith((os.sep, "/")) or folder.is_dir())
+    if layout == "dataset" and not directory:
+        raise UsageError("--layout dataset writes a dataset directory: give it with -o DIR/")
+    if layout is None and folder is not None and folder.is_dir() and not (folder / MANIFEST_NAME).is_file():
+        raise UsageError(f"-o {output}: is an existing directory that holds no ldp dataset; -o DIR/ writes a dataset "
+                         "directory of parts (a new one, or an ldp dataset with --overwrite): give a new name, or "
+                         "--layout files to write one file per input into it")
+    return directory and layout != "files"
+
+
 def _check_streams(
-    inputs: list[str], output: str | None, sidecar: str | None, as_json: bool, dask: bool
+    inputs: list[str], output: str | None, sidecar: str | None, as_json: bool, dataset: bool
 ) -> tuple[bool, bool]:
     """(read stdin, write stdout) for ``-`` among the inputs and as -o, after checking the combination."""
     stdin, stdout = "-" in inputs, output == "-"
@@ -231,8 +267,9 @@ def _check_streams(
         raise UsageError("--sidecar is for -o -; otherwise the sidecar is written beside the output")
     if stdout and as_json:
         raise UsageError("-o - writes the rows to standard output, so --json cannot print there; leave --json out")
-    if dask and (stdin or stdout):
-        raise UsageError("--engine dask reads and writes files by path; - is for the local engine")
+    if dataset and (stdin or stdout):
+        raise UsageError("a dataset directory (-o DIR/, --engine dask) is read and written by path; - is for one "
+                         "file on the local engine (--layout files)")
     return stdin, stdout
 
 
@@ -247,7 +284,7 @@ def _epsilon_text(mechanism: Any, cost: ReleaseCost, copies: int) -> tuple[str, 
 
 
 def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
-    """The warnings and the 'wrote' line (or JSON) of a dataset directory written by --engine dask."""
+    """The warnings and the 'wrote' line (or JSON) of a dataset directory (-o DIR/, --engine dask)."""
     for text in dataset.warnings:
         warn(text)
     _note_dropped(dataset.dropped_columns, quiet, "")
