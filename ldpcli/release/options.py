@@ -99,7 +99,8 @@ class Resources:
     Parameters
     ----------
     threads : int or None
-        Threads privatizing batches (default: the available cores).
+        Threads privatizing batches of one output file, or parts of a dataset directory (which
+        are also written at once); default: the available cores.
     memory : int
         Bytes for the batches in flight (sets the batch size).
     batch_rows : int or None
