@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,9 @@ import pyarrow.parquet as pq
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.parquet import PARQUET_CODECS, writer_settings
 from ldpcli.mechanisms import get_mechanism
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from privatize_vs_baseline import timed  # noqa: E402
 
 #: name → ParquetWriter keywords; ldp's own rows (``ldpcli.io.parquet.writer_settings``) are added per dtype.
 CANDIDATES: dict[str, dict[str, Any]] = {
@@ -59,13 +61,6 @@ def privatized_table(n: int, d: int, dtype: str, seed: int = 0) -> pa.Table:
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     z = get_mechanism("privunit2").calibrate(d, 8.0).privatize(x, rng).astype(dtype)
     return pa.table({"vec": pa.FixedSizeListArray.from_arrays(pa.array(z.ravel()), d)})
-
-
-def timed(fn: Callable[[], object]) -> float:
-    """Seconds one call of ``fn`` takes."""
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def main() -> None:
