@@ -176,8 +176,9 @@ def privatize(
     output (Bhowmick et al. 2018 Sec. 2.3; --risk-k, --risk-rho0, --risk-a, --risk-threshold; see `ldp risk`).
     """
     bound = public_bound(norm_bound, r_max)
+    # The layout is checked before the engine is made, so a wrong combination is named even where Dask is missing.
+    dataset = _dataset_layout(layout, output, engine == "dask")
     dask_engine = make_engine(engine, scheduler)
-    dataset = _dataset_layout(layout, output, dask_engine is not None)
     if not dataset and part_rows is not None:
         raise UsageError("--part-rows sets the parts of --engine dask and of a dataset directory (-o DIR/); "
                          "without one, the local engine writes one file per input")
