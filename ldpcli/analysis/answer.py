@@ -273,19 +273,23 @@ class QueryAnswers:
 def answer_queries(
     paths: PathLike | Sequence[PathLike], workload_path: PathLike, *, sidecar: PathLike | None = None,
     confidence: float = 0.95, verify: bool = True, on_rows: Callable[[int], None] | None = None,
-    trust: PublicKey | str | None = None,
+    trust: PublicKey | str | None = None, on_start: Callable[[int | None], None] | None = None,
 ) -> QueryAnswers:
     """Every query's answer from files privatized from :func:`encode_queries`' output.
 
     The privatized file's columns must be the workload's query names (in order). Warns when the
     release's norm bound is below the workload's radius (rows were clipped: the estimate is then of
     the clipped vectors) or the mechanism's domain is not the ℓ2 ball. ``trust``: the data owner's
-    public key; files not signed by it are refused (:func:`ldpcli.analysis.scan.scan`).
+    public key; files not signed by it are refused (:func:`ldpcli.analysis.scan.scan`). ``on_start``
+    gets the rows to read before the first batch (:func:`ldpcli.analysis.estimate.rows_to_read`),
+    ``on_rows`` each batch's rows (progress).
     """
-    from ldpcli.analysis.estimate import _bind, estimate
+    from ldpcli.analysis.estimate import _bind, estimate, rows_to_read
     from ldpcli.analysis.scan import scan
 
     source = scan(paths, sidecar=sidecar, verify=verify, on_rows=on_rows, trust=trust)
+    if on_start is not None:
+        on_start(rows_to_read(source))
     layout = source.sidecars[0].layout
     names = list(layout.copy_columns(0)) if layout.kind == "columns" else None
     workload = read_workload(workload_path, queries=names)

@@ -60,6 +60,9 @@ def test_local_release_encode_privatize_answer(tmp_path, marginals, mechanism) -
     assert np.sum((raw - truth) ** 2) <= 10 * answers["expected_error"]  # E‖·‖² ≤ bound: 10× is a p < 0.1 event
     human = ldp("queries", "answer", out, "--workload", workload)
     assert human.exit_code == 0 and "Thm 5.1" in human.stdout and "projected" in human.stdout
+    totals: list[int | None] = []  # the progress bar's total: the sidecar's n, known before reading
+    answer_queries(out, workload, on_start=totals.append)
+    assert totals == [3000]
 
 
 def test_central_release_writes_answers_and_a_sidecar(tmp_path, marginals) -> None:  # type: ignore[no-untyped-def]

@@ -92,9 +92,9 @@ def queries_answer(
     """
     if output is not None and output.suffix.lower() != ".json":
         raise UsageError(f"{output}: save the answers as .json")
-    with progress("reading", quiet) as (_, on_rows):
+    with progress("reading", quiet) as (on_start, on_rows):
         answers = answer_queries(privatized, workload, sidecar=sidecar, confidence=confidence, on_rows=on_rows,
-                                 trust=trust)
+                                 trust=trust, on_start=on_start)
     if output is not None:
         atomic_write_text(output, json.dumps(answers.to_dict(), allow_nan=False) + "\n", overwrite=overwrite)
     for text in answers.warnings:

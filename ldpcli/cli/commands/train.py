@@ -34,7 +34,7 @@ app = command_app()
 @WithMechanismOptions
 def train_cmd(
     data: Path = typer.Argument(
-        ..., help="Training data (.parquet or .csv): one row per person, the features and a label column.",
+        ..., help="Training data (a format `ldp privatize` reads): one row per person, the features and a label column.",
         show_default=False, metavar="DATA",
     ),
     label: str = typer.Option(..., "--label", help="The label column (not a feature; never released as it is)."),
