@@ -129,7 +129,7 @@ def _parquet_batches(
 
 
 #: The codecs ldp's Parquet writer applies to privatized columns (pyarrow's names), the default first.
-#: The default was chosen by ``benchmarks/writer_settings.py`` on privatized rows (docs/performance.md).
+#: The default was chosen by ``benchmarks/writer_settings.py`` on privatized rows (README, Benchmarks).
 PARQUET_CODECS = ("none", "snappy", "lz4", "zstd", "gzip", "brotli")
 
 

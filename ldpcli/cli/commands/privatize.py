@@ -114,7 +114,7 @@ def privatize(
         None, "--compression", metavar="CODEC", help="Codec for the privatized values inside a Parquet file (none, "
         "snappy, lz4, zstd, gzip, brotli) or an Arrow stream (none, lz4, zstd). Default none: privatized floats are "
         "random, so a codec saves little (zstd 12% with float64, 16% with float32, with byte-stream-split encoding, "
-        "which ldp adds whenever a codec is used) and costs write time; see docs/performance.md. A CSV output is "
+        "which ldp adds whenever a codec is used) and costs write time (measured by benchmarks/writer_settings.py; README, Benchmarks). A CSV output is "
         "compressed by its suffix (.csv.gz) instead."
     ),
     force: bool = FORCE_OPTION,
