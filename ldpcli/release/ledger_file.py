@@ -135,6 +135,10 @@ class LedgerEntry:
     #: Why the release spends less than the ε asked (bcdp whose levels bind: ``epsilon_exact`` below
     #: ``epsilon``, and the budget counts ``epsilon_exact``); "" when it spends the ε asked.
     note: str = ""
+    #: For a release written in a uniformly random order by an honest shuffler (``privatize --shuffle``): its
+    #: central guarantee, ``{"n", "delta", "epsilon_central_upper", "epsilon_central_lower", ...}`` as the
+    #: sidecar's ``release.shuffled`` records it; None for an unshuffled release.
+    shuffled: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as the ledger file stores it (JSON-able)."""
@@ -157,6 +161,7 @@ class LedgerEntry:
             **({"owner": dict(self.owner)} if self.owner is not None else {}),
             **({"rows_file": self.rows_file} if self.rows_file else {}),
             **({"note": self.note} if self.note else {}),
+            **({"shuffled": dict(self.shuffled)} if self.shuffled is not None else {}),
         }
 
     @property
@@ -194,12 +199,13 @@ class LedgerEntry:
             owner=dict(data["owner"]) if isinstance(data.get("owner"), Mapping) else None,
             rows_file=data.get("rows_file", ""),
             note=str(data.get("note", "")),
+            shuffled=dict(data["shuffled"]) if isinstance(data.get("shuffled"), Mapping) else None,
         )
 
 
 #: The fields every stored entry has (those added with reservations are optional: older entries lack them).
 _ENTRY_FIELDS = tuple(name for name in LedgerEntry.__dataclass_fields__
-                      if name not in ("state", "release", "owner", "rows_file", "note"))
+                      if name not in ("state", "release", "owner", "rows_file", "note", "shuffled"))
 #: A row file's name: in the ledger's rows directory, named by its release id (nothing else is
 #: ever read or removed through an entry, whatever a ledger file says).
 _ROWS_FILE = re.compile(r"[^/\\]+-rows/([0-9a-f]{16})\.npy")

@@ -175,6 +175,19 @@ def test_record_and_reopen_round_trip(tmp_path: Path) -> None:
     assert [LedgerEntry.from_dict(item, path) for item in document["entries"]] == [first, second]
 
 
+def test_a_shuffled_release_keeps_its_central_guarantee_through_the_ledger(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.json"
+    ledger = Ledger.open(path)
+    central = {"n": 1000, "delta": 1e-6, "epsilon_central_upper": 0.7, "epsilon_central_lower": 0.6}
+    shuffled = make_entry(ledger, shuffled=central)
+    plain = make_entry(ledger, "b" * 64)
+    ledger.record(shuffled)
+    ledger.record(plain)
+    assert Ledger.open(path).entries == (shuffled, plain)
+    stored = json.loads(path.read_text())["entries"]
+    assert stored[0]["shuffled"] == central and "shuffled" not in stored[1]
+
+
 def test_spent_sums_by_basic_composition(tmp_path: Path) -> None:
     ledger = Ledger.open(tmp_path / "ledger.json")
     fp = "c" * 64
