@@ -3,7 +3,9 @@ and publishing them.
 
 The model is the averaged iterate of locally private SGD (:mod:`ldpcli.learn.sgd`), post-processing
 of the privatized gradients, so what it costs each row is the cost of the releases: ``epochs`` uses
-of one mechanism, by basic composition (:func:`ldpcli.mechanisms.composition.release_cost`).
+of one mechanism, by basic composition (:func:`ldpcli.mechanisms.composition.release_cost`). A run
+with the central layer (:mod:`ldpcli.learn.central`) also carries its central (ε, δ), in the
+sidecar's ``central`` section beside the local ``privacy``.
 :func:`publish_model` commits it like every release (:func:`ldpcli.release.commit.commit_release`):
 reserved in the ledger, model and sidecar published together, confirmed.
 """
@@ -25,6 +27,7 @@ import numpy as np
 from ldpcli._version import __version__
 from ldpcli.io.atomic import finished_bytes
 from ldpcli.io.publication import Publication
+from ldpcli.learn.central import CentralLayer
 from ldpcli.learn.losses import Loss, make_loss
 from ldpcli.learn.sgd import DEFAULT_MECHANISM, Minimizer, StepRule, gradient_moment_bounds
 from ldpcli.mechanisms.base import Mechanism
@@ -91,25 +94,35 @@ class TrainResult:
     sidecar: Path | None = None
     input_tag: str | None = None
     notices: tuple[str, ...] = ()
+    #: The central layer, when the run had one.
+    central: CentralLayer | None = None
+    #: The most uses of any row: ``epochs``, or with the central layer's Poisson sampling the
+    #: largest number of steps any row was sampled in (None: ``epochs``).
+    uses: int | None = None
 
     @property
     def outputs(self) -> int:
         return self.theta.size // len(self.features)
 
     @property
+    def uses_per_row(self) -> int:
+        """The most uses of any row (:attr:`uses`, else ``epochs``)."""
+        return self.epochs if self.uses is None else self.uses
+
+    @property
     def cost(self) -> ReleaseCost:
-        """Each row's privacy loss over its ``epochs`` uses (basic composition,
+        """Each row's privacy loss over its uses, at most :attr:`uses_per_row` (basic composition,
         :func:`ldpcli.mechanisms.composition.release_cost`)."""
-        return release_cost(self.mechanism, epochs=self.epochs)
+        return release_cost(self.mechanism, epochs=self.uses_per_row)
 
     @property
     def epsilon_per_row(self) -> float:
-        """epochs·ε_exact: each row's privacy loss over its uses (:attr:`cost`)."""
+        """uses·ε_exact: each row's privacy loss over its uses (:attr:`cost`)."""
         return self.cost.epsilon_exact
 
     @property
     def delta_per_row(self) -> float:
-        """epochs·δ: each row's δ over its uses (:attr:`cost`)."""
+        """uses·δ: each row's δ over its uses (:attr:`cost`)."""
         return self.cost.delta
 
     def _loss(self) -> Loss:
@@ -128,9 +141,13 @@ class TrainResult:
             f"Each training row's gradient was clipped to the public bound L = {mech.norm_bound:g} "
             f"({mech.domain}) and released through {mech.name} at ε = {mech.epsilon_exact:.6g} per use"
             + (f", δ = {mech.delta_exact:g}" if mech.delta_exact > 0 else "")
-            + f"; each row was used {self.epochs} time(s), so by basic composition this model is "
+            + (f"; each row was used {self.epochs} time(s)" if self.uses is None else
+               f"; each row was used at most {self.uses} time(s) (Poisson sampling: a row's uses are random, "
+               "and this is the largest over all rows)")
+            + ", so by basic composition this model is "
             f"{self.epsilon_per_row:.6g}-LDP" + (f" (δ = {self.delta_per_row:g})" if mech.delta_exact > 0 else "")
-            + " for each row (one row = one person). The model is post-processing of the released gradients"
+            + " for each row (one row = one person), against the server and anyone who sees a release. The model is "
+            "post-processing of the released gradients"
             + (f"; {self.holdout_rows} holdout rows were not used" if self.holdout_rows else "")
             + "."
         )
@@ -139,7 +156,7 @@ class TrainResult:
                           "pass `classes` to make it a public choice.")
         return {
             "model": "local", "epsilon_per_use": mech.epsilon_exact, "delta_per_use": mech.delta_exact,
-            "uses_per_row": self.epochs, "epsilon_per_row": self.epsilon_per_row, "delta_per_row": self.delta_per_row,
+            "uses_per_row": self.uses_per_row, "epsilon_per_row": self.epsilon_per_row, "delta_per_row": self.delta_per_row,
             "composition": "basic: the ε of a row's uses add up", "statement": statement,
         }
 
@@ -184,6 +201,7 @@ class TrainResult:
         out: dict[str, Any] = {
             "model": self.model_dict(),
             "privacy": self.privacy(),
+            "central": None if self.central is None else self.central.section(self.train_rows),
             "mechanism": self.mechanism.describe(),
             "training": self.training(),
             "rate": self.rate(),
@@ -220,7 +238,8 @@ class TrainResult:
             "step_rule": {"eta0": self.rule.eta0, "beta": self.rule.beta, "formula": self.rule.describe(),
                           "basis": self.rule.basis},
             "averaging": "Polyak–Ruppert: the mean of the iterates after each step",
-            "order": "each row once per epoch, in a random order within each memory window",
+            "order": ("each row once per epoch, in a random order within each memory window" if self.central is None
+                      else f"Poisson sampling: each row in each step with probability q = {self.central.sampling_rate:g}"),
             "classes_from_data": self.classes_from_data,
         }
 
@@ -265,17 +284,27 @@ def model_sidecar(result: TrainResult, target: Path, sha256: str, *, created: st
         release["note"] = REPRODUCIBLE_NOTE
     if result.input_tag is not None:
         release["input_tag"] = result.input_tag
+    central: dict[str, Any] = {}
+    references = [
+        "Duchi, Jordan, Wainwright 2014, Privacy Aware Learning, Sec. 3 and App. C (private SGD and mirror descent)",
+        "Bhowmick et al. 2018, Sec. 3.2, 4.4 and 5.1 (one-pass private SGD, averaging, step sizes)",
+    ]
+    if result.central is not None:
+        central["central"] = result.central.section(result.train_rows)
+        references += [
+            "Bhowmick et al. 2018, Sec. 3.1, eq. (13) (central layer: projection onto the ρ-ball and Gaussian noise)",
+            "Abadi et al. 2016, Deep Learning with Differential Privacy (the Poisson-subsampled Gaussian)",
+            "Google dp-accounting: PLD and RDP accountants",
+        ]
     return {
         "format": MODEL_SIDECAR_FORMAT, "version": MODEL_VERSION, "tool": {"name": "ldp", "version": __version__},
         "privacy": result.privacy(),
+        **central,
         "mechanism": result.mechanism.describe(),
         "training": result.training(),
         "rate": result.rate(),
         "model": {"file": target.name, "sha256": sha256, "format": target.suffix.lower().lstrip(".")},
-        "references": [
-            "Duchi, Jordan, Wainwright 2014, Privacy Aware Learning, Sec. 3 and App. C (private SGD and mirror descent)",
-            "Bhowmick et al. 2018, Sec. 3.2, 4.4 and 5.1 (one-pass private SGD, averaging, step sizes)",
-        ],
+        "references": references,
         "release": release,
     }
 

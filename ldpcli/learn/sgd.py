@@ -104,7 +104,8 @@ def step_second_moment(mechanism: Mechanism, batch: int) -> float:
 
 
 def default_step_rule(geometry: str, mechanism: Mechanism, radius: float, *, batch: int = 1,
-                      eta0: float | None = None, beta: float | None = None) -> StepRule:
+                      eta0: float | None = None, beta: float | None = None,
+                      noise_variance: float = 0.0) -> StepRule:
     """The default steps η_k = η₀·k^{−β}; ``eta0``/``beta`` override them.
 
     ``l2``: η₀ = 1/(G·M), M² = :func:`step_second_moment` and G = :func:`gradient_bound`. This is
@@ -119,16 +120,19 @@ def default_step_rule(geometry: str, mechanism: Mechanism, radius: float, *, bat
     depends on the mechanism only through M, so a mechanism with less noise never gets a smaller
     step; 1/G has the units of θ (G·‖θ‖ bounds a change of score).
     ``l1``: η₀ = √(2 log 2p)/(R·M∞) (module docstring).
+    ``noise_variance``: E‖ξ‖₂² of independent zero-mean noise ξ added to ĝ (the central layer's
+    p·σ², :mod:`ldpcli.learn.central`), added to M² and, as a bound on E‖ξ‖∞², to M∞².
     """
     if beta is None:
         beta = DEFAULT_BETA[geometry]
     if eta0 is not None:
         return StepRule(float(eta0), float(beta))
     if geometry == "l2":
-        g, m2 = gradient_bound(mechanism), step_second_moment(mechanism, batch)
+        g, m2 = gradient_bound(mechanism), step_second_moment(mechanism, batch) + noise_variance
+        central = f", central noise {noise_variance:.6g} included" if noise_variance else ""
         return StepRule(1.0 / (g * math.sqrt(m2)), float(beta),
-                        f"η₀ = 1/(G·M), G = {g:.6g} the gradient bound, M² = {m2:.6g} ≥ E‖ĝ‖² (batch {batch})")
-    p, minf = mechanism.d, gradient_moment_bounds(mechanism)[1]
+                        f"η₀ = 1/(G·M), G = {g:.6g} the gradient bound, M² = {m2:.6g} ≥ E‖ĝ‖² (batch {batch}{central})")
+    p, minf = mechanism.d, gradient_moment_bounds(mechanism)[1] + noise_variance
     return StepRule(math.sqrt(2.0 * math.log(2 * p)) / (radius * math.sqrt(minf)), float(beta),
                     f"η₀ = √(2 log 2p)/(R·M∞): p = {p}, R = {radius:g}, M∞² = {minf:.6g} bounds E‖Z‖∞² of one release")
 

@@ -16,6 +16,12 @@ computed), otherwise each epoch reads the file again. Rows are visited in a rand
 window of ``memory`` (the whole training set when it fits), so a file sorted by label does not
 become a sequence of one-class steps.
 
+With ``training.central`` (:class:`~ldpcli.learn.central.CentralOptions`) the server side of
+Bhowmick et al. (2018), eq. (13), runs on top (:mod:`ldpcli.learn.central`): Poisson-sampled steps,
+each release projected onto a ball of radius ρ and Gaussian noise added to the step's sum, for a
+central (ε, δ) accounted by dp-accounting. Without it nothing changes: the same seed gives the same
+model, bit for bit.
+
 Nothing here prints: :func:`train` returns a :class:`TrainResult`, writes the model and its sidecar
 when given ``output``, and records the release in the ledger.
 """
@@ -33,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import DataError, UsageError
+from ldpcli.learn.central import CentralLayer, CentralOptions, central_steps, most_uses, poisson_schedule
 from ldpcli.learn.labels import Labels, check_label_type, parse_classes
 from ldpcli.learn.losses import LOSSES, Loss, make_loss
 from ldpcli.learn.model import Metrics, TrainResult, publish_model
@@ -96,6 +103,10 @@ class TrainingOptions:
         Evaluate on this file (the same columns).
     holdout : float or None
         Evaluate on this fraction of the rows, drawn at random and never trained on.
+    central : CentralOptions or None
+        The central layer (Bhowmick et al. 2018, eq. (13)): Poisson sampling at rate q for
+        T = ⌈epochs/q⌉ steps (``batch`` stays 1), projection of each release onto the ball of radius
+        ρ and Gaussian noise, with a central (ε, δ). None: the local protocol alone.
     """
 
     loss: str = "logistic"
@@ -110,6 +121,7 @@ class TrainingOptions:
     baseline: bool = False
     test: PathLike | None = None
     holdout: float | None = None
+    central: CentralOptions | None = None
 
 
 # --- reading --------------------------------------------------------------------------------------
@@ -130,9 +142,10 @@ class _Pass:
     in_memory: bool = True
 
 
-#: The run's two streams of randomness: the training (row order and the mechanism's noise) and the
-#: holdout split, which is drawn again, identically, on every pass over the file.
-_TRAINING, _HOLDOUT = 0, 1
+#: The run's streams of randomness: the training (row order and the mechanism's noise), the holdout
+#: split (drawn again, identically, on every pass over the file), and the central layer's Poisson
+#: samples and Gaussian noise.
+_TRAINING, _HOLDOUT, _SAMPLING, _CENTRAL_NOISE = 0, 1, 2, 3
 
 
 def _augment(values: np.ndarray, intercept: bool) -> np.ndarray:
@@ -299,6 +312,7 @@ def train(
         raise UsageError("`seed` must be a non-negative integer")
     if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
         raise UsageError(f"`memory` must be at least 1 MB, got {memory!r} bytes")
+    layer = _central_layer(training.central, batch, epochs)
     path = Path(data)
     target = Path(output) if output is not None else None
     if target is not None:
@@ -340,15 +354,31 @@ def train(
     p = model_loss.n_params
     mech = spec.calibrate(p)
     mech.describe()  # UsageError now if a number would not be finite
-    rule = default_step_rule(geometry, mech, radius, batch=batch, eta0=eta0, beta=beta)
     notices: list[str] = [forced] if forced else []
+    schedule: list[np.ndarray] | None = None
+    uses = epochs
+    if layer is None:
+        rule = default_step_rule(geometry, mech, radius, batch=batch, eta0=eta0, beta=beta)
+    else:
+        if not state.in_memory:
+            raise UsageError(f"{path}: the central layer samples rows at random each step and needs the training rows "
+                             "in memory; raise `memory`")
+        expected = layer.sampling_rate * state.train_rows
+        rule = default_step_rule(geometry, mech, radius, batch=max(1, round(expected)), eta0=eta0, beta=beta,
+                                 noise_variance=p * layer.noise_std(state.train_rows) ** 2)
+        # the schedule depends on no row's data: drawn first, it fixes each row's uses before any release
+        schedule = poisson_schedule(state.train_rows, layer.sampling_rate, layer.steps, keyed_generator(root, _SAMPLING))
+        uses = max(1, most_uses(schedule, state.train_rows))
+        if layer.account.delta >= 1.0 / state.train_rows:
+            notices.append(f"`central_delta` {layer.account.delta:g} is not below 1/N = 1/{state.train_rows}: "
+                           "a mechanism that publishes one row outright can meet such a δ; choose δ well below 1/N")
 
     digest: str | None = None
     if ledger is not None and fingerprint is not None:
         digest = fingerprint.hexdigest()
         # refused early, before training, when the ledger already says so; the release's own check is
         # its reservation (ldpcli.release.commit), under the ledger's lock, which also gives it its tag
-        ledger.check(digest, release_cost(mech, epochs=epochs).epsilon_exact, max_budget=max_budget,
+        ledger.check(digest, release_cost(mech, epochs=uses).epsilon_exact, max_budget=max_budget,
                      input_label=str(path))
 
     # Training.
@@ -357,14 +387,18 @@ def train(
     twin: Iterate | None = ITERATES[geometry](p, radius) if baseline else None
     window_rows = max(batch, memory // (2 * 8 * (len(features) + 1)))
     if on_start is not None:
-        on_start(state.train_rows * epochs)
+        on_start(state.train_rows * epochs if schedule is None else sum(len(rows) for rows in schedule))
     clipped = 0
     cached = _cached_training(state, labels, model_loss, intercept, str(path)) if state.in_memory else None
     started = time.perf_counter()
-    for _ in range(epochs):
-        windows = [cached] if cached is not None else _windows(source, labels, model_loss, intercept, window_rows)
-        for X, t in windows:
-            clipped += sgd_pass(model_loss, mech, private, twin, X, t, batch, rule, rng, on_rows)
+    if layer is not None and schedule is not None and cached is not None:
+        clipped = central_steps(model_loss, mech, layer, private, twin, cached[0], cached[1], schedule, rule, rng,
+                                keyed_generator(root, _CENTRAL_NOISE), on_rows)
+    else:
+        for _ in range(epochs):
+            windows = [cached] if cached is not None else _windows(source, labels, model_loss, intercept, window_rows)
+            for X, t in windows:
+                clipped += sgd_pass(model_loss, mech, private, twin, X, t, batch, rule, rng, on_rows)
     train_seconds = time.perf_counter() - started
 
     # The non-private comparisons (for the operator only).
@@ -402,9 +436,21 @@ def train(
         reproducible=seed is not None, in_memory=state.in_memory, evaluated_on=evaluated_on,
         evaluation_rows=evaluation_rows, metrics=metrics, baseline=None if twin is None else twin.average.copy(),
         minimizer=minimizer, minimizer_note=minimizer_note, output=target,
-        sidecar=None, notices=tuple(notices),
+        sidecar=None, notices=tuple(notices), central=layer, uses=None if layer is None else uses,
     )
     return publish_model(result, path, target, overwrite, ledger, digest, fingerprint, layout, max_budget)
+
+
+def _central_layer(central: CentralOptions | None, batch: int, epochs: int) -> CentralLayer | None:
+    """The central layer of a run of ``epochs`` (its T steps, z, and both accountants' ε), accounted
+    before any data is read; None without ``central``."""
+    if central is None:
+        return None
+    if batch != 1:
+        raise UsageError("with `sampling_rate` each step's rows are a Poisson sample (q·N rows expected); leave `batch` "
+                         "at 1")
+    options = central.validated()
+    return options.layer(options.steps(epochs))
 
 
 def _first_pass(source: _Source, labels: Labels, *, from_data: bool, fingerprinted: bool,

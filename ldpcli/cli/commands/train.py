@@ -21,6 +21,7 @@ from ldpcli.cli.options import (
     split,
 )
 from ldpcli.cli.render import fmt, note, out, progress, render, summary_table, warn
+from ldpcli.learn.central import DEFAULT_DELTA, central_options
 from ldpcli.learn.sgd import DEFAULT_MECHANISM
 from ldpcli.learn.train import TrainingOptions, train
 from ldpcli.mechanisms import MechanismSpec
@@ -105,6 +106,30 @@ def train_cmd(
     ),
     memory: str = typer.Option("256MB", "--memory", help="Rows kept in memory: training rows that fit are read "
                                "once and shuffled together; a larger file is re-read each epoch and shuffled by window."),
+    central_radius: Optional[float] = typer.Option(
+        None, "--central-radius", metavar="RHO", help="Turn on the central layer (Bhowmick et al. 2018, eq. (13)): "
+        "the server projects each privatized gradient onto the ℓ2 ball of radius RHO, adds Gaussian noise to each "
+        "step's sum and states a central (ε, δ) for the model. Needs --sampling-rate and one of --noise-multiplier "
+        "or --central-epsilon; needs dp-accounting (pip install 'ldp[central]')."
+    ),
+    sampling_rate: Optional[float] = typer.Option(
+        None, "--sampling-rate", metavar="Q", help="Central layer: each step includes each training row independently "
+        "with probability Q in (0, 1] (Poisson sampling, drawn before training from OS entropy). The run takes "
+        "⌈epochs/Q⌉ steps (each row is used --epochs times on average); the local ε per row is ε times the most "
+        "steps any row was sampled in. --batch stays 1."
+    ),
+    noise_multiplier: Optional[float] = typer.Option(
+        None, "--noise-multiplier", metavar="Z", help="Central layer: the noise added to each step's sum is "
+        "N(0, (Z·RHO)²) per coordinate (σ = Z·RHO/(Q·N) on the step's mean); Z ≥ 0.3."
+    ),
+    central_epsilon: Optional[float] = typer.Option(
+        None, "--central-epsilon", metavar="E", help="Central layer, instead of --noise-multiplier: the smallest Z "
+        "whose accounted ε (PLD accountant) at --central-delta is at most E."
+    ),
+    central_delta: Optional[float] = typer.Option(
+        None, "--central-delta", metavar="D", help=f"Central layer: δ of the central (ε, δ) claim (default "
+        f"{DEFAULT_DELTA:g}, Bhowmick et al.'s; choose it well below 1/N). Not --delta, the gaussian mechanism's δ."
+    ),
     force: bool = FORCE_OPTION,
     ledger: Optional[Path] = LEDGER_OPTION,
     max_budget: Optional[float] = typer.Option(
@@ -125,6 +150,11 @@ def train_cmd(
     paper); the server averages the releases, steps with η_k = η₀·k^−β and projects onto the
     parameter ball. The model is the average of the iterates (Polyak–Ruppert). Each row is used
     once per epoch, so each row's ε is epochs × ε, recorded in the budget ledger.
+
+    With --central-radius the server side of Bhowmick et al. (2018, eq. (13)) runs on top: Poisson
+    sampling, each release projected onto a ball, Gaussian noise on each step's sum, and a central
+    (ε, δ) by dp-accounting (PLD claimed, RDP beside it) that protects against the model's users,
+    provided the server runs the step honestly. The local ε still protects against the server.
     """
     owner_ledger = Ledger.open(ledger)
     with progress("training", quiet) as (on_start, on_rows):
@@ -134,6 +164,8 @@ def train_cmd(
             training=TrainingOptions(
                 loss=loss, geometry=geometry, radius=radius, eta0=eta0, beta=beta, batch=batch, epochs=epochs,
                 intercept=intercept, classes=split(classes) or None, baseline=baseline, test=test, holdout=holdout,
+                central=central_options(central_radius, sampling_rate, noise_multiplier, central_epsilon,
+                                        central_delta),
             ),
             options=ReleaseOptions(
                 columns=Columns(column, split(columns) or None), seed=seed, force=force, overwrite=overwrite,
@@ -167,7 +199,20 @@ def _print_training(result: Any) -> None:
                                                                                if result.outputs > 1 else ""))
     summary.add_row("mechanism", f"{mech.name}, ε = {fmt(mech.epsilon_exact)} per use", f"gradients clipped to "
                     f"L = {fmt(mech.norm_bound)} ({mech.domain})")
-    summary.add_row("ε per row", fmt(privacy["epsilon_per_row"]), f"{result.epochs} use(s) per row, basic composition")
+    summary.add_row("ε per row", fmt(privacy["epsilon_per_row"]),
+                    (f"{result.epochs} use(s) per row" if result.uses is None else
+                     f"at most {result.uses} use(s) per row (Poisson sampling)") + ", basic composition; local: "
+                    "against the server")
+    if result.central is not None:
+        central = result.central.section(result.train_rows)
+        summary.add_row("central ε (PLD)", fmt(central["epsilon_pld"]), f"δ = {fmt(central['delta'])}, the claim (an upper "
+                        "bound); against the model's users, if the server runs eq. (13) honestly")
+        summary.add_row("central ε (RDP)", fmt(central["epsilon_rdp"]), f"δ = {fmt(central['delta'])}, RDP accountant "
+                        f"(order {fmt(central['rdp_order'])}; a looser upper bound)")
+        summary.add_row("central layer", f"ρ = {fmt(central['radius'])}, z = {fmt(central['noise_multiplier'])}, "
+                        f"q = {fmt(central['sampling_rate'])}", f"{central['steps']} steps, noise σ = "
+                        f"{fmt(central['noise_std'])} on each step's mean; {central['accountant']}, "
+                        f"{central['neighbouring']} neighbours")
     summary.add_row("steps", f"{result.steps} × {result.batch} rows", f"{result.rule.describe()}; {result.rule.basis}")
     summary.add_row("radius R", fmt(result.radius), "θ stays in the " + ("ℓ2" if result.geometry == "l2" else "ℓ1")
                     + " ball; the output is the averaged iterate")

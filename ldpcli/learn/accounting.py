@@ -1,0 +1,198 @@
+"""The central accountant of ``ldp train``: dp-accounting for the Poisson-subsampled Gaussian.
+
+The central layer (:mod:`ldpcli.learn.central`) runs T steps of one mechanism: each step includes
+each row independently with probability q (Poisson sampling) and adds N(0, (zρ)² I) to the sum of
+the step's rows' contributions, each of norm at most ρ. Under add/remove-one-row neighbours that
+sum has ℓ2 sensitivity ρ, so one step is the Poisson-subsampled Gaussian mechanism with noise
+multiplier z (Abadi et al. 2016, Sec. 3.1; Bhowmick et al. 2018, Sec. 3.1 and eq. (13)), and T
+steps are its T-fold self-composition:
+``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(z)), T)``.
+
+Google's ``dp-accounting`` (imported on first use: the optional extra ``central``) turns that event
+into (ε, δ) two ways, both upper bounds on the ε the run achieves at δ:
+
+- **PLD** (``dp_accounting.pld.PLDAccountant``; Koskela, Jälkö, Honkela 2020; Doroshenko et al.
+  2022, "Connect the Dots"): the privacy loss distribution, discretised pessimistically, so its ε is
+  an upper bound that is close to exact. It is the headline claim.
+- **RDP** (``dp_accounting.rdp.RdpAccountant``; Mironov 2017; Mironov, Talwar, Zhang 2019 for the
+  subsampled Gaussian): Rényi DP at a set of orders, converted to (ε, δ) by the improved conversion
+  of Canonne, Kamath, Steinke 2020 (Prop. 12 of arXiv:2004.00010 v4). Also an upper bound, looser.
+
+:func:`moments_accountant_epsilon` is the conversion of Abadi et al.'s moments accountant (their
+Thm. 2's tail bound; Mironov 2017, Prop. 3): ε = min_α RDP_α + log(1/δ)/(α − 1), over the same RDP
+values. It is the bound Bhowmick et al. (2018, Sec. 5) state their ε_cent with (docs/errata.md §21).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+import logging
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ldpcli.errors import MissingDependency, UsageError, install_hint
+
+#: The neighbouring relation of every claim here (dp-accounting's ``ADD_OR_REMOVE_ONE``).
+NEIGHBOURING = "add/remove one row"
+#: The accountant whose ε a claim states.
+HEADLINE = "pld"
+#: The smallest noise multiplier the layer takes: below it ε is in the hundreds (z = 0.3, q = 0.1, 100
+#: steps, δ = 1e-6: ε = 117), no protection, and the PLD's grid of losses grows like 1/z² (38 GiB at z = 10⁻³).
+MIN_NOISE_MULTIPLIER = 0.3
+#: Smallest and largest noise multipliers the solver searches.
+_Z_RANGE = (MIN_NOISE_MULTIPLIER, 1e4)
+#: The solver stops when its bracket [lo, hi] has hi/lo below 1 + this.
+_Z_RTOL = 5e-4
+
+
+def dp_accounting() -> Any:
+    """The ``dp_accounting`` package with its ``pld`` and ``rdp`` modules loaded, or
+    :class:`~ldpcli.errors.MissingDependency` naming the install line."""
+    try:
+        import dp_accounting as package
+        import dp_accounting.pld  # noqa: F401
+        import dp_accounting.rdp  # noqa: F401
+    except ImportError:
+        raise MissingDependency("the central layer's accountant needs dp-accounting (Google's differential privacy "
+                                f"accounting library): {install_hint('central')}") from None
+    return package
+
+
+def accountant_name() -> str:
+    """``dp-accounting <version>``: the accountant a claim was computed with."""
+    dp_accounting()
+    return f"dp-accounting {importlib.metadata.version('dp-accounting')}"
+
+
+def _event(sampling_rate: float, noise_multiplier: float, steps: int) -> Any:
+    dp = dp_accounting()
+    step = dp.PoissonSampledDpEvent(sampling_rate, dp.GaussianDpEvent(noise_multiplier))
+    return dp.SelfComposedDpEvent(step, steps)
+
+
+def _check(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> None:
+    if not (isinstance(sampling_rate, (int, float)) and 0.0 < sampling_rate <= 1.0):
+        raise UsageError(f"`sampling_rate` must be in (0, 1], got {sampling_rate!r}")
+    if not (isinstance(noise_multiplier, (int, float)) and math.isfinite(noise_multiplier)
+            and noise_multiplier >= MIN_NOISE_MULTIPLIER):
+        raise UsageError(f"`noise_multiplier` must be a finite number ≥ {MIN_NOISE_MULTIPLIER:g} (below it the central ε "
+                         f"is in the hundreds), got {noise_multiplier!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise UsageError(f"the central layer needs at least one step, got {steps!r}")
+    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
+        raise UsageError(f"`central_delta` must be in (0, 1), got {delta!r}")
+
+
+def epsilon_pld(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> float:
+    """ε at δ of T Poisson-subsampled Gaussian steps by the PLD accountant (pessimistic: an upper bound)."""
+    _check(sampling_rate, noise_multiplier, steps, delta)
+    dp = dp_accounting()
+    accountant = dp.pld.PLDAccountant()
+    accountant.compose(_event(sampling_rate, noise_multiplier, steps))
+    return float(accountant.get_epsilon(delta))
+
+
+@contextlib.contextmanager
+def _quiet_orders() -> Iterator[None]:
+    """dp-accounting logs (through absl) each fractional RDP order whose series does not converge and
+    leaves it out; the bound over the remaining orders is still an upper bound, so those lines are kept quiet."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _rdp_accountant(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> Any:
+    _check(sampling_rate, noise_multiplier, steps, delta)
+    accountant = dp_accounting().rdp.RdpAccountant()
+    with _quiet_orders():
+        accountant.compose(_event(sampling_rate, noise_multiplier, steps))
+    return accountant
+
+
+def epsilon_rdp(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> tuple[float, float]:
+    """(ε, the optimal order α) at δ by the RDP accountant and its improved conversion (an upper bound)."""
+    epsilon, order = _rdp_accountant(sampling_rate, noise_multiplier, steps, delta).get_epsilon_and_optimal_order(delta)
+    return float(epsilon), float(order)
+
+
+def moments_accountant_epsilon(sampling_rate: float, noise_multiplier: float, steps: int,
+                               delta: float) -> tuple[float, float]:
+    """(ε, α) by the moments accountant's conversion: min over the RDP orders α of
+    RDP_α + log(1/δ)/(α − 1) (Abadi et al. 2016, Thm. 2; Mironov 2017, Prop. 3), dp-accounting's
+    RDP values at its default orders. Looser than :func:`epsilon_rdp`; for the paper's settings."""
+    accountant = _rdp_accountant(sampling_rate, noise_multiplier, steps, delta)
+    bounds = [(float(r) + math.log(1.0 / delta) / (float(a) - 1.0), float(a))
+              for a, r in zip(accountant.orders, accountant.rdp) if a > 1]
+    return min(bounds)
+
+
+@dataclass(frozen=True)
+class CentralEpsilon:
+    """The two accountants' ε at δ for T Poisson-subsampled Gaussian steps, and which one is claimed."""
+
+    sampling_rate: float
+    noise_multiplier: float
+    steps: int
+    delta: float
+    epsilon_pld: float
+    epsilon_rdp: float
+    rdp_order: float
+    accountant: str
+
+    @property
+    def epsilon(self) -> float:
+        """The claimed ε: the PLD accountant's (:data:`HEADLINE`)."""
+        return self.epsilon_pld
+
+
+def central_epsilon(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> CentralEpsilon:
+    """Both accountants' ε at δ (:func:`epsilon_pld`, :func:`epsilon_rdp`)."""
+    rdp, order = epsilon_rdp(sampling_rate, noise_multiplier, steps, delta)
+    return CentralEpsilon(sampling_rate, float(noise_multiplier), steps, delta,
+                          epsilon_pld(sampling_rate, noise_multiplier, steps, delta), rdp, order, accountant_name())
+
+
+def _bisect(too_small: Any, lo: float, hi: float, rtol: float) -> float:
+    """hi of the bracket [lo, hi] (``too_small(lo)`` true, ``too_small(hi)`` false) narrowed in log
+    space until hi/lo ≤ 1 + ``rtol``."""
+    while hi / lo > 1.0 + rtol:
+        mid = math.sqrt(lo * hi)
+        if too_small(mid):
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def solve_noise_multiplier(epsilon: float, sampling_rate: float, steps: int, delta: float) -> float:
+    """The smallest z (to a relative 5e-4) whose PLD ε at δ after T steps is ≤ ``epsilon``.
+
+    Bisection in log z on :func:`epsilon_pld`, which falls as z grows: the bracket [lo, hi] keeps
+    ε(lo) > ``epsilon`` ≥ ε(hi), and the answer is hi, so its ε never exceeds the target. The
+    bracket starts from the z that the cheaper RDP accountant needs (a looser bound, so a z at
+    least as large as the answer) and half of it, widened until it brackets.
+    """
+    if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
+        raise UsageError(f"`central_epsilon` must be a finite number > 0, got {epsilon!r}")
+    floor, ceiling = _Z_RANGE
+    _check(sampling_rate, ceiling, steps, delta)
+    if epsilon_rdp(sampling_rate, ceiling, steps, delta)[0] > epsilon:
+        raise UsageError(f"`central_epsilon` {epsilon:g} at `central_delta` {delta:g} needs a noise multiplier above "
+                         f"{ceiling:g} over {steps} steps at `sampling_rate` {sampling_rate:g}; ask for a larger ε or "
+                         "δ, or sample less")
+    hi = _bisect(lambda z: epsilon_rdp(sampling_rate, z, steps, delta)[0] > epsilon, floor, ceiling, _Z_RTOL)
+    while epsilon_pld(sampling_rate, hi, steps, delta) > epsilon:
+        hi *= 2.0
+    lo = hi / 2.0
+    while lo > floor and epsilon_pld(sampling_rate, lo, steps, delta) <= epsilon:
+        lo = max(floor, lo / 2.0)
+    if lo <= floor and epsilon_pld(sampling_rate, floor, steps, delta) <= epsilon:
+        return floor
+    return _bisect(lambda z: epsilon_pld(sampling_rate, z, steps, delta) > epsilon, lo, hi, _Z_RTOL)
