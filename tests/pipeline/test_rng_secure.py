@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from ldpcli.errors import MissingDependency
-from ldpcli.math.bitgen import KEY_TAG, SEEDED_BY_OS, SEEDED_BY_USER, describe, secure_generator, secure_key
+from ldpcli.math.bitgen import ENTROPY_FROM_OS, ENTROPY_FROM_USER, KEY_TAG, describe, secure_generator, secure_key
 
 # --------------------------------------------------------------------------- the generator
 
@@ -75,12 +75,12 @@ def test_describe_names_the_generator_never_its_key() -> None:
     generator = secure_generator(3)
     record = describe(generator, seeded=True)
     assert record == {"bit_generator": "ChaCha", "package": "randomgen", "version": randomgen.__version__,
-                      "rounds": 20, "cryptographic": True, "seeding": SEEDED_BY_USER}
+                      "rounds": 20, "cryptographic": True, "entropy": ENTROPY_FROM_USER}
     key = secure_key(3)
     assert str(int.from_bytes(key, "little")) not in str(record) and key.hex() not in str(record)
     pcg = describe(np.random.default_rng(), seeded=False)
     assert pcg == {"bit_generator": "PCG64", "package": "numpy", "version": np.__version__,
-                   "cryptographic": False, "seeding": SEEDED_BY_OS}
+                   "cryptographic": False, "entropy": ENTROPY_FROM_OS}
 
 
 # --------------------------------------------------------------------------- without randomgen
