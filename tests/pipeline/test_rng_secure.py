@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import bonferroni_z, ldp, read_list, unit_rows, write_list
+from helpers import bonferroni_z, ldp, ldp_without, read_list, unit_rows, write_list
 from scipy import stats
 
 from ldpcli.errors import MissingDependency, UsageError
@@ -204,13 +203,9 @@ def test_the_cli_records_the_secure_generator_in_the_sidecar(tmp_path: Path) -> 
 def test_without_randomgen_rng_secure_names_the_extra_and_pcg64_still_runs(tmp_path: Path) -> None:
     src = tmp_path / "in.parquet"
     write_list(src, unit_rows(20, 3))
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": root, "LDP_LEDGER": str(tmp_path / "l" / "ledger.json")}
 
     def without(*args: Any) -> subprocess.CompletedProcess[str]:
-        code = ("import sys; sys.modules['randomgen'] = None; from ldpcli.cli.app import main; "
-                f"sys.argv = ['ldp', *{[str(a) for a in args]!r}]; main()")
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        return ldp_without("randomgen", *args, ledger=tmp_path / "l" / "ledger.json")
 
     refused = without("privatize", src, "-o", tmp_path / "s.parquet", "--eps", 2, "--rng", "secure")
     assert refused.returncode == 1
