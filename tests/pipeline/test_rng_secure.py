@@ -17,6 +17,7 @@ from helpers import bonferroni_z, ldp, ldp_without, read_list, unit_rows, write_
 from scipy import stats
 
 from ldpcli.errors import MissingDependency, UsageError
+from ldpcli.learn.train import train
 from ldpcli.math.bitgen import ENTROPY_FROM_OS, ENTROPY_FROM_USER, KEY_TAG, describe, secure_generator, secure_key
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.file import privatize_file
@@ -214,3 +215,10 @@ def test_without_randomgen_rng_secure_names_the_extra_and_pcg64_still_runs(tmp_p
         "installed: pip install 'ldp[secure]' (from a clone of ldp: pip install -e '.[secure]')"]
     assert not (tmp_path / "s.parquet").exists()
     assert without("privatize", src, "-o", tmp_path / "p.parquet", "--eps", 2, "-q").returncode == 0
+
+
+def test_train_refuses_an_rng_it_does_not_draw_from(tmp_path: Path) -> None:
+    """ldp train's noise is PCG64 for now: ReleaseOptions(rng="secure") must be refused, never ignored."""
+    src = write_list(tmp_path / "x.parquet", unit_rows(50, 4))
+    with pytest.raises(UsageError, match="train does not take options.rng"):
+        train(src, label="y", epsilon=1.0, options=ReleaseOptions(rng="secure"))
