@@ -100,7 +100,7 @@ def privatize(
     rng: str = typer.Option(
         DEFAULT_RNG, "--rng", metavar="|".join(RNG_NAMES), help="The generator of the noise. pcg64 (default): numpy's "
         "PCG64, fast but not cryptographic: whoever sees enough of its output can in principle predict the rest of "
-        "the run's noise. secure: ChaCha20 (20 rounds, a 256-bit key from the OS, through randomgen: `pip install "
+        "the run's noise. secure: ChaCha20 (20 rounds, keyed from 256 bits of OS entropy, through randomgen: `pip install "
         "'ldp[secure]'`), cryptographically secure, and slower (README, Randomness; benchmarks/rng.py). Recorded in "
         "the sidecar's release.randomness. With --seed either gives the same output whatever --threads, --memory "
         "or --engine."
