@@ -26,8 +26,11 @@ times ε; with Poisson sampling that number is random, and the claim uses the la
 **Sampling.** A step's batch is drawn as |𝓑| ~ Binomial(N, q), then |𝓑| distinct rows uniformly:
 the same law as N independent Bernoulli(q) inclusions (given its size, a Poisson sample is a uniform
 subset of that size), at a cost of O(qN) a step. The schedule of all T steps is drawn before training
-(it depends on no row's data) from a generator seeded by the operating system's entropy, so the
-largest number of uses is known, and the ledger checked, before any gradient is released.
+(it depends on no row's data), so the largest number of uses is known, and the ledger checked, before
+any gradient is released. The schedule and the noise Z come from ChaCha20 generators
+(:func:`ldpcli.math.bitgen.secure_generator`, through :func:`ldpcli.release.randomness.keyed_generator`
+with ``rng="secure"``) keyed from the run's 256-bit root from the OS: whoever sees the model or some
+draws cannot predict the others (a seeded run is reproducible, and only as secret as its seed).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from ldpcli.learn.losses import Loss
 from ldpcli.learn.sgd import Iterate, StepRule
 from ldpcli.math.domains import L2_BALL
 from ldpcli.mechanisms.base import Mechanism
+from ldpcli.release.randomness import randomness_record
 
 #: δ of the central claim unless given: Bhowmick et al.'s (Sec. 5), below 1/N for any N < 10⁹.
 DEFAULT_DELTA = 1e-9
@@ -165,8 +169,8 @@ class CentralLayer:
                 f"accountant (the claim; an upper bound) and (ε = {a.epsilon_rdp:.4g}, δ = {a.delta:g}) by the RDP "
                 f"accountant (a looser upper bound), for {NEIGHBOURING} neighbours. It protects against {PROTECTS_AGAINST}.")
 
-    def section(self, rows: int) -> dict[str, Any]:
-        """The sidecar's and ``--json``'s ``central`` section."""
+    def section(self, rows: int, *, seeded: bool) -> dict[str, Any]:
+        """The sidecar's and ``--json``'s ``central`` section (``seeded``: the run had a seed)."""
         a = self.account
         return {
             "radius": self.radius, "noise_multiplier": a.noise_multiplier, "sampling_rate": a.sampling_rate,
@@ -175,6 +179,7 @@ class CentralLayer:
             "target_epsilon": self.target_epsilon, "noise_std": self.noise_std(rows), "expected_batch": a.sampling_rate * rows,
             "accountant": a.accountant, "neighbouring": NEIGHBOURING, "protects_against": PROTECTS_AGAINST,
             "statement": self.statement(),
+            "randomness": randomness_record("secure", seeded=seeded),
         }
 
 

@@ -201,7 +201,7 @@ class TrainResult:
         out: dict[str, Any] = {
             "model": self.model_dict(),
             "privacy": self.privacy(),
-            "central": None if self.central is None else self.central.section(self.train_rows),
+            "central": None if self.central is None else self.central.section(self.train_rows, seeded=self.reproducible),
             "mechanism": self.mechanism.describe(),
             "training": self.training(),
             "rate": self.rate(),
@@ -290,7 +290,7 @@ def model_sidecar(result: TrainResult, target: Path, sha256: str, *, created: st
         "Bhowmick et al. 2018, Sec. 3.2, 4.4 and 5.1 (one-pass private SGD, averaging, step sizes)",
     ]
     if result.central is not None:
-        central["central"] = result.central.section(result.train_rows)
+        central["central"] = result.central.section(result.train_rows, seeded=result.reproducible)
         references += [
             "Bhowmick et al. 2018, Sec. 3.1, eq. (13) (central layer: projection onto the ρ-ball and Gaussian noise)",
             "Abadi et al. 2016, Deep Learning with Differential Privacy (the Poisson-subsampled Gaussian)",

@@ -144,7 +144,7 @@ class _Pass:
 
 #: The run's streams of randomness: the training (row order and the mechanism's noise), the holdout
 #: split (drawn again, identically, on every pass over the file), and the central layer's Poisson
-#: samples and Gaussian noise.
+#: samples and Gaussian noise (ChaCha20, :mod:`ldpcli.math.bitgen`: its claim rests on them).
 _TRAINING, _HOLDOUT, _SAMPLING, _CENTRAL_NOISE = 0, 1, 2, 3
 
 
@@ -367,7 +367,8 @@ def train(
         rule = default_step_rule(geometry, mech, radius, batch=max(1, round(expected)), eta0=eta0, beta=beta,
                                  noise_variance=p * layer.noise_std(state.train_rows) ** 2)
         # the schedule depends on no row's data: drawn first, it fixes each row's uses before any release
-        schedule = poisson_schedule(state.train_rows, layer.sampling_rate, layer.steps, keyed_generator(root, _SAMPLING))
+        schedule = poisson_schedule(state.train_rows, layer.sampling_rate, layer.steps,
+                                     keyed_generator(root, _SAMPLING, rng="secure"))
         uses = max(1, most_uses(schedule, state.train_rows))
         if layer.account.delta >= 1.0 / state.train_rows:
             notices.append(f"`central_delta` {layer.account.delta:g} is not below 1/N = 1/{state.train_rows}: "
@@ -393,7 +394,7 @@ def train(
     started = time.perf_counter()
     if layer is not None and schedule is not None and cached is not None:
         clipped = central_steps(model_loss, mech, layer, private, twin, cached[0], cached[1], schedule, rule, rng,
-                                keyed_generator(root, _CENTRAL_NOISE), on_rows)
+                                keyed_generator(root, _CENTRAL_NOISE, rng="secure"), on_rows)
     else:
         for _ in range(epochs):
             windows = [cached] if cached is not None else _windows(source, labels, model_loss, intercept, window_rows)

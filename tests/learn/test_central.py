@@ -202,6 +202,7 @@ def test_sidecar_has_the_central_section_beside_the_local_one(tmp_path: Path) ->
     assert section["epsilon_rdp"] == _direct(0.1, 1.2, steps, 1e-6)[1]
     assert section["accountant"].startswith("dp-accounting ")
     assert section["neighbouring"] == "add/remove one row"
+    assert section["randomness"]["bit_generator"] == "ChaCha" and section["randomness"]["cryptographic"] is True
     assert "users" in section["protects_against"] and "honestly" in section["protects_against"]
     assert section["noise_std"] == pytest.approx(1.2 * 1.5 / (0.1 * 400))
     # the local guarantee: ε per row over the most uses of any row (Poisson: random, at least one)

@@ -110,11 +110,12 @@ def train_cmd(
         None, "--central-radius", metavar="RHO", help="Turn on the central layer (Bhowmick et al. 2018, eq. (13)): "
         "the server projects each privatized gradient onto the ℓ2 ball of radius RHO, adds Gaussian noise to each "
         "step's sum and states a central (ε, δ) for the model. Needs --sampling-rate and one of --noise-multiplier "
-        "or --central-epsilon; needs dp-accounting (pip install 'ldp[central]')."
+        "or --central-epsilon; needs dp-accounting and randomgen (pip install 'ldp[central,secure]')."
     ),
     sampling_rate: Optional[float] = typer.Option(
         None, "--sampling-rate", metavar="Q", help="Central layer: each step includes each training row independently "
-        "with probability Q in (0, 1] (Poisson sampling, drawn before training from OS entropy). The run takes "
+        "with probability Q in (0, 1] (Poisson sampling, drawn before training from ChaCha20 keyed from OS "
+        "entropy, as is the noise). The run takes "
         "⌈epochs/Q⌉ steps (each row is used --epochs times on average); the local ε per row is ε times the most "
         "steps any row was sampled in. --batch stays 1."
     ),
@@ -204,7 +205,7 @@ def _print_training(result: Any) -> None:
                      f"at most {result.uses} use(s) per row (Poisson sampling)") + ", basic composition; local: "
                     "against the server")
     if result.central is not None:
-        central = result.central.section(result.train_rows)
+        central = result.central.section(result.train_rows, seeded=result.reproducible)
         summary.add_row("central ε (PLD)", fmt(central["epsilon_pld"]), f"δ = {fmt(central['delta'])}, the claim (an upper "
                         "bound); against the model's users, if the server runs eq. (13) honestly")
         summary.add_row("central ε (RDP)", fmt(central["epsilon_rdp"]), f"δ = {fmt(central['delta'])}, RDP accountant "
