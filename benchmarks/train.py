@@ -20,6 +20,10 @@ deviation over ``--reps`` data sets, for
 d²/N (the asymptotic error² of averaged SGD is ∝ d²·E‖Z‖²/N) and λ_min·Σ_k η_k (how far the
 iterates travel, ∝ N^{0.49}/d); ε scales with d (the grid is ε/d = 0.02 … 10 either way).
 ``--only timing`` measures the time per 10^5 steps against the same loop without privatizing.
+``--only central`` measures the central layer (Bhowmick et al. eq. (13): Poisson samples and
+Gaussian noise from ChaCha20, projection onto the ρ-ball) against the local loop with the same
+expected rows per step and the same steps, the two alternating in one process; and the accounting's
+one-off time (PLD and RDP).
 
 Digits (``examples/digits_unit.parquet``, 1797 rows, 64 features on the unit sphere, 10 classes):
 ``ldp train --loss softmax -L 2`` (‖∇‖ ≤ √2·‖(x, 1)‖ = 2) through the file path, 30% holdout
@@ -32,6 +36,7 @@ non-private SGD of the same pass and the empirical minimiser.
     python benchmarks/train.py --only fig3 --reps 1 --columns default --eps 50,250,1000,5000
     python benchmarks/train.py --figure fig3.png  # with matplotlib installed
     python benchmarks/train.py --only timing      # seconds per 10^5 steps at d = 500, vs the non-private loop
+    python benchmarks/train.py --only central --n 20000 --d 100 --reps 3   # the central layer vs the local loop
 """
 
 from __future__ import annotations
@@ -186,6 +191,45 @@ def timing(n: int, d: int, eps: float, batch: int) -> None:
         print(f"  {label}: {seconds:.2f} s  ({seconds / rows['none']:.2f}× the non-private loop)")
 
 
+def central_timing(n: int, d: int, eps: float, rate: float, reps: int) -> None:
+    """The central layer's steps (:func:`ldpcli.learn.central.central_steps` over a Poisson schedule from
+    ChaCha20) against :func:`sgd_pass` with batch qN (the same expected rows per step, the same ⌈1/q⌉
+    steps), alternating ``reps`` times in this process; and the one-off accounting (PLD and RDP)."""
+    from ldpcli.learn.central import CentralOptions, central_steps, poisson_schedule
+    from ldpcli.release.randomness import keyed_generator, root_seed
+
+    X, y, _ = logistic_data(n, d, 4.0, np.random.default_rng(0))
+    loss = make_loss("logistic", d, 2)
+    mech = MechanismSpec(DEFAULT_MECHANISM, eps, None, 1.0, {}).calibrate(d)
+    steps, batch = math.ceil(1 / rate), max(1, round(rate * n))
+    started = time.perf_counter()
+    layer = CentralOptions(1.0, rate, noise_multiplier=1.0).layer(steps)
+    accounting = time.perf_counter() - started
+    local: list[float] = []
+    central: list[float] = []
+    for rep in range(reps + 1):  # run 0 warms up (numba's compilation, ChaCha's first keys) and is not kept
+        it = EuclideanIterate(d, RADIUS)
+        started = time.perf_counter()
+        sgd_pass(loss, mech, it, None, X, y, batch, StepRule(0.1, 0.51), np.random.default_rng(rep))
+        local.append(time.perf_counter() - started)
+        it = EuclideanIterate(d, RADIUS)
+        root = root_seed(rep)
+        started = time.perf_counter()
+        schedule = poisson_schedule(n, rate, steps, keyed_generator(root, 2, rng="secure"))
+        central_steps(loss, mech, layer, it, None, X, y, schedule, StepRule(0.1, 0.51), np.random.default_rng(rep),
+                      keyed_generator(root, 3, rng="secure"))
+        central.append(time.perf_counter() - started)
+    local, central = local[1:], central[1:]
+    ratios = sorted(c / b for c, b in zip(central, local))
+    print(f"\nCentral layer, N = {n}, d = {d}, ε = {eps:g} ({mech.name}), q = {rate:g}: {steps} steps of ~{batch} rows, "
+          f"{reps} alternating runs")
+    print(f"  local loop (batch {batch}): median {sorted(local)[reps // 2]:.3f} s; central layer: median "
+          f"{sorted(central)[reps // 2]:.3f} s; central/local per run: {', '.join(f'{r:.2f}' for r in ratios)} "
+          f"(median {ratios[reps // 2]:.2f}×)")
+    print(f"  accounting (PLD + RDP, once per run): {accounting:.2f} s; ε_PLD = {layer.account.epsilon_pld:.4g}, "
+          f"ε_RDP = {layer.account.epsilon_rdp:.4g} at δ = {layer.account.delta:g}")
+
+
 def digits(reps: int, eps_grid: list[float], epochs_grid: list[int]) -> None:
     from ldpcli.learn.train import TrainingOptions, train
     from ldpcli.release.options import ReleaseOptions
@@ -213,7 +257,8 @@ def digits(reps: int, eps_grid: list[float], epochs_grid: list[int]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=("fig3", "digits", "timing"))
+    parser.add_argument("--only", choices=("fig3", "digits", "timing", "central"))
+    parser.add_argument("--rate", type=float, default=0.01, help="the central layer's sampling rate q")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--n", type=int, help="rows N (default 100000; 4000 with --small)")
     parser.add_argument("--d", type=int, help="dimension d (default 500; 100 with --small)")
@@ -240,6 +285,8 @@ def main() -> None:
     if args.only in (None, "timing"):
         timing(n, d, 100.0, 1)
         timing(n, d, 100.0, 32)
+    if args.only in (None, "central"):
+        central_timing(n, d, 100.0, args.rate, args.reps)
     if args.only in (None, "digits"):
         digits(args.reps, [float(e) for e in args.digits_eps.split(",")], [int(e) for e in args.epochs.split(",")])
 

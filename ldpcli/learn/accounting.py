@@ -73,11 +73,12 @@ def _event(sampling_rate: float, noise_multiplier: float, steps: int) -> Any:
     return dp.SelfComposedDpEvent(step, steps)
 
 
-def _check(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> None:
+def _check(sampling_rate: float, noise_multiplier: float, steps: int, delta: float,
+           floor: float = MIN_NOISE_MULTIPLIER) -> None:
     if not (isinstance(sampling_rate, (int, float)) and 0.0 < sampling_rate <= 1.0):
         raise UsageError(f"`sampling_rate` must be in (0, 1], got {sampling_rate!r}")
     if not (isinstance(noise_multiplier, (int, float)) and math.isfinite(noise_multiplier)
-            and noise_multiplier >= MIN_NOISE_MULTIPLIER):
+            and noise_multiplier >= floor and noise_multiplier > 0):
         raise UsageError(f"`noise_multiplier` must be a finite number ≥ {MIN_NOISE_MULTIPLIER:g} (below it the central ε "
                          f"is in the hundreds), got {noise_multiplier!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
@@ -109,7 +110,8 @@ def _quiet_orders() -> Iterator[None]:
 
 
 def _rdp_accountant(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> Any:
-    _check(sampling_rate, noise_multiplier, steps, delta)
+    """The RDP accountant after the T steps; any z > 0 (the RDP of a small z costs no more than a large one's)."""
+    _check(sampling_rate, noise_multiplier, steps, delta, floor=0.0)
     accountant = dp_accounting().rdp.RdpAccountant()
     with _quiet_orders():
         accountant.compose(_event(sampling_rate, noise_multiplier, steps))

@@ -53,6 +53,7 @@ from ldpcli.learn.sgd import (
     empirical_minimizer,
     sgd_pass,
 )
+from ldpcli.math.bitgen import require_randomgen
 from ldpcli.mechanisms.base import MechanismSpec, check_count, get_mechanism
 from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.ledger import InputFingerprint
@@ -451,6 +452,7 @@ def _central_layer(central: CentralOptions | None, batch: int, epochs: int) -> C
         raise UsageError("with `sampling_rate` each step's rows are a Poisson sample (q·N rows expected); leave `batch` "
                          "at 1")
     options = central.validated()
+    require_randomgen()  # the samples and the noise are ChaCha20's: refused now, not after reading the data
     return options.layer(options.steps(epochs))
 
 
