@@ -160,6 +160,16 @@ class TrainResult:
             "composition": "basic: the ε of a row's uses add up", "statement": statement,
         }
 
+    def central_section(self) -> dict[str, Any] | None:
+        """The central layer's section (:meth:`ldpcli.learn.central.CentralLayer.section`), None without one."""
+        if self.central is None:
+            return None
+        section = self.central.section(self.train_rows, seeded=self.reproducible)
+        if self.classes_from_data:
+            section["statement"] += (" The class list was read from the data without noise and is not covered: pass "
+                                     "`classes` to make it a public choice.")
+        return section
+
     def rate(self) -> dict[str, Any]:
         """The convergence rate's form (Duchi et al. 2014, (14b) for l2, (14a) for l1), constants unstated."""
         m2, minf = gradient_moment_bounds(self.mechanism)
@@ -201,7 +211,7 @@ class TrainResult:
         out: dict[str, Any] = {
             "model": self.model_dict(),
             "privacy": self.privacy(),
-            "central": None if self.central is None else self.central.section(self.train_rows, seeded=self.reproducible),
+            "central": self.central_section(),
             "mechanism": self.mechanism.describe(),
             "training": self.training(),
             "rate": self.rate(),
@@ -290,7 +300,7 @@ def model_sidecar(result: TrainResult, target: Path, sha256: str, *, created: st
         "Bhowmick et al. 2018, Sec. 3.2, 4.4 and 5.1 (one-pass private SGD, averaging, step sizes)",
     ]
     if result.central is not None:
-        central["central"] = result.central.section(result.train_rows, seeded=result.reproducible)
+        central["central"] = result.central_section()
         references += [
             "Bhowmick et al. 2018, Sec. 3.1, eq. (13) (central layer: projection onto the ρ-ball and Gaussian noise)",
             "Abadi et al. 2016, Deep Learning with Differential Privacy (the Poisson-subsampled Gaussian)",

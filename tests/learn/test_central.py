@@ -216,9 +216,11 @@ def test_sidecar_has_the_central_section_beside_the_local_one(tmp_path: Path) ->
 def test_central_epsilon_target_solves_z(tmp_path: Path) -> None:
     data = _small(tmp_path)
     central = CentralOptions(central_radius=1.0, sampling_rate=0.25, central_epsilon=3.0, central_delta=1e-6)
-    result = train(data, label="label", epsilon=4.0, training=TrainingOptions(central=central, classes=[0, 1]),
+    result = train(data, label="label", epsilon=4.0, training=TrainingOptions(central=central),
                    options=ReleaseOptions(seed=1))
     assert result.central is not None
+    section = result.central_section()
+    assert section is not None and "class list was read from the data" in section["statement"]
     assert result.central.account.epsilon_pld <= 3.0
     assert epsilon_pld(0.25, result.central.noise_multiplier * (1 - 1e-3), 4, 1e-6) > 3.0
 

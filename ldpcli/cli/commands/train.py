@@ -204,8 +204,8 @@ def _print_training(result: Any) -> None:
                     (f"{result.epochs} use(s) per row" if result.uses is None else
                      f"at most {result.uses} use(s) per row (Poisson sampling)") + ", basic composition; local: "
                     "against the server")
-    if result.central is not None:
-        central = result.central.section(result.train_rows, seeded=result.reproducible)
+    central = result.central_section()
+    if central is not None:
         summary.add_row("central ε (PLD)", fmt(central["epsilon_pld"]), f"δ = {fmt(central['delta'])}, the claim (an upper "
                         "bound); against the model's users, if the server runs eq. (13) honestly")
         summary.add_row("central ε (RDP)", fmt(central["epsilon_rdp"]), f"δ = {fmt(central['delta'])}, RDP accountant "
