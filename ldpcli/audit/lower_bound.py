@@ -14,7 +14,12 @@ Construction (``privacy_lower_bound``):
    a vector at 90° and against one at 22.5°. ℓ∞ box: a vertex s against −s, against s with half
    its coordinates flipped and against s with one flipped. Interval: 0 against r_max. (d = 1
    leaves only the first pair; an unknown domain uses its audit points: boundary against zero and
-   against the interior point.)
+   against the interior point.) With ``bits``, the ℓ2 ball adds the pair L·e₁ (a coordinate axis)
+   against L·(1, …, 1)/√d (the diagonal): outputs near an axis have one large coordinate and
+   small ones, outputs near the diagonal d coordinates of one size, and the rounding of the norm
+   and of the coordinates differs between the two more than between random directions (PrivUnit2
+   at d = 2, ε = 0.5, 20000 trials, seeds 0–7: ε_lb from 0.39 to 2.0 without this pair, from
+   1.29 to 2.24 with it).
 2. Each input is privatized N times (``--lower-bound-trials``). The first half of each sample
    chooses the event; the second half, independent of the choice, measures it.
 3. Events, for the ordered pair (x, x′) (both orders are tried): thresholds {f ≥ t} and
@@ -125,8 +130,10 @@ class LowerBound:
 # ---------------------------------------------------------------------------------------------
 
 
-def lower_bound_inputs(mech: Mechanism, rng: np.random.Generator) -> tuple[list[tuple[str, np.ndarray]], list[tuple[int, int]]]:
-    """The named inputs and the pairs (indices into them) of the module docstring."""
+def lower_bound_inputs(mech: Mechanism, rng: np.random.Generator,
+                       bits: bool = False) -> tuple[list[tuple[str, np.ndarray]], list[tuple[int, int]]]:
+    """The named inputs and the pairs (indices into them) of the module docstring (``bits``: with the axis
+    against the diagonal in the ℓ2 ball)."""
     d, bound = mech.d, mech.norm_bound
     if mech.domain == L2_BALL:
         u = rng.standard_normal(d)
@@ -139,6 +146,12 @@ def lower_bound_inputs(mech: Mechanism, rng: np.random.Generator) -> tuple[list[
             w /= np.linalg.norm(w)
             small = math.cos(SMALL_ANGLE) * u + math.sin(SMALL_ANGLE) * w
             inputs += [("u at 90°", bound * w), ("u at 22.5°", bound * small / np.linalg.norm(small))]
+            if bits:
+                axis = np.zeros(d)
+                axis[0] = bound
+                pairs = [(0, i) for i in range(1, len(inputs))] + [(len(inputs), len(inputs) + 1)]
+                inputs += [("e₁", axis), ("the diagonal", np.full(d, bound / math.sqrt(d)))]
+                return inputs, pairs
     elif mech.domain == LINF_BOX:
         s = np.where(rng.random(d) < 0.5, -1.0, 1.0)
         inputs = [("s", bound * s), ("−s", -bound * s)]
@@ -386,7 +399,7 @@ def privacy_lower_bound(mech: Mechanism, *, trials: int, beta: float, rng: np.ra
     rendering of the same mechanism (one that snaps its outputs to a grid, say) is audited as given.
     """
     render = mech.privatize if privatize is None else privatize
-    inputs, pairs = lower_bound_inputs(mech, rng)
+    inputs, pairs = lower_bound_inputs(mech, rng, bits)
     names = [name for name, _ in inputs]
     xs = np.array([x for _, x in inputs])
     d = mech.d
