@@ -18,8 +18,8 @@ Construction (``privacy_lower_bound``):
    against L·(1, …, 1)/√d (the diagonal): outputs near an axis have one large coordinate and
    small ones, outputs near the diagonal d coordinates of one size, and the rounding of the norm
    and of the coordinates differs between the two more than between random directions (PrivUnit2
-   at d = 2, ε = 0.5, 20000 trials, seeds 0–7: ε_lb from 0.39 to 2.0 without this pair, from
-   1.29 to 2.24 with it).
+   at d = 2, ε = 0.5, 20000 trials, seeds 0–7: ε_lb from 0.39 to 1.62 without this pair, from
+   1.56 to 2.23 with it).
 2. Each input is privatized N times (``--lower-bound-trials``). The first half of each sample
    chooses the event; the second half, independent of the choice, measures it.
 3. Events, for the ordered pair (x, x′) (both orders are tried): thresholds {f ≥ t} and
@@ -362,8 +362,8 @@ def _choose_event(samples: list[_Sample], i_x: int, i_y: int, half: int, n_build
             best = _Event(f"z in the span of {n_build} first-half outputs of x = {names[i_x]} (rank < d)", score,
                           "span", basis=i_x)
     if sx.bits is not None and sy.bits is not None:
-        def score_of(k_x: np.ndarray, n_x: int, k_y: np.ndarray, n_y: int) -> np.ndarray:
-            return log_ratio_bound(k_x, n_x, k_y, n_y, alpha, delta)
+        def score_of(k_x: np.ndarray, n_x: int, k_y: np.ndarray, n_y: int, tried: int) -> np.ndarray:
+            return log_ratio_bound(k_x, n_x, k_y, n_y, alpha / tried, delta)
 
         for label, name in enumerate(bit_names):
             score, labels = best_label_set(sx.bits[first, label], sy.bits[first, label], score_of)
