@@ -37,8 +37,9 @@ def test_bits_find_the_rendering_leak_of_privunit2_at_d_2() -> None:
     ("scalar-rel", 1, 8.0), ("gaussian-sign", 2, 0.5),
 ])
 def test_no_false_alarm_where_outputs_are_discrete_choices(name: str, d: int, eps: float) -> None:
-    """Scaled vertices, grid values and scaled sign vectors: the doubles are a function of the
-    discrete choices, so their bits say nothing the choices do not, and ε_lb stays below ε."""
+    """Scaled vertices and grid values: the doubles are a function of the discrete choices, so their
+    bits say nothing the choices do not, and ε_lb stays below ε. gaussian-sign releases ±s·Z, the
+    input choosing only the sign, which flips the sign bit and nothing else."""
     mech = MechanismSpec(name, eps).calibrate(d)
     bound = privacy_lower_bound(mech, trials=10_000, beta=LOWER_BOUND_BETA, rng=np.random.default_rng(1), bits=True)
     assert bound.bits and bound.epsilon <= mech.epsilon_exact, bound.event
