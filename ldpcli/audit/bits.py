@@ -93,7 +93,9 @@ def bit_labels(z: np.ndarray) -> np.ndarray:
     coords = z.view(np.int64)
     columns = [norm, norm & _LOW_MASK, _trailing_zeros(norm), (norm >> 52) & 0x7FF,
                np.count_nonzero(z == 0.0, axis=1).astype(np.int64),
-               _trailing_zeros(coords).min(axis=1) if d else np.zeros(n, dtype=np.int64)]
+               # the fewest trailing zeros of a row's significands are those of their bitwise or
+               _trailing_zeros(np.bitwise_or.reduce(coords & _SIGNIFICAND, axis=1)) if d
+               else np.full(n, 52, dtype=np.int64)]
     if d <= ROW_MAX_D:
         row = np.zeros(n, dtype=np.uint64)
         for j in range(d):  # FNV-1a over the coordinates' bit patterns (wrapping uint64 arithmetic)
@@ -155,7 +157,9 @@ def describe(name: str, labels: LabelSet) -> str:
     """The event in words: the label's name and its set (values shown when there are at most three)."""
     float_label = name.endswith("as a double")
     shown = [repr(float(np.int64(v).view(np.float64))) if float_label else str(int(v)) for v in labels.values[:3]]
-    if labels.values.size <= 3:
+    if name.endswith("bit for bit"):  # the labels are hashes, not worth showing
+        what = f"one of {labels.values.size} rows seen at least {MIN_CELL} times" if labels.values.size else ""
+    elif labels.values.size <= 3:
         what = "in {" + ", ".join(shown) + "}" if labels.values.size else ""
     else:
         what = f"one of {labels.values.size} values ({', '.join(shown)}, …)"
