@@ -7,6 +7,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
+from ldpcli.audit.bits import BIT_COORDS, LOW_BITS
 from ldpcli.audit.claims import MIN_TRIALS
 from ldpcli.audit.claims import audit as run_audit
 from ldpcli.cli._typer_compat import Command
@@ -55,8 +56,9 @@ def audit(
     bits: bool = typer.Option(
         False, "--bits",
         help="Let the privacy lower bound's events read the raw bits of the outputs, as a released file holds "
-             "them: each row's ‖z‖ (numpy's np.linalg.norm) and first 4 coordinates as exact doubles, their last 8 "
-             "significand bits and exponents, exact zeros and trailing zero bits (values on a coarse binary grid). "
+             f"them: each row's ‖z‖ (numpy's np.linalg.norm) and first {BIT_COORDS} coordinates as exact doubles, "
+             f"their last {LOW_BITS} significand bits and exponents, exact zeros and trailing zero bits (values on "
+             "a coarse binary grid). "
              "Without it the events see the outputs rounded to a relative 1e-9, the mechanism's law and not its "
              "floating-point rendering. Same confidence either way.",
     ),
