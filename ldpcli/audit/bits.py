@@ -7,8 +7,8 @@ input (Mironov 2012: the doubles textbook Laplace noise can reach depend on the 
 ``bits`` the lower bound also tries events on these integer labels of each output row z (float64):
 
 - ‖z‖ as an analyst computes it, ``np.linalg.norm(z, axis=1)``: numpy's square root of the sum of
-  the squares along the row (``np.add.reduce``: pairwise summation for rows of more than 8 values,
-  left to right below). Its labels: the double itself (its 64 bits), the last ``LOW_BITS`` bits of
+  the squares along the row (``np.add.reduce``, in numpy's own order: left to right for rows of
+  fewer than 8 values, its pairwise scheme for longer ones). Its labels: the double itself (its 64 bits), the last ``LOW_BITS`` bits of
   its significand, the number of trailing zero bits of its significand (a value on a coarse binary
   grid has many) and its exponent;
 - the row itself, its d doubles bit for bit (d ≤ ``ROW_MAX_D``; a 64-bit hash of the bit patterns,
@@ -24,11 +24,11 @@ part the values seen at least ``MIN_CELL`` times (both inputs together) are cell
 the rarer ones one cell "other", and the cells are ordered by (k_x + ½)/(k_x′ + ½). On its second
 part the sets of the first j cells, j ≤ ``MAX_SETS``, are scored as every event is
 (``log_ratio_bound``), at level α/J for J sets tried. Scoring the sets on the rows that ordered
-the cells would favour sets that fit those rows' noise (with 256 values of the last bits, a set
-of 50 of them looks like a leak in every sample), and such a set would win the choice against
-an honest threshold event and then fail on the second half: a rule of the choice only, it
-moves no bound. The best set becomes one more candidate of the lower bound's choice. The chosen event is a fixed
-function of z once the first half is seen, and its probabilities are measured on the second
+the cells would favour sets that fit those rows' noise (labels of one law for both inputs, 256
+values, 4000 rows each: the best set scored 0.16 to 0.22 on each of 5 seeds), and such a set
+would win the choice against an honest threshold event and then fail on the second half. This
+is a rule of the choice only: it moves no bound. The best set becomes one more candidate of the
+lower bound's choice. The chosen event is a fixed function of z once the first half is seen, and its probabilities are measured on the second
 half, which is independent of the choice: the Clopper–Pearson bounds, and so the confidence of
 ε_lb, are exactly those of the other events (no correction for the number of labels or sets is
 needed, as for the thresholds).
