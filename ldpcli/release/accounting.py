@@ -154,7 +154,8 @@ def _dp_accounting() -> Any:
     try:
         from dp_accounting.pld import privacy_loss_distribution
     except ImportError:
-        raise MissingDependency(f"composition at a `delta` needs dp-accounting: {install_hint('central')}") from None
+        raise MissingDependency("composing privacy loss distributions needs dp-accounting: "
+                                f"{install_hint('central')}") from None
     return privacy_loss_distribution
 
 
@@ -262,7 +263,8 @@ def compose_central(entries: Sequence[LedgerEntry], delta: float | None) -> tupl
 
     One release: the (ε upper, δ) it recorded. Several: basic composition (Σε_i, Σδ_i), and
     dp-accounting's PLD of the (ε_i, δ_i) worst cases at δ = Σδ_i + ``delta`` (``delta`` 0 when None);
-    the smaller ε is said, with its theorem. A mix of shuffled and unshuffled releases gets None: an
+    the smaller ε is said, with its theorem (the sum, and the sentence says why, where dp-accounting is not
+    installed: ``ldp budget`` needs no extra). A mix of shuffled and unshuffled releases gets None: an
     unshuffled release is only ε-LDP, its rows in their order and with the columns it kept, and ldp
     states a central ε only for what an honest shuffler released.
     """
@@ -280,7 +282,9 @@ def compose_central(entries: Sequence[LedgerEntry], delta: float | None) -> tupl
     if len(pairs) == 1:
         return basic, f"shuffled among n = {shuffled[0]['n']} reports by an honest shuffler"
     target = basic.delta + (0.0 if delta is None else _check_delta(delta))
-    pld = Guarantee(pld_epsilon(pairs, target), target, f"{pld_theorem()} of the recorded central guarantees")
-    sizes = ", ".join(str(item["n"]) for item in shuffled)
-    return (_smaller(pld, basic),
-            f"{len(pairs)} releases, each shuffled by an honest shuffler (n = {sizes})")
+    said = f"{len(pairs)} releases, each shuffled by an honest shuffler (n = {', '.join(str(s['n']) for s in shuffled)})"
+    try:
+        pld = Guarantee(pld_epsilon(pairs, target), target, f"{pld_theorem()} of the recorded central guarantees")
+    except MissingDependency as exc:  # the budget itself needs no extra: the sum holds
+        return basic, f"{said}; the sum only: {exc}"
+    return _smaller(pld, basic), said

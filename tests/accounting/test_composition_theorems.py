@@ -4,6 +4,7 @@ theorems, Dwork–Rothblum–Vadhan, dp-accounting's PLD, and the local and cent
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.pld.common import DifferentialPrivacyParameters
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, MissingDependency, UsageError
 from ldpcli.release.accounting import (
     BASIC,
     DRV,
@@ -225,3 +226,26 @@ def test_a_malformed_shuffled_record_is_a_data_error() -> None:
     broken = replace(entry(1.0), shuffled={"n": 10})
     with pytest.raises(DataError, match="epsilon_central_upper"):
         compose_central([broken], None)
+
+
+# --- without the extra `central` --------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def no_dp_accounting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dp-accounting as if not installed: importing it raises ImportError."""
+    for name in ("dp_accounting", "dp_accounting.pld", "dp_accounting.pld.privacy_loss_distribution"):
+        monkeypatch.setitem(sys.modules, name, None)
+
+
+@pytest.mark.usefixtures("no_dp_accounting")
+def test_without_dp_accounting_only_the_pld_needs_it() -> None:
+    # releases of one ε: Thm 3.3 needs no extra; no δ: basic composition
+    assert compose_local([entry(0.1)] * 50, 1e-6).advanced is not None
+    assert compose_local([entry(0.1), entry(0.2)], None).advanced is None
+    with pytest.raises(MissingDependency, match=r"pip install 'ldp\[central\]'"):
+        compose_local([entry(0.1), entry(0.2)], 1e-6)
+    # several shuffled releases: the sum, and the sentence says why
+    guarantee, note = compose_central([entry(4.0, shuffled=shuffled(0.3, 1e-7))] * 3, None)
+    assert guarantee is not None and guarantee.epsilon == pytest.approx(0.9) and BASIC in guarantee.theorem
+    assert "the sum only" in note and "ldp[central]" in note

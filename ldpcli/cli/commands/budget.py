@@ -42,8 +42,8 @@ def budget(
     Releasing the same people's rows k times at ε₁, …, ε_k is (ε₁ + … + ε_k)-LDP (basic composition;
     for the Gaussian baseline also δ₁ + … + δ_k), exact at δ = 0. With --delta D each input also gets
     the smallest ε at δ = D that composition theorems prove (plus the releases' own δ's), and the
-    theorem that proves it. Local guarantees protect each person against the server, whoever holds
-    the released rows. Releases written by `ldp privatize --shuffle` also have a central (ε, δ): it
+    theorem that proves it. Local guarantees protect each person against the server and anyone else
+    who holds the released rows. Releases written by `ldp privatize --shuffle` also have a central (ε, δ): it
     protects against the analyst and every user of the output, and rests on an honest shuffler (one
     report per person, in a uniformly random order nobody else sees); an input gets a central column
     only when all its releases were shuffled. Inputs are identified by a fingerprint of their
