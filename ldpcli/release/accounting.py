@@ -70,6 +70,7 @@ class Guarantee:
 
 
 def _check_delta(delta: float) -> float:
+    """``delta`` as a float when it is in (0, 1); UsageError otherwise (NaN included)."""
     if not (isinstance(delta, (int, float)) and 0 < delta < 1):
         raise UsageError(f"`delta` must be a number in (0, 1), not {delta!r}")
     return float(delta)
@@ -84,8 +85,8 @@ def optimal_homogeneous_epsilon(epsilon: float, k: int, delta: float) -> float:
     δ(ε') = Σ_ℓ C(k, ℓ) max(0, e^{(k−ℓ)ε} − e^{ε'+ℓε}) / (1 + e^ε)^k, which on the piece where the terms
     ℓ < L are the positive ones is A_L − e^{ε'}·B_L, with A_L = P(ℓ < L) for ℓ ~ Bin(k, 1/(1 + e^ε)) and
     B_L = P(ℓ < L) for ℓ ~ Bin(k, e^ε/(1 + e^ε)). So ε' = log((A_L − δ)/B_L) on the piece where δ(ε')
-    crosses δ, rounded up by :data:`ROUND_UP` relative. Everything is in log space: finite for ε up to 10⁴
-    and k up to 10⁶.
+    crosses δ, rounded up by :data:`ROUND_UP` relative. Everything is in log space: finite at ε = 10⁴ and
+    at k = 10⁵ (both tested).
     """
     delta = _check_delta(delta)
     if not (epsilon > 0 and math.isfinite(epsilon)) or k < 1:
@@ -169,8 +170,8 @@ def pld_theorem() -> str:
 
 def pld_interval(guarantees: Sequence[tuple[float, float]]) -> float:
     """The discretisation step of the PLD of ``guarantees``: :data:`PLD_INTERVAL`, or Σε_i/:data:`PLD_STEPS`
-    when that is larger, so that the cost of composing stays bounded (about 1 s per distinct ε on one core)
-    whatever the total. Each release's loss is rounded up by less than one step, so the ε of k releases
+    when that is larger, so that the cost of each composition stays bounded whatever the total (on a loaded
+    2-core machine: 100 distinct ε's in [0.05, 2] composed in 3.5 s, 300 in [0.01, 0.2] in 1.8 s). Each release's loss is rounded up by less than one step, so the ε of k releases
     is above the exact value by less than k steps."""
     return max(PLD_INTERVAL, math.fsum(epsilon for epsilon, _ in guarantees) / PLD_STEPS)
 
