@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -91,6 +93,16 @@ def test_budget_delta_json_states_each_inputs_local_and_central_guarantees(ledge
     expected, _ = compose_central(entries["shuffled"], 1e-6)
     assert expected is not None and shuffled == expected.to_dict()
     assert shuffled["epsilon"] <= 0.8 and shuffled["delta"] <= 2e-7 + 1e-6
+
+
+def test_the_console_command_prints_the_same_document(ledger_path: Path) -> None:
+    """``ldp budget --ledger PATH --delta 1e-6 --json`` as a user runs it (a new process) prints what the
+    in-process command prints."""
+    command = [sys.executable, "-m", "ldpcli", "budget", "--ledger", str(ledger_path), "--delta", "1e-6", "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    in_process = ldp("budget", "--ledger", ledger_path, "--delta", "1e-6", "--json")
+    assert json.loads(done.stdout) == json.loads(in_process.stdout)
 
 
 def test_budget_without_delta_is_basic_composition_only(ledger_path: Path) -> None:
