@@ -50,6 +50,21 @@ def exact_joint(n: int, epsilon0: float) -> tuple[list[mpmath.mpf], list[mpmath.
     return ps, qs
 
 
+def exact_divergence(c: int, epsilon0: float, epsilon: float, reverse: bool = False) -> mpmath.mpf:
+    """D_c(ε) = Σ_k max(0, P_c(k) − e^ε Q_c(k)) over every k (or with P and Q swapped), in 40 digits."""
+    e0 = mpmath.mpf(epsilon0)
+    alpha = mpmath.exp(e0) / (1 + mpmath.exp(e0))
+    scale = mpmath.exp(mpmath.mpf(epsilon))
+    b = [mpmath.mpf(0)] + [mpmath.mpf(math.comb(c, k)) / 2**c for k in range(c + 1)] + [mpmath.mpf(0)]
+    total = mpmath.mpf(0)
+    for k in range(c + 2):  # b[k] is B_c(k − 1), b[k + 1] is B_c(k)
+        p, q = alpha * b[k] + (1 - alpha) * b[k + 1], (1 - alpha) * b[k] + alpha * b[k + 1]
+        if reverse:
+            p, q = q, p
+        total += max(mpmath.mpf(0), p - scale * q)
+    return total
+
+
 def exact_delta(n: int, epsilon0: float, epsilon: float, reverse: bool = False) -> mpmath.mpf:
     """The reduction's δ(ε) = Σ_{c,k} max(0, P(c,k) − e^ε Q(c,k)) (or with P and Q swapped)."""
     ps, qs = exact_joint(n, epsilon0)
@@ -113,14 +128,9 @@ def test_the_divergence_is_symmetric(n: int, epsilon0: float, epsilon: float) ->
 def test_divergence_is_non_increasing_in_c(epsilon0: float, epsilon: float) -> None:
     """Fact 3, which lets an interval's left end bound it from above: D_c ≥ D_{c+1} for every c, checked
     on the exact D_c (a sup over every set of k, in 40 digits) and on the module's own evaluation."""
-    e0 = mpmath.mpf(epsilon0)
-    alpha = mpmath.exp(e0) / (1 + mpmath.exp(e0))
-    scale = mpmath.exp(mpmath.mpf(epsilon))
     previous = mpmath.inf
     for c in range(60):
-        b = [mpmath.mpf(math.comb(c, k)) / 2**c for k in range(c + 1)] + [0]
-        d = mpmath.fsum(max(0, alpha * b[k - 1] + (1 - alpha) * b[k] - scale * ((1 - alpha) * b[k - 1] + alpha * b[k]))
-                        for k in range(c + 2))
+        d = exact_divergence(c, epsilon0, epsilon)
         assert d <= previous
         previous = d
     upper, lower = divergence_bounds(epsilon, epsilon0, np.arange(0, 3000, 7))
@@ -185,3 +195,35 @@ def test_a_central_delta_of_one_over_n_or_more_is_refused() -> None:
     for delta in (1e-4, 0.5, 0.0):
         with pytest.raises(UsageError, match=r"\(0, 1/n\)"):
             check_central_delta(delta, 10**4)
+
+
+def endpoint_delta(n: int, epsilon0: float, epsilon: float, step: int, end: str) -> mpmath.mpf:
+    """The reference code's evaluation (apple/ml-shuffling-amplification, computeamplification.py,
+    ``deltacomp``): c cut into intervals of ``step`` values, each interval's exact mass times the exact
+    D(Q‖P) at one chosen end. Its upper-bound branch takes ``max(deltaq_upperc, deltaq_upperc)``: the
+    upper end only (``end="right"``), where D_c is smallest (fact 3); the sound choice is the left end."""
+    p = mpmath.exp(-mpmath.mpf(epsilon0))
+    mass = [math.comb(n - 1, c) * p**c * (1 - p) ** (n - 1 - c) for c in range(n)]
+    total = mpmath.mpf(0)
+    for left in range(0, n, step):
+        right = min(left + step - 1, n - 1)
+        at = right if end == "right" else left
+        total += mpmath.fsum(mass[left:right + 1]) * exact_divergence(at, epsilon0, epsilon, reverse=True)
+    return total
+
+
+def test_the_reference_codes_upper_end_only_evaluation_is_optimistic() -> None:
+    """The defect, built here: with D(Q‖P) taken at each interval's upper end, the δ(ε) found is below the
+    exact δ(ε), so a binary search on it certifies an ε below the exact one. The left end, which this
+    module uses (fact 3), stays above the exact δ(ε); and the module's certified ε is above the exact ε.
+    (In the reference code the defective sum is maxed with the other direction's, taken at both ends;
+    by the symmetry D(P‖Q) = D(Q‖P) that masks it there: docs/shuffling.md.)"""
+    n, epsilon0, delta, step = 300, 1.0, 1e-6, 30
+    bound = shuffle_bound(epsilon0, n, delta)
+    assert_brackets_exact(bound)
+    at = bound.epsilon_lower  # the exact δ here is at least δ: a sound bound must not certify it
+    exact = exact_delta(n, epsilon0, at)
+    assert exact >= delta
+    defective = endpoint_delta(n, epsilon0, at, step, end="right")
+    assert defective < delta <= exact  # an upper end certifies (at, δ): optimistic
+    assert endpoint_delta(n, epsilon0, at, step, end="left") >= exact
