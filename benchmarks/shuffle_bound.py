@@ -50,8 +50,8 @@ def table(deltas: tuple[float, ...]) -> None:
                     continue
                 bound = shuffle_bound(epsilon0, n, delta)
                 closed = closed_form_epsilon(epsilon0, n, delta)
-                print(f"| {n:.0e} | {delta:.0e} | {epsilon0:g} | {bound.epsilon_upper:.4f} | "
-                      f"{bound.epsilon_lower:.4f} | {'—' if closed is None else f'{closed:.4f}'} |")
+                print(f"| {n:.0e} | {delta:.0e} | {epsilon0:g} | {bound.epsilon_upper:.6g} | "
+                      f"{bound.epsilon_lower:.6g} | {'—' if closed is None else f'{closed:.6g}'} |")
 
 
 def main() -> None:
