@@ -31,6 +31,7 @@ any pure ε0-LDP randomizer from above: ``epsilon_lower`` is not a lower bound f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,7 +182,7 @@ class Grid:
     weight: np.ndarray
 
 
-def _edge(log_mass: Any, low: int, high: int, log_tail: float) -> int:
+def _edge(log_mass: Callable[[int], float], low: int, high: int, log_tail: float) -> int:
     """The largest c in [low, high] with ``log_mass(c) ≤ log_tail`` for an increasing ``log_mass`` (``low``
     itself if none), by bisection: scipy's binom.ppf is unreliable for quantiles far below 1e-15."""
     if log_mass(low) > log_tail:
@@ -243,7 +244,7 @@ def delta_lower(epsilon: float, epsilon0: float, grid: Grid) -> float:
     return float(np.dot(grid.weight, lower)) * (1 - RELATIVE_SLACK)
 
 
-def _search(certified: Any, epsilon0: float) -> tuple[float, float]:
+def _search(certified: Callable[[float], bool], epsilon0: float) -> tuple[float, float]:
     """Binary search on [0, ε0] for the edge of the set where ``certified(ε)`` holds (a set of the form
     [e*, ε0], ε0 holding by assumption); returns the final interval (left, right): right holds."""
     left, right = 0.0, epsilon0
