@@ -25,6 +25,9 @@
    ``lower_bound_trials`` times each; an event chosen on the first half, its probabilities bounded
    by Clopper–Pearson on the second; ε_lb = log(p_lo(E | x)/p_up(E | x′)) is a (1 − β) lower
    confidence bound on the true privacy loss, and the audit fails if it exceeds ``epsilon_exact``.
+   With ``bits`` its events may also read the raw bit patterns of the outputs
+   (:mod:`ldpcli.audit.bits`): the audit is then of the doubles a release writes, not only of the
+   mechanism's law, and fails where their low-order bits depend on the input.
 
 False failures. An honest mechanism fails the whole audit with probability at most
 ``TOTAL_ALPHA`` = 1e−3, by a union bound over the three statistical parts:
@@ -262,7 +265,7 @@ def default_lower_bound_trials(d: int) -> int:
 
 def audit(
     mech: Mechanism, *, trials: int | None = None, seed: int | None = None, lower_bound_trials: int | None = None,
-    power: float = DEFAULT_POWER, effect: float | None = None,
+    power: float = DEFAULT_POWER, effect: float | None = None, bits: bool = False,
 ) -> AuditResult:
     """Audit a calibrated mechanism: its privacy level by a second route, its statistics, the law of
     its output and a privacy lower bound from samples.
@@ -272,7 +275,8 @@ def audit(
     ``power`` (module docstring; ``trials`` must then be None); ``power`` (in (0, 1), default 0.8) is
     also the detection probability at which every test reports the effect it detects.
     ``lower_bound_trials`` (at least 100; default ``default_lower_bound_trials(d)``) copies of each
-    input of the lower bound; ``seed`` None draws OS entropy.
+    input of the lower bound; ``seed`` None draws OS entropy. ``bits``: the lower bound's events may
+    also read the raw bits of the outputs (:mod:`ldpcli.audit.bits`).
     """
     if not (isinstance(power, (int, float)) and 0.0 < power < 1.0):
         raise UsageError(f"`power` must be a probability strictly between 0 and 1, got {power!r}")
@@ -316,5 +320,6 @@ def audit(
         outputs.append((name, x, np.concatenate(kept)))
     result.law, result.law_unavailable = _law_checks(mech, outputs)
     del outputs
-    result.lower_bound = privacy_lower_bound(mech, trials=lower_bound_trials, beta=LOWER_BOUND_BETA, rng=rng)
+    result.lower_bound = privacy_lower_bound(mech, trials=lower_bound_trials, beta=LOWER_BOUND_BETA, rng=rng,
+                                             bits=bool(bits))
     return result

@@ -576,13 +576,17 @@ class Ledger:
                 "create it yourself, or choose another ledger with `ledger` PATH"
             ) from exc
 
-    def summary(self) -> list[Spend]:
-        """One :class:`Spend` per input (fingerprint), the input released most recently last."""
+    def by_input(self) -> list[list[LedgerEntry]]:
+        """The entries of each input (fingerprint), in ledger order, the input released most recently last."""
         groups: dict[str, list[LedgerEntry]] = {}
         for entry in self._entries:
             groups.setdefault(entry.fingerprint, []).append(entry)
         order = {entry.fingerprint: index for index, entry in enumerate(self._entries)}
-        return [spend_of(groups[fingerprint]) for fingerprint in sorted(groups, key=order.__getitem__)]
+        return [groups[fingerprint] for fingerprint in sorted(groups, key=order.__getitem__)]
+
+    def summary(self) -> list[Spend]:
+        """One :class:`Spend` per input (fingerprint), in the order of :meth:`by_input`."""
+        return [spend_of(entries) for entries in self.by_input()]
 
     def by_tag(self, tag: str) -> Spend | None:
         """The spend of the input whose releases carry ``tag`` (from a sidecar); None if unknown here.

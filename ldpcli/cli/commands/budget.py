@@ -1,4 +1,6 @@
-"""``ldp budget``: the privacy budget each input has spent, from the data owner's ledger (basic composition)."""
+"""``ldp budget``: the privacy budget each input has spent, from the data owner's ledger: basic composition, and at
+``--delta`` the (ε, δ) of optimal or advanced composition; the central (ε, δ) of shuffled releases
+(:mod:`ldpcli.release.accounting`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from rich.table import Table
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import LEDGER_OPTION, command_app
 from ldpcli.cli.render import err, fmt, out, render
+from ldpcli.release.accounting import Guarantee, compose_central, compose_local
 from ldpcli.release.commit import pending_releases, release_reservation
 from ldpcli.release.ledger import Ledger
 
@@ -25,12 +28,25 @@ def budget(
         "never appeared: its run ended before publishing. A reservation still running, or whose output is in place, "
         "is refused."
     ),
+    delta: Optional[float] = typer.Option(
+        None, "--delta", metavar="D", help="Also state each input's (ε, δ) at δ = D (0 < D < 1) on top of the "
+        "releases' own δ: the optimal composition of Kairouz, Oh & Viswanath (Thm 3.3) when its releases share one "
+        "ε, else the smallest of their Thm 3.5, Dwork-Rothblum-Vadhan's advanced composition and dp-accounting's "
+        "privacy loss distributions; never more than the sum of the ε's. Each number names its theorem. Without it, "
+        "basic composition only (the sum, valid at δ = 0). Shuffled releases: D is added to their δ's too."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """The privacy budget each input has spent: every release recorded in the data owner's ledger.
 
     Releasing the same people's rows k times at ε₁, …, ε_k is (ε₁ + … + ε_k)-LDP (basic composition;
-    for the Gaussian baseline also δ₁ + … + δ_k). Inputs are identified by a fingerprint of their
+    for the Gaussian baseline also δ₁ + … + δ_k), exact at δ = 0. With --delta D each input also gets
+    the smallest ε at δ = D that composition theorems prove (plus the releases' own δ's), and the
+    theorem that proves it. Local guarantees protect each person against the server and anyone else
+    who holds the released rows. Releases written by `ldp privatize --shuffle` also have a central (ε, δ): it
+    protects against the analyst and every user of the output, and rests on an honest shuffler (one
+    report per person, in a uniformly random order nobody else sees); an input gets a central column
+    only when all its releases were shuffled. Inputs are identified by a fingerprint of their
     values, so a copy or a re-encoded file counts as the same input. `ldp privatize` records every
     release; --max-budget there refuses one that would go past a cap. Only the overall ε is composed:
     bcdp's per-feature levels hold for each release alone (an input with several says so).
@@ -47,10 +63,50 @@ def budget(
                   f"{removed.input}, never published)", markup=False)
         book = Ledger.open(ledger)
         pending = pending_releases(book)
-    spends = book.summary()
-    payload = {"ledger": str(book.path), "inputs": [_spend_dict(s) for s in spends],
+    spends, groups = book.summary(), book.by_input()
+    local = [compose_local(entries, delta) for entries in groups]
+    central = [compose_central(entries, delta) for entries in groups]
+    payload = {"ledger": str(book.path), "delta": delta,
+               "inputs": [{**_spend_dict(s), "local": guarantees.to_dict(),
+                           "central": None if shuffled is None else shuffled.to_dict(), "central_note": note}
+                          for s, guarantees, (shuffled, note) in zip(spends, local, central)],
                "pending": [_pending_dict(p) for p in pending]}
-    render(payload, as_json, lambda: _print_budget(book, spends, pending))
+
+    def show() -> None:
+        _print_budget(book, spends, pending)
+        _print_guarantees(spends, local, central, delta)
+
+    render(payload, as_json, show)
+
+
+def _print_guarantees(spends: list[Any], local: list[Any], central: list[tuple[Guarantee | None, str]],
+                      delta: float | None) -> None:
+    """Each input's (ε, δ) by theorem: local at --delta, central for shuffled releases (``ldp budget``)."""
+    if not spends or (delta is None and not any(note for _, note in central)):
+        return
+    title = "Guarantees per input" + ("" if delta is None else f" (composition at δ = {fmt(delta)} beyond the releases' own)")
+    table = Table(title=title, title_justify="left")
+    for name in ("input", "guarantee", "ε", "δ", "theorem"):
+        table.add_column(name, justify="right" if name in ("ε", "δ") else "left")
+    notes = []
+    for spend, guarantees, (shuffled, note) in zip(spends, local, central):
+        name = ", ".join(spend.inputs)
+        rows = [("local, sum", guarantees.basic)]
+        if guarantees.advanced is not None:
+            rows.append(("local, at δ", guarantees.advanced))
+        if shuffled is not None:
+            rows.append(("central", shuffled))
+        for index, (label, guarantee) in enumerate(rows):
+            table.add_row("" if index else name, label, fmt(guarantee.epsilon), fmt(guarantee.delta), guarantee.theorem)
+        if note:
+            notes.append(f"{name}: {'central: ' if shuffled is not None else 'no central ε: '}{note}.")
+    out.print(table)
+    out.print("Reading: each person in an input is (ε, δ)-DP on each line, ε an upper bound proved by the theorem "
+              "named (exact for the optimal composition). Local: against the server, who sees the rows as released. "
+              "Central: against the analyst and every user of the output, who see the rows only through an honest "
+              "shuffler.", markup=False)
+    for line in notes:
+        out.print(line, markup=False)
 
 
 def _print_budget(book: Any, spends: list[Any], pending: list[Any]) -> None:
