@@ -150,14 +150,22 @@ def drv_epsilon(epsilons: Sequence[float], delta: float) -> float:
     return math.sqrt(2.0 * math.log(1.0 / delta) * float(np.sum(eps * eps))) + drift
 
 
-def _dp_accounting() -> Any:
-    """dp-accounting's PLD module, imported on first use (the optional extra ``central``)."""
+def dp_accounting(purpose: str) -> Any:
+    """The ``dp_accounting`` package with its ``pld`` and ``rdp`` modules loaded (the optional extra ``central``),
+    or :class:`~ldpcli.errors.MissingDependency` saying that ``purpose`` needs it and how to install it."""
     try:
-        from dp_accounting.pld import privacy_loss_distribution
+        import dp_accounting as package
+        import dp_accounting.pld  # noqa: F401
+        import dp_accounting.rdp  # noqa: F401
     except ImportError:
-        raise MissingDependency("composing privacy loss distributions needs dp-accounting: "
-                                f"{install_hint('central')}") from None
-    return privacy_loss_distribution
+        raise MissingDependency(f"{purpose} needs dp-accounting (Google's differential privacy accounting "
+                                f"library): {install_hint('central')}") from None
+    return package
+
+
+def _dp_accounting() -> Any:
+    """dp-accounting's PLD module, imported on first use."""
+    return dp_accounting("composing privacy loss distributions").pld.privacy_loss_distribution
 
 
 def pld_theorem() -> str:
