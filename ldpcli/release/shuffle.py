@@ -52,6 +52,10 @@ from ldpcli.io.messages import _reason
 #: half holds a bucket) one level shuffles 64 × 128 MB = 8 GB of float64 rows; a larger file's
 #: buckets are shuffled by a second level, and so on.
 FANOUT = 64
+#: The last word of the spawn key of a seeded run's order (``(*input key, SHUFFLE_STREAM, 0)``): two words
+#: where a key block's index is one (:func:`ldpcli.release.randomness.block_generators`), so the order's
+#: stream is never a block's.
+SHUFFLE_STREAM = 0x5348_5546
 #: The fault step (:mod:`ldpcli.io.faults`) between the scatter into bucket files and the gather
 #: into the output: the crash tests kill the run there.
 SCATTERED = "shuffle-scattered"
@@ -141,11 +145,16 @@ class ExternalShuffle:
             self._held = []
             yield from self._ordered(held, batch_rows)
             return
-        checkpoint(SCATTERED)
+        try:
+            checkpoint(SCATTERED)  # the crash tests' fault: a kill, or a full disk, between scatter and gather
+        except OSError as exc:
+            raise self._failed(exc) from exc
         for bucket, size in zip(self._buckets, self._sizes.tolist()):
             interrupts.check()
             bucket.seek(0)
-            if size <= self.capacity:
+            if size == 0:
+                pass
+            elif size <= self.capacity:
                 yield from self._ordered(self._read(bucket, size), batch_rows)
             else:  # larger than the memory budget: one more level of buckets
                 with ExternalShuffle(self.width, self.rng, memory=self.memory, directory=self.directory,
@@ -170,7 +179,7 @@ class ExternalShuffle:
         bounds = np.concatenate(([0], np.cumsum(counts)))
         try:
             for index in np.flatnonzero(counts).tolist():
-                self._buckets[index].write(memoryview(grouped[bounds[index]: bounds[index + 1]]).cast("B"))
+                self._buckets[index].write(grouped[bounds[index]: bounds[index + 1]].data.cast("B"))
         except OSError as exc:
             raise self._failed(exc) from exc
         self._sizes += counts
@@ -179,7 +188,7 @@ class ExternalShuffle:
         """The next ``rows`` rows of a bucket file."""
         block = np.empty((rows, self.width), dtype=np.float64)
         try:
-            got = bucket.readinto(memoryview(block).cast("B"))  # type: ignore[attr-defined]
+            got = bucket.readinto(block.data.cast("B"))  # type: ignore[attr-defined]
         except OSError as exc:
             raise self._failed(exc) from exc
         if got != block.nbytes:
@@ -198,6 +207,19 @@ class ExternalShuffle:
             f"{self.directory}: could not write the shuffle's temporary files ({_reason(exc)}); they need about "
             "the output's size of free space beside the output (as float64): free some, then run again"
         )
+
+
+def order_generator(root: np.random.SeedSequence, key: tuple[int, ...], seeded: bool) -> np.random.Generator:
+    """The generator of a shuffle's order: ChaCha20 (:func:`ldpcli.math.bitgen.secure_generator`) with a
+    256-bit key from the OS, or, for a seeded run, keyed by the run's ``root`` and the input's ``key``
+    (HMAC-SHA256 of the spawn key ``(*key, SHUFFLE_STREAM, 0)``), so that a seeded output is reproducible.
+    MissingDependency (``pip install 'ldp[secure]'``) without randomgen."""
+    from ldpcli.math.bitgen import secure_generator
+
+    if not seeded:
+        return secure_generator(None)
+    return secure_generator(np.random.SeedSequence(root.entropy,
+                                                   spawn_key=(*root.spawn_key, *key, SHUFFLE_STREAM, 0)))
 
 
 def check_shuffle(*, shuffle: bool, delta: float | None, keep: Sequence[str], copies: int) -> None:
@@ -271,26 +293,22 @@ def shuffle_assumptions(reproducible: bool) -> list[str]:
 def shuffled_section(epsilon0: float, n: int, delta: float, *, reproducible: bool) -> dict[str, Any]:
     """``release.shuffled``: the central (ε, δ) of ``n`` shuffled ε0-LDP reports and what it rests on.
 
-    The numbers are :func:`ldpcli.math.shuffling.shuffle_bound`'s (Feldman, McMillan and Talwar 2021):
-    ``epsilon_central_upper`` is an upper bound on the central ε at ``delta`` (the claim), and
-    ``epsilon_central_lower`` a lower bound on what the bound's method can prove (never a claim);
-    ``epsilon_central_closed_form`` is their closed form (Theorem 3.1), None where it does not apply.
+    The numbers and the theorem are :func:`ldpcli.math.shuffling.shuffle_bound`'s (Feldman, McMillan and
+    Talwar 2021, Thm 3.2 evaluated numerically; Thm 3.1's closed form): ``epsilon_central_upper`` is a
+    certified upper bound on the central ε at ``delta`` (the claim); ``epsilon_central_lower`` is a value
+    the reduction's exact ε is at least (how much tighter the method could not be, never a claim);
+    ``epsilon_central_closed_form`` is None where Thm 3.1's condition fails. ``epsilon_local`` is ε0.
     """
     from ldpcli.math.shuffling import shuffle_bound
 
-    bound = shuffle_bound(epsilon0, n, delta)
+    bound = shuffle_bound(epsilon0, n, delta).to_dict()
     return {
         "n": n,
         "delta": delta,
         "epsilon_local": epsilon0,
-        "epsilon_central_upper": bound.epsilon_upper,
-        "epsilon_central_lower": bound.epsilon_lower,
-        "epsilon_central_closed_form": bound.epsilon_closed_form,
-        "theorem": SHUFFLE_THEOREM,
+        "epsilon_central_upper": bound["epsilon_upper"],
+        "epsilon_central_lower": bound["epsilon_lower"],
+        "epsilon_central_closed_form": bound["epsilon_closed_form"],
+        "theorem": bound["theorem"],
         "assumptions": shuffle_assumptions(reproducible),
     }
-
-
-#: The source of the central claim, as the sidecar names it.
-SHUFFLE_THEOREM = ("Feldman, McMillan and Talwar 2021, Hiding among the clones: the numerical bound of Sec. 3 "
-                   "(upper bound by binary search over ε), with the closed form of Theorem 3.1 where it applies")
