@@ -47,6 +47,7 @@ from ldpcli.errors import DataError, UsageError
 from ldpcli.io import interrupts
 from ldpcli.io.faults import checkpoint
 from ldpcli.io.messages import _reason
+from ldpcli.math.shuffling import check_central_delta, shuffle_bound
 
 #: Bucket files per level of the external shuffle. With the default memory budget (256 MB, of which
 #: half holds a bucket) one level shuffles 64 × 128 MB = 8 GB of float64 rows; a larger file's
@@ -259,17 +260,13 @@ def check_pure(delta: float, mechanism: str) -> None:
 
 def shuffle_delta(n: int, delta: float | None) -> float:
     """The δ of the central claim for ``n`` rows: ``delta``, or 1/n² by default. UsageError when
-    n < 2 (a single report hides among no other) or δ ≥ 1/n (a claim that may fail for a whole
-    person in n: no guarantee)."""
+    n < 2 (a single report hides among no other) or δ ≥ 1/n
+    (:func:`ldpcli.math.shuffling.check_central_delta`: such a δ protects no one)."""
     if n < 2:
         raise UsageError(f"`shuffle`: the release has {n} row; a shuffle hides each report among the others, so "
                          "it needs at least 2 rows")
     chosen = 1.0 / n**2 if delta is None else float(delta)
-    if chosen >= 1.0 / n:
-        raise UsageError(
-            f"`shuffle_delta` {chosen:g} is at least 1/n = {1.0 / n:g} for the n = {n} rows released: such a δ allows "
-            "the claim to fail for about one person, so it protects no one; choose a δ below 1/n (default 1/n²)"
-        )
+    check_central_delta(chosen, n, "shuffle_delta")
     return chosen
 
 
@@ -299,8 +296,6 @@ def shuffled_section(epsilon0: float, n: int, delta: float, *, reproducible: boo
     the reduction's exact ε is at least (how much tighter the method could not be, never a claim);
     ``epsilon_central_closed_form`` is None where Thm 3.1's condition fails. ``epsilon_local`` is ε0.
     """
-    from ldpcli.math.shuffling import shuffle_bound
-
     bound = shuffle_bound(epsilon0, n, delta).to_dict()
     return {
         "n": n,

@@ -117,7 +117,7 @@ def test_estimators_read_a_shuffled_release_as_any_other(released: dict[str, Any
     (("--keep", "id"), "--shuffle does not allow --keep columns (id)"),
     (("--copies", "2"), "one report per person"),
     (("-m", "gaussian", "--delta", "1e-6"), "gives no central claim"),
-    (("--shuffle-delta", "0.5"), "below 1/n"),
+    (("--shuffle-delta", "0.5"), "(0, 1/n)"),
     (("--layout", "dataset"), "not shuffled across parts"),
 ])
 def test_a_shuffle_it_cannot_stand_behind_is_refused_in_one_line(tmp_path: Path, extra: tuple[str, ...],

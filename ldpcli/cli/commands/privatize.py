@@ -239,8 +239,8 @@ def privatize(
             copy_to_stdout(results[0].output)
     if streams[1]:  # stdout carries the rows: the summary goes to stderr, unless -q
         if not quiet:
-            err.print(f"ldp: wrote {counted(results[0].n, 'row')} (d = {results[0].d}) to stdout and the sidecar "
-                      f"{sidecar}", markup=False)
+            err.print(f"ldp: wrote {counted(results[0].n, 'row')} (d = {results[0].d}{_shuffled_text(results[0].shuffled)}) "
+                      f"to stdout and the sidecar {sidecar}", markup=False)
         quiet = True
     several = len(results) > 1
     for index, result in enumerate(results):
