@@ -6,6 +6,9 @@ before they are written; the order is drawn from ChaCha20. The run times both si
 (plain, shuffled, plain, …; one untimed round first), for the default budget (256 MB: rows of a file
 that fits in 128 MB are shuffled in memory) and for a budget that sends every row through the bucket
 files (``--small-memory``, default 16 MB). The ratio is shuffled ÷ plain, medians of ``--repeat`` runs.
+Then the peak resident memory of ``ldp privatize`` with and without ``--shuffle`` at the small budget,
+each in its own process: the shuffle holds at most half the budget of rows, so the two peaks differ by
+about that much, however large the file.
 
     python benchmarks/shuffle_cost.py                          # 200k×500 (800 MB of float64 rows)
     python benchmarks/shuffle_cost.py --shape 20000x500 --repeat 1
@@ -14,7 +17,10 @@ files (``--small-memory``, default 16 MB). The ratio is shuffled ÷ plain, media
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +36,17 @@ def timed(src: Path, out: Path, memory: int, shuffle: bool) -> float:
     privatize_file(src, out, epsilon=4.0, options=ReleaseOptions(
         overwrite=True, shuffle=shuffle, resources=Resources(memory=memory)))
     return time.perf_counter() - start
+
+
+def peak_mb(folder: Path, *args: object) -> float:
+    """Peak resident memory (MB) of one ``ldp`` process (Linux: ru_maxrss in KiB), its ledger in ``folder``."""
+    ldp = str(Path(sys.executable).with_name("ldp"))
+    env = {**os.environ, "LDP_LEDGER": str(folder / "scratch-ledger.json")}
+    process = subprocess.Popen([ldp, *map(str, args)], env=env, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(process.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"ldp {args} failed with status {status}")
+    return usage.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -55,6 +72,11 @@ def main() -> None:
             plain, shuffled = statistics.median(times[False]), statistics.median(times[True])
             print(f"{n}×{d}, --memory {memory // 2**20} MB ({path}): plain {plain:.3f} s, shuffled {shuffled:.3f} s, "
                   f"ratio {shuffled / plain:.3f}")
+        common = (folder, "privatize", src, "--eps", 4, "-q", "--overwrite", "--memory", f"{args.small_memory}MB", "-o")
+        plain_mb = peak_mb(*common, folder / "p.parquet")
+        shuffled_mb = peak_mb(*common, folder / "s.parquet", "--shuffle")
+        print(f"{n}×{d} ({rows_bytes / 2**20:.0f} MB of rows), --memory {args.small_memory} MB: peak resident "
+              f"memory {plain_mb:.0f} MB plain, {shuffled_mb:.0f} MB shuffled")
 
 
 if __name__ == "__main__":

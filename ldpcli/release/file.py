@@ -14,7 +14,8 @@ a run takes about as long as encoding and writing the file alone. A dataset dire
 each thread writes its own parts.
 Randomness is keyed (:mod:`ldpcli.release.randomness`): each block of rows has its own generator named by
 (run, input, block index), so a given seed gives the same output whatever the thread count, the
-memory budget or the batch size, and different inputs get independent noise. The
+memory budget or the batch size, and different inputs get independent noise (with ``shuffle``, the
+same rows: their order depends on the memory budget too, :mod:`ldpcli.release.shuffle`). The
 output and the sidecar are written to temporary files in the target directory and renamed only
 when everything succeeded; the input is only ever read.
 
@@ -428,7 +429,11 @@ def privatize_file(
     (:meth:`ldpcli.io.VectorLayout.with_copies`), each with the spec's
     :meth:`~ldpcli.mechanisms.MechanismSpec.for_copies` so that together they spend the requested
     privacy (:attr:`PrivatizeResult.cost`); estimators that need two independent copies of a row
-    (``ldp regress``) read them. Raises ``UsageError`` / ``DataError`` with one-line messages
+    (``ldp regress``) read them. ``shuffle``: the rows are written in a uniformly random order
+    (:mod:`ldpcli.release.shuffle`: flat memory, the order from ChaCha20) and the sidecar, the ledger entry
+    and ``shuffled`` of the result state the central (ε, δ) at ``shuffle_delta`` (default 1/n²), with its
+    assumptions; it refuses kept columns, ``copies`` > 1 and mechanisms that are not pure ε-LDP.
+    Raises ``UsageError`` / ``DataError`` with one-line messages
     (a ``dtype`` other than float32 or float64 is a UsageError).
     """
     spec, forced, clip_limit = release_checks(mechanism, epsilon, norm_bound, options)

@@ -53,9 +53,9 @@ from ldpcli.math.shuffling import check_central_delta, shuffle_bound
 #: half holds a bucket) one level shuffles 64 × 128 MB = 8 GB of float64 rows; a larger file's
 #: buckets are shuffled by a second level, and so on.
 FANOUT = 64
-#: The last word of the spawn key of a seeded run's order (``(*input key, SHUFFLE_STREAM, 0)``): two words
-#: where a key block's index is one (:func:`ldpcli.release.randomness.block_generators`), so the order's
-#: stream is never a block's.
+#: A seeded run's order is keyed by the spawn key ``(*input key, SHUFFLE_STREAM, 0)``: two words after the
+#: input key where a key block has one, its index (:func:`ldpcli.release.randomness.block_generators`), so
+#: the order's key is never a block's.
 SHUFFLE_STREAM = 0x5348_5546
 #: The fault step (:mod:`ldpcli.io.faults`) between the scatter into bucket files and the gather
 #: into the output: the crash tests kill the run there.
@@ -152,10 +152,10 @@ class ExternalShuffle:
             raise self._failed(exc) from exc
         for bucket, size in zip(self._buckets, self._sizes.tolist()):
             interrupts.check()
-            bucket.seek(0)
             if size == 0:
-                pass
-            elif size <= self.capacity:
+                continue
+            bucket.seek(0)
+            if size <= self.capacity:
                 yield from self._ordered(self._read(bucket, size), batch_rows)
             else:  # larger than the memory budget: one more level of buckets
                 with ExternalShuffle(self.width, self.rng, memory=self.memory, directory=self.directory,
