@@ -31,6 +31,7 @@ any pure ε0-LDP randomizer from above: ``epsilon_lower`` is not a lower bound f
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,18 +182,44 @@ class Grid:
     weight: np.ndarray
 
 
-def grid_of(epsilon0: float, n: int, delta: float) -> Grid:
-    """The window of c holding all but TAIL_SHARE·δ of Bin(n − 1, p) in at most MAX_INTERVALS intervals of
-    equal width, plus the two tails as one interval each (their masses from binom.cdf and binom.sf)."""
+def _edge(log_mass: Callable[[int], float], low: int, high: int, log_tail: float) -> int:
+    """The largest c in [low, high] with ``log_mass(c) ≤ log_tail`` for an increasing ``log_mass`` (``low``
+    itself if none), by bisection: scipy's binom.ppf is unreliable for quantiles far below 1e-15."""
+    if log_mass(low) > log_tail:
+        return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        if log_mass(middle) <= log_tail:
+            low = middle
+        else:
+            high = middle
+    return high if log_mass(high) <= log_tail else low
+
+
+CHUNK = 1 << 20
+"""The window's binomial pmf is summed into its intervals this many values of c at a time."""
+
+
+def grid_of(epsilon0: float, n: int, delta: float, max_intervals: int | None = None) -> Grid:
+    """The window of c holding all but about TAIL_SHARE·δ of Bin(n − 1, p) in at most ``max_intervals``
+    (default MAX_INTERVALS) intervals of equal width, their masses summed from the pmf; the two tails
+    outside it are one interval each, their masses from binom.cdf and binom.sf. Where the window ends
+    changes only how tight the bracket is: every c is in exactly one interval."""
     m, p = n - 1, math.exp(-epsilon0)
     binom = stats.binom(m, p)
-    tail = TAIL_SHARE * delta / 2
-    start, stop = int(binom.ppf(tail)), int(binom.isf(tail))
-    start, stop = max(0, min(start, m)), max(0, min(stop, m))
-    width = max(1, -(-(stop - start + 1) // MAX_INTERVALS))
+    log_tail = math.log(TAIL_SHARE * delta / 2)
+    mode = min(m, int((m + 1) * p))
+    start = _edge(lambda c: float(binom.logcdf(c - 1)), 0, mode, log_tail)  # cdf(start − 1) ≤ τ/2
+    stop = m - _edge(lambda k: float(binom.logsf(m - k)), 0, m - mode, log_tail)  # sf(stop) ≤ τ/2
+    width = max(1, -(-(stop - start + 1) // (max_intervals or MAX_INTERVALS)))
     left = np.arange(start, stop + 1, width, dtype=np.int64)
     right = np.minimum(left + width - 1, stop)
-    weight = np.add.reduceat(binom.pmf(np.arange(start, stop + 1)), left - start)
+    per_chunk = max(1, CHUNK // width) * width
+    weight = np.concatenate([
+        np.add.reduceat(binom.pmf(np.arange(first, min(first + per_chunk, stop + 1))), np.arange(0, per_chunk, width)
+                        [: len(range(first, min(first + per_chunk, stop + 1), width))])
+        for first in range(start, stop + 1, per_chunk)
+    ])
     if start > 0:
         left, right = np.r_[0, left], np.r_[start - 1, right]
         weight = np.r_[binom.cdf(start - 1), weight]
@@ -217,7 +244,7 @@ def delta_lower(epsilon: float, epsilon0: float, grid: Grid) -> float:
     return float(np.dot(grid.weight, lower)) * (1 - RELATIVE_SLACK)
 
 
-def _search(certified: Any, epsilon0: float) -> tuple[float, float]:
+def _search(certified: Callable[[float], bool], epsilon0: float) -> tuple[float, float]:
     """Binary search on [0, ε0] for the edge of the set where ``certified(ε)`` holds (a set of the form
     [e*, ε0], ε0 holding by assumption); returns the final interval (left, right): right holds."""
     left, right = 0.0, epsilon0

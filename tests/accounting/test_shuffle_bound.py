@@ -227,3 +227,19 @@ def test_the_reference_codes_upper_end_only_evaluation_is_optimistic() -> None:
     defective = endpoint_delta(n, epsilon0, at, step, end="right")
     assert defective < delta <= exact  # an upper end certifies (at, δ): optimistic
     assert endpoint_delta(n, epsilon0, at, step, end="left") >= exact
+
+
+@pytest.mark.parametrize(("n", "epsilon0"), [(10**7, 1.0), (10**9, 1.0), (10**9, 4.0)])
+def test_large_n_window_is_narrow_and_the_bracket_tight(n: int, epsilon0: float) -> None:
+    """δ = 1/n², far below what scipy's binom.ppf resolves: the window of c evaluated on its own must
+    still be a few tens of standard deviations of Bin(n − 1, e^{−ε0}) wide (not the whole support), so
+    the 1024 intervals are narrow and the bracket tight."""
+    delta = 1 / n**2
+    grid = grid_of(epsilon0, n, delta)
+    p = math.exp(-epsilon0)
+    sd = math.sqrt((n - 1) * p * (1 - p))
+    window = grid.right[-2] - grid.left[1] + 1  # without the two tail intervals
+    assert grid.left[0] == 0 and grid.right[-1] == n - 1 and window <= 40 * sd
+    assert float(np.sum(grid.weight)) == pytest.approx(1.0, abs=1e-12)
+    bound = shuffle_bound(epsilon0, n, delta)
+    assert 0 < bound.epsilon_upper - bound.epsilon_lower <= 1e-4 * bound.epsilon_upper

@@ -27,9 +27,11 @@ from ldpcli.cli.options import (
 from ldpcli.cli.render import fmt, fmt_logp, fmt_probability, out, render, warn
 from ldpcli.cli.tables import print_reconstruction, verdict_reading
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms import BCDP, MechanismSpec
+from ldpcli.math.shuffling import ASSUMPTIONS, THEOREM
+from ldpcli.mechanisms import BCDP, MechanismSpec, get_mechanism
 from ldpcli.mechanisms.base import check_count
-from ldpcli.planning.compare import compare_mechanisms, recommendation
+from ldpcli.planning.compare import DEFAULT_DELTA, compare_mechanisms, recommendation
+from ldpcli.planning.shuffle import NO_CLAIM, add_shuffle_claims, central_delta, shuffle_claim
 from ldpcli.planning.solvers import epsilon_for_error, epsilons_for_error
 from ldpcli.release.safety import check_epsilon, near_exact_warning
 from ldpcli.risk.section import reconstruction
@@ -63,6 +65,19 @@ def params(
     risk_rho0: float = RISK_RHO0_OPTION,
     risk_a: Optional[str] = RISK_A_OPTION,
     risk_threshold: float = RISK_THRESHOLD_OPTION,
+    shuffle: Optional[int] = typer.Option(
+        None, "--shuffle", help="N, a number of reports (one per person, N ≥ 2): also show the central (ε, δ) of N "
+        "reports published in a uniformly random order by an honest shuffler, beside the local ε, for every pure "
+        "ε-LDP mechanism shown (Feldman, McMillan & Talwar 2021: a certified upper bound, the lower end of its "
+        "bracket, and the closed form of their Thm 3.1 where it applies). (ε, δ)-LDP mechanisms (gaussian) get no "
+        "claim."
+    ),
+    shuffle_delta: Optional[float] = typer.Option(
+        None, "--shuffle-delta", help="The central δ of --shuffle N; default 1/N². Must be below 1/N. --delta "
+        "means the same with --shuffle when no mechanism shown takes a δ of its own (the comparison's gaussian "
+        "baseline then keeps its default δ = 1e-6); with --mechanism gaussian, --delta is the mechanism's and "
+        "the central δ must be given as --shuffle-delta."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
 ) -> None:
@@ -74,12 +89,17 @@ def params(
     (Bhowmick et al. 2018 Sec. 2.3.1; --risk-k, --risk-rho0, --risk-a; `ldp risk` for more).
     With --n and --target-rmse (or --target-error), give instead the smallest ε at which each
     mechanism's guaranteed error of the mean meets the target.
+    With --shuffle N, also give the central ε of N shuffled reports (amplification by shuffling).
     """
     if n is not None:
         check_count(n, "n")
     norm = public_bound(norm_bound, r_max)
     if mechanism is None and calibration is not None:
         mechanism = "privunit2"  # a calibration names the default mechanism's, not a comparison
+    central = _central(shuffle, shuffle_delta, mechanism, options)
+    if central is not None and (target_rmse is not None or target_error is not None):
+        raise UsageError("--shuffle gives the central ε of reports made at a given --eps: it does not combine with "
+                         "--target-rmse or --target-error")
     if target_rmse is not None or target_error is not None:
         _params_for_target(d, n, eps, target_rmse, target_error, mechanism, calibration, norm, options, as_json)
         return
@@ -97,7 +117,9 @@ def params(
                 if "expected_error_max" in row:
                     row["n"] = n
                     row["expected_error_mean"] = row["expected_error_max"] / n
-        render(rows, as_json, lambda: _print_comparison(rows, recommendation(rows), n))
+        if central is not None:
+            add_shuffle_claims(rows, *central)
+        render(rows, as_json, lambda: _print_comparison(rows, recommendation(rows), n, central))
         return
     bound_spec, notes = MechanismSpec(mechanism, eps, calibration, norm, options).bind_columns(None, d)
     for text in notes:
@@ -114,12 +136,44 @@ def params(
     if isinstance(mech, BCDP):
         info["features"] = mech.feature_section()
         info["alternatives"] = mech.alternatives()
-    render(info, as_json, lambda: _print_mechanism(mech, info, n, section))
+    if central is not None:
+        info.update(shuffle_claim(mech.epsilon_exact, mech.delta_exact, *central))
+    render(info, as_json, lambda: _print_mechanism(mech, info, n, section, central))
 
 
-def _print_mechanism(mech: Any, info: dict[str, Any], n: int | None, section: dict[str, Any] | None) -> None:
+def _central(shuffle: int | None, shuffle_delta: float | None, mechanism: str | None,
+             options: dict[str, Any]) -> tuple[int, float] | None:
+    """(N, central δ) for --shuffle N, or None without it. Without --shuffle-delta, a --delta is the central
+    δ when no mechanism shown takes a δ of its own (it is then removed from ``options``); with --mechanism
+    gaussian it is that mechanism's, and the central δ must be --shuffle-delta."""
+    if shuffle is None:
+        if shuffle_delta is not None:
+            raise UsageError("--shuffle-delta needs --shuffle N, the number of shuffled reports")
+        return None
+    if shuffle_delta is None and options.get("delta") is not None:
+        if mechanism is not None and "delta" in get_mechanism(mechanism).options:
+            raise UsageError(f"--delta is {mechanism}'s own δ here, so it cannot also be the central δ of --shuffle: "
+                             "give the central δ as --shuffle-delta")
+        shuffle_delta = options.pop("delta")
+        if mechanism is None:
+            warn("--delta is taken as the central δ of --shuffle; the gaussian baseline keeps its default δ = "
+                 f"{DEFAULT_DELTA:g} (give the central δ as --shuffle-delta to set the baseline's with --delta)")
+    return shuffle, central_delta(shuffle, shuffle_delta)
+
+
+def _central_reading(central: tuple[int, float]) -> str:
+    """The line under a table with central ε's: what the three numbers are, and what they assume."""
+    n, delta = central
+    return (f"Central ε: the n = {n} reports shuffled, at δ = {delta:.3g}. \"upper\" is a certified upper bound on "
+            f"the central ε ({THEOREM}); \"lower\" is the lower end of its bracket (that reduction's exact ε is at "
+            "least this; a given mechanism may do better); \"closed form\" is Thm 3.1's ε where its condition holds. "
+            "It assumes " + "; ".join(ASSUMPTIONS) + ".")
+
+
+def _print_mechanism(mech: Any, info: dict[str, Any], n: int | None, section: dict[str, Any] | None,
+                     central: tuple[int, float] | None = None) -> None:
     """The tables of one mechanism: its parameters, bcdp's features, the reconstruction bounds."""
-    _print_parameters(mech, info, n)
+    _print_parameters(mech, info, n, central)
     if isinstance(mech, BCDP):
         _print_features(info["features"], info["alternatives"])
     if section is not None:
@@ -163,6 +217,15 @@ def _print_risk_line(rows: list[dict[str, Any]]) -> None:
         f"{verdict_reading(section['threshold'])}. See `ldp risk`.",
         markup=False,
     )
+
+
+def _central_cells(row: dict[str, Any]) -> list[str]:
+    """A comparison row's central ε cells (upper, lower, closed form), dashes where there is no claim."""
+    claim = row["shuffle"]
+    if claim is None:
+        return ["—", "—", "—"]
+    closed = claim["epsilon_closed_form"]
+    return [fmt(claim["epsilon_upper"]), fmt(claim["epsilon_lower"]), "—" if closed is None else fmt(closed)]
 
 
 def _params_for_target(
@@ -210,7 +273,8 @@ def _print_targets(results: list[Any], rmse: bool, value: float, n: int, d: int,
     out.print(table)
 
 
-def _print_parameters(mech: Any, info: dict[str, Any], n: int | None) -> None:
+def _print_parameters(mech: Any, info: dict[str, Any], n: int | None,
+                      central: tuple[int, float] | None = None) -> None:
     """The human table for one mechanism, and a one-line reading of it."""
     table = Table(title=f"{mech.title}", show_header=False, title_justify="left")
     table.add_column("quantity", style="bold")
@@ -243,9 +307,13 @@ def _print_parameters(mech: Any, info: dict[str, Any], n: int | None) -> None:
     ]
     if n is not None:
         rows.append(("expected error of mean", fmt(info["expected_error_mean"]), f"E‖mean − true mean‖² ≤ max/n, n = {n}"))
+    if central is not None:
+        rows += _central_rows(info, central)
     for row in rows:
         table.add_row(*row)
     out.print(table)
+    if central is not None:
+        out.print(_central_reading(central), markup=False)
     rms_row = math.sqrt(mech.expected_error_max)
     if n is not None:
         reading = (
@@ -260,7 +328,23 @@ def _print_parameters(mech: Any, info: dict[str, Any], n: int | None) -> None:
     out.print(reading, markup=False)
 
 
-def _print_comparison(rows: list[dict[str, Any]], advice: str, n: int | None = None) -> None:
+def _central_rows(info: dict[str, Any], central: tuple[int, float]) -> list[tuple[str, str, str]]:
+    """The central ε rows of one mechanism's table (--shuffle)."""
+    n, delta = central
+    claim = info["shuffle"]
+    if claim is None:
+        return [("central ε, shuffled", "—", info["shuffle_reason"])]
+    closed = claim["epsilon_closed_form"]
+    return [
+        ("central ε, shuffled", fmt(claim["epsilon_upper"]), f"upper bound for n = {n} shuffled reports, δ = {delta:.3g}"),
+        ("central ε lower", fmt(claim["epsilon_lower"]), "lower end of the bracket"),
+        ("central ε closed form", "—" if closed is None else fmt(closed),
+         "outside Thm 3.1's regime" if closed is None else "Thm 3.1 (looser)"),
+    ]
+
+
+def _print_comparison(rows: list[dict[str, Any]], advice: str, n: int | None = None,
+                      central: tuple[int, float] | None = None) -> None:
     """The comparison of all vector mechanisms (``ldp params`` without --mechanism), and the reconstruction line.
 
     With ``n``: a column with each mechanism's guaranteed error of the mean of n rows (worst case / n)."""
@@ -271,7 +355,10 @@ def _print_comparison(rows: list[dict[str, Any]], advice: str, n: int | None = N
         f"worst-case E‖Z − x‖² over the ℓ2 ball of radius L{of_mean}",
         title_justify="left",
     )
-    columns = [("mechanism", "left"), ("ε exact", "right"), ("worst-case error", "right")]
+    columns = [("mechanism", "left"), ("ε exact", "right")]
+    if central is not None:
+        columns += [("central ε upper", "right"), ("lower", "right"), ("closed form", "right")]
+    columns.append(("worst-case error", "right"))
     if n is not None:
         columns.append((f"error of mean (n = {n})", "right"))
     for name, justify in (*columns, ("× optimal", "right"), ("note", "left")):
@@ -283,10 +370,15 @@ def _print_comparison(rows: list[dict[str, Any]], advice: str, n: int | None = N
         note = row["title"]
         if "delta" in row:
             note += f"; δ = {row['delta']:.3g}, not pure ε-LDP"
+        shuffled = [] if central is None else _central_cells(row)
+        if central is not None and row["shuffle"] is None:
+            note += f"; {NO_CLAIM}"
         mean = [] if n is None else [fmt(row["expected_error_mean"])]
-        table.add_row(row["mechanism"], fmt(row["epsilon_exact"]), fmt(row["expected_error_max"]), *mean,
+        table.add_row(row["mechanism"], fmt(row["epsilon_exact"]), *shuffled, fmt(row["expected_error_max"]), *mean,
                       f"{row['ratio_to_optimal']:.4g}", note)
     out.print(table)
+    if central is not None:
+        out.print(_central_reading(central), markup=False)
     if n is not None:
         best = next(row for row in rows if "expected_error_mean" in row and not row["baseline"])
         out.print(f"Reading: the mean of {n} rows privatized by {best['mechanism']} at ε = {fmt(best['epsilon'])} has "
