@@ -1,7 +1,8 @@
 """Helpers shared by the test files: ``from helpers import …`` (tests/conftest.py puts tests/ on sys.path).
 
 - ``bonferroni_z``: the one critical z of the Monte Carlo mean tests;
-- ``ldp``: the command line in process, through one typer ``CliRunner``;
+- ``ldp``: the command line in process, through one typer ``CliRunner``; ``ldp_without``: in a
+  subprocess where an optional package cannot be imported;
 - the (d, ε) grids the mechanism and audit tests sweep;
 - ``unit_rows``, ``write_list`` and ``read_list``: rows on the sphere, and Parquet files that hold
   them as one fixed-size list column;
@@ -10,6 +11,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -69,6 +72,15 @@ def ldp(*args: Any, **invoke_options: Any) -> Result:
     stderr apart, as typer's ``CliRunner`` keeps them. ``invoke_options`` go to ``CliRunner.invoke``
     (``terminal_width=…``, ``input=…``)."""
     return RUNNER.invoke(app, [str(a) for a in args], **invoke_options)
+
+
+def ldp_without(package: str, *args: Any, ledger: Path) -> subprocess.CompletedProcess[str]:
+    """``ldp ARGS…`` in a fresh interpreter where ``import package`` raises ImportError (``sys.modules[package]
+    = None``), with this checkout first on the path and ``ledger`` as the owner's ledger."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "LDP_LEDGER": str(ledger)}
+    code = (f"import sys; sys.modules[{package!r}] = None; from ldpcli.cli.app import main; "
+            f"sys.argv = ['ldp', *{[str(a) for a in args]!r}]; main()")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
 
 
 # --- (d, ε) grids ----------------------------------------------------------------------------------

@@ -62,9 +62,9 @@ ROUNDS = 20
 KEY_BYTES = 32
 #: Domain separation: the message of every derived key starts with this tag (a new tag, new keys).
 KEY_TAG = b"ldp/chacha20-key/v1"
-#: ``describe``'s ``seeding``, in words.
-SEEDED_BY_OS = "seeded from the OS"
-SEEDED_BY_USER = "seeded by the user: not for release"
+#: ``describe``'s ``entropy``: where the generator's key or state came from, in words.
+ENTROPY_FROM_OS = "from the OS"
+ENTROPY_FROM_USER = "chosen by the user: not for release"
 
 
 def require_randomgen() -> ModuleType:
@@ -129,8 +129,8 @@ def describe(generator: np.random.Generator, *, seeded: bool) -> dict[str, Any]:
 
     ``bit_generator`` (the class: "PCG64", "ChaCha"), ``package`` and ``version`` (numpy's or
     randomgen's), ``rounds`` (ChaCha only), ``cryptographic`` (True only for ChaCha with at least 20
-    rounds), and ``seeding``: "seeded from the OS" or, when ``seeded`` (the caller gave a seed),
-    "seeded by the user: not for release".
+    rounds), and ``entropy``: "from the OS" or, when ``seeded`` (the caller gave a seed), "chosen by
+    the user: not for release".
     """
     bit_generator = generator.bit_generator
     kind = type(bit_generator)
@@ -144,5 +144,5 @@ def describe(generator: np.random.Generator, *, seeded: bool) -> dict[str, Any]:
     if rounds is not None:
         record["rounds"] = int(rounds)
     record["cryptographic"] = bool(package == "randomgen" and rounds is not None and rounds >= ROUNDS)
-    record["seeding"] = SEEDED_BY_USER if seeded else SEEDED_BY_OS
+    record["entropy"] = ENTROPY_FROM_USER if seeded else ENTROPY_FROM_OS
     return record

@@ -93,6 +93,7 @@ class PartTask:
     entropy: int | None
     spawn_key: tuple[int, ...]
     key: tuple[int, ...]
+    rng: str  # the key blocks' generator (release.randomness): "pcg64" or "secure"
     column: str | None
     columns: tuple[str, ...] | None
     keep: tuple[str, ...]
@@ -120,7 +121,7 @@ def privatize_part(task: PartTask) -> PartResult:
     """Privatize one part into its file (the body of each engine task; runs on a worker)."""
     mech = task.spec.calibrate(task.d)
     root = np.random.SeedSequence(task.entropy, spawn_key=task.spawn_key) if task.entropy is not None else (
-        np.random.SeedSequence())
+        root_seed(None))
     with open_vectors(
         task.source, column=task.column, columns=task.columns, keep=task.keep, memory_bytes=task.memory,
         writable=False, granule=key_block_rows, keep_unsafe=task.keep_unsafe, skip_invalid=task.skip_invalid,
@@ -130,7 +131,7 @@ def privatize_part(task: PartTask) -> PartResult:
             task.target, reader.layout, format="parquet", keep_schema=reader.keep_schema, dtype=task.dtype,
             like=reader, codec=task.codec,
         ) as writer:
-            rows, clipped = _run(reader, writer, _Privatizer(mech, root, task.key, reader.precision), 1, None)
+            rows, clipped = _run(reader, writer, _Privatizer(mech, root, task.key, reader.precision, rng=task.rng), 1, None)
             writer.commit()
     return PartResult(task, rows, clipped, writer.sha256, writer.dtype, reader.skipped, tuple(reader.skipped_rows))
 
@@ -303,7 +304,7 @@ def privatize_dataset(
                 source=os.fspath(source), input_index=index, index=len(tasks), start=start, stop=stop,
                 target=os.fspath(staging / _part_name(len(tasks))), spec=bound_spec, d=layout.d,
                 entropy=int(root.entropy) if seed is not None else None,  # type: ignore[arg-type]
-                spawn_key=tuple(root.spawn_key), key=key,
+                spawn_key=tuple(root.spawn_key), key=key, rng=options.rng,
                 memory=memory // max(_MIN_PARTS_PER_BUDGET, threads if engine is None else 1),
                 dtype=options.dtype, codec=options.compression, **choice,  # type: ignore[arg-type]
             ))
@@ -349,7 +350,7 @@ def privatize_dataset(
                     mech, n=result.rows, layout=layout, data_path=file, sha256=result.sha256,
                     reproducible=seed is not None, dtype=result.dtype, warnings=recorded,
                     input_tag=tags[result.task.input_index] if tags else None, reconstruction=risk, part=part,
-                    created=created, row_sketch=_part_sketch(result.task, fingerprints, row_digest),
+                    created=created, row_sketch=_part_sketch(result.task, fingerprints, row_digest), rng=options.rng,
                 )
                 write_sidecar(sidecar_path(file), signer.sign(content) if signer is not None else content)
 

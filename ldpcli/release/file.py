@@ -44,6 +44,7 @@ from ldpcli.io.atomic import finished_text
 from ldpcli.io.formats import check_codec, check_local, data_suffix
 from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.io.write import check_dtype
+from ldpcli.math.bitgen import require_randomgen
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.mechanisms.hooks import spending_note
@@ -51,7 +52,7 @@ from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.ledger_file import LedgerEntry
 from ldpcli.release.options import ReleaseOptions, mechanism_spec
-from ldpcli.release.randomness import block_generators, input_key, key_block_rows, root_seed
+from ldpcli.release.randomness import DEFAULT_RNG, block_generators, check_rng, input_key, key_block_rows, root_seed
 from ldpcli.release.rowhash import RowDigest
 from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
 from ldpcli.release.shuffle import (
@@ -173,6 +174,8 @@ def release_checks(
     seed = options.seed
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise UsageError("`seed` must be a non-negative integer")
+    if check_rng(options.rng) == "secure":
+        require_randomgen()  # MissingDependency with the install line now, before any row is read
     return spec, forced, clip_limit
 
 
@@ -515,7 +518,8 @@ def privatize_file(
             try:
                 n, n_clipped = _run(
                     reader, writer if shuffler is None else shuffler,
-                    _Privatizer(mech, root, key, reader.precision, copies), threads, on_rows, fingerprint, row_digest,
+                    _Privatizer(mech, root, key, reader.precision, copies, options.rng), threads, on_rows,
+                    fingerprint, row_digest,
                 )
             finally:
                 if fingerprint is not None:
@@ -552,7 +556,7 @@ def privatize_file(
                         mech, n=n, layout=layout, data_path=target, sha256=writer.sha256,
                         reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=next(iter(tags), None),
                         reconstruction=risk, created=created, row_sketch=rows.sketch if rows is not None else None,
-                        shuffled=shuffled,
+                        rng=options.rng, shuffled=shuffled,
                     )
                     if signer is not None:
                         content = signer.sign(content)
@@ -582,11 +586,12 @@ class _Privatizer:
     key: tuple[int, ...]
     precision: float  # unit roundoff of the input's values (the domain's slack depends on it)
     copies: int = 1  # independent outputs per row, side by side, drawn one after the other per block
+    rng: str = DEFAULT_RNG  # the key blocks' generator: "pcg64" or "secure" (ChaCha20)
 
     def __call__(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
         """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``."""
         values, moved = self.mech.project(values, self.precision)
-        blocks = list(block_generators(self.root, self.key, first_row, values.shape[0], self.mech.d))
+        blocks = list(block_generators(self.root, self.key, first_row, values.shape[0], self.mech.d, rng=self.rng))
         if len(blocks) == 1 and self.copies == 1:
             return self.mech.privatize(values, blocks[0][1]), moved
         d = self.mech.d

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.randomness import DEFAULT_RNG
 from ldpcli.release.safety import CLIP_REFUSE_FRACTION
 from ldpcli.risk.diffuse import DEFAULT_THRESHOLD
 
@@ -122,6 +123,12 @@ class ReleaseOptions:
         Which columns hold the vectors, and which are copied unprivatized.
     seed : int or None
         Seed for a reproducible run (marked in the sidecar as not for release). None: OS entropy.
+    rng : str
+        The generator of the noise, for each key block of rows (:mod:`ldpcli.release.randomness`):
+        ``"pcg64"`` (the default: numpy's PCG64, fast, not cryptographic: whoever sees enough of its
+        output can in principle predict the rest of a block) or ``"secure"`` (ChaCha20 with a 256-bit
+        key from the OS, :func:`ldpcli.math.bitgen.secure_generator`; needs ``pip install 'ldp[secure]'``).
+        Either way a ``seed`` gives the same output whatever the threads, batch size or engine.
     copies : int
         Independent privatized copies of each row, side by side, that together spend the
         requested privacy (:func:`ldpcli.mechanisms.composition.release_cost`).
@@ -165,6 +172,7 @@ class ReleaseOptions:
 
     columns: Columns = field(default_factory=Columns)
     seed: int | None = None
+    rng: str = DEFAULT_RNG
     copies: int = 1
     dtype: str | None = None
     compression: str | None = None

@@ -85,7 +85,7 @@ from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms.base import MechanismSpec
 from ldpcli.mechanisms.composition import release_cost
 from ldpcli.mechanisms.hooks import feature_section
-from ldpcli.release.randomness import BIT_GENERATOR
+from ldpcli.release.randomness import DEFAULT_RNG, randomness_record
 from ldpcli.release.rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
 from ldpcli.release.safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
 
@@ -180,6 +180,7 @@ def build_sidecar(
     part: dict[str, Any] | None = None,
     created: str | None = None,
     row_sketch: np.ndarray | None = None,
+    rng: str = DEFAULT_RNG,
     shuffled: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``.
@@ -200,9 +201,12 @@ def build_sidecar(
     owner's ledger, :meth:`ldpcli.release.ledger.Ledger.tag`) goes to ``release.input_tag``;
     ``reconstruction`` (:func:`ldpcli.risk.section.reconstruction`) is the top-level section of
     reconstruction bounds. ``row_sketch`` (:class:`ldpcli.release.rowhash.ReleaseRows`' ``sketch`` of these
-    ``n`` rows, made with the ledger's key) goes to ``release.row_sketch``. ``shuffled`` (a release written
-    in a uniformly random order: :func:`ldpcli.release.shuffle.shuffled_section`) goes to
-    ``release.shuffled``. UsageError (from
+    ``n`` rows, made with the ledger's key) goes to ``release.row_sketch``. ``release.randomness`` records the
+    key blocks' generator ``rng`` (:func:`ldpcli.release.randomness.randomness_record`: its name, package and
+    version, whether it is cryptographic, and its entropy: "chosen by the user: not for release" when
+    ``reproducible``, else "from the OS"; never the seed or a key) and the kernel that ran the samplers.
+    ``shuffled`` (a release written in a uniformly random order: :func:`ldpcli.release.shuffle.shuffled_section`)
+    goes to ``release.shuffled``. UsageError (from
     ``describe``) if a number is not finite.
     """
     if row_sketch is not None and len(row_sketch) != min(n, SKETCH_SIZE):
@@ -256,7 +260,7 @@ def build_sidecar(
         release["part"] = dict(part)
     if shuffled is not None:
         release["shuffled"] = dict(shuffled)
-    release["randomness"] = {"bit_generator": BIT_GENERATOR, "kernel": kernel_name()}
+    release["randomness"] = {**randomness_record(rng, seeded=bool(reproducible)), "kernel": kernel_name()}
     data_path = Path(data_path)
     content = {
         "format": FORMAT,

@@ -1,18 +1,30 @@
-"""Cryptographically secure randomness (issue 29 item 3): ldpcli.math.bitgen's ChaCha20 generators."""
+"""Cryptographically secure randomness (issue 29 item 3): ldpcli.math.bitgen's ChaCha20 generators, the key
+blocks under `rng="secure"`, and `ldp privatize --rng secure` with its sidecar record."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from helpers import bonferroni_z, ldp, ldp_without, read_list, unit_rows, write_list
 from scipy import stats
 
-from ldpcli.errors import MissingDependency
-from ldpcli.math.bitgen import KEY_TAG, SEEDED_BY_OS, SEEDED_BY_USER, describe, secure_generator, secure_key
+from ldpcli.errors import MissingDependency, UsageError
+from ldpcli.learn.train import train
+from ldpcli.math.bitgen import ENTROPY_FROM_OS, ENTROPY_FROM_USER, KEY_TAG, describe, secure_generator, secure_key
+from ldpcli.release.dataset import privatize_dataset
+from ldpcli.release.file import privatize_file
+from ldpcli.release.inputs import MANIFEST_NAME
+from ldpcli.release.options import ReleaseOptions, Resources
+from ldpcli.release.randomness import keyed_generator, root_seed
+from ldpcli.release.sidecar import load_sidecar, sidecar_path
 
 # --------------------------------------------------------------------------- the generator
 
@@ -75,12 +87,12 @@ def test_describe_names_the_generator_never_its_key() -> None:
     generator = secure_generator(3)
     record = describe(generator, seeded=True)
     assert record == {"bit_generator": "ChaCha", "package": "randomgen", "version": randomgen.__version__,
-                      "rounds": 20, "cryptographic": True, "seeding": SEEDED_BY_USER}
+                      "rounds": 20, "cryptographic": True, "entropy": ENTROPY_FROM_USER}
     key = secure_key(3)
     assert str(int.from_bytes(key, "little")) not in str(record) and key.hex() not in str(record)
     pcg = describe(np.random.default_rng(), seeded=False)
     assert pcg == {"bit_generator": "PCG64", "package": "numpy", "version": np.__version__,
-                   "cryptographic": False, "seeding": SEEDED_BY_OS}
+                   "cryptographic": False, "entropy": ENTROPY_FROM_OS}
 
 
 # --------------------------------------------------------------------------- without randomgen
@@ -96,3 +108,117 @@ def test_a_missing_randomgen_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
 def test_importing_the_module_does_not_load_randomgen() -> None:
     code = "import sys, ldpcli.math.bitgen; sys.exit('randomgen' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# --------------------------------------------------------------------------- keyed blocks under rng="secure"
+
+
+def test_a_secure_keyed_stream_is_chacha20_of_the_blocks_seed_sequence() -> None:
+    root = root_seed(7)
+    ours = keyed_generator(root, 1, 2, rng="secure")
+    child = np.random.SeedSequence(root.entropy, spawn_key=(1, 2))
+    assert np.array_equal(ours.integers(0, 2**32, 4), secure_generator(child).integers(0, 2**32, 4))
+    assert type(ours.bit_generator).__name__ == "ChaCha"
+    with pytest.raises(UsageError, match="rng must be one of pcg64, secure"):
+        keyed_generator(root, rng="mt19937")
+
+
+def test_an_unseeded_root_holds_256_bits_from_the_os() -> None:
+    """The root keys every block's ChaCha20 (HMAC-SHA256 under it): 128 bits, numpy's default, would cap the key."""
+    roots = [root_seed(None).entropy for _ in range(4)]
+    assert len(set(roots)) == 4 and max(int(e).bit_length() for e in roots) > 240  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- privatize --rng secure
+
+
+def secure_options(**changes: Any) -> ReleaseOptions:
+    return ReleaseOptions(seed=11, rng="secure", **changes)
+
+
+def test_a_seeded_secure_run_is_the_same_bits_whatever_the_threads_batches_and_layout(tmp_path: Path) -> None:
+    src = tmp_path / "in.parquet"
+    write_list(src, unit_rows(3000, 64, seed=1), row_group_size=700)  # d = 64: key blocks of 16384 rows
+    src_short = tmp_path / "short.parquet"
+    write_list(src_short, unit_rows(3000, 8, seed=2), row_group_size=700)  # d = 8: key blocks of 512 rows
+    for source in (src, src_short):
+        outputs = []
+        for threads, batch_rows in ((1, None), (2, None), (1, 512), (2, 1024)):
+            out = tmp_path / f"{source.stem}-{threads}-{batch_rows}.parquet"
+            privatize_file(source, out, epsilon=4.0,
+                           options=secure_options(resources=Resources(threads=threads, batch_rows=batch_rows)))
+            outputs.append(read_list(out))
+        for other in outputs[1:]:
+            assert np.array_equal(outputs[0], other)
+        dataset = tmp_path / f"{source.stem}-dataset"
+        privatize_dataset([source], dataset, engine=None, epsilon=4.0, options=secure_options(resources=Resources(threads=2)))
+        manifest = json.loads((dataset / MANIFEST_NAME).read_text())
+        parts = np.concatenate([read_list(dataset / part["file"]) for part in manifest["parts"]])
+        assert np.array_equal(parts, outputs[0])
+        # the same seed under PCG64 gives other noise: the generator really changed
+        pcg = privatize_file(source, tmp_path / f"{source.stem}-pcg.parquet", epsilon=4.0, options=ReleaseOptions(seed=11))
+        assert not np.array_equal(read_list(pcg.output), outputs[0])
+
+
+def test_unseeded_secure_runs_differ(tmp_path: Path) -> None:
+    src = tmp_path / "in.parquet"
+    write_list(src, unit_rows(50, 4))
+    first, second = (read_list(privatize_file(src, tmp_path / f"{i}.parquet", epsilon=2.0,
+                                              options=ReleaseOptions(rng="secure")).output) for i in range(2))
+    assert not np.array_equal(first, second)
+
+
+def test_secure_noise_is_unbiased(tmp_path: Path) -> None:
+    """n = 20000 copies of one row x (d = 6, privunit2, ε = 4) under ChaCha20: each coordinate's mean must lie
+    within z·σ̂_j/√n of x_j, z the Bonferroni threshold for 6 two-sided tests at family level 10⁻⁴ (σ̂_j the
+    coordinate's sample deviation: the mean's sampling error; a fixed seed, so the test is deterministic)."""
+    n, d = 20_000, 6
+    x = unit_rows(1, d, seed=3)[0] * 0.9
+    src = tmp_path / "in.parquet"
+    write_list(src, np.tile(x, (n, 1)))
+    z = read_list(privatize_file(src, epsilon=4.0, options=ReleaseOptions(seed=2029, rng="secure")).output)
+    scores = (z.mean(axis=0) - x) / (z.std(axis=0, ddof=1) / np.sqrt(n))
+    assert np.all(np.abs(scores) < bonferroni_z(1e-4, d)), scores
+
+
+def test_the_cli_records_the_secure_generator_in_the_sidecar(tmp_path: Path) -> None:
+    import randomgen
+
+    src = tmp_path / "in.parquet"
+    write_list(src, unit_rows(40, 5))
+    for seed, entropy in ((None, ENTROPY_FROM_OS), (3, ENTROPY_FROM_USER)):
+        out = tmp_path / f"out-{seed}.parquet"
+        result = ldp("privatize", src, "-o", out, "--eps", 2, "--rng", "secure", *(("--seed", seed) if seed else ()),
+                     "-q")
+        assert result.exit_code == 0, result.output
+        record = load_sidecar(sidecar_path(out)).content["release"]["randomness"]
+        assert record["bit_generator"] == "ChaCha" and record["rounds"] == 20 and record["cryptographic"] is True
+        assert record["version"] == randomgen.__version__ and record["entropy"] == entropy
+    default = tmp_path / "pcg.parquet"
+    assert ldp("privatize", src, "-o", default, "--eps", 2, "-q").exit_code == 0
+    assert load_sidecar(sidecar_path(default)).content["release"]["randomness"]["bit_generator"] == "PCG64"
+    bad = ldp("privatize", src, "-o", tmp_path / "bad.parquet", "--eps", 2, "--rng", "chacha")
+    assert bad.exit_code == 2 and "--rng must be one of pcg64, secure" in bad.stderr
+
+
+def test_without_randomgen_rng_secure_names_the_extra_and_pcg64_still_runs(tmp_path: Path) -> None:
+    src = tmp_path / "in.parquet"
+    write_list(src, unit_rows(20, 3))
+
+    def without(*args: Any) -> subprocess.CompletedProcess[str]:
+        return ldp_without("randomgen", *args, ledger=tmp_path / "l" / "ledger.json")
+
+    refused = without("privatize", src, "-o", tmp_path / "s.parquet", "--eps", 2, "--rng", "secure")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        "ldp: error: cryptographically secure randomness (ChaCha20) needs the randomgen package, which is not "
+        "installed: pip install 'ldp[secure]' (from a clone of ldp: pip install -e '.[secure]')"]
+    assert not (tmp_path / "s.parquet").exists()
+    assert without("privatize", src, "-o", tmp_path / "p.parquet", "--eps", 2, "-q").returncode == 0
+
+
+def test_train_refuses_an_rng_it_does_not_draw_from(tmp_path: Path) -> None:
+    """ldp train's noise is PCG64 for now: ReleaseOptions(rng="secure") must be refused, never ignored."""
+    src = write_list(tmp_path / "x.parquet", unit_rows(50, 4))
+    with pytest.raises(UsageError, match="train does not take options.rng"):
+        train(src, label="y", epsilon=1.0, options=ReleaseOptions(rng="secure"))

@@ -218,6 +218,41 @@ def test_the_schema_is_strict(tmp_path: Path) -> None:
     assert check.is_valid(older)
 
 
+@pytest.mark.parametrize("rng", ["pcg64", "secure"])
+@pytest.mark.parametrize("reproducible", [False, True])
+def test_the_randomness_record_names_the_generator_and_its_entropy(tmp_path: Path, rng: str, reproducible: bool) -> None:
+    """release.randomness (issue 29 item 3): which bit generator drew the noise, its package and version,
+    whether it is cryptographic, and where its entropy came from; never the seed or a key."""
+    import randomgen
+
+    mech = EXAMPLES["privunit2-optimal"]
+    content = build_sidecar(mech, n=3, layout=layout_for(mech), data_path=tmp_path / "r.parquet", sha256=SHA,
+                            reproducible=reproducible, rng=rng)
+    record = content["release"]["randomness"]
+    entropy = "chosen by the user: not for release" if reproducible else "from the OS"
+    expected = ({"bit_generator": "ChaCha", "package": "randomgen", "version": randomgen.__version__, "rounds": 20,
+                 "cryptographic": True} if rng == "secure" else
+                {"bit_generator": "PCG64", "package": "numpy", "version": np.__version__, "cryptographic": False})
+    assert record == {**expected, "entropy": entropy, "kernel": record["kernel"]}
+    check = validator()
+    assert check.is_valid(content)
+    bad = [
+        lambda r: r.update(bit_generator="MT19937"),
+        lambda r: r.update(entropy="seed 5"),
+        lambda r: r.update(key="00ff"),
+        lambda r: r.update(rounds=8),
+    ]
+    if rng == "secure":
+        bad += [lambda r: r.update(cryptographic=False), lambda r: r.pop("rounds"), lambda r: r.pop("entropy")]
+    for i, edit in enumerate(bad):
+        changed = copy.deepcopy(content)
+        edit(changed["release"]["randomness"])
+        assert not check.is_valid(changed), i
+    older = copy.deepcopy(content)  # as written before rng "secure": the bit generator and the kernel only
+    older["release"]["randomness"] = {"bit_generator": "PCG64", "kernel": record["kernel"]}
+    assert check.is_valid(older)
+
+
 @pytest.mark.parametrize("case", list(EXAMPLES))
 def test_written_sidecars_record_the_dtype_the_kept_columns_and_the_baseline(tmp_path: Path, case: str) -> None:
     mech = EXAMPLES[case]

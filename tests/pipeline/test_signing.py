@@ -21,7 +21,7 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ldp_without, unit_rows, write_list
 
 from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
@@ -345,13 +345,9 @@ def test_without_cryptography_signing_names_the_extra_and_unsigned_files_stay_re
                                                                                         release: Path) -> None:
     unsigned = tmp_path / "unsigned.parquet"
     privatize_file(tmp_path / "in.parquet", unsigned, epsilon=1.0)
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": root, "LDP_LEDGER": str(tmp_path / "l" / "ledger.json")}
 
     def without(*args: Any) -> subprocess.CompletedProcess[str]:
-        code = ("import sys; sys.modules['cryptography'] = None; from ldpcli.cli.app import main; "
-                f"sys.argv = ['ldp', *{[str(a) for a in args]!r}]; main()")
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+        return ldp_without("cryptography", *args, ledger=tmp_path / "l" / "ledger.json")
 
     for args in (("keys", "init"), ("verify", release)):
         result = without(*args)

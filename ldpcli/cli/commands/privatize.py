@@ -47,6 +47,7 @@ from ldpcli.release.file import privatize_files
 from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources, RiskSection
+from ldpcli.release.randomness import DEFAULT_RNG, RNG_NAMES
 from ldpcli.release.safety import CLIP_REFUSE_FRACTION, clip_warning
 
 app = command_app()
@@ -96,6 +97,14 @@ def privatize(
     ),
     seed: Optional[int] = typer.Option(
         None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
+    ),
+    rng: str = typer.Option(
+        DEFAULT_RNG, "--rng", metavar="|".join(RNG_NAMES), help="The generator of the noise. pcg64 (default): numpy's "
+        "PCG64, fast but not cryptographic: whoever sees enough of its output can in principle predict the rest of "
+        "the run's noise. secure: ChaCha20 (20 rounds, keyed from 256 bits of OS entropy, through randomgen: `pip install "
+        "'ldp[secure]'`), cryptographically secure, and slower (README, Randomness; benchmarks/rng.py). Recorded in "
+        "the sidecar's release.randomness. With --seed either gives the same output whatever --threads, --memory "
+        "or --engine."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output and sidecar."),
     fail_on_clip: float = typer.Option(
@@ -200,7 +209,7 @@ def privatize(
     streams = _check_streams(inputs, output, sidecar, as_json, dataset)
     spec = MechanismSpec(mechanism, eps, calibration, bound, options)
     release = ReleaseOptions(
-        columns=Columns(column, split(columns) or None, split(keep), keep_unsafe), seed=seed, copies=copies,
+        columns=Columns(column, split(columns) or None, split(keep), keep_unsafe), seed=seed, rng=rng, copies=copies,
         dtype=dtype, compression=compression, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid, force=force, overwrite=overwrite,
         risk=RiskSection(risk_k, risk_rho0, floats(risk_a, "--risk-a"), risk_threshold), budget=Budget(owner_ledger, max_budget),
         resources=Resources(threads, byte_size(memory, "--memory")), shuffle=shuffle, shuffle_delta=shuffle_delta,

@@ -1,0 +1,105 @@
+"""What `--rng secure` costs: ChaCha20 (randomgen) against numpy's PCG64, side by side in one process.
+
+    python benchmarks/rng.py                                # 10⁷ normals; privunit2 at d = 500 on 40000 rows
+    python benchmarks/rng.py --values 1000000 --shape 4000x500 --repeat 3   # a quick look
+
+Three sections, each timing its columns in turn (a, b, c, a, b, c, …) after one untimed round, so
+drift in the machine's speed hits every column (``run.side_by_side``); seconds are medians of
+--repeat rounds and ratios are against PCG64 measured in the same rounds:
+
+- normals: ``generator.standard_normal(n)`` for n = --values, with PCG64, ChaCha20 (20 rounds: what
+  ``ldpcli.math.bitgen.secure_generator`` makes) and randomgen's AES-128-CTR (``AESCounter``, the other
+  candidate: the measurement behind the choice of ChaCha20 is in ``ldpcli.math.bitgen``'s docstring);
+- api: PrivUnit2 (ε = 8) on an n × d batch in memory (``Mechanism.privatize``), with a PCG64 and a
+  ChaCha20 generator: the noise alone, without reading or writing;
+- file: ``privatize_file`` (Parquet → Parquet, one thread) with ``rng="pcg64"`` and ``rng="secure"``: what
+  `ldp privatize --rng secure` costs end to end (every key block gets its own generator).
+
+The load of the machine (``uptime``) is printed before and after: on a shared machine the ratios
+are noisy. Nothing here is a test: tests never assert wall-clock times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run import input_file, side_by_side, table  # noqa: E402
+
+from ldpcli.math.bitgen import require_randomgen, secure_generator  # noqa: E402
+from ldpcli.mechanisms import MechanismSpec  # noqa: E402
+from ldpcli.release.file import privatize_file  # noqa: E402
+from ldpcli.release.options import ReleaseOptions, Resources  # noqa: E402
+
+
+def load() -> str:
+    """The machine's load averages, as ``uptime`` prints them."""
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip() if os.path.exists("/usr/bin/uptime") else "?"
+
+
+def ratio_rows(times: dict[str, float], reference: str) -> list[list[str]]:
+    """One row per column: its median seconds and its ratio to ``reference``."""
+    return [[name, f"{seconds:.3f}", f"{seconds / times[reference]:.2f}×"] for name, seconds in times.items()]
+
+
+def normals(values: int, repeat: int) -> dict[str, float]:
+    """Median seconds of ``standard_normal(values)`` with each bit generator (fresh generators, one each)."""
+    randomgen = require_randomgen()
+    generators = {
+        "PCG64": np.random.default_rng(1),
+        "ChaCha20 (secure)": secure_generator(1),
+        "AES-128-CTR": np.random.Generator(randomgen.AESCounter(key=1)),
+    }
+    fns: dict[str, Callable[[], object]] = {name: (lambda g=g: g.standard_normal(values)) for name, g in generators.items()}
+    return side_by_side(fns, repeat)
+
+
+def api(n: int, d: int, repeat: int) -> dict[str, float]:
+    """Median seconds of PrivUnit2's ``privatize`` on an n × d batch with a PCG64 and a ChaCha20 generator."""
+    mech = MechanismSpec("privunit2", 8.0).calibrate(d)
+    x = np.random.default_rng(0).standard_normal((n, d))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    pcg, chacha = np.random.default_rng(2), secure_generator(2)
+    return side_by_side({"PCG64": lambda: mech.privatize(x, pcg), "ChaCha20 (secure)": lambda: mech.privatize(x, chacha)},
+                        repeat)
+
+
+def file(tmp: Path, n: int, d: int, repeat: int) -> dict[str, float]:
+    """Median seconds of ``privatize_file`` (one thread) with ``rng="pcg64"`` and ``rng="secure"``."""
+    src = input_file(tmp, n, d)
+
+    def run(rng: str) -> Callable[[], object]:
+        options = ReleaseOptions(rng=rng, overwrite=True, resources=Resources(threads=1))
+        return lambda: privatize_file(src, tmp / f"out-{rng}.parquet", epsilon=8.0, options=options)
+
+    return side_by_side({"pcg64": run("pcg64"), "secure": run("secure")}, repeat)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--values", type=int, default=10**7, help="normals drawn per timed call")
+    parser.add_argument("--shape", default="40000x500", help="NxD of privunit2's batch and of the Parquet input")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    n, d = (int(v) for v in args.shape.lower().split("x"))
+    print(f"# rng: PCG64 against ChaCha20 (--rng secure)\n\nload before: {load()}\n")
+    print(f"## normals: standard_normal({args.values})\n")
+    table(["bit generator", "median s", "÷ PCG64"], ratio_rows(normals(args.values, args.repeat), "PCG64"))
+    print(f"## api: privunit2 ε = 8, privatize on {n}×{d} in memory\n")
+    table(["generator", "median s", "÷ PCG64"], ratio_rows(api(n, d, args.repeat), "PCG64"))
+    print(f"## file: privatize_file, privunit2 ε = 8, {n}×{d} float64 Parquet → Parquet, one thread\n")
+    with tempfile.TemporaryDirectory() as name:
+        table(["--rng", "median s", "÷ pcg64"], ratio_rows(file(Path(name), n, d, args.repeat), "pcg64"))
+    print(f"load after: {load()}")
+
+
+if __name__ == "__main__":
+    main()
