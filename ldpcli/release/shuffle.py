@@ -252,8 +252,8 @@ def check_pure(delta: float, mechanism: str) -> None:
     the shuffle bound is for pure ε0-LDP reports only."""
     if delta > 0:
         raise UsageError(
-            f"`shuffle`: {mechanism} is (ε0, δ0)-LDP with δ0 = {delta:g}, not pure ε0-LDP, so the shuffle bound "
-            "(Feldman, McMillan and Talwar 2021, for pure ε0-LDP reports) gives no central claim for it; "
+            f"`shuffle`: {mechanism} is (ε0, δ0)-LDP with δ0 = {delta:g}, not pure ε0-LDP, and the shuffle bound "
+            f"(Feldman, McMillan and Talwar 2021) is for pure ε0-LDP reports: it gives {mechanism} no shuffle claim; "
             "use a pure ε-LDP mechanism (privunit2, privunitg, …) or release without `shuffle`"
         )
 

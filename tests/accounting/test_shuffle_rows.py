@@ -152,7 +152,7 @@ def test_the_gaussian_baseline_gets_no_shuffle_claim(tmp_path: Path, source: Pat
     from ldpcli.mechanisms import MechanismSpec
 
     spec = MechanismSpec("gaussian", 2.0, None, 1.0, {"delta": 1e-6})
-    with pytest.raises(UsageError, match="no central claim") as info:
+    with pytest.raises(UsageError, match="no shuffle claim") as info:
         privatize_file(source, tmp_path / "out.parquet", mechanism=spec,
                        options=ReleaseOptions(shuffle=True, columns=Columns(column="vec")))
     assert "not pure ε0-LDP" in str(info.value)

@@ -116,7 +116,7 @@ def test_estimators_read_a_shuffled_release_as_any_other(released: dict[str, Any
 @pytest.mark.parametrize(("extra", "words"), [
     (("--keep", "id"), "--shuffle does not allow --keep columns (id)"),
     (("--copies", "2"), "one report per person"),
-    (("-m", "gaussian", "--delta", "1e-6"), "gives no central claim"),
+    (("-m", "gaussian", "--delta", "1e-6"), "no shuffle claim"),
     (("--shuffle-delta", "0.5"), "(0, 1/n)"),
     (("--layout", "dataset"), "not shuffled across parts"),
 ])
