@@ -47,6 +47,7 @@ from ldpcli.errors import DataError, UsageError
 from ldpcli.io import interrupts
 from ldpcli.io.faults import checkpoint
 from ldpcli.io.messages import _reason
+from ldpcli.math.bitgen import require_randomgen, secure_generator
 from ldpcli.math.shuffling import check_central_delta, shuffle_bound
 
 #: Bucket files per level of the external shuffle. With the default memory budget (256 MB, of which
@@ -215,8 +216,6 @@ def order_generator(root: np.random.SeedSequence, key: tuple[int, ...], seeded: 
     256-bit key from the OS, or, for a seeded run, keyed by the run's ``root`` and the input's ``key``
     (HMAC-SHA256 of the spawn key ``(*key, SHUFFLE_STREAM, 0)``), so that a seeded output is reproducible.
     MissingDependency (``pip install 'ldp[secure]'``) without randomgen."""
-    from ldpcli.math.bitgen import secure_generator
-
     if not seeded:
         return secure_generator(None)
     return secure_generator(np.random.SeedSequence(root.entropy,
@@ -227,7 +226,7 @@ def check_shuffle(*, shuffle: bool, delta: float | None, keep: Sequence[str], co
     """The refusals of a shuffled release that need no row: UsageError for a ``shuffle_delta``
     without ``shuffle`` or outside (0, 1), columns kept beside the vectors (an id or a label would
     link each row back to its person) and several copies of each row (the bound counts one report per
-    person)."""
+    person); MissingDependency without randomgen (the order's generator)."""
     if not shuffle:
         if delta is not None:
             raise UsageError("`shuffle_delta` is the δ of a shuffled release's central claim: it needs `shuffle`")
@@ -245,6 +244,7 @@ def check_shuffle(*, shuffle: bool, delta: float | None, keep: Sequence[str], co
             f"`shuffle` takes one report per person, but `copies` is {copies}: the shuffle bound counts one "
             "ε0-LDP report per row; release the copies without `shuffle`"
         )
+    require_randomgen()
 
 
 def check_pure(delta: float, mechanism: str) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
-from helpers import ldp, read_list, unit_rows, write_list
+from helpers import ldp, ldp_without, read_list, unit_rows, write_list
 
 from ldpcli.errors import Interrupted
 from ldpcli.io import interrupts
@@ -134,6 +134,15 @@ def test_shuffle_delta_without_shuffle_is_refused(tmp_path: Path) -> None:
     source = write_list(tmp_path / "in.parquet", unit_rows(40, 4, seed=1))
     result = ldp("privatize", source, "--eps", 2, "--shuffle-delta", 1e-6, "-o", tmp_path / "out.parquet")
     assert result.exit_code == 2 and "--shuffle-delta" in result.stderr and "needs --shuffle" in result.stderr
+
+
+def test_without_randomgen_a_shuffle_is_refused_before_a_row_is_read(tmp_path: Path) -> None:
+    source = write_list(tmp_path / "in.parquet", unit_rows(40, 4, seed=1))
+    refused = ldp_without("randomgen", "privatize", source, "--eps", 2, "--shuffle", "-o", tmp_path / "out.parquet",
+                          ledger=tmp_path / "owner" / "ledger.json")
+    assert refused.returncode == 1
+    assert refused.stderr.count("\n") == 1 and "pip install 'ldp[secure]'" in refused.stderr, refused.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
 
 # --- a run that stops during the shuffle leaves nothing -------------------------------------------------------
