@@ -50,6 +50,17 @@ from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources, R
 from ldpcli.release.randomness import DEFAULT_RNG, RNG_NAMES
 from ldpcli.release.safety import CLIP_REFUSE_FRACTION, clip_warning
 
+#: ``--shuffle``'s help: what the central claim says and rests on, and what a shuffle refuses.
+_SHUFFLE_HELP = (
+    "Write the rows in a uniformly random order, drawn from ChaCha20 (a cryptographically "
+    "secure generator seeded from the OS; needs `pip install 'ldp[secure]'`), and state the central (ε, δ)-DP "
+    "of the n shuffled reports (amplification by shuffling, Feldman, McMillan and Talwar 2021) in the sidecar "
+    "(release.shuffled), the ledger, the summary line and --json: an upper bound on ε that holds only if this "
+    "process acted as an honest shuffler, so publish only the shuffled file, never the input or its order. "
+    "Each person must have one row. One file per input: refuses --keep, --copies above 1, a dataset directory "
+    "(-o DIR/ without --layout files) and mechanisms that are not pure ε-LDP (gaussian)."
+)
+
 app = command_app()
 
 
@@ -164,15 +175,7 @@ def privatize(
         None, "--part-rows", min=1, help="With --engine dask or a dataset directory: parts of about this many rows "
         "(rounded to key blocks) instead of one per Parquet row group."
     ),
-    shuffle: bool = typer.Option(
-        False, "--shuffle", help="Write the rows in a uniformly random order, drawn from ChaCha20 (a cryptographically "
-        "secure generator seeded from the OS; needs `pip install 'ldp[secure]'`), and state the central (ε, δ)-DP "
-        "of the n shuffled reports (amplification by shuffling, Feldman, McMillan and Talwar 2021) in the sidecar "
-        "(release.shuffled), the ledger, the summary line and --json: an upper bound on ε that holds only if this "
-        "process acted as an honest shuffler, so publish only the shuffled file, never the input or its order. "
-        "Each person must have one row. One file per input: refuses --keep, --copies above 1, a dataset directory "
-        "(-o DIR/ without --layout files) and mechanisms that are not pure ε-LDP (gaussian)."
-    ),
+    shuffle: bool = typer.Option(False, "--shuffle", help=_SHUFFLE_HELP),
     shuffle_delta: Optional[float] = typer.Option(
         None, "--shuffle-delta", metavar="DELTA", help="With --shuffle: the δ of the central claim, below 1/n for "
         "the n rows written (default 1/n²)."
