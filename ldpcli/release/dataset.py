@@ -66,7 +66,7 @@ from ldpcli.risk.section import reconstruction
 #: The suffix of every part file (parts are Parquet whatever the inputs' format).
 PART_SUFFIX = ".parquet"
 #: The release options a dataset cannot honour (see :func:`privatize_dataset`).
-_NOT_FOR_DATASETS = ("copies", "resources.batch_rows", "input_label", "output_label")
+_NOT_FOR_DATASETS = ("copies", "resources.batch_rows", "input_label", "output_label", "shuffle", "shuffle_delta")
 #: A part's batches get 1/8 of the memory budget, and 1/threads when more than 8 threads write parts
 #: at once (a task holds one batch as read, privatized and encoded at a time), as ``privatize_file`` sizes its batches.
 _MIN_PARTS_PER_BUDGET = 8
@@ -234,7 +234,8 @@ def privatize_dataset(
         ``resources.memory`` is the budget of the parts written at once: each task's batches get
         1/max(8, threads) of it. A Dask engine's workers choose their own threads (``resources.threads``
         is for the local engine only), and a dataset holds one copy of each row under the paths' own
-        names: ``copies``, ``resources.batch_rows`` and the labels are refused.
+        names: ``copies``, ``resources.batch_rows`` and the labels are refused, and so is ``shuffle``
+        (parts are written apart, never shuffled across parts).
     part_rows : int or None
         Parts of about that many rows each (rounded to key blocks) instead of one per row group.
 

@@ -14,7 +14,8 @@ a run takes about as long as encoding and writing the file alone. A dataset dire
 each thread writes its own parts.
 Randomness is keyed (:mod:`ldpcli.release.randomness`): each block of rows has its own generator named by
 (run, input, block index), so a given seed gives the same output whatever the thread count, the
-memory budget or the batch size, and different inputs get independent noise. The
+memory budget or the batch size, and different inputs get independent noise (with ``shuffle``, the
+same rows: their order depends on the memory budget too, :mod:`ldpcli.release.shuffle`). The
 output and the sidecar are written to temporary files in the target directory and renamed only
 when everything succeeded; the input is only ever read.
 
@@ -54,6 +55,14 @@ from ldpcli.release.options import ReleaseOptions, mechanism_spec
 from ldpcli.release.randomness import DEFAULT_RNG, block_generators, check_rng, input_key, key_block_rows, root_seed
 from ldpcli.release.rowhash import RowDigest
 from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
+from ldpcli.release.shuffle import (
+    ExternalShuffle,
+    check_pure,
+    check_shuffle,
+    order_generator,
+    shuffle_delta,
+    shuffled_section,
+)
 from ldpcli.release.sidecar import build_sidecar, find_sidecar, load_sidecar, sidecar_path, sidecar_text
 from ldpcli.release.signing import signer_for
 from ldpcli.risk.section import reconstruction
@@ -112,6 +121,8 @@ class PrivatizeResult:
     #: The input's columns that are neither vectors nor kept, so in no output
     #: (:attr:`ldpcli.io.VectorReader.dropped_columns`).
     dropped_columns: tuple[str, ...] = ()
+    #: With ``shuffle``: the sidecar's ``release.shuffled`` (the central claim and what it rests on).
+    shuffled: dict[str, Any] | None = None
 
     @property
     def cost(self) -> ReleaseCost:
@@ -144,6 +155,7 @@ class PrivatizeResult:
             "n_clipped": self.n_clipped,
             "n_skipped": self.n_skipped,
             "dropped_columns": list(self.dropped_columns),
+            "shuffled": self.shuffled,
         }
 
 
@@ -170,20 +182,22 @@ def release_checks(
 def ledger_entry(
     mech: Mechanism, *, digest: str, source: Path, rows: int, columns: Sequence[str], output: Path, copies: int,
     created: str, tag: str, reproducible: bool, label: str | None = None, output_label: str | None = None,
+    shuffled: dict[str, Any] | None = None,
 ) -> LedgerEntry:
     """The ledger's record of one input released by ``mech`` (``copies`` times) into ``output``.
 
     ``label`` and ``output_label`` name an input or output that is no file of its own (``"<stdin>"``,
     ``"<stdout>"``); by default the resolved paths. The ε and δ are the release's cost, its copies
     together (:func:`ldpcli.mechanisms.composition.release_cost`); the budget counts the exact ε, and
-    ``note`` says why it is below the ε asked (:func:`~ldpcli.mechanisms.hooks.spending_note`)."""
+    ``note`` says why it is below the ε asked (:func:`~ldpcli.mechanisms.hooks.spending_note`); ``shuffled``
+    is a shuffled release's central claim (:func:`ldpcli.release.shuffle.shuffled_section`)."""
     cost = release_cost(mech, copies=copies)
     return LedgerEntry(
         fingerprint=digest, input=label if label is not None else str(source.resolve()), rows=rows, d=mech.d,
         columns=list(columns), output=output_label if output_label is not None else str(output.resolve()),
         mechanism=mech.name, epsilon=cost.epsilon, epsilon_exact=cost.epsilon_exact,
         delta=cost.delta if cost.delta > 0 else None, created=created, tag=tag, reproducible=reproducible,
-        note=python_text(spending_note(mech) or ""),
+        note=python_text(spending_note(mech) or ""), shuffled=shuffled,
     )
 
 
@@ -418,12 +432,17 @@ def privatize_file(
     (:meth:`ldpcli.io.VectorLayout.with_copies`), each with the spec's
     :meth:`~ldpcli.mechanisms.MechanismSpec.for_copies` so that together they spend the requested
     privacy (:attr:`PrivatizeResult.cost`); estimators that need two independent copies of a row
-    (``ldp regress``) read them. Raises ``UsageError`` / ``DataError`` with one-line messages
+    (``ldp regress``) read them. ``shuffle``: the rows are written in a uniformly random order
+    (:mod:`ldpcli.release.shuffle`: flat memory, the order from ChaCha20) and the sidecar, the ledger entry
+    and ``shuffled`` of the result state the central (ε, δ) at ``shuffle_delta`` (default 1/n²), with its
+    assumptions; it refuses kept columns, ``copies`` > 1 and mechanisms that are not pure ε-LDP.
+    Raises ``UsageError`` / ``DataError`` with one-line messages
     (a ``dtype`` other than float32 or float64 is a UsageError).
     """
     spec, forced, clip_limit = release_checks(mechanism, epsilon, norm_bound, options)
     copies, seed, overwrite, chosen = options.copies, options.seed, options.overwrite, options.columns
     ledger, threads, memory = options.budget.ledger, options.resources.threads, options.resources.memory
+    check_shuffle(shuffle=options.shuffle, delta=options.shuffle_delta, keep=chosen.keep, copies=copies)
     copy_spec = spec.for_copies(copies)
     threads = check_threads(threads)
     if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
@@ -458,7 +477,8 @@ def privatize_file(
     root = root_seed(seed)  # seed None: fresh OS entropy
     # Batches in flight: one being read, up to `threads` queued for or being privatized, one being
     # written. The output does not depend on the batch size or the thread count (keyed randomness).
-    per_batch = memory // max(_MIN_BATCHES_PER_BUDGET, threads + 2)
+    # A shuffle holds half the budget (the rows, or a bucket of them), the batches in flight the other half.
+    per_batch = (memory // 2 if options.shuffle else memory) // max(_MIN_BATCHES_PER_BUDGET, threads + 2)
     with open_vectors(
         source, column=chosen.column, columns=chosen.columns, keep=chosen.keep, batch_rows=options.resources.batch_rows,
         memory_bytes=per_batch, writable=False, granule=key_block_rows, keep_unsafe=chosen.keep_unsafe,
@@ -468,6 +488,10 @@ def privatize_file(
         bound_spec, bound_notes = copy_spec.bind_columns(names, reader.layout.d)
         mech = bound_spec.calibrate(reader.layout.d)
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
+        if options.shuffle:
+            check_pure(release_cost(mech).delta, mech.name)
+            if reader.num_rows is not None:  # n can only fall below it (skip_invalid): refuse now, not after the work
+                shuffle_delta(reader.num_rows, options.shuffle_delta)
         try:
             layout = reader.layout.with_copies(copies)
         except ValueError as exc:
@@ -487,10 +511,14 @@ def privatize_file(
         with AtomicVectorWriter(
             target, layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite,
             dtype=options.dtype, like=reader, codec=options.compression,
-        ) as writer:
+        ) as writer, contextlib.ExitStack() as held:
+            shuffler = held.enter_context(ExternalShuffle(
+                mech.d, order_generator(root, key, seed is not None), memory=memory // 2, directory=target.parent,
+            )) if options.shuffle else None
             try:
                 n, n_clipped = _run(
-                    reader, writer, _Privatizer(mech, root, key, reader.precision, copies, options.rng), threads, on_rows,
+                    reader, writer if shuffler is None else shuffler,
+                    _Privatizer(mech, root, key, reader.precision, copies, options.rng), threads, on_rows,
                     fingerprint, row_digest,
                 )
             finally:
@@ -501,6 +529,14 @@ def privatize_file(
             if n == 0:
                 raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
             check_clipping(n_clipped, n, clip_limit, os.fspath(source), mech, why=released)
+            shuffled = None
+            if shuffler is not None:  # every row is privatized: write them in the shuffled order
+                shuffled = shuffled_section(release_cost(mech).epsilon_exact, n,
+                                            shuffle_delta(n, options.shuffle_delta), reproducible=seed is not None)
+                for rows_out in shuffler.rows(max(1, per_batch // (8 * mech.d))):
+                    interrupts.check()
+                    writer.write(rows_out, None)
+                held.close()
             writer.finish()
             publication = Publication(overwrite=overwrite)
             publication.add_file(writer.sink)
@@ -511,6 +547,7 @@ def privatize_file(
                     mech, digest=fingerprint.hexdigest(), source=source, rows=fingerprint.rows,
                     columns=reader.layout.columns, output=target, copies=copies, created="", tag="",
                     reproducible=seed is not None, label=options.input_label, output_label=options.output_label,
+                    shuffled=shuffled,
                 ), options.input_label or str(source), rows))
             with contextlib.ExitStack() as sidecars:
 
@@ -519,7 +556,7 @@ def privatize_file(
                         mech, n=n, layout=layout, data_path=target, sha256=writer.sha256,
                         reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=next(iter(tags), None),
                         reconstruction=risk, created=created, row_sketch=rows.sketch if rows is not None else None,
-                        rng=options.rng,
+                        rng=options.rng, shuffled=shuffled,
                     )
                     if signer is not None:
                         content = signer.sign(content)
@@ -535,6 +572,7 @@ def privatize_file(
         reproducible=seed is not None, n_clipped=n_clipped, warnings=(*recorded, *notices), dtype=writer.dtype,
         n_skipped=reader.skipped, skipped_rows=tuple(reader.skipped_rows), input_tag=tag,
         signed_by=signer.public_key.text if signer is not None else None, dropped_columns=reader.dropped_columns,
+        shuffled=shuffled,
     )
 
 
@@ -574,7 +612,7 @@ def _feed(batch: VectorBatch, fingerprint: InputFingerprint | None, row_digest: 
 
 def _run(
     reader: VectorReader,
-    writer: AtomicVectorWriter,
+    writer: AtomicVectorWriter | ExternalShuffle,
     privatize: _Privatizer,
     threads: int,
     on_rows: Callable[[int], None] | None,
@@ -583,7 +621,7 @@ def _run(
 ) -> tuple[int, int]:
     """Privatize every batch of ``reader`` into ``writer`` in order; return (rows, clipped rows).
 
-    ``fingerprint`` (the ledger's) is fed every batch's values as read, in file order; ``row_digest``
+    ``writer`` is the output, or the shuffle that holds the rows until all are privatized. ``fingerprint`` (the ledger's) is fed every batch's values as read, in file order; ``row_digest``
     (the ledger's row hashes) the rows released (those ``skip_invalid`` left out excepted).
 
     With several threads, the calling thread only reads and submits batches to the pool, and a writer thread

@@ -158,6 +158,13 @@ class ReleaseOptions:
         Threads, memory and batch size.
     warnings : sequence of str
         Sentences recorded in the sidecar's ``release.warnings``.
+    shuffle : bool
+        Write the rows in a uniformly random order drawn from a cryptographically secure generator,
+        and record the central (ε, δ) that n shuffled ε0-LDP reports have
+        (:mod:`ldpcli.release.shuffle`; one file, one report per person, no kept column, a pure
+        ε0-LDP mechanism).
+    shuffle_delta : float or None
+        With ``shuffle``: the δ of the central claim; default 1/n², and it must stay below 1/n.
     input_label, output_label : str or None
         The ledger's names for an input or output that is no file of its own (``"<stdin>"``,
         ``"<stdout>"``); default the resolved paths.
@@ -177,6 +184,8 @@ class ReleaseOptions:
     budget: Budget = field(default_factory=Budget)
     resources: Resources = field(default_factory=Resources)
     warnings: Sequence[str] = ()
+    shuffle: bool = False
+    shuffle_delta: float | None = None
     input_label: str | None = None
     output_label: str | None = None
 

@@ -27,7 +27,9 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     was recorded in the data owner's ledger (:mod:`ldpcli.release.ledger`: a keyed hash, equal for two
     releases of one input, useless to anyone without the ledger's key), ``row_sketch`` with it (the
     k smallest keyed hashes of the released rows, :mod:`ldpcli.release.rowhash`: two releases of one owner
-    that share rows share sketch values, whatever their inputs), and ``part`` for a part of
+    that share rows share sketch values, whatever their inputs), ``shuffled`` for a release written in a
+    uniformly random order (``ldp privatize --shuffle``: its central (ε, δ) and the trust it rests on,
+    :mod:`ldpcli.release.shuffle`), and ``part`` for a part of
     a dataset directory (:class:`DatasetPart`: the dataset's id, the part's number, its input and
     the dataset's number of parts; no row position, which would count skipped rows).
 ``reconstruction`` (optional, d ≥ 2)
@@ -179,6 +181,7 @@ def build_sidecar(
     created: str | None = None,
     row_sketch: np.ndarray | None = None,
     rng: str = DEFAULT_RNG,
+    shuffled: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``.
 
@@ -201,7 +204,9 @@ def build_sidecar(
     ``n`` rows, made with the ledger's key) goes to ``release.row_sketch``. ``release.randomness`` records the
     key blocks' generator ``rng`` (:func:`ldpcli.release.randomness.randomness_record`: its name, package and
     version, whether it is cryptographic, and its entropy: "chosen by the user: not for release" when
-    ``reproducible``, else "from the OS"; never the seed or a key) and the kernel that ran the samplers. UsageError (from
+    ``reproducible``, else "from the OS"; never the seed or a key) and the kernel that ran the samplers.
+    ``shuffled`` (a release written in a uniformly random order: :func:`ldpcli.release.shuffle.shuffled_section`)
+    goes to ``release.shuffled``. UsageError (from
     ``describe``) if a number is not finite.
     """
     if row_sketch is not None and len(row_sketch) != min(n, SKETCH_SIZE):
@@ -253,6 +258,8 @@ def build_sidecar(
         release["row_sketch"] = {"method": SKETCH_METHOD, "k": SKETCH_SIZE, "values": encode_sketch(row_sketch)}
     if part is not None:
         release["part"] = dict(part)
+    if shuffled is not None:
+        release["shuffled"] = dict(shuffled)
     release["randomness"] = {**randomness_record(rng, seeded=bool(reproducible)), "kernel": kernel_name()}
     data_path = Path(data_path)
     content = {

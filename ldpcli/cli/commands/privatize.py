@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import os
 import tempfile
 from contextlib import ExitStack
@@ -48,6 +49,17 @@ from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources, RiskSection
 from ldpcli.release.randomness import DEFAULT_RNG, RNG_NAMES
 from ldpcli.release.safety import CLIP_REFUSE_FRACTION, clip_warning
+
+#: ``--shuffle``'s help: what the central claim says and rests on, and what a shuffle refuses.
+_SHUFFLE_HELP = (
+    "Write the rows in a uniformly random order, drawn from ChaCha20 (a cryptographically "
+    "secure generator seeded from the OS; needs `pip install 'ldp[secure]'`), and state the central (ε, δ)-DP "
+    "of the n shuffled reports (amplification by shuffling, Feldman, McMillan and Talwar 2021) in the sidecar "
+    "(release.shuffled), the ledger, the summary line and --json: an upper bound on ε that holds only if this "
+    "process acted as an honest shuffler, so publish only the shuffled file, never the input or its order. "
+    "Each person must have one row. One file per input: refuses --keep, --copies above 1, a dataset directory "
+    "(-o DIR/ without --layout files) and mechanisms that are not pure ε-LDP (gaussian)."
+)
 
 app = command_app()
 
@@ -163,6 +175,11 @@ def privatize(
         None, "--part-rows", min=1, help="With --engine dask or a dataset directory: parts of about this many rows "
         "(rounded to key blocks) instead of one per Parquet row group."
     ),
+    shuffle: bool = typer.Option(False, "--shuffle", help=_SHUFFLE_HELP),
+    shuffle_delta: Optional[float] = typer.Option(
+        None, "--shuffle-delta", metavar="DELTA", help="With --shuffle: the δ of the central claim, below 1/n for "
+        "the n rows written (default 1/n²)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary of the run instead of a line."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, no notes and no summary line (with -o -, "
                                "none on stderr either); warnings and errors are still shown."),
@@ -198,8 +215,12 @@ def privatize(
         columns=Columns(column, split(columns) or None, split(keep), keep_unsafe), seed=seed, rng=rng, copies=copies,
         dtype=dtype, compression=compression, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid, force=force, overwrite=overwrite,
         risk=RiskSection(risk_k, risk_rho0, floats(risk_a, "--risk-a"), risk_threshold), budget=Budget(owner_ledger, max_budget),
-        resources=Resources(threads, byte_size(memory, "--memory")),
+        resources=Resources(threads, byte_size(memory, "--memory")), shuffle=shuffle, shuffle_delta=shuffle_delta,
     )
+    if dataset and shuffle:
+        raise UsageError("--shuffle writes one file in one random order, but a dataset directory's parts are written "
+                         "apart and are not shuffled across parts: give -o FILE, or add --layout files for one "
+                         "shuffled file per input")
     if dataset:
         if output is None:
             raise UsageError("--engine dask writes a dataset directory of parts: give it with -o DIR/")
@@ -230,8 +251,8 @@ def privatize(
             copy_to_stdout(results[0].output)
     if streams[1]:  # stdout carries the rows: the summary goes to stderr, unless -q
         if not quiet:
-            err.print(f"ldp: wrote {counted(results[0].n, 'row')} (d = {results[0].d}) to stdout and the sidecar "
-                      f"{sidecar}", markup=False)
+            err.print(f"ldp: wrote {counted(results[0].n, 'row')} (d = {results[0].d}{_shuffled_text(results[0].shuffled)}) "
+                      f"to stdout and the sidecar {sidecar}", markup=False)
         quiet = True
     several = len(results) > 1
     for index, result in enumerate(results):
@@ -338,10 +359,22 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
             warn(label + text)
         else:
             note(label + text, quiet)
+    if result.shuffled is not None:
+        note(f"{label}the central ε assumes that ldp was an honest shuffler: publish only the shuffled output, never "
+             "the input or its order (the sidecar lists every assumption)", quiet)
     if not quiet:  # the 'wrote' line of this input; with --json, the summaries follow all inputs
         spent, copied = _epsilon_text(result.mechanism, result.cost, result.layout.copies)
         render(None, as_json, wrote=f"{result.output} ({counted(result.n, 'row')}, d = {result.d}, "
-               f"{result.mechanism.name}, {spent}{copied}) and {result.sidecar}")
+               f"{result.mechanism.name}, {spent}{copied}{_shuffled_text(result.shuffled)}) and {result.sidecar}")
+
+
+def _shuffled_text(shuffled: dict[str, Any] | None) -> str:
+    """The 'wrote' line's clause for a shuffled release: its central ε at its δ, an upper bound rounded up to
+    four digits (so still an upper bound)."""
+    if shuffled is None:
+        return ""
+    upper = decimal.Context(prec=4, rounding=decimal.ROUND_CEILING).create_decimal(shuffled["epsilon_central_upper"])
+    return f", shuffled: central ε ≤ {upper:g} at δ = {fmt(shuffled['delta'])} over n = {shuffled['n']}"
 
 
 def _note_dropped(names: Any, quiet: bool, label: str) -> None:
