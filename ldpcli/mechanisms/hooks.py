@@ -256,3 +256,29 @@ def rounded_cap(mech: Mechanism) -> RoundedCap:
         raise NotImplementedError(f"mechanism {mech.name!r} has no device path; the mechanisms with one: "
                                   f"{', '.join(able)}")
     return mech
+
+
+# --------------------------------------------------------------------------- the secure rendering
+
+
+@runtime_checkable
+class FiniteOutputs(Protocol):
+    """A mechanism each of whose output coordinates is one of finitely many public doubles (the
+    hypercube mechanisms' ±L·B, the scalar mechanisms' grid values), so that the released double is
+    a function of the sampled discrete choice only (:mod:`ldpcli.mechanisms.rendering`,
+    docs/floating-point.md)."""
+
+    @property
+    def output_count(self) -> int:
+        """How many values an output coordinate can take."""
+        ...
+
+    def output_value(self, index: np.ndarray) -> np.ndarray:
+        """The double released for each discrete choice ``index`` (integers in [0, output_count)),
+        computed from the public parameters only: ``privatize`` releases exactly these doubles."""
+        ...
+
+
+def finite_outputs(mech: Mechanism) -> FiniteOutputs | None:
+    """``mech`` as a :class:`FiniteOutputs` when its outputs take finitely many values, else None."""
+    return mech if isinstance(mech, FiniteOutputs) else None

@@ -552,6 +552,14 @@ class _HypercubeThreshold(Mechanism):
         """The agreement count #{j: sign z_j = sign x_j} of each row."""
         return np.count_nonzero((z > 0.0) == (x > 0.0), axis=1)
 
+    output_count = 2  # each coordinate is −L·B or +L·B
+
+    def output_value(self, index: np.ndarray) -> np.ndarray:
+        """−L·B for index 0 and +L·B for index 1: ``privatize`` releases exactly these two doubles
+        (2·L·B − L·B and 0 − L·B are exact), whatever the input (docs/floating-point.md)."""
+        value = self.norm_bound * self.B
+        return np.where(np.asarray(index) == 1, value, -value)
+
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Round each row to a vertex s, draw z from the channel, return L·B·z row by row."""
         n, d = x.shape

@@ -142,6 +142,11 @@ class GridResponse:
         return rr_coefficients(self.epsilon, self.k)
 
     @property
+    def output_count(self) -> int:
+        """k + 1: the output takes one value per grid point (``output_value``)."""
+        return self.k + 1
+
+    @property
     def truth_logit(self) -> float:
         """logit of P(Ĵ = J) = e^ε/(e^ε + k): ε − log k."""
         return self.epsilon - math.log(self.k)
@@ -405,9 +410,13 @@ class ScalarDP(GridResponse, Mechanism):
         t = r / self.grid_step
         lo = np.minimum(np.floor(t), k - 1)
         j = lo.astype(np.int64) + (rng.random(r.shape[0]) < t - lo)
-        j_hat = randomized_response(j, k, self.epsilon, rng)
+        return self.output_value(randomized_response(j, k, self.epsilon, rng))
+
+    def output_value(self, index: np.ndarray) -> np.ndarray:
+        """Z = B·g·Ĵ − A·r_max/2 for each grid index Ĵ (Alg. 3): from the public (ε, k, r_max) and Ĵ only,
+        so the released double is a function of the sampled index (docs/floating-point.md)."""
         a, b = self.coefficients
-        return (b * self.grid_step) * j_hat - a * 0.5 * self.norm_bound
+        return (b * self.grid_step) * np.asarray(index, dtype=np.int64) - a * 0.5 * self.norm_bound
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """ScalarDP on the one column of ``x`` ((n, 1), values in [0, r_max]); returns (n, 1)."""

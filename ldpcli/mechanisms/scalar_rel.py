@@ -332,10 +332,14 @@ class ScalarRelDP(GridResponse, Mechanism):
         i = self._cells(r)
         up = (r - v[i]) / (v[i + 1] - v[i])
         j = i + (rng.random(r.shape[0]) < up)
-        j_hat = randomized_response(j, self.k, self.epsilon, rng)
+        return self.output_value(randomized_response(j, self.k, self.epsilon, rng))
+
+    def output_value(self, index: np.ndarray) -> np.ndarray:
+        """Z = B·v_Ĵ − A·v̄ for each grid index Ĵ (Alg. 4): from the public grid and (ε, k) and Ĵ only,
+        so the released double is a function of the sampled index (docs/floating-point.md)."""
         mean, _ = self._moments
         a, b = self.coefficients
-        return b * v[j_hat] - a * mean
+        return b * self.grid[index] - a * mean
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """ScalarRelDP on the one column of ``x`` ((n, 1), values in [0, r_max]); returns (n, 1)."""

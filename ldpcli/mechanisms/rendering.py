@@ -1,0 +1,257 @@
+"""The secure rendering (``secure=True``, ``--secure``): released doubles whose law is a proven
+post-processing of the exact mechanism, up to a computed δ (issue 29; the proof is docs/floating-point.md).
+
+Two kinds, chosen by what the mechanism is:
+
+- ``finite`` (the hypercube mechanisms, the scalar ones, any mechanism at d = 1 with a constant output
+  norm): every output coordinate is one of finitely many public doubles, computed from the public
+  parameters by the mechanism's ``output_value`` (:class:`~ldpcli.mechanisms.hooks.FiniteOutputs`), so the
+  released double is a function of the sampled discrete choice only. The guarantee stays ε with δ = 0.
+- ``grid`` (PrivUnit2 and duchi-l2 at d ≥ 2: L·scale·(t·u + r·w),
+  :class:`~ldpcli.mechanisms.hooks.RoundedCap`): the output Ẑ is computed in extended precision
+  (``numpy.longdouble``, 64-bit significand) with pairwise sums, and each coordinate is rounded
+  without bias to the public grid gℤ, g a power of two, with an exactly drawn Bernoulli(frac(Ẑ_j/g)).
+  The released value is an integer times g, an exact double. If Z is the exact mechanism's output
+  from the same random variates, ``E Σ_j |Ẑ_j − Z_j| ≤ g·τ`` (:func:`cap_error_sum`, proven step by
+  step in docs/floating-point.md §3), so the release and a post-processing of the exact ε-LDP output
+  differ with probability at most τ, and the release is (ε, (1 + e^ε)·τ)-LDP (§2).
+
+Model (docs/floating-point.md §1): the generator's uniforms, normals and the cap cosine are treated as
+exact draws of their laws; everything computed after them is covered.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ldpcli.errors import UsageError
+from ldpcli.math import sphere as sm
+from ldpcli.mechanisms.base import Mechanism
+from ldpcli.mechanisms.hooks import RoundedCap, finite_outputs
+
+#: The δ a secure release aims at by default: the grid is the finest power of two whose δ is at most this.
+SECURE_DELTA = 1e-10
+#: Where the proof is, as the sidecar records it.
+PROOF = "docs/floating-point.md"
+#: The working type of the grid kind's arithmetic and its unit roundoff u = 2⁻⁶⁴ (x86-64, aarch64 Linux).
+WORK = np.longdouble
+#: Rows per chunk of the grid kind's arithmetic (n·d values of 16 bytes each stay in cache).
+_CHUNK_VALUES = 2**15
+_TWO_53 = 2**53
+
+
+def unit_roundoff() -> float:
+    """u of :data:`WORK`; UsageError where ``numpy.longdouble`` is plain double (the bounds of the proof
+    need its range too: no square of a double underflows in it)."""
+    info = np.finfo(WORK)
+    if info.nmant < 63 or info.minexp > -16000:
+        raise UsageError("the secure rendering needs numpy's extended long double (x86-64 or aarch64 Linux); "
+                         "on this platform `numpy.longdouble` is a plain double")
+    return float(info.eps) / 2.0
+
+
+def _gamma(k: int, u: float) -> float:
+    """γ_k = k·u/(1 − k·u) (Higham 2002, Lemma 3.1): |Π (1 + δ_i)^{±1} − 1| ≤ γ_k for k roundings."""
+    return k * u / (1.0 - k * u)
+
+
+def _inverse_chi_mean(k: int) -> float:
+    """E[1/χ_k] = Γ((k − 1)/2)/(√2·Γ(k/2)) for k ≥ 2 (the χ law with k degrees of freedom)."""
+    return math.exp(math.lgamma((k - 1) / 2.0) - math.lgamma(k / 2.0)) / math.sqrt(2.0)
+
+
+def cap_error_sum(d: int, u: float) -> float:
+    """A bound on E Σ_j |Ẑ_j − Z_j| / c for the grid kind's arithmetic (docs/floating-point.md §3), d ≥ 2.
+
+    c = L·scale is the output norm, Ẑ the computed output, Z the exact mechanism's output from the same
+    variates for the unit vector û/‖û‖. With ℓ = ⌈log₂ d⌉ pairwise levels, each step's relative error:
+    e_u = (1 + u)/(1 − γ_{ℓ+2}) − 1 (û), e_c = γ_{ℓ+1}(1 + e_u) + e_u (⟨g, û⟩ over ‖g‖),
+    e_w = e_c(1 + e_u) + e_u + u(1 + e_c)(1 + e_u)(2 + u) + u (g − ⟨g, û⟩û over ‖g‖),
+    e_a = (1 + γ₃)(1 + u)²/(1 − γ_{ℓ+2}) − 1 (c·r/‖ŵ‖), and
+    ‖Ẑ − Z‖₂ ≤ c·(K₀ + 2e_w·‖g‖/‖g − ⟨g, u⟩u‖) with K₀ = e_a + e_u(1 + u) + u + (2u + u²)(2 + e_a + u + e_u + u·e_u).
+    E[‖g‖/‖g − ⟨g, u⟩u‖] ≤ 1 + √(2/π)·E[1/χ_{d−1}] (d ≥ 3); at d = 2 w is û turned by a right angle
+    and the direction term is 2e_u. Σ_j ≤ √d·‖·‖₂.
+    """
+    levels = max(1, math.ceil(math.log2(d)))
+    g_norm = _gamma(levels + 2, u)
+    e_u = (1.0 + u) / (1.0 - g_norm) - 1.0
+    e_c = _gamma(levels + 1, u) * (1.0 + e_u) + e_u
+    e_w = e_c * (1.0 + e_u) + e_u + u * (1.0 + e_c) * (1.0 + e_u) * (2.0 + u) + u
+    e_a = (1.0 + _gamma(3, u)) * (1.0 + u) ** 2 / (1.0 - g_norm) - 1.0
+    k0 = e_a + e_u * (1.0 + u) + u + (2.0 * u + u * u) * ((1.0 + e_a) + (1.0 + u) * (1.0 + e_u))
+    direction = 2.0 * e_u if d == 2 else 2.0 * e_w * (1.0 + math.sqrt(2.0 / math.pi) * _inverse_chi_mean(d - 1))
+    return math.sqrt(d) * (k0 + direction)
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """How a secure release renders its outputs, and what that costs in δ and in error.
+
+    ``kind``: ``finite`` (δ = 0) or ``grid``. ``grid``: g (None for ``finite``). ``tau``: the bound on
+    P(release ≠ a post-processing of the exact output) (0 for ``finite``); ``delta`` = (1 + e^ε)·τ.
+    ``added_error``: the bound d·g²/4 on E‖R − Ẑ‖² that the rounding adds; ``error_ratio`` the
+    worst-case error of the secure release over the plain one's, (E_max + d·g²/4)/E_max.
+    """
+
+    kind: str
+    grid: float | None
+    tau: float
+    delta: float
+    added_error: float
+    error_ratio: float
+    working_precision: str
+
+    def describe(self) -> dict[str, Any]:
+        """The sidecar's ``release.rendering`` and ``ldp params --secure``'s section."""
+        claim = ("each coordinate is one of finitely many public doubles, a function of the sampled discrete "
+                 "choice only: ε-LDP with δ = 0" if self.kind == "finite" else
+                 f"each coordinate an integer multiple of g = 2^{int(math.log2(self.grid or 1.0))}, rounded "
+                 "without bias from an extended-precision output: (ε, δ)-LDP with this δ, an upper bound")
+        return {
+            "kind": "secure", "rendering": self.kind, "grid": self.grid, "tau": self.tau, "delta": self.delta,
+            "added_error_max": self.added_error, "error_ratio": self.error_ratio,
+            "working_precision": self.working_precision, "claim": claim,
+            "assumption": "the generator's uniforms, normals and cap cosines are treated as exact draws of their "
+                          "laws; every step computed after them is covered by the proof",
+            "proof": PROOF,
+        }
+
+
+def _constant_norm_values(mech: Mechanism) -> bool:
+    return mech.d == 1 and isinstance(mech, RoundedCap)
+
+
+def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
+    """The secure rendering of ``mech`` at a target δ (default :data:`SECURE_DELTA`).
+
+    ``grid``: g = the smallest power of two with (1 + e^ε)·τ(g) ≤ δ, τ(g) = c·``cap_error_sum``/g.
+    UsageError for a mechanism without a secure rendering, a δ outside (0, 1), or a grid that would be
+    coarser than the output's own norm c (the rendering would then be mostly noise).
+    """
+    target = SECURE_DELTA if delta is None else float(delta)
+    if not 0.0 < target < 1.0:
+        raise UsageError(f"`secure_delta` {delta!r} must be in (0, 1)")
+    if finite_outputs(mech) is not None or _constant_norm_values(mech):
+        return Rendering("finite", None, 0.0, 0.0, 0.0, 1.0, "float64")
+    if not isinstance(mech, RoundedCap):
+        raise UsageError(f"mechanism {mech.name!r} has no secure rendering yet; the mechanisms with one: "
+                         "privunit2, duchi-l2, privunit-inf, duchi-linf, scalar, scalar-rel")
+    u = unit_roundoff()
+    c = mech.norm_bound * mech.scale
+    a = c * cap_error_sum(mech.d, u)
+    log2_grid = math.ceil((math.log(a) + sm.softplus(mech.epsilon_exact) - math.log(target)) / math.log(2.0))
+    # g ≥ 2^{⌈log₂ c⌉ − 52}: every |Ẑ_j|/g + 1 ≤ 2⁵³, so the released integer times g is an exact double.
+    grid = math.ldexp(1.0, max(log2_grid, math.frexp(c)[1] - 52))
+    if grid > c:
+        raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: a secure rendering with δ ≤ {target:g} "
+                         f"needs a grid g = {grid:g} above the output norm {c:.6g}; allow a larger `secure_delta`")
+    tau = a / grid
+    added = mech.d * grid * grid / 4.0
+    return Rendering("grid", grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
+                     (mech.expected_error_max + added) / mech.expected_error_max, f"longdouble (u = 2^{round(math.log2(u))})")
+
+
+def exact_bernoulli(f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Booleans True with probability exactly f (an array of :data:`WORK` values in [0, 1)).
+
+    V < f for V uniform on [0, 1), compared 53 bits at a time: a block of V's bits below f's block
+    decides True, above decides False, equal (probability 2⁻⁵³) moves to the next block; f's blocks
+    ⌊f·2⁵³⌋ and the rest are exact in :data:`WORK`, and a rest of 0 means V ≥ f. No rounding of f.
+    """
+    flat = f.ravel()
+    out = np.zeros(flat.shape, dtype=bool)
+    todo = np.flatnonzero(flat > 0)
+    rest = flat[todo]
+    while todo.size:
+        rest = rest * WORK(_TWO_53)
+        head = np.floor(rest)
+        rest = rest - head
+        bits = rng.integers(0, _TWO_53, size=todo.size, dtype=np.int64).astype(WORK)
+        out[todo[bits < head]] = True
+        tie = (bits == head) & (rest > 0)
+        todo, rest = todo[tie], rest[tie]
+    return out.reshape(f.shape)
+
+
+def round_to_grid(z: np.ndarray, grid: float, rng: np.random.Generator) -> np.ndarray:
+    """Each value of ``z`` (:data:`WORK`) rounded without bias to gℤ: ±g·(⌊|z|/g⌋ + B), B ~ Bernoulli(frac(|z|/g))
+    exactly (:func:`exact_bernoulli`), so E[R | z] = z. |z|/g, its floor and its fraction are exact
+    (g a power of two, the fraction of a non-negative value is exact), and the result, an integer below
+    2⁵³ times g, is an exact float64; a zero is +0.0 whatever the sign of z."""
+    y = np.abs(z) / WORK(grid)
+    whole = np.floor(y)
+    steps = whole + exact_bernoulli(y - whole, rng)
+    out = np.where(z < 0, -steps, steps).astype(np.float64) * grid
+    out += 0.0  # −0.0 + 0.0 = +0.0: the sign of a zero would tell the sign of z
+    return out
+
+
+def _pairwise_sum(a: np.ndarray) -> np.ndarray:
+    """Σ_j a_ij per row by halving: each term passes through at most ⌈log₂ d⌉ additions, so the error
+    is at most γ_{⌈log₂ d⌉}·Σ_j |a_ij| (Higham 2002, §4.2), whatever numpy's own order would be."""
+    while a.shape[1] > 1:
+        half = a.shape[1] // 2
+        head = a[:, :half] + a[:, half: 2 * half]
+        a = np.concatenate([head, a[:, 2 * half:]], axis=1) if a.shape[1] % 2 else head
+    return a[:, 0]
+
+
+def _cap_rows(x: np.ndarray, flips: np.ndarray, t: np.ndarray, radius: float, c: float,
+              rng: np.random.Generator) -> np.ndarray:
+    """Ẑ = c·(t·û + r·ŵ) for a chunk of rows, in :data:`WORK` (docs/floating-point.md §3, steps 1–6)."""
+    n, d = x.shape
+    xw = x.astype(WORK)
+    norms = np.sqrt(_pairwise_sum(xw * xw))
+    zero = norms == 0
+    while np.any(zero):  # a zero row: u uniform on the sphere (its normals' direction)
+        xw[zero] = rng.standard_normal((int(zero.sum()), d))
+        norms[zero] = np.sqrt(_pairwise_sum(xw[zero] * xw[zero]))
+        zero = norms == 0
+    # Any rounding of x to ±u keeps the privacy (a mixture of ε-LDP laws, §2); this one is unbiased.
+    sign = np.where(flips < (1 + norms / WORK(radius)) / 2, WORK(1), WORK(-1))
+    u = xw / (norms * sign)[:, None]
+    tw = t.astype(WORK)
+    r = np.sqrt((1 - tw) * (1 + tw))
+    if d == 2:  # w = ±(−u₂, u₁): uniform on the circle orthogonal to u, from one fair bit
+        turn = np.where(rng.integers(0, 2, size=n) == 1, WORK(1), WORK(-1))
+        w = np.stack([-u[:, 1] * turn, u[:, 0] * turn], axis=1)
+    else:
+        w = rng.standard_normal((n, d)).astype(WORK)
+        w -= _pairwise_sum(w * u)[:, None] * u
+    ww = np.sqrt(_pairwise_sum(w * w))
+    while np.any(ww == 0):  # the normals exactly along u: probability 0, drawn again
+        bad = ww == 0
+        redo = rng.standard_normal((int(bad.sum()), d)).astype(WORK)
+        redo -= _pairwise_sum(redo * u[bad])[:, None] * u[bad]
+        w[bad], ww[bad] = redo, np.sqrt(_pairwise_sum(redo * redo))
+    a = (WORK(c) * r) / ww
+    b = WORK(c) * tw
+    return a[:, None] * w + b[:, None] * u
+
+
+def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``mech.privatize`` with the secure rendering (:func:`secure_rendering`) of ``mech``.
+
+    ``finite``: the mechanism's own ``privatize``, whose outputs are its public values. ``grid``: the
+    draw order of the plain sampler for the rounding uniforms and the cap draws (n each, then
+    ``cap_cosines``), then per chunk the normals (a fair bit per row at d = 2), then the rounding's bits.
+    """
+    if rendering.kind == "finite":
+        return mech.privatize(x, rng)
+    if rendering.grid is None or not isinstance(mech, RoundedCap):
+        raise ValueError(f"a grid rendering needs a grid and a rounded-cap mechanism, not {mech.name!r}")
+    n, d = x.shape
+    flips = rng.random(n)
+    t, _ = mech.cap_cosines(n, rng)
+    c = mech.norm_bound * mech.scale
+    out = np.empty((n, d))
+    step = max(1, _CHUNK_VALUES // d)
+    for start in range(0, n, step):
+        rows = slice(start, min(n, start + step))
+        z = _cap_rows(x[rows], flips[rows], t[rows], mech.norm_bound, c, rng)
+        out[rows] = round_to_grid(z, rendering.grid, rng)
+    return out
