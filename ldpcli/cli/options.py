@@ -158,6 +158,16 @@ SCHEDULER_OPTION = typer.Option(
 FORCE_OPTION = typer.Option(
     False, "--force", help="Allow ε outside [0.01, 10⁴], where ldp's guarantees are not computed and tested."
 )
+SECURE_OPTION = typer.Option(
+    False, "--secure", help="Render the output securely (docs/floating-point.md): the hypercube and scalar "
+    "mechanisms release one of their finitely many public values (ε with δ = 0); privunit2 and duchi-l2 "
+    "compute in extended precision and round each coordinate without bias to a public power-of-two grid, "
+    "an (ε, δ) guarantee with a computed δ that the ledger counts. Other mechanisms are refused."
+)
+SECURE_DELTA_OPTION = typer.Option(
+    None, "--secure-delta", metavar="DELTA", show_default=False, help="With --secure: the δ the grid is "
+    "chosen for, in (0, 1) (default 1e-10): the finest power-of-two grid whose δ is at most DELTA."
+)
 WORKLOAD_OPTION = typer.Option(
     ..., "--workload", "-w", show_default=False, help="The public workload: one row per item of the universe, a key "
     "column naming the item and one numeric column per query with its value on that item, in [0, 1] or [−1, 1]."

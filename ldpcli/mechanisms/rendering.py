@@ -23,15 +23,16 @@ exact draws of their laws; everything computed after them is covered.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
 
 from ldpcli.errors import UsageError
 from ldpcli.math import sphere as sm
+from ldpcli.math.lawtests import LawTest, deterministic
 from ldpcli.mechanisms.base import Mechanism
-from ldpcli.mechanisms.hooks import RoundedCap, finite_outputs
+from ldpcli.mechanisms.hooks import RiskEpsilon, RoundedCap, finite_outputs, law_tests, risk_epsilons
 
 #: The δ a secure release aims at by default: the grid is the finest power of two whose δ is at most this.
 SECURE_DELTA = 1e-10
@@ -91,13 +92,14 @@ def cap_error_sum(d: int, u: float) -> float:
 class Rendering:
     """How a secure release renders its outputs, and what that costs in δ and in error.
 
-    ``kind``: ``finite`` (δ = 0) or ``grid``. ``grid``: g (None for ``finite``). ``tau``: the bound on
+    ``kind``: ``finite`` (δ = 0) or ``grid``; ``target``: the δ asked for. ``grid``: g (None for ``finite``). ``tau``: the bound on
     P(release ≠ a post-processing of the exact output) (0 for ``finite``); ``delta`` = (1 + e^ε)·τ.
     ``added_error``: the bound d·g²/4 on E‖R − Ẑ‖² that the rounding adds; ``error_ratio`` the
     worst-case error of the secure release over the plain one's, (E_max + d·g²/4)/E_max.
     """
 
     kind: str
+    target: float
     grid: float | None
     tau: float
     delta: float
@@ -113,6 +115,7 @@ class Rendering:
                  "without bias from an extended-precision output: (ε, δ)-LDP with this δ, an upper bound")
         return {
             "kind": "secure", "rendering": self.kind, "grid": self.grid, "tau": self.tau, "delta": self.delta,
+            "delta_target": self.target,
             "added_error_max": self.added_error, "error_ratio": self.error_ratio,
             "working_precision": self.working_precision, "claim": claim,
             "assumption": "the generator's uniforms, normals and cap cosines are treated as exact draws of their "
@@ -136,7 +139,7 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
     if not 0.0 < target < 1.0:
         raise UsageError(f"`secure_delta` {delta!r} must be in (0, 1)")
     if finite_outputs(mech) is not None or _constant_norm_values(mech):
-        return Rendering("finite", None, 0.0, 0.0, 0.0, 1.0, "float64")
+        return Rendering("finite", target, None, 0.0, 0.0, 0.0, 1.0, "float64")
     if not isinstance(mech, RoundedCap):
         raise UsageError(f"mechanism {mech.name!r} has no secure rendering yet; the mechanisms with one: "
                          "privunit2, duchi-l2, privunit-inf, duchi-linf, scalar, scalar-rel")
@@ -151,7 +154,7 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
                          f"needs a grid g = {grid:g} above the output norm {c:.6g}; allow a larger `secure_delta`")
     tau = a / grid
     added = mech.d * grid * grid / 4.0
-    return Rendering("grid", grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
+    return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
                      (mech.expected_error_max + added) / mech.expected_error_max, f"longdouble (u = 2^{round(math.log2(u))})")
 
 
@@ -255,3 +258,108 @@ def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: 
         z = _cap_rows(x[rows], flips[rows], t[rows], mech.norm_bound, c, rng)
         out[rows] = round_to_grid(z, rendering.grid, rng)
     return out
+
+
+#: The largest set of public values the law tests enumerate (:func:`rendered_law_tests`).
+_ENUMERATED_VALUES = 2**20
+
+
+def rendered_law_tests(plain: Mechanism, rendering: Rendering, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+    """The audit's law tests of a secure release ``z`` of input ``x`` (``ldp audit --secure``).
+
+    ``finite``: every coordinate one of the public values (enumerated up to 2²⁰ of them), then the plain
+    mechanism's tests, whose law is unchanged. ``grid``: every coordinate an integer multiple of g, each
+    row's norm within √d·g of c = L·scale (each coordinate moves by less than g), then the plain tests of
+    the rows scaled back onto the sphere of radius c (the cosines move by at most √d·g/c), without
+    the plain norm test that this scaling makes void.
+    """
+    n, d = z.shape
+    if rendering.kind == "finite":
+        tests = law_tests(plain, x, z)
+        mech = finite_outputs(plain)
+        if mech is not None and mech.output_count <= _ENUMERATED_VALUES:
+            off = int(np.count_nonzero(~np.isin(z, mech.output_value(np.arange(mech.output_count))).all(axis=1)))
+            tests.insert(0, deterministic(f"Z ∈ the {mech.output_count} public values", off, n, "off them"))
+        return tests
+    grid = float(rendering.grid or 0.0)
+    c = plain.norm_bound * float(plain.scale or 0.0)
+    steps = z / grid
+    off_grid = int(np.count_nonzero((steps != np.round(steps)).any(axis=1)))
+    norms = np.linalg.norm(z, axis=1)
+    off_norm = int(np.count_nonzero(np.abs(norms - c) > math.sqrt(d) * grid))
+    tests = [deterministic(f"Z ∈ gℤ^d, g = 2^{round(math.log2(grid))}", off_grid, n, "off the grid"),
+             deterministic(f"|‖Z‖ − {c:.6g}| ≤ √d·g", off_norm, n, "farther")]
+    scaled = z * (c / np.where(norms > 0, norms, 1.0))[:, None]
+    return tests + [test for test in law_tests(plain, x, scaled) if "‖Z‖ =" not in test.name]
+
+
+#: The secure subclass made for each mechanism class (:func:`secured`), made once.
+_SECURE_CLASSES: dict[type[Mechanism], type[Mechanism]] = {}
+
+
+def _secure_class(base: type[Mechanism]) -> type[Mechanism]:
+    """``base`` with the secure rendering: ``privatize`` renders securely, ``delta_exact`` adds the
+    rendering's δ (so a release's cost, its ledger entry and its sidecar count it:
+    :func:`ldpcli.mechanisms.composition.release_cost`), the expected errors add the rounding's d·g²/4
+    (E‖R − x‖² = E‖Ẑ − x‖² + E Σ g²f_j(1 − f_j), the rounding being unbiased; the floating-point error
+    of Ẑ itself, a relative 1e−16 of the output, is below the printed digits), the reconstruction levels
+    say that their bounds hold up to an additive δ (Bhowmick et al. 2018, Lemma 2.2 with δ), and
+    ``describe`` has a ``rendering`` section.
+    The name, spec, options and hooks are the base's: the sidecar's spec re-creates the plain mechanism."""
+    if base in _SECURE_CLASSES:
+        return _SECURE_CLASSES[base]
+
+    def privatize(self: Any, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.rendering.kind == "finite":
+            return base.privatize(self, x, rng)  # its outputs are already its public values
+        return secure_privatize(self, self.rendering, x, rng)
+
+    def delta_exact(self: Any) -> float:
+        return float(base.delta_exact.fget(self)) + self.rendering.delta  # type: ignore[attr-defined]
+
+    def describe_more(self: Any) -> dict[str, Any]:
+        return {**base._describe(self), "rendering": self.rendering.describe()}
+
+    def expected_error(self: Any) -> float:
+        return float(base.expected_error.fget(self)) + self.rendering.added_error  # type: ignore[attr-defined]
+
+    def expected_error_max(self: Any) -> float:
+        return float(base.expected_error_max.fget(self)) + self.rendering.added_error  # type: ignore[attr-defined]
+
+    def levels(self: Any) -> list[RiskEpsilon]:
+        plain = risk_epsilons(self.plain())
+        if self.rendering.delta == 0.0:
+            return plain
+        extra = (f"; the secure rendering is (ε, δ)-LDP with δ = {self.rendering.delta:.3g}, so each bound holds "
+                 "up to an additive δ")
+        return [level._replace(applies=level.applies + extra) for level in plain]
+
+    def law_tests(self: Any, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+        return rendered_law_tests(self.plain(), self.rendering, x, z)
+
+    def reduce(self: Any) -> tuple[Any, ...]:
+        return secured, (self.plain(), self.rendering.target)
+
+    def plain(self: Any) -> Mechanism:
+        return base(**{item.name: getattr(self, item.name) for item in fields(base)})
+
+    namespace = {
+        "__annotations__": {"rendering": "Rendering | None"}, "rendering": None, "__module__": __name__,
+        "privatize": privatize, "delta_exact": property(delta_exact), "_describe": describe_more,
+        "risk_epsilons": levels, "law_tests": law_tests, "expected_error": property(expected_error), "expected_error_max": property(expected_error_max),
+        "__reduce__": reduce, "plain": plain,
+        "__doc__": f"{base.__name__} with the secure rendering (ldpcli.mechanisms.rendering, {PROOF}).",
+    }
+    cls = dataclass(frozen=True)(type(f"Secure{base.__name__}", (base,), namespace))
+    _SECURE_CLASSES[base] = cls
+    return cls
+
+
+def secured(mech: Mechanism, delta: float | None = None) -> Mechanism:
+    """``mech`` releasing through its secure rendering at target δ (:func:`secure_rendering`): the same
+    mechanism for every caller (name, spec, ε, hooks), whose ``privatize`` renders securely and whose
+    ``delta_exact`` includes the rendering's δ. UsageError where :func:`secure_rendering` has none."""
+    plain = mech.plain() if hasattr(mech, "plain") else mech
+    rendering = secure_rendering(plain, delta)
+    values = {item.name: getattr(plain, item.name) for item in fields(plain)}
+    return _secure_class(type(plain))(**values, rendering=rendering)  # type: ignore[call-arg]

@@ -34,11 +34,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ldpcli.errors import LdpError, python_text
+from ldpcli.errors import LdpError, UsageError, python_text
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.math.devices import device_namespace, host_copy
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.mechanisms.rendering import secured
 from ldpcli.release.randomness import rng_from
 from ldpcli.release.safety import (
     CLIP_REFUSE_FRACTION,
@@ -152,6 +153,9 @@ class ReleaseRecord:
         try:
             spec = MechanismSpec.from_dict(data["mechanism"]["spec"])
             mechanism = spec.calibrate(int(data["d"]))
+            rendering = data["mechanism"].get("rendering")
+            if rendering is not None:  # a secure release: its δ and its rendering come back with it
+                mechanism = secured(mechanism, rendering["delta_target"])
             columns = data.get("columns")
             return cls(
                 mechanism=mechanism, n=int(data["n"]), columns=None if columns is None else tuple(columns),
@@ -204,6 +208,8 @@ def privatize_rows(
     fail_on_clip: float | None = CLIP_REFUSE_FRACTION,
     dtype: str | None = None,
     eps: float | None = None,
+    secure: bool = False,
+    secure_delta: float | None = None,
     **options: Any,
 ) -> tuple[Any, ReleaseRecord]:
     """Privatize every row of ``x`` under ε-LDP; return ``(privatized, record)``.
@@ -225,7 +231,7 @@ def privatize_rows(
         The mechanism's public spec (:class:`~ldpcli.mechanisms.MechanismSpec`).
     rng : numpy.random.Generator, int or None
         A generator, an int seed (reproducible: not for release) or None (OS entropy).
-    column, columns, keep, keep_unsafe, force, fail_on_clip, dtype
+    column, columns, keep, keep_unsafe, force, fail_on_clip, dtype, secure, secure_delta
         As for ``ldpcli.privatize``.
 
     Returns
@@ -258,6 +264,10 @@ def privatize_rows(
         names = table_out.layout.columns if table_out is not None and table_out.layout.kind == "columns" else None
         spec, notes = spec.bind_columns(names, values.shape[1])
         mech = spec.calibrate(values.shape[1])
+        if secure or secure_delta is not None:
+            if xp is not None or not secure:
+                raise UsageError("`secure` renders on the host, for numpy arrays and tables; `secure_delta` goes with it")
+            mech = secured(mech, secure_delta)
         mech.describe()  # a ValueError now if a number would not be finite
         if xp is None:
             privatized, n_clipped = _privatize_rows(mech, values, generator, precision)

@@ -66,7 +66,8 @@ from ldpcli.risk.section import reconstruction
 #: The suffix of every part file (parts are Parquet whatever the inputs' format).
 PART_SUFFIX = ".parquet"
 #: The release options a dataset cannot honour (see :func:`privatize_dataset`).
-_NOT_FOR_DATASETS = ("copies", "resources.batch_rows", "input_label", "output_label", "shuffle", "shuffle_delta")
+_NOT_FOR_DATASETS = ("copies", "resources.batch_rows", "input_label", "output_label", "shuffle", "shuffle_delta",
+                     "secure", "secure_delta")
 #: A part's batches get 1/8 of the memory budget, and 1/threads when more than 8 threads write parts
 #: at once (a task holds one batch as read, privatized and encoded at a time), as ``privatize_file`` sizes its batches.
 _MIN_PARTS_PER_BUDGET = 8

@@ -48,6 +48,7 @@ from ldpcli.math.bitgen import require_randomgen
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.mechanisms.hooks import spending_note
+from ldpcli.mechanisms.rendering import secured
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.ledger_file import LedgerEntry
@@ -171,6 +172,8 @@ def release_checks(
         check_dtype(options.dtype)
     if options.budget.max_budget is not None and options.budget.ledger is None:
         raise UsageError("`max_budget` needs the privacy-budget ledger (it counts what each input has spent)")
+    if options.secure_delta is not None and not options.secure:
+        raise UsageError("`secure_delta` is the target δ of the secure rendering: give it with `secure`")
     seed = options.seed
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise UsageError("`seed` must be a non-negative integer")
@@ -487,6 +490,8 @@ def privatize_file(
         names = reader.layout.columns if reader.layout.kind == "columns" else None
         bound_spec, bound_notes = copy_spec.bind_columns(names, reader.layout.d)
         mech = bound_spec.calibrate(reader.layout.d)
+        if options.secure:
+            mech = secured(mech, options.secure_delta)
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
         if options.shuffle:
             check_pure(release_cost(mech).delta, mech.name)

@@ -165,6 +165,12 @@ class ReleaseOptions:
         ε0-LDP mechanism).
     shuffle_delta : float or None
         With ``shuffle``: the δ of the central claim; default 1/n², and it must stay below 1/n.
+    secure : bool
+        Release through the secure rendering (:func:`ldpcli.mechanisms.rendering.secured`; the proof is
+        docs/floating-point.md): finite-valued mechanisms keep ε with δ = 0, PrivUnit2 and duchi-l2 become
+        (ε, δ)-LDP with the computed δ, which the ledger counts; other mechanisms are refused.
+    secure_delta : float or None
+        The δ the secure rendering aims at (default :data:`ldpcli.mechanisms.rendering.SECURE_DELTA`, 1e-10).
     input_label, output_label : str or None
         The ledger's names for an input or output that is no file of its own (``"<stdin>"``,
         ``"<stdout>"``); default the resolved paths.
@@ -188,6 +194,8 @@ class ReleaseOptions:
     shuffle_delta: float | None = None
     input_label: str | None = None
     output_label: str | None = None
+    secure: bool = False
+    secure_delta: float | None = None
 
     def given(self) -> list[str]:
         """The options set to something other than their default, by name (``"budget.ledger"``)."""

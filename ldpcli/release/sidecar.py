@@ -220,6 +220,7 @@ def build_sidecar(
     if isinstance(warnings, str) or not all(isinstance(text, str) and text.strip() for text in warnings):
         raise ValueError(f"warnings must be a sequence of non-empty strings, got {warnings!r}")
     description = mechanism.describe()
+    rendering = description.pop("rendering", None)  # a secure release's (ldpcli.mechanisms.rendering)
     spec = mechanism.spec.to_dict()
     parameters = mechanism.parameters()
     section: dict[str, Any] = {
@@ -260,6 +261,8 @@ def build_sidecar(
         release["part"] = dict(part)
     if shuffled is not None:
         release["shuffled"] = dict(shuffled)
+    if rendering is not None:
+        release["rendering"] = rendering
     release["randomness"] = {**randomness_record(rng, seeded=bool(reproducible)), "kernel": kernel_name()}
     data_path = Path(data_path)
     content = {

@@ -17,13 +17,17 @@ from ldpcli.cli.options import (
     EPS_OPTION,
     NORM_OPTION,
     R_MAX_OPTION,
+    SECURE_DELTA_OPTION,
+    SECURE_OPTION,
     WithMechanismOptions,
     command_app,
     public_bound,
 )
 from ldpcli.cli.render import fmt, out, render, warn
+from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.mechanisms.base import check_count
+from ldpcli.mechanisms.rendering import secured
 from ldpcli.release.safety import check_epsilon
 
 app = command_app()
@@ -68,12 +72,15 @@ def audit(
         help="Privatized copies of each input of the privacy lower bound (half choose the event, half measure "
              "it). Default: 20000, fewer above d = 2500 (at most 5e7 values per input, at least 100).",
     ),
+    secure: bool = SECURE_OPTION,
+    secure_delta: Optional[float] = SECURE_DELTA_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
 ) -> None:
     """Check a mechanism's claims: its exact ε by a second, independent route; by simulation that its
     outputs are unbiased, that its errors are the ones it reports and that the outputs follow their
     exact law; and that no event seen in samples shows more privacy loss than ε (a lower bound).
+    With --secure, the outputs are those of a --secure release (docs/floating-point.md).
     Exit 1 if any check fails. An honest mechanism fails with probability at most 1e-3.
     """
     if trials is not None:
@@ -82,6 +89,10 @@ def audit(
         check_count(lower_bound_trials, "lower_bound_trials", minimum=MIN_TRIALS)
     warn(check_epsilon(eps, force=True))
     mech = MechanismSpec(mechanism, eps, calibration, public_bound(norm_bound, r_max), options).calibrate(d)
+    if secure or secure_delta is not None:  # audit the outputs as a --secure release renders them
+        if not secure:
+            raise UsageError("--secure-delta is the target δ of the secure rendering: give it with --secure")
+        mech = secured(mech, secure_delta)
     result = run_audit(mech, trials=trials, seed=seed, lower_bound_trials=lower_bound_trials, power=power,
                        effect=effect, bits=bits)
     render(result.to_dict(), as_json, lambda: _print_audit(mech, result), default=float)

@@ -19,6 +19,8 @@ from ldpcli.cli.options import (
     RISK_K_OPTION,
     RISK_RHO0_OPTION,
     RISK_THRESHOLD_OPTION,
+    SECURE_DELTA_OPTION,
+    SECURE_OPTION,
     WithMechanismOptions,
     command_app,
     floats,
@@ -30,6 +32,7 @@ from ldpcli.errors import UsageError
 from ldpcli.math.shuffling import ASSUMPTIONS, THEOREM
 from ldpcli.mechanisms import BCDP, MechanismSpec, get_mechanism
 from ldpcli.mechanisms.base import check_count
+from ldpcli.mechanisms.rendering import secured
 from ldpcli.planning.compare import DEFAULT_DELTA, compare_mechanisms, recommendation
 from ldpcli.planning.shuffle import NO_CLAIM, add_shuffle_claims, central_delta, shuffle_claim
 from ldpcli.planning.solvers import epsilon_for_error, epsilons_for_error
@@ -78,10 +81,15 @@ def params(
         "baseline then keeps its default δ = 1e-6); with --mechanism gaussian, --delta is the mechanism's and "
         "the central δ must be given as --shuffle-delta."
     ),
+    secure: bool = SECURE_OPTION,
+    secure_delta: Optional[float] = SECURE_DELTA_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
 ) -> None:
     """Show a mechanism's calibrated parameters, its exact ε and its expected error, for (d, ε).
+
+    With --secure (and --mechanism), also the secure rendering's grid, its δ and its cost in error
+    (docs/floating-point.md); the expected errors then include the rounding's.
 
     Without --mechanism (and without --calibration, which implies privunit2), compare every vector mechanism at (d, ε) by its worst-case error over the
     ℓ2 ball of radius L, as a ratio to optimal PrivUnit2 (no unbiased ε-LDP mechanism does better).
@@ -109,6 +117,8 @@ def params(
     risk_options: dict[str, Any] = {"k": risk_k, "rho0": risk_rho0, "a": floats(risk_a, "--risk-a"),
                                     "threshold": risk_threshold}
     if mechanism is None:
+        if secure:
+            raise UsageError("--secure describes one mechanism's rendering: give --mechanism")
         if set(options) - {"delta"}:
             raise UsageError("--k, --alpha, --nu and --eps-split need --mechanism")
         rows = compare_mechanisms(d, eps, norm_bound=norm, delta=options.get("delta"), risk=risk_options)
@@ -125,6 +135,10 @@ def params(
     for text in notes:
         warn(text)
     mech = bound_spec.calibrate(d)
+    if secure or secure_delta is not None:
+        if not secure:
+            raise UsageError("--secure-delta is the target δ of the secure rendering: give it with --secure")
+        mech = secured(mech, secure_delta)
     info = mech.describe()
     warn(near_exact_warning(mech))
     if n is not None:
@@ -305,6 +319,9 @@ def _print_parameters(mech: Any, info: dict[str, Any], n: int | None,
         ("expected error", fmt(mech.expected_error), "E‖Z − x‖² for x on the boundary of the domain"),
         ("expected error max", fmt(mech.expected_error_max), "worst case over the domain"),
     ]
+    rendering = info.get("rendering")
+    if rendering is not None:
+        rows += _rendering_rows(rendering)
     if n is not None:
         rows.append(("expected error of mean", fmt(info["expected_error_mean"]), f"E‖mean − true mean‖² ≤ max/n, n = {n}"))
     if central is not None:
@@ -340,6 +357,18 @@ def _central_rows(info: dict[str, Any], central: tuple[int, float]) -> list[tupl
         ("central ε lower", fmt(claim["epsilon_lower"]), "lower end of the bracket"),
         ("central ε closed form", "—" if closed is None else fmt(closed),
          "outside Thm 3.1's regime" if closed is None else "Thm 3.1 (looser)"),
+    ]
+
+
+def _rendering_rows(rendering: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The --secure rows of the parameter table: the rendering, its grid, its δ and its cost in error."""
+    if rendering["rendering"] == "finite":
+        return [("secure rendering", "finite", "each coordinate one of the public values: δ = 0, ε unchanged")]
+    return [
+        ("secure rendering", "grid", f"extended precision, rounded without bias to g·ℤ ({rendering['proof']})"),
+        ("grid g", fmt(rendering["grid"]), "every released coordinate is an integer multiple of g"),
+        ("δ", fmt(rendering["delta"]), f"upper bound: (ε, δ)-LDP, aimed at δ ≤ {fmt(rendering['delta_target'])}"),
+        ("error ratio", fmt(rendering["error_ratio"]), "worst-case E‖Z − x‖², secure over plain (rounding adds ≤ d·g²/4)"),
     ]
 
 

@@ -27,6 +27,8 @@ from ldpcli.cli.options import (
     RISK_RHO0_OPTION,
     RISK_THRESHOLD_OPTION,
     SCHEDULER_OPTION,
+    SECURE_DELTA_OPTION,
+    SECURE_OPTION,
     WithMechanismOptions,
     byte_size,
     command_app,
@@ -139,6 +141,8 @@ def privatize(
         "compressed by its suffix (.csv.gz) instead."
     ),
     force: bool = FORCE_OPTION,
+    secure: bool = SECURE_OPTION,
+    secure_delta: Optional[float] = SECURE_DELTA_OPTION,
     ledger: Optional[Path] = LEDGER_OPTION,
     max_budget: Optional[float] = typer.Option(
         None, "--max-budget", metavar="EPS", help="Refuse (exit 1, nothing written) when the ε this input has spent "
@@ -216,6 +220,7 @@ def privatize(
         dtype=dtype, compression=compression, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid, force=force, overwrite=overwrite,
         risk=RiskSection(risk_k, risk_rho0, floats(risk_a, "--risk-a"), risk_threshold), budget=Budget(owner_ledger, max_budget),
         resources=Resources(threads, byte_size(memory, "--memory")), shuffle=shuffle, shuffle_delta=shuffle_delta,
+        secure=secure, secure_delta=secure_delta,
     )
     if dataset and shuffle:
         raise UsageError("--shuffle writes one file in one random order, but a dataset directory's parts are written "
@@ -364,6 +369,8 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
              "the input or its order (the sidecar lists every assumption)", quiet)
     if not quiet:  # the 'wrote' line of this input; with --json, the summaries follow all inputs
         spent, copied = _epsilon_text(result.mechanism, result.cost, result.layout.copies)
+        if getattr(result.mechanism, "rendering", None) is not None:  # --secure: its δ, an upper bound (0 when finite)
+            copied += f", secure rendering with δ ≤ {fmt(result.cost.delta)}"
         render(None, as_json, wrote=f"{result.output} ({counted(result.n, 'row')}, d = {result.d}, "
                f"{result.mechanism.name}, {spent}{copied}{_shuffled_text(result.shuffled)}) and {result.sidecar}")
 
