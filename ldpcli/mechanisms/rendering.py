@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from fractions import Fraction
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,37 +56,64 @@ def unit_roundoff() -> float:
     return float(info.eps) / 2.0
 
 
-def _gamma(k: int, u: float) -> float:
-    """γ_k = k·u/(1 − k·u) (Higham 2002, Lemma 3.1): |Π (1 + δ_i)^{±1} − 1| ≤ γ_k for k roundings."""
-    return k * u / (1.0 - k * u)
-
-
 def _inverse_chi_mean(k: int) -> float:
     """E[1/χ_k] = Γ((k − 1)/2)/(√2·Γ(k/2)) for k ≥ 2 (the χ law with k degrees of freedom)."""
     return math.exp(math.lgamma((k - 1) / 2.0) - math.lgamma(k / 2.0)) / math.sqrt(2.0)
 
 
+class StepBounds(NamedTuple):
+    """The relative error bounds of the grid kind's steps (docs/floating-point.md §3), for d and u.
+
+    With ℓ = ⌈log₂ d⌉ pairwise levels and γ_k = k·u/(1 − k·u):
+    ``e_u`` = (1 + u)/(1 − γ_{ℓ+2}) − 1 bounds ‖û − û/‖û‖‖ (steps 1–2);
+    ``e_c`` = γ_{ℓ+1}(1 + e_u) + e_u bounds |ĉ − ⟨g, u⟩|/‖g‖ (step 3), u = û/‖û‖;
+    ``e_w`` = e_c(1 + e_u) + e_u + u(1 + e_c)(1 + e_u)(2 + u) + u bounds ‖w̃ − (g − ⟨g, u⟩u)‖/‖g‖ (step 4);
+    ``e_a`` = (1 + γ₃)(1 + u)²/(1 − γ_{ℓ+2}) − 1 bounds |â/(c·r/‖w̃‖) − 1| (step 5), r = √(1 − t²);
+    ``k0`` = e_a + e_u(1 + u) + u + (2u + u²)(2 + e_a + u + e_u + u·e_u) (step 6), so that
+    ‖Ẑ − Z‖₂ ≤ c·(k0 + 2·e_w·‖g‖/‖g − ⟨g, u⟩u‖) (at d = 2, 2·e_u in place of the second term).
+    """
+
+    e_u: float
+    e_c: float
+    e_w: float
+    e_a: float
+    k0: float
+
+
+def _up(value: Fraction) -> float:
+    """The double just above a non-negative exact ``value``: a bound stays a bound when stored."""
+    return math.nextafter(float(value), math.inf)
+
+
+def step_bounds(d: int, u: float) -> StepBounds:
+    """:class:`StepBounds` for dimension d ≥ 2 and unit roundoff u, computed in exact rational arithmetic
+    (1 + u is 1 in double precision for u = 2⁻⁶⁴) and stored rounded up."""
+    levels = max(1, math.ceil(math.log2(d)))
+    uq = Fraction(u)
+
+    def gamma(k: int) -> Fraction:
+        return k * uq / (1 - k * uq)
+
+    g_norm = gamma(levels + 2)
+    e_u = (1 + uq) / (1 - g_norm) - 1
+    e_c = gamma(levels + 1) * (1 + e_u) + e_u
+    e_w = e_c * (1 + e_u) + e_u + uq * (1 + e_c) * (1 + e_u) * (2 + uq) + uq
+    e_a = (1 + gamma(3)) * (1 + uq) ** 2 / (1 - g_norm) - 1
+    k0 = e_a + e_u * (1 + uq) + uq + (2 * uq + uq * uq) * ((1 + e_a) + (1 + uq) * (1 + e_u))
+    return StepBounds(_up(e_u), _up(e_c), _up(e_w), _up(e_a), _up(k0))
+
+
 def cap_error_sum(d: int, u: float) -> float:
-    """A bound on E Σ_j |Ẑ_j − Z_j| / c for the grid kind's arithmetic (docs/floating-point.md §3), d ≥ 2.
+    """A bound on E Σ_j |Ẑ_j − Z_j| / c for the grid kind (docs/floating-point.md §3), d ≥ 2.
 
     c = L·scale is the output norm, Ẑ the computed output, Z the exact mechanism's output from the same
-    variates for the unit vector û/‖û‖. With ℓ = ⌈log₂ d⌉ pairwise levels, each step's relative error:
-    e_u = (1 + u)/(1 − γ_{ℓ+2}) − 1 (û), e_c = γ_{ℓ+1}(1 + e_u) + e_u (⟨g, û⟩ over ‖g‖),
-    e_w = e_c(1 + e_u) + e_u + u(1 + e_c)(1 + e_u)(2 + u) + u (g − ⟨g, û⟩û over ‖g‖),
-    e_a = (1 + γ₃)(1 + u)²/(1 − γ_{ℓ+2}) − 1 (c·r/‖ŵ‖), and
-    ‖Ẑ − Z‖₂ ≤ c·(K₀ + 2e_w·‖g‖/‖g − ⟨g, u⟩u‖) with K₀ = e_a + e_u(1 + u) + u + (2u + u²)(2 + e_a + u + e_u + u·e_u).
-    E[‖g‖/‖g − ⟨g, u⟩u‖] ≤ 1 + √(2/π)·E[1/χ_{d−1}] (d ≥ 3); at d = 2 w is û turned by a right angle
-    and the direction term is 2e_u. Σ_j ≤ √d·‖·‖₂.
+    variates for the unit vector û/‖û‖: the per-row bound of :class:`StepBounds`, in expectation over
+    the normals, E[‖g‖/‖g − ⟨g, u⟩u‖] ≤ 1 + √(2/π)·E[1/χ_{d−1}] (⟨g, u⟩ ~ N(0, 1) is independent of
+    ‖g − ⟨g, u⟩u‖ ~ χ_{d−1}; d ≥ 3), then Σ_j ≤ √d·‖·‖₂.
     """
-    levels = max(1, math.ceil(math.log2(d)))
-    g_norm = _gamma(levels + 2, u)
-    e_u = (1.0 + u) / (1.0 - g_norm) - 1.0
-    e_c = _gamma(levels + 1, u) * (1.0 + e_u) + e_u
-    e_w = e_c * (1.0 + e_u) + e_u + u * (1.0 + e_c) * (1.0 + e_u) * (2.0 + u) + u
-    e_a = (1.0 + _gamma(3, u)) * (1.0 + u) ** 2 / (1.0 - g_norm) - 1.0
-    k0 = e_a + e_u * (1.0 + u) + u + (2.0 * u + u * u) * ((1.0 + e_a) + (1.0 + u) * (1.0 + e_u))
-    direction = 2.0 * e_u if d == 2 else 2.0 * e_w * (1.0 + math.sqrt(2.0 / math.pi) * _inverse_chi_mean(d - 1))
-    return math.sqrt(d) * (k0 + direction)
+    b = step_bounds(d, u)
+    direction = 2.0 * b.e_u if d == 2 else 2.0 * b.e_w * (1.0 + math.sqrt(2.0 / math.pi) * _inverse_chi_mean(d - 1))
+    return math.sqrt(d) * (b.k0 + direction)
 
 
 @dataclass(frozen=True)
@@ -203,35 +231,48 @@ def _pairwise_sum(a: np.ndarray) -> np.ndarray:
     return a[:, 0]
 
 
-def _cap_rows(x: np.ndarray, flips: np.ndarray, t: np.ndarray, radius: float, c: float,
-              rng: np.random.Generator) -> np.ndarray:
-    """Ẑ = c·(t·û + r·ŵ) for a chunk of rows, in :data:`WORK` (docs/floating-point.md §3, steps 1–6)."""
+def unit_rows(x: np.ndarray, flips: np.ndarray, radius: float, rng: np.random.Generator) -> np.ndarray:
+    """Steps 1–2 (docs/floating-point.md §3): û = ±x/‖x‖ in :data:`WORK`, ‖x‖ by a pairwise sum of squares.
+
+    + where ``flips`` < (1 + ‖x‖/radius)/2 (the unbiased rounding; any rounding keeps the privacy, §2).
+    A zero row gets u uniform on the sphere: the direction of its own d normals, drawn here.
+    """
     n, d = x.shape
     xw = x.astype(WORK)
     norms = np.sqrt(_pairwise_sum(xw * xw))
     zero = norms == 0
-    while np.any(zero):  # a zero row: u uniform on the sphere (its normals' direction)
+    while np.any(zero):
         xw[zero] = rng.standard_normal((int(zero.sum()), d))
         norms[zero] = np.sqrt(_pairwise_sum(xw[zero] * xw[zero]))
         zero = norms == 0
-    # Any rounding of x to ±u keeps the privacy (a mixture of ε-LDP laws, §2); this one is unbiased.
     sign = np.where(flips < (1 + norms / WORK(radius)) / 2, WORK(1), WORK(-1))
-    u = xw / (norms * sign)[:, None]
+    return xw / (norms * sign)[:, None]
+
+
+def orthogonal_rows(u: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """Steps 3–4: (w̃, g), w̃ = g − ⟨g, û⟩·û for d normals g per row (⟨g, û⟩ a pairwise sum), whose
+    direction is uniform on the sphere orthogonal to u. At d = 2, w̃ = ±(−û₂, û₁) from one fair bit
+    per row, exact, and g is None. A w̃ of 0 (the normals exactly along û) is drawn again."""
+    n, d = u.shape
+    if d == 2:
+        turn = np.where(rng.integers(0, 2, size=n) == 1, WORK(1), WORK(-1))
+        return np.stack([-u[:, 1] * turn, u[:, 0] * turn], axis=1), None
+    g = rng.standard_normal((n, d)).astype(WORK)
+    w = g - _pairwise_sum(g * u)[:, None] * u
+    bad = np.flatnonzero(_pairwise_sum(w * w) == 0)
+    while bad.size:
+        g[bad] = rng.standard_normal((bad.size, d))
+        w[bad] = g[bad] - _pairwise_sum(g[bad] * u[bad])[:, None] * u[bad]
+        bad = bad[_pairwise_sum(w[bad] * w[bad]) == 0]
+    return w, g
+
+
+def combine_rows(u: np.ndarray, w: np.ndarray, t: np.ndarray, c: float) -> np.ndarray:
+    """Steps 5–6: Ẑ = a·w̃ + b·û with r = √((1 − t)(1 + t)), a = (c·r)/‖w̃‖ (a pairwise sum of
+    squares) and b = c·t, all in :data:`WORK`."""
     tw = t.astype(WORK)
     r = np.sqrt((1 - tw) * (1 + tw))
-    if d == 2:  # w = ±(−u₂, u₁): uniform on the circle orthogonal to u, from one fair bit
-        turn = np.where(rng.integers(0, 2, size=n) == 1, WORK(1), WORK(-1))
-        w = np.stack([-u[:, 1] * turn, u[:, 0] * turn], axis=1)
-    else:
-        w = rng.standard_normal((n, d)).astype(WORK)
-        w -= _pairwise_sum(w * u)[:, None] * u
-    ww = np.sqrt(_pairwise_sum(w * w))
-    while np.any(ww == 0):  # the normals exactly along u: probability 0, drawn again
-        bad = ww == 0
-        redo = rng.standard_normal((int(bad.sum()), d)).astype(WORK)
-        redo -= _pairwise_sum(redo * u[bad])[:, None] * u[bad]
-        w[bad], ww[bad] = redo, np.sqrt(_pairwise_sum(redo * redo))
-    a = (WORK(c) * r) / ww
+    a = (WORK(c) * r) / np.sqrt(_pairwise_sum(w * w))
     b = WORK(c) * tw
     return a[:, None] * w + b[:, None] * u
 
@@ -255,7 +296,8 @@ def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: 
     step = max(1, _CHUNK_VALUES // d)
     for start in range(0, n, step):
         rows = slice(start, min(n, start + step))
-        z = _cap_rows(x[rows], flips[rows], t[rows], mech.norm_bound, c, rng)
+        u = unit_rows(x[rows], flips[rows], mech.norm_bound, rng)
+        z = combine_rows(u, orthogonal_rows(u, rng)[0], t[rows], c)
         out[rows] = round_to_grid(z, rendering.grid, rng)
     return out
 
