@@ -175,11 +175,11 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
     c = mech.norm_bound * mech.scale
     a = c * cap_error_sum(mech.d, u)
     log2_grid = math.ceil((math.log(a) + sm.softplus(mech.epsilon_exact) - math.log(target)) / math.log(2.0))
+    if log2_grid > math.log2(c):
+        raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: a secure rendering with δ ≤ {target:g} "
+                         f"needs a grid g = 2^{log2_grid} above the output norm {c:.6g}; allow a larger `secure_delta`")
     # g ≥ 2^{⌈log₂ c⌉ − 52}: every |Ẑ_j|/g + 1 ≤ 2⁵³, so the released integer times g is an exact double.
     grid = math.ldexp(1.0, max(log2_grid, math.frexp(c)[1] - 52))
-    if grid > c:
-        raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: a secure rendering with δ ≤ {target:g} "
-                         f"needs a grid g = {grid:g} above the output norm {c:.6g}; allow a larger `secure_delta`")
     tau = a / grid
     added = mech.d * grid * grid / 4.0
     return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
@@ -405,3 +405,17 @@ def secured(mech: Mechanism, delta: float | None = None) -> Mechanism:
     rendering = secure_rendering(plain, delta)
     values = {item.name: getattr(plain, item.name) for item in fields(plain)}
     return _secure_class(type(plain))(**values, rendering=rendering)  # type: ignore[call-arg]
+
+
+def as_recorded(mech: Mechanism, rendering: Any) -> Mechanism:
+    """The mechanism of a release read back: ``mech`` (from its spec) secured again when the release
+    recorded a rendering (a sidecar's ``release.rendering``, a description's ``rendering``), at the
+    recorded target δ; ValueError when the rendering recomputed from the spec is not the one recorded."""
+    if rendering is None:
+        return mech
+    if not isinstance(rendering, dict) or not isinstance(rendering.get("delta_target"), (int, float)):
+        raise ValueError("the recorded rendering has no target δ ('delta_target')")
+    again = secured(mech, float(rendering["delta_target"]))
+    if again.describe()["rendering"] != rendering:
+        raise ValueError("the recorded rendering is not the one its mechanism and target δ give")
+    return again

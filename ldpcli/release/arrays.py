@@ -39,7 +39,7 @@ from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.math.devices import device_namespace, host_copy
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms import Mechanism, MechanismSpec
-from ldpcli.mechanisms.rendering import secured
+from ldpcli.mechanisms.rendering import as_recorded, secured
 from ldpcli.release.randomness import rng_from
 from ldpcli.release.safety import (
     CLIP_REFUSE_FRACTION,
@@ -153,9 +153,7 @@ class ReleaseRecord:
         try:
             spec = MechanismSpec.from_dict(data["mechanism"]["spec"])
             mechanism = spec.calibrate(int(data["d"]))
-            rendering = data["mechanism"].get("rendering")
-            if rendering is not None:  # a secure release: its δ and its rendering come back with it
-                mechanism = secured(mechanism, rendering["delta_target"])
+            mechanism = as_recorded(mechanism, data["mechanism"].get("rendering"))  # a secure release's
             columns = data.get("columns")
             return cls(
                 mechanism=mechanism, n=int(data["n"]), columns=None if columns is None else tuple(columns),
@@ -547,7 +545,8 @@ def _description(description: Any) -> Mechanism:
     if isinstance(description, Mapping):
         if "schema_version" in description:  # a sidecar's content
             spec = MechanismSpec.from_dict(description["mechanism"]["spec"])
-            return spec.calibrate(int(description["mechanism"]["d"]))
+            return as_recorded(spec.calibrate(int(description["mechanism"]["d"])),
+                               description.get("release", {}).get("rendering"))
         return ReleaseRecord.from_dict(description).mechanism
     if isinstance(description, (str, os.PathLike)):
         from ldpcli.release.sidecar import load_sidecar

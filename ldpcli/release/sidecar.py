@@ -85,6 +85,7 @@ from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms.base import MechanismSpec
 from ldpcli.mechanisms.composition import release_cost
 from ldpcli.mechanisms.hooks import feature_section
+from ldpcli.mechanisms.rendering import as_recorded
 from ldpcli.release.randomness import DEFAULT_RNG, randomness_record
 from ldpcli.release.rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
 from ldpcli.release.safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
@@ -441,6 +442,8 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
             {"name": name, "epsilon": epsilon, "calibration": calibration, "norm_bound": norm_bound, "options": options}
         )
         mechanism = spec.calibrate(d)
+        if v2:  # a --secure release: its rendering, recomputed and checked against the record
+            mechanism = as_recorded(mechanism, content.get("release", {}).get("rendering"))
         recomputed = mechanism.describe()
         recorded_parameters = set(mechanism.parameters())
     except LdpError as exc:
