@@ -289,7 +289,7 @@ def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: 
     if rendering.grid is None or not isinstance(mech, RoundedCap):
         raise ValueError(f"a grid rendering needs a grid and a rounded-cap mechanism, not {mech.name!r}")
     n, d = x.shape
-    flips = rng.random(n)
+    flips: np.ndarray = rng.random((n,))
     t, _ = mech.cap_cosines(n, rng)
     c = mech.norm_bound * mech.scale
     out = np.empty((n, d))
@@ -392,7 +392,7 @@ def _secure_class(base: type[Mechanism]) -> type[Mechanism]:
         "__reduce__": reduce, "plain": plain,
         "__doc__": f"{base.__name__} with the secure rendering (ldpcli.mechanisms.rendering, {PROOF}).",
     }
-    cls = dataclass(frozen=True)(type(f"Secure{base.__name__}", (base,), namespace))
+    cls: type[Mechanism] = dataclass(frozen=True)(type(f"Secure{base.__name__}", (base,), namespace))
     _SECURE_CLASSES[base] = cls
     return cls
 

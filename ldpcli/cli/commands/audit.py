@@ -80,8 +80,10 @@ def audit(
     """Check a mechanism's claims: its exact ε by a second, independent route; by simulation that its
     outputs are unbiased, that its errors are the ones it reports and that the outputs follow their
     exact law; and that no event seen in samples shows more privacy loss than ε (a lower bound).
-    With --secure, the outputs are those of a --secure release (docs/floating-point.md).
     Exit 1 if any check fails. An honest mechanism fails with probability at most 1e-3.
+
+    With --secure, the outputs are those of a --secure release (docs/floating-point.md), and the law
+    tests also check its rendering (every coordinate on the grid, or one of the public values).
     """
     if trials is not None:
         check_count(trials, "trials", minimum=MIN_TRIALS)
