@@ -43,7 +43,7 @@ PROOF = "docs/floating-point.md"
 WORK = np.longdouble
 #: Rows per chunk of the grid kind's arithmetic (n·d values of 16 bytes each stay in cache).
 _CHUNK_VALUES = 2**15
-_TWO_53 = 2**53
+_TWO_64 = 2**64
 
 
 def unit_roundoff() -> float:
@@ -189,21 +189,23 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
 def exact_bernoulli(f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Booleans True with probability exactly f (an array of :data:`WORK` values in [0, 1)).
 
-    V < f for V uniform on [0, 1), compared 53 bits at a time: a block of V's bits below f's block
-    decides True, above decides False, equal (probability 2⁻⁵³) moves to the next block; f's blocks
-    ⌊f·2⁵³⌋ and the rest are exact in :data:`WORK`, and a rest of 0 means V ≥ f. No rounding of f.
+    V < f for V uniform on [0, 1), compared 64 bits at a time: the block of V's bits (a uniform
+    64-bit integer) below f's block ⌊f·2⁶⁴⌋ decides True, above it False, and equal (probability 2⁻⁶⁴)
+    moves on to the next block of both; f's blocks and its rest are exact in :data:`WORK`, and a rest
+    of 0 means V ≥ f. f is never rounded: a fraction with bits below 2⁻⁶⁴ (a |z| far below g) is read
+    to its last bit.
     """
     flat = f.ravel()
     out = np.zeros(flat.shape, dtype=bool)
-    todo = np.flatnonzero(flat > 0)
-    rest = flat[todo]
+    todo = np.arange(flat.size)
+    rest = flat
     while todo.size:
-        rest = rest * WORK(_TWO_53)
-        head = np.floor(rest)
-        rest = rest - head
-        bits = rng.integers(0, _TWO_53, size=todo.size, dtype=np.int64).astype(WORK)
-        out[todo[bits < head]] = True
-        tie = (bits == head) & (rest > 0)
+        rest = rest * WORK(_TWO_64)
+        block = rest.astype(np.uint64)  # the floor: 0 ≤ rest < 2⁶⁴, converted by truncation, exactly
+        rest = rest - block.astype(WORK)
+        bits = rng.integers(0, _TWO_64, size=todo.size, dtype=np.uint64)
+        out[todo[bits < block]] = True
+        tie = (bits == block) & (rest > 0)
         todo, rest = todo[tie], rest[tie]
     return out.reshape(f.shape)
 
@@ -211,14 +213,13 @@ def exact_bernoulli(f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def round_to_grid(z: np.ndarray, grid: float, rng: np.random.Generator) -> np.ndarray:
     """Each value of ``z`` (:data:`WORK`) rounded without bias to gℤ: ±g·(⌊|z|/g⌋ + B), B ~ Bernoulli(frac(|z|/g))
     exactly (:func:`exact_bernoulli`), so E[R | z] = z. |z|/g, its floor and its fraction are exact
-    (g a power of two, the fraction of a non-negative value is exact), and the result, an integer below
-    2⁵³ times g, is an exact float64; a zero is +0.0 whatever the sign of z."""
-    y = np.abs(z) / WORK(grid)
-    whole = np.floor(y)
-    steps = whole + exact_bernoulli(y - whole, rng)
-    out = np.where(z < 0, -steps, steps).astype(np.float64) * grid
-    out += 0.0  # −0.0 + 0.0 = +0.0: the sign of a zero would tell the sign of z
-    return out
+    (g a power of two, the fraction of a non-negative value is exact); the signed integer count of
+    steps (|·| < 2⁵³) times g is an exact float64, and a count of 0 is +0.0 whatever the sign of z
+    (a −0.0 would tell it)."""
+    y = np.abs(z) * WORK(1.0 / grid)
+    whole = y.astype(np.int64)  # the floor: 0 ≤ y < 2⁵³, converted by truncation, exactly
+    steps = whole + exact_bernoulli(y - whole.astype(WORK), rng)
+    return np.where(z < 0, -steps, steps).astype(np.float64) * grid
 
 
 def _pairwise_sum(a: np.ndarray) -> np.ndarray:

@@ -101,26 +101,26 @@ def test_finite_values_do_not_depend_on_the_input_arithmetic() -> None:
 
 
 class Bits:
-    """A generator stand-in that hands out given 53-bit integers, to drive :func:`exact_bernoulli`."""
+    """A generator stand-in that hands out given 64-bit integers, to drive :func:`exact_bernoulli`."""
 
     def __init__(self, *blocks: int) -> None:
         self.blocks = list(blocks)
 
     def integers(self, low: int, high: int, size: int, dtype: type) -> np.ndarray:
-        assert (low, high) == (0, 2**53)
-        return np.array([self.blocks.pop(0) for _ in range(size)], dtype=np.int64)
+        assert (low, high, dtype) == (0, 2**64, np.uint64)
+        return np.array([self.blocks.pop(0) for _ in range(size)], dtype=np.uint64)
 
 
-def test_exact_bernoulli_reads_bits_beyond_the_first_53() -> None:
-    """f = (k + ½)·2⁻⁵³ needs 54 bits: a first block equal to k moves on to the next one, whose
-    comparison with 2⁵² decides; a rounded f (k or k + 1) would decide from the first block alone."""
+def test_exact_bernoulli_reads_bits_beyond_the_first_64() -> None:
+    """f = (k + ½)·2⁻⁶⁴ needs 65 bits: a first block equal to k moves on to the next one, whose
+    comparison with 2⁶³ decides; a rounded f (k or k + 1 over 2⁶⁴) would decide from the first block alone."""
     k = 123456789
-    f = np.array([(np.longdouble(k) + np.longdouble(0.5)) * np.longdouble(2.0) ** -53])
-    assert rd.exact_bernoulli(f, Bits(k, 2**52 - 1))[0]
-    assert not rd.exact_bernoulli(f, Bits(k, 2**52))[0]
+    f = np.array([(np.longdouble(k) + np.longdouble(0.5)) * np.longdouble(2.0) ** -64])
+    assert rd.exact_bernoulli(f, Bits(k, 2**63 - 1))[0]
+    assert not rd.exact_bernoulli(f, Bits(k, 2**63))[0]
     assert rd.exact_bernoulli(f, Bits(k - 1))[0]
     assert not rd.exact_bernoulli(f, Bits(k + 1))[0]
-    assert not rd.exact_bernoulli(np.array([np.longdouble(0)]), Bits())[0]
+    assert not rd.exact_bernoulli(np.array([np.longdouble(0)]), Bits(0))[0]
 
 
 def test_round_to_grid_is_unbiased_with_the_binomial_variance() -> None:
