@@ -151,6 +151,11 @@ class GaussianSign(Mechanism):
             tests.append(lawtests.ks_uniform("‖W⊥‖²/s² ~ χ²(d − 1)", stats.chi2.cdf(norms**2, self.d - 1)))
         return tests
 
+    def kept_signs(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """S = sign⟨Z, U⟩ kept (True, probability e^ε/(1 + e^ε), exact in log space) or flipped, per row:
+        the per-row draws after the rounding uniforms (the secure rendering draws them too)."""
+        return sm.bernoulli_logit(self.epsilon, rows, rng)
+
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """W = s·S·Z for each row of ``x`` (rows with ‖x‖ ≤ L).
 
@@ -163,7 +168,7 @@ class GaussianSign(Mechanism):
         """
         n, d = x.shape
         flips: np.ndarray = rng.random((n,))
-        keep = sm.bernoulli_logit(self.epsilon, n, rng)
+        keep = self.kept_signs(n, rng)
         scale = self.gaussian_scale
         out = np.empty((n, d))
         kernels = compiled()

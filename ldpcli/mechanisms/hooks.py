@@ -282,3 +282,18 @@ class FiniteOutputs(Protocol):
 def finite_outputs(mech: Mechanism) -> FiniteOutputs | None:
     """``mech`` as a :class:`FiniteOutputs` when its outputs take finitely many values, else None."""
     return mech if isinstance(mech, FiniteOutputs) else None
+
+
+@runtime_checkable
+class PrivateSign(Protocol):
+    """A mechanism that releases ±s·Z for d normals Z, + exactly when (⟨Z, U⟩ ≥ 0) equals a kept sign
+    (gaussian-sign): the released magnitudes are a function of Z alone, the input only decides a sign."""
+
+    @property
+    def gaussian_scale(self) -> float:
+        """s, the factor of the normals in the output."""
+        ...
+
+    def kept_signs(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """The per-row kept signs (True: the sign of ⟨Z, U⟩ is kept), drawn after the rounding uniforms."""
+        ...

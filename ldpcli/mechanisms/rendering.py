@@ -1,7 +1,7 @@
 """The secure rendering (``secure=True``, ``--secure``): released doubles whose law is a proven
 post-processing of the exact mechanism, up to a computed δ (issue 29; the proof is docs/floating-point.md).
 
-Two kinds, chosen by what the mechanism is:
+Three kinds, chosen by what the mechanism is:
 
 - ``finite`` (the hypercube mechanisms, the scalar ones, any mechanism at d = 1 with a constant output
   norm): every output coordinate is one of finitely many public doubles, computed from the public
@@ -15,6 +15,9 @@ Two kinds, chosen by what the mechanism is:
   from the same random variates, ``E Σ_j |Ẑ_j − Z_j| ≤ g·τ`` (:func:`cap_error_sum`, proven step by
   step in docs/floating-point.md §3), so the release and a post-processing of the exact ε-LDP output
   differ with probability at most τ, and the release is (ε, (1 + e^ε)·τ)-LDP (§2).
+- ``sign`` (gaussian-sign, :class:`~ldpcli.mechanisms.hooks.PrivateSign`): ±fl(s·Z_j), magnitudes from the
+  normals alone; only the sign of ⟨Z, u⟩ depends on the input, computed in extended precision, and τ
+  bounds the chance that it is wrong (§5).
 
 Model (docs/floating-point.md §1): the generator's uniforms, normals and the cap cosine are treated as
 exact draws of their laws; everything computed after them is covered.
@@ -33,7 +36,7 @@ from ldpcli.errors import UsageError
 from ldpcli.math import sphere as sm
 from ldpcli.math.lawtests import LawTest, deterministic
 from ldpcli.mechanisms.base import Mechanism
-from ldpcli.mechanisms.hooks import RiskEpsilon, RoundedCap, finite_outputs, law_tests, risk_epsilons
+from ldpcli.mechanisms.hooks import PrivateSign, RiskEpsilon, RoundedCap, finite_outputs, law_tests, risk_epsilons
 
 #: The δ a secure release aims at by default: the grid is the finest power of two whose δ is at most this.
 SECURE_DELTA = 1e-10
@@ -137,10 +140,16 @@ class Rendering:
 
     def describe(self) -> dict[str, Any]:
         """The sidecar's ``release.rendering`` and ``ldp params --secure``'s section."""
-        claim = ("each coordinate is one of finitely many public doubles, a function of the sampled discrete "
-                 "choice only: ε-LDP with δ = 0" if self.kind == "finite" else
-                 f"each coordinate an integer multiple of g = 2^{int(math.log2(self.grid or 1.0))}, rounded "
-                 "without bias from an extended-precision output: (ε, δ)-LDP with this δ, an upper bound")
+        claims = {
+            "finite": "each coordinate is one of finitely many public doubles, a function of the sampled discrete "
+                      "choice only: ε-LDP with δ = 0",
+            "sign": "each coordinate is ±s·Z_j, its magnitude a function of the normals alone; the input decides "
+                    "only the sign, computed in extended precision: (ε, δ)-LDP with this δ, an upper bound on a "
+                    "wrong sign (δ = 0 at d = 1, where the sign is exact)",
+            "grid": f"each coordinate an integer multiple of g = 2^{int(math.log2(self.grid or 1.0))}, rounded "
+                    "without bias from an extended-precision output: (ε, δ)-LDP with this δ, an upper bound",
+        }
+        claim = claims[self.kind]
         return {
             "kind": "secure", "rendering": self.kind, "grid": self.grid, "tau": self.tau, "delta": self.delta,
             "delta_target": self.target,
@@ -168,9 +177,11 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
         raise UsageError(f"`secure_delta` {delta!r} must be in (0, 1)")
     if finite_outputs(mech) is not None or _constant_norm_values(mech):
         return Rendering("finite", target, None, 0.0, 0.0, 0.0, 1.0, "float64")
+    if isinstance(mech, PrivateSign):
+        return _sign_rendering(mech, target)
     if not isinstance(mech, RoundedCap):
         raise UsageError(f"mechanism {mech.name!r} has no secure rendering yet; the mechanisms with one: "
-                         "privunit2, duchi-l2, privunit-inf, duchi-linf, scalar, scalar-rel")
+                         "privunit2, duchi-l2, gaussian-sign, privunit-inf, duchi-linf, scalar, scalar-rel")
     u = unit_roundoff()
     c = mech.norm_bound * mech.scale
     a = c * cap_error_sum(mech.d, u)
@@ -184,6 +195,22 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
     added = mech.d * grid * grid / 4.0
     return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
                      (mech.expected_error_max + added) / mech.expected_error_max, f"longdouble (u = 2^{round(math.log2(u))})")
+
+
+def _sign_rendering(mech: Mechanism, target: float) -> Rendering:
+    """gaussian-sign's rendering (docs/floating-point.md §5): τ = P(the computed sign of ⟨Z, û⟩ is not the
+    exact one) ≤ √(2/π)·e_c/(1 − e_c)·E[χ_{d−1}] (0 at d = 1), δ = (1 + e^ε)·τ; UsageError above the target."""
+    u = unit_roundoff()
+    tau = 0.0
+    if mech.d > 1:
+        e_c = step_bounds(mech.d, u).e_c
+        chi_mean = math.sqrt(2.0) * math.exp(math.lgamma(mech.d / 2.0) - math.lgamma((mech.d - 1) / 2.0))
+        tau = math.sqrt(2.0 / math.pi) * e_c / (1.0 - e_c) * chi_mean
+    delta = math.exp(sm.softplus(mech.epsilon_exact)) * tau
+    if delta > target:
+        raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: its secure rendering has δ = {delta:.3g}, "
+                         f"above {target:g}; allow a larger `secure_delta`")
+    return Rendering("sign", target, None, tau, delta, 0.0, 1.0, f"longdouble (u = 2^{round(math.log2(u))})")
 
 
 def exact_bernoulli(f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -278,6 +305,29 @@ def combine_rows(u: np.ndarray, w: np.ndarray, t: np.ndarray, c: float) -> np.nd
     return a[:, None] * w + b[:, None] * u
 
 
+def _signed_normals(mech: Mechanism, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """gaussian-sign securely: the draws of its plain sampler (rounding uniforms, kept signs, then per chunk
+    the normals Z), with ⟨Z, û⟩ in :data:`WORK` (:func:`unit_rows`, a pairwise sum), and the release
+    ±fl(s·Z_j): a magnitude from Z alone and a sign (a zero is +0.0, as a −0.0 would tell the sign)."""
+    if not isinstance(mech, PrivateSign):
+        raise ValueError(f"the sign rendering is gaussian-sign's, not {mech.name!r}'s")
+    n, d = x.shape
+    flips: np.ndarray = rng.random((n,))
+    keep = mech.kept_signs(n, rng)
+    scale = mech.gaussian_scale
+    radius = float(mech.norm_bound)
+    out = np.empty((n, d))
+    step = max(1, _CHUNK_VALUES // d)
+    for start in range(0, n, step):
+        rows = slice(start, min(n, start + step))
+        u = unit_rows(x[rows], flips[rows], radius, rng)
+        normals = rng.standard_normal(u.shape)
+        positive = _pairwise_sum(normals.astype(WORK) * u) >= 0
+        out[rows] = normals * np.where(positive == keep[rows], scale, -scale)[:, None]
+    out += 0.0
+    return out
+
+
 def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """``mech.privatize`` with the secure rendering (:func:`secure_rendering`) of ``mech``.
 
@@ -287,6 +337,8 @@ def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: 
     """
     if rendering.kind == "finite":
         return mech.privatize(x, rng)
+    if rendering.kind == "sign":
+        return _signed_normals(mech, x, rng)
     if rendering.grid is None or not isinstance(mech, RoundedCap):
         raise ValueError(f"a grid rendering needs a grid and a rounded-cap mechanism, not {mech.name!r}")
     n, d = x.shape
@@ -317,6 +369,8 @@ def rendered_law_tests(plain: Mechanism, rendering: Rendering, x: np.ndarray, z:
     the plain norm test that this scaling makes void.
     """
     n, d = z.shape
+    if rendering.kind == "sign":  # the plain law, up to τ
+        return law_tests(plain, x, z)
     if rendering.kind == "finite":
         tests = law_tests(plain, x, z)
         mech = finite_outputs(plain)

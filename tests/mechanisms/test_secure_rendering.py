@@ -242,3 +242,33 @@ def test_refusals() -> None:
         ldpcli.privatize(unit_rows(10, 3, 0) * 0.5, eps=1.0, secure_delta=1e-9)
     result = ldp("params", "--d", 3, "--eps", 1, "--secure")
     assert result.exit_code == 2 and "--mechanism" in result.stderr
+
+
+# --------------------------------------------------------------------------- gaussian-sign: only a sign
+
+
+@pytest.mark.parametrize(("d", "eps"), [(1, 1.0), (3, 0.5), (64, 8.0)])
+def test_gaussian_sign_secure_is_the_plain_draws_with_an_extended_precision_sign(
+    monkeypatch: pytest.MonkeyPatch, d: int, eps: float
+) -> None:
+    """The secure gaussian-sign draws what the numpy reference draws and releases ±fl(s·Z_j): on rows
+    without a zero row, the same doubles bit for bit (the signs agree); δ = (1 + e^ε)·τ with τ the
+    bound on a wrong sign, 0 at d = 1."""
+    monkeypatch.setenv("LDP_KERNEL", "numpy")
+    plain = get_mechanism("gaussian-sign").calibrate(d, eps)
+    mech = rd.secured(plain)
+    x = unit_rows(2000, d, 13) * 0.7
+    assert np.array_equal(bits(mech.privatize(x, np.random.default_rng(5))), bits(plain.privatize(x, np.random.default_rng(5))))
+    r = mech.rendering
+    assert r.kind == "sign" and r.delta == pytest.approx((1 + np.exp(eps)) * r.tau) and r.delta <= rd.SECURE_DELTA
+    assert (r.tau == 0.0) == (d == 1)
+
+
+def test_gaussian_sign_secure_is_unbiased() -> None:
+    """The mean of n secure outputs of one input (zero rows included) is within a Bonferroni z of x."""
+    mech = rd.secured(get_mechanism("gaussian-sign").calibrate(3, 1.0))
+    n = 100_000
+    for x in (np.array([0.5, 0.2, -0.1]), np.zeros(3)):
+        z = mech.privatize(np.tile(x, (n, 1)), np.random.default_rng(14))
+        assert np.all(np.abs(z.mean(axis=0) - x) <= bonferroni_z(1e-4, 6) * np.sqrt(mech.expected_error_max / n))
+        assert not np.any(bits(z) == NEGATIVE_ZERO)
