@@ -371,7 +371,7 @@ def privatize(
         ``fail_on_clip``, ``dtype`` (of the output; default the input's float32 or float64),
         ``secure=True`` (the secure rendering, docs/floating-point.md: ε with δ = 0 for the finite-valued
         mechanisms, (ε, δ) with a computed δ ≤ ``secure_delta``, default 1e-10, for privunit2,
-        duchi-l2 and gaussian-sign; recorded in the release's ``mechanism.describe()["rendering"]``), and the
+        duchi-l2, separated and gaussian-sign; recorded in the release's ``mechanism.describe()["rendering"]``), and the
         mechanism's own options (``delta=1e-6``, ``k=8``…; bcdp's ``feature_eps`` names a table's
         columns as ``ldp privatize`` does, and a level above ε is clipped to ε with an :class:`LdpWarning`).
 

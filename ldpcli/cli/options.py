@@ -162,7 +162,7 @@ SECURE_OPTION = typer.Option(
     False, "--secure", help="Render the output securely (docs/floating-point.md): the hypercube and scalar "
     "mechanisms release one of their finitely many public values (ε with δ = 0); privunit2 and duchi-l2 "
     "compute in extended precision and round each coordinate without bias to a public power-of-two grid, "
-    "and gaussian-sign computes its sign in extended precision: an (ε, δ) guarantee with a computed δ that "
+    "separated renders its direction so, and gaussian-sign computes its sign in extended precision: an (ε, δ) guarantee with a computed δ that "
     "the ledger counts. Other mechanisms are refused."
 )
 SECURE_DELTA_OPTION = typer.Option(

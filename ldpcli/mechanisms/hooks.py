@@ -297,3 +297,23 @@ class PrivateSign(Protocol):
     def kept_signs(self, rows: int, rng: np.random.Generator) -> np.ndarray:
         """The per-row kept signs (True: the sign of ⟨Z, U⟩ is kept), drawn after the rounding uniforms."""
         ...
+
+
+@runtime_checkable
+class DirectionTimesMagnitude(Protocol):
+    """A mechanism whose output is the product of a direction's and a magnitude's outputs (separated):
+    the secure rendering renders the direction securely and multiplies by the magnitude's public value."""
+
+    @property
+    def direction(self) -> Mechanism:
+        """The direction's mechanism (on the unit ball)."""
+        ...
+
+    @property
+    def magnitude(self) -> Mechanism:
+        """The magnitude's mechanism (finitely many public values)."""
+        ...
+
+    def privatize_parts(self, x: np.ndarray, rng: np.random.Generator, direction: Any) -> np.ndarray:
+        """``privatize`` with the direction's sampler ``direction(u, rng)`` given."""
+        ...

@@ -36,7 +36,15 @@ from ldpcli.errors import UsageError
 from ldpcli.math import sphere as sm
 from ldpcli.math.lawtests import LawTest, deterministic
 from ldpcli.mechanisms.base import Mechanism
-from ldpcli.mechanisms.hooks import PrivateSign, RiskEpsilon, RoundedCap, finite_outputs, law_tests, risk_epsilons
+from ldpcli.mechanisms.hooks import (
+    DirectionTimesMagnitude,
+    PrivateSign,
+    RiskEpsilon,
+    RoundedCap,
+    finite_outputs,
+    law_tests,
+    risk_epsilons,
+)
 
 #: The δ a secure release aims at by default: the grid is the finest power of two whose δ is at most this.
 SECURE_DELTA = 1e-10
@@ -146,8 +154,9 @@ class Rendering:
             "sign": "each coordinate is ±s·Z_j, its magnitude a function of the normals alone; the input decides "
                     "only the sign, computed in extended precision: (ε, δ)-LDP with this δ, an upper bound on a "
                     "wrong sign (δ = 0 at d = 1, where the sign is exact)",
-            "grid": f"each coordinate an integer multiple of g = 2^{int(math.log2(self.grid or 1.0))}, rounded "
-                    "without bias from an extended-precision output: (ε, δ)-LDP with this δ, an upper bound",
+            "grid": f"each coordinate an integer multiple of g = 2^{int(math.log2(self.grid or 1.0))} (for separated, "
+                    "the direction's, times the magnitude's public value), rounded without bias from an "
+                    "extended-precision output: (ε, δ)-LDP with this δ, an upper bound",
         }
         claim = claims[self.kind]
         return {
@@ -179,9 +188,11 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
         return Rendering("finite", target, None, 0.0, 0.0, 0.0, 1.0, "float64")
     if isinstance(mech, PrivateSign):
         return _sign_rendering(mech, target)
+    if isinstance(mech, DirectionTimesMagnitude):
+        return _product_rendering(mech, target)
     if not isinstance(mech, RoundedCap):
         raise UsageError(f"mechanism {mech.name!r} has no secure rendering yet; the mechanisms with one: "
-                         "privunit2, duchi-l2, gaussian-sign, privunit-inf, duchi-linf, scalar, scalar-rel")
+                         "privunit2, duchi-l2, gaussian-sign, separated, privunit-inf, duchi-linf, scalar, scalar-rel")
     u = unit_roundoff()
     c = mech.norm_bound * mech.scale
     a = c * cap_error_sum(mech.d, u)
@@ -195,6 +206,22 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
     added = mech.d * grid * grid / 4.0
     return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
                      (mech.expected_error_max + added) / mech.expected_error_max, f"longdouble (u = 2^{round(math.log2(u))})")
+
+
+def _product_rendering(mech: Mechanism, target: float) -> Rendering:
+    """separated's rendering: its direction's (at ε₁: the magnitude is pure ε₂-LDP, so δ is the
+    direction's by basic composition), the added error times the largest squared magnitude value."""
+    if not isinstance(mech, DirectionTimesMagnitude):
+        raise ValueError(f"{mech.name!r} is not a product of a direction and a magnitude")
+    part = secure_rendering(mech.direction, target)
+    values = finite_outputs(mech.magnitude)
+    if values is None:
+        raise UsageError(f"mechanism {mech.name!r}: its magnitude has no finite public values to render")
+    top = float(np.max(np.abs(values.output_value(np.array([0, values.output_count - 1])))))
+    added = top * top * part.added_error
+    worst = float(type(mech).expected_error_max.fget(mech))  # type: ignore[attr-defined]
+    return Rendering(part.kind, target, part.grid, part.tau, part.delta, added, (worst + added) / worst,
+                     part.working_precision)
 
 
 def _sign_rendering(mech: Mechanism, target: float) -> Rendering:
@@ -339,6 +366,9 @@ def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: 
         return mech.privatize(x, rng)
     if rendering.kind == "sign":
         return _signed_normals(mech, x, rng)
+    if isinstance(mech, DirectionTimesMagnitude):  # separated: its direction rendered, times the magnitude
+        part = secure_rendering(mech.direction, rendering.target)
+        return mech.privatize_parts(x, rng, lambda u, gen: secure_privatize(mech.direction, part, u, gen))
     if rendering.grid is None or not isinstance(mech, RoundedCap):
         raise ValueError(f"a grid rendering needs a grid and a rounded-cap mechanism, not {mech.name!r}")
     n, d = x.shape
@@ -371,6 +401,8 @@ def rendered_law_tests(plain: Mechanism, rendering: Rendering, x: np.ndarray, z:
     n, d = z.shape
     if rendering.kind == "sign":  # the plain law, up to τ
         return law_tests(plain, x, z)
+    if isinstance(plain, DirectionTimesMagnitude) and rendering.kind == "grid":
+        return _product_law_tests(plain, rendering, x, z)
     if rendering.kind == "finite":
         tests = law_tests(plain, x, z)
         mech = finite_outputs(plain)
@@ -388,6 +420,28 @@ def rendered_law_tests(plain: Mechanism, rendering: Rendering, x: np.ndarray, z:
              deterministic(f"|‖Z‖ − {c:.6g}| ≤ √d·g", off_norm, n, "farther")]
     scaled = z * (c / np.where(norms > 0, norms, 1.0))[:, None]
     return tests + [test for test in law_tests(plain, x, scaled) if "‖Z‖ =" not in test.name]
+
+
+def _product_law_tests(plain: Mechanism, rendering: Rendering, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
+    """separated's secure outputs R̂·R (R the direction on the grid): each row's norm within √d·g·|R̂| of
+    |R̂|·c₁ for one magnitude value R̂ (c₁ the direction's norm), then the plain tests of the rows
+    scaled to that norm (the magnitude's values enumerated up to 2²⁰; beyond, the plain tests skip)."""
+    n, d = z.shape
+    mag = finite_outputs(plain.magnitude) if isinstance(plain, DirectionTimesMagnitude) else None
+    if mag is None or mag.output_count > _ENUMERATED_VALUES or not isinstance(plain, DirectionTimesMagnitude):
+        return law_tests(plain, x, z)
+    direction = plain.direction
+    c1 = direction.norm_bound * float(direction.scale or 0.0)
+    sizes = np.unique(np.abs(mag.output_value(np.arange(mag.output_count)))) * c1
+    norms = np.linalg.norm(z, axis=1)
+    upper = np.clip(np.searchsorted(sizes, norms), 1, max(1, sizes.size - 1))
+    lower = upper - 1
+    snapped = np.where(np.abs(norms - sizes[lower]) <= np.abs(sizes[upper % sizes.size] - norms),
+                       sizes[lower], sizes[upper % sizes.size])
+    grid = float(rendering.grid or 0.0)
+    off = int(np.count_nonzero(np.abs(norms - snapped) > math.sqrt(d) * grid * snapped / c1))
+    scaled = z * (snapped / np.where(norms > 0, norms, 1.0))[:, None]
+    return [deterministic("|‖Z‖ − |R̂|·c₁| ≤ √d·g·|R̂|", off, n, "farther")] + law_tests(plain, x, scaled)
 
 
 #: The secure subclass made for each mechanism class (:func:`secured`), made once.

@@ -40,7 +40,7 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -367,10 +367,16 @@ class Separated(Mechanism):
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Z = ScalarDP(‖w‖)·PrivUnit2(w/‖w‖) for each row w of ``x`` (‖w‖ ≤ r_max); returns (n, d)."""
+        return self.privatize_parts(x, rng, self.direction.privatize)
+
+    def privatize_parts(self, x: np.ndarray, rng: np.random.Generator,
+                        direction: Callable[[np.ndarray, np.random.Generator], np.ndarray]) -> np.ndarray:
+        """``privatize`` with the direction's sampler given (the secure rendering gives its own): the
+        output is the product of the two parts' outputs, a post-processing of the pair."""
         norms = np.sqrt(np.einsum("ij,ij->i", x, x))
         # Zero rows stay zero here; PrivUnit2's rounding to the sphere gives them a uniform direction.
         u = x * (1.0 / np.where(norms > 0.0, norms, 1.0))[:, None]
-        out = self.direction.privatize(u, rng)
+        out = direction(u, rng)
         r_hat = self.magnitude.privatize_values(norms, rng)  # a norm within the slack is r_max
         out *= r_hat[:, None]
         return out

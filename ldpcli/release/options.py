@@ -167,8 +167,8 @@ class ReleaseOptions:
         With ``shuffle``: the δ of the central claim; default 1/n², and it must stay below 1/n.
     secure : bool
         Release through the secure rendering (:func:`ldpcli.mechanisms.rendering.secured`; the proof is
-        docs/floating-point.md): finite-valued mechanisms keep ε with δ = 0, PrivUnit2, duchi-l2 and
-        gaussian-sign become (ε, δ)-LDP with the computed δ, which the ledger counts; other mechanisms are refused.
+        docs/floating-point.md): finite-valued mechanisms keep ε with δ = 0, PrivUnit2, duchi-l2,
+        separated and gaussian-sign become (ε, δ)-LDP with the computed δ, which the ledger counts; other mechanisms are refused.
     secure_delta : float or None
         The δ the secure rendering aims at (default :data:`ldpcli.mechanisms.rendering.SECURE_DELTA`, 1e-10).
     input_label, output_label : str or None

@@ -272,3 +272,27 @@ def test_gaussian_sign_secure_is_unbiased() -> None:
         z = mech.privatize(np.tile(x, (n, 1)), np.random.default_rng(14))
         assert np.all(np.abs(z.mean(axis=0) - x) <= bonferroni_z(1e-4, 6) * np.sqrt(mech.expected_error_max / n))
         assert not np.any(bits(z) == NEGATIVE_ZERO)
+
+
+# --------------------------------------------------------------------------- separated: direction × magnitude
+
+
+def test_separated_secure_renders_its_direction() -> None:
+    """separated's δ is its direction's (PrivUnit2 at ε₁; the magnitude is finite-valued, pure ε₂), its
+    added error that of the direction times the largest squared magnitude value; unbiased; and
+    ``audit --secure`` passes, its first law test the norm check against the magnitude values."""
+    plain = get_mechanism("separated").calibrate(3, 4.0)
+    mech = rd.secured(plain)
+    part = rd.secure_rendering(plain.direction)
+    top = np.max(np.abs(plain.magnitude.output_value(np.array([0, plain.magnitude.k]))))
+    assert (mech.rendering.grid, mech.rendering.delta) == (part.grid, part.delta)
+    assert mech.rendering.added_error == pytest.approx(top**2 * part.added_error)
+    assert mech.epsilon_exact == plain.epsilon_exact and release_cost(mech).delta == part.delta
+    x = np.array([0.5, 0.2, -0.1])
+    n = 100_000
+    z = mech.privatize(np.tile(x, (n, 1)), np.random.default_rng(15))
+    assert np.all(np.abs(z.mean(axis=0) - x) <= bonferroni_z(1e-4, 3) * np.sqrt(mech.expected_error_max / n))
+    audit = ldp("audit", "-m", "separated", "--d", 3, "--eps", 4, "--secure", "--seed", 2, "--json",
+                "--trials", 2000, "--lower-bound-trials", 2000)
+    assert audit.exit_code == 0, audit.stdout
+    assert json.loads(audit.stdout)["law_tests"][0]["test"].startswith("|‖Z‖ − |R̂|·c₁|")
