@@ -296,3 +296,15 @@ def test_separated_secure_renders_its_direction() -> None:
                 "--trials", 2000, "--lower-bound-trials", 2000)
     assert audit.exit_code == 0, audit.stdout
     assert json.loads(audit.stdout)["law_tests"][0]["test"].startswith("|‖Z‖ − |R̂|·c₁|")
+
+
+def test_bit_audit_finds_the_leak_only_on_the_default_rendering() -> None:
+    """``ldp audit --bits`` (its events read the raw doubles: the computed norm, last bits, exact values)
+    finds ε_lb above ε = 0.5 on privunit2's default rendering at d = 2, and nothing above ε on the
+    secure one, with the same seed and trials (the lower bound's own confidence is 1 − 1e-4)."""
+    runs = {}
+    for extra in ((), ("--secure",)):
+        result = ldp("audit", "-m", "privunit2", "--d", 2, "--eps", 0.5, "--bits", "--seed", 0, "--json", *extra)
+        runs[extra] = json.loads(result.stdout)
+    assert runs[()]["epsilon_lower_bound"] > 0.5 and not runs[()]["lower_bound_ok"]
+    assert runs[("--secure",)]["epsilon_lower_bound"] <= 0.5 and runs[("--secure",)]["passed"]
