@@ -49,7 +49,7 @@ def main() -> None:
                 "secure": lambda: secure.privatize(x, np.random.default_rng(1)),
             }, args.repeat)
             r = secure.rendering
-            grid = "finite" if r.grid is None else f"2^{int(math.log2(r.grid))}"
+            grid = r.kind if r.grid is None else f"2^{int(math.log2(r.grid))}"
             print(f"{name:>13} {n:>6}×{d:<5} {times['plain']:>8.3f} {times['secure']:>9.3f} "
                   f"{times['secure'] / times['plain']:>10.2f} {grid:>8} {r.delta:>8.1e} {r.error_ratio:>12.9f}")
 
