@@ -370,7 +370,8 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
     if not quiet:  # the 'wrote' line of this input; with --json, the summaries follow all inputs
         spent, copied = _epsilon_text(result.mechanism, result.cost, result.layout.copies)
         if getattr(result.mechanism, "rendering", None) is not None:  # --secure: its δ, an upper bound (0 when finite)
-            copied += f", secure rendering with δ ≤ {fmt(result.cost.delta)}"
+            delta = result.cost.delta
+            copied += ", secure rendering (δ = 0)" if delta == 0 else f", secure rendering with δ ≤ {fmt(delta)}"
         render(None, as_json, wrote=f"{result.output} ({counted(result.n, 'row')}, d = {result.d}, "
                f"{result.mechanism.name}, {spent}{copied}{_shuffled_text(result.shuffled)}) and {result.sidecar}")
 
