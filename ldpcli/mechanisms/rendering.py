@@ -455,7 +455,8 @@ def _secure_class(base: type[Mechanism]) -> type[Mechanism]:
     (E‖R − x‖² = E‖Ẑ − x‖² + E Σ g²f_j(1 − f_j), the rounding being unbiased; the floating-point error
     of Ẑ itself, a relative 1e−16 of the output, is below the printed digits), the reconstruction levels
     say that their bounds hold up to an additive δ (Bhowmick et al. 2018, Lemma 2.2 with δ), and
-    ``describe`` has a ``rendering`` section.
+    ``describe`` has a ``rendering`` section. The base's values are read through ``super()``, which serves a
+    ``property`` and a ``functools.cached_property`` alike (scalar-rel's ``expected_error_max`` is one).
     The name, spec, options and hooks are the base's: the sidecar's spec re-creates the plain mechanism."""
     if base in _SECURE_CLASSES:
         return _SECURE_CLASSES[base]
@@ -466,16 +467,16 @@ def _secure_class(base: type[Mechanism]) -> type[Mechanism]:
         return secure_privatize(self, self.rendering, x, rng)
 
     def delta_exact(self: Any) -> float:
-        return float(base.delta_exact.fget(self)) + self.rendering.delta  # type: ignore[attr-defined]
+        return float(super(cls, self).delta_exact) + self.rendering.delta
 
     def describe_more(self: Any) -> dict[str, Any]:
         return {**base._describe(self), "rendering": self.rendering.describe()}
 
     def expected_error(self: Any) -> float:
-        return float(base.expected_error.fget(self)) + self.rendering.added_error  # type: ignore[attr-defined]
+        return float(super(cls, self).expected_error) + self.rendering.added_error
 
     def expected_error_max(self: Any) -> float:
-        return float(base.expected_error_max.fget(self)) + self.rendering.added_error  # type: ignore[attr-defined]
+        return float(super(cls, self).expected_error_max) + self.rendering.added_error
 
     def levels(self: Any) -> list[RiskEpsilon]:
         plain = risk_epsilons(self.plain())
