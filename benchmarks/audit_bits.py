@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from typing import Any
@@ -132,24 +133,34 @@ def text_line(row: dict[str, Any]) -> str:
             f"{row['seconds_default']:>7.2f}{t_secure:>9}  {marks(row)}")
 
 
+def rounded_up(value: float) -> str:
+    """``value`` > 0 to two significant digits, rounded up (a δ printed as a bound must not shrink)."""
+    exponent = math.floor(math.log10(value)) - 1
+    digits = math.ceil(value / 10.0**exponent * (1.0 - 1e-12))
+    return f"{digits / 10:g}e{exponent + 1}"
+
+
 def markdown_table(rows: list[dict[str, Any]], epsilons: list[float]) -> list[str]:
     """The docs' table: one line per mechanism and d, a default and a secure column per ε. ``*``: ε_lb above ε;
-    ``†``: that audit failed a check; in brackets, the rounded audit's ε_lb where it differs by more than 0.1."""
+    ``†``: that audit failed another of its checks; in brackets, the rounded audit's ε_lb where it differs by more
+    than 0.1."""
     def default(row: dict[str, Any]) -> str:
         rounded = row["epsilon_lb_rounded"]
-        text = f"{row['epsilon_lb_default']:.2f}{'*' if row['leak'] else ''}{'' if row['passed_default'] else '†'}"
+        failed = "" if row["passed_default"] or row["leak"] else "†"
+        text = f"{row['epsilon_lb_default']:.2f}{'*' if row['leak'] else ''}{failed}"
         return text + (f" ({rounded:.2f})" if abs(rounded - row["epsilon_lb_default"]) > 0.1 else "")
 
     def secure(row: dict[str, Any]) -> str:
         if row["rendering"] is None:
             return "—"
-        return f"{row['epsilon_lb_secure']:.2f}{'*' if row['above'] else ''}{'' if row['passed_secure'] else '†'}"
+        failed = "" if row["passed_secure"] or row["above"] else "†"
+        return f"{row['epsilon_lb_secure']:.2f}{'*' if row['above'] else ''}{failed}"
 
     def claim(line: list[dict[str, Any]]) -> str:
         if line[0]["rendering"] is None:
             return "none"
         delta = max(row["delta_secure"] for row in line)
-        return f"{line[0]['rendering']}, δ = 0" if delta == 0.0 else f"{line[0]['rendering']}, δ ≤ {delta:.1g}"
+        return f"{line[0]['rendering']}, δ = 0" if delta == 0.0 else f"{line[0]['rendering']}, δ ≤ {rounded_up(delta)}"
 
     lines = ["| mechanism | d | secure rendering | " + " | ".join(f"ε = {eps:g}: default | secure" for eps in epsilons)
              + " |", "|---|---:|---|" + "---:|---:|" * len(epsilons)]
