@@ -197,6 +197,17 @@ def _z(value: float, tol: float, se: float) -> float:
     return 0.0 if shrunk == 0.0 else math.copysign(math.inf, shrunk)
 
 
+def rounding_allowance(mech: Mechanism) -> float:
+    """The bound on E‖R − Ẑ‖² that a ``--secure`` rendering's unbiased rounding adds to every row (d·g²/4,
+    docs/floating-point.md §2), 0 for the default rendering.
+
+    The rounding leaves the means unchanged but adds Σ_j g²·f_j(1 − f_j) ∈ [0, d·g²/4] to a row's E‖Z − x‖², an amount
+    that depends on the row: the tests below accept any mean error in that interval, not one value.
+    """
+    rendering = getattr(mech, "rendering", None)
+    return float(getattr(rendering, "added_error", 0.0))
+
+
 class Accumulator:
     """Per-branch sums of deviations from the expected branch means and errors, fed chunk by chunk."""
 
@@ -257,7 +268,11 @@ def check_input(
         err_diff = float(acc.err_dev[tested].sum()) / n_f
         se_e = math.sqrt(float(acc.err_dev_sq[tested].sum())) / n_f
         tol_e = error_resolution(observed, delta, mech.d)
-        error_z = _z(err_diff, tol_e, se_e)
+        # E[err_diff] lies in [0, added] against the branches' exact errors (the core's), in [−added, 0] against
+        # the claimed error (which includes the rendering's bound): test the distance from that interval
+        added = rounding_allowance(mech)
+        low, high = (0.0, added) if branches is not None else (-added, 0.0)
+        error_z = _z(err_diff - min(max(err_diff, low), high), tol_e, se_e)
         # each coordinate's sd over the tested rows: within the branches, plus between their means
         seen = k > 0
         branch_means = acc.means[tested][seen] + acc.dev[tested][seen] / k[seen, None]
@@ -291,6 +306,7 @@ def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.Out
     x, rows = acc.x, acc.rows
     probs = np.array([b.probability for b in branches])
     tested = z_tested(branches, x, int(rows.sum()))
+    added = rounding_allowance(acc.mech)
     for b, branch in enumerate(branches):
         seen = int(rows[b])
         test = "z-test" if tested[b] else ("bounded" if seen else "unseen")
@@ -298,11 +314,12 @@ def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.Out
         if test != "bounded":
             continue
         alpha_bound = alpha_each / (2 * len(branches))  # the bounds' share, split (Bonferroni)
-        spread = max(branch.error - float(np.sum((branch.mean - x) ** 2)), 0.0)  # E‖Z − m_b‖²
+        error_max = branch.error + added  # with a secure rendering's rounding
+        spread = max(error_max - float(np.sum((branch.mean - x) ** 2)), 0.0)  # E‖Z − m_b‖²
         dev = float(np.linalg.norm(acc.dev[b]))
         mean_bound = math.sqrt(seen * spread / alpha_bound) + seen * delta
-        tol_e = error_resolution(branch.error, delta, acc.mech.d)
-        error_bound = seen * (branch.error / alpha_bound + tol_e)
+        tol_e = error_resolution(error_max, delta, acc.mech.d)
+        error_bound = seen * (error_max / alpha_bound + tol_e)
         if dev > mean_bound:
             check.rare_ok = False
             check.notes.append(f"branch {branch.name!r} ({seen} rows): ‖Σ(Z − m_b)‖ = {dev:.4g} > Chebyshev bound "
@@ -331,7 +348,8 @@ def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.Out
         check.notes.append(f"the branch means average to E[Z] = x + a vector of size {gap:.3g}: biased")
     # the boundary point's norm is L only to rounding, and E‖Z − x‖² moves with ‖x‖²: 2δ·scale ≥ 16u·(L² + …)
     slack = CLAIMS_RTOL * claimed + 2.0 * delta * scale
-    if (abs(error - claimed) > slack) if boundary else (error > claimed + slack):
+    # the branches' errors are the core's; the claim adds the rendering's rounding bound (0 by default)
+    if (not claimed - added - slack <= error <= claimed + slack) if boundary else (error > claimed + slack):
         check.error_ok = False
         check.notes.append(f"the branch errors average to {error!r}, the mechanism claims "
                            f"{'' if boundary else 'at most '}{claimed!r}")
