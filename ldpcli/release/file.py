@@ -14,8 +14,8 @@ a run takes about as long as encoding and writing the file alone. A dataset dire
 each thread writes its own parts.
 Randomness is keyed (:mod:`ldpcli.release.randomness`): each block of rows has its own generator named by
 (run, input, block index), so a given seed gives the same output whatever the thread count, the
-memory budget or the batch size, and different inputs get independent noise (with ``shuffle``, the
-same rows: their order depends on the memory budget too, :mod:`ldpcli.release.shuffle`). The
+memory budget or the batch size, and different inputs get independent noise (with ``shuffle``, their
+order too: each row's order key is keyed the same way, :mod:`ldpcli.release.shuffle`). The
 output and the sidecar are written to temporary files in the target directory and renamed only
 when everything succeeded; the input is only ever read.
 
@@ -58,9 +58,11 @@ from ldpcli.release.rowhash import RowDigest
 from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
 from ldpcli.release.shuffle import (
     ExternalShuffle,
+    OrderKeys,
     check_pure,
     check_shuffle,
-    order_generator,
+    keyed_rows,
+    order_root,
     shuffle_delta,
     shuffled_section,
 )
@@ -494,7 +496,9 @@ def privatize_file(
             mech = secured(mech, options.secure_delta)
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
         if options.shuffle:
-            check_pure(release_cost(mech).delta, mech.name)
+            rendering = getattr(mech, "rendering", None)  # `secure`'s (ldpcli.mechanisms.rendering)
+            check_pure(release_cost(mech).delta, mech.name,
+                       rendering_delta=rendering.delta if rendering is not None else 0.0)
             if reader.num_rows is not None:  # n can only fall below it (skip_invalid): refuse now, not after the work
                 shuffle_delta(reader.num_rows, options.shuffle_delta)
         try:
@@ -518,12 +522,13 @@ def privatize_file(
             dtype=options.dtype, like=reader, codec=options.compression,
         ) as writer, contextlib.ExitStack() as held:
             shuffler = held.enter_context(ExternalShuffle(
-                mech.d, order_generator(root, key, seed is not None), memory=memory // 2, directory=target.parent,
+                mech.d, memory=memory // 2, directory=target.parent,
             )) if options.shuffle else None
+            order = OrderKeys(order_root(root, seed is not None), key) if options.shuffle else None
             try:
                 n, n_clipped = _run(
                     reader, writer if shuffler is None else shuffler,
-                    _Privatizer(mech, root, key, reader.precision, copies, options.rng), threads, on_rows,
+                    _Privatizer(mech, root, key, reader.precision, copies, options.rng, order), threads, on_rows,
                     fingerprint, row_digest,
                 )
             finally:
@@ -592,9 +597,18 @@ class _Privatizer:
     precision: float  # unit roundoff of the input's values (the domain's slack depends on it)
     copies: int = 1  # independent outputs per row, side by side, drawn one after the other per block
     rng: str = DEFAULT_RNG  # the key blocks' generator: "pcg64" or "secure" (ChaCha20)
+    #: With ``shuffle``: the rows' order keys, put before their values (:func:`ldpcli.release.shuffle.keyed_rows`).
+    order: OrderKeys | None = None
 
     def __call__(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
-        """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``."""
+        """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``; with
+        ``order``, each row's order key before its values."""
+        out, moved = self._privatized(values, first_row)
+        if self.order is not None:
+            out = keyed_rows(self.order(first_row, out.shape[0], self.mech.d), out)
+        return out, moved
+
+    def _privatized(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
         values, moved = self.mech.project(values, self.precision)
         blocks = list(block_generators(self.root, self.key, first_row, values.shape[0], self.mech.d, rng=self.rng))
         if len(blocks) == 1 and self.copies == 1:
