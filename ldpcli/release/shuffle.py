@@ -455,26 +455,15 @@ class ShuffleClaim:
         0 < ε_local, 0 ≤ lower ≤ upper, closed form None or > 0, a theorem, at least one assumption)."""
         if not isinstance(data, Mapping):
             raise ValueError("is not an object")
-        numbers: dict[str, float | int | None] = {}
-        for name in ("n", "delta", "epsilon_local", "epsilon_central_upper", "epsilon_central_lower",
-                     "epsilon_central_closed_form"):
-            value = data.get(name)
-            kinds = (int,) if name == "n" else (int, float)
-            optional = name == "epsilon_central_closed_form" and value is None
-            if not optional and (not isinstance(value, kinds) or isinstance(value, bool)
-                                 or not math.isfinite(value)):
-                raise ValueError(f"field {name!r} is missing or not a finite {'integer' if name == 'n' else 'number'}")
-            numbers[name] = value
-        count, delta = numbers["n"], numbers["delta"]
-        upper, lower = numbers["epsilon_central_upper"], numbers["epsilon_central_lower"]
-        closed = numbers["epsilon_central_closed_form"]
-        assert isinstance(count, int) and isinstance(delta, (int, float))
-        assert isinstance(upper, (int, float)) and isinstance(lower, (int, float))
+        count = int(_number(data, "n", integer=True))
+        delta, local = _number(data, "delta"), _number(data, "epsilon_local")
+        upper, lower = _number(data, "epsilon_central_upper"), _number(data, "epsilon_central_lower")
+        closed = None if data.get("epsilon_central_closed_form") is None else _number(data, "epsilon_central_closed_form")
         if count != n:
             raise ValueError(f"field 'n' is {count} but the release has {n} rows")
         if count < 2 or not 0 < delta < 1 / count:
             raise ValueError(f"field 'delta' is {delta!r}, outside (0, 1/n) for n = {count}")
-        if not numbers["epsilon_local"] > 0:  # type: ignore[operator]
+        if not local > 0:
             raise ValueError("field 'epsilon_local' must be > 0")
         if not 0 <= lower <= upper or upper <= 0:
             raise ValueError(f"field 'epsilon_central_upper' ({upper!r}) must be > 0 and at least "
@@ -487,5 +476,18 @@ class ShuffleClaim:
         if (not isinstance(assumptions, list) or not assumptions
                 or not all(isinstance(item, str) and item for item in assumptions)):
             raise ValueError("field 'assumptions' is missing or not a list of texts")
-        return cls(count, float(delta), float(numbers["epsilon_local"]),  # type: ignore[arg-type]
-                   float(upper), float(lower), None if closed is None else float(closed), theorem, tuple(assumptions))
+        return cls(count, delta, local, upper, lower, closed, theorem, tuple(assumptions))
+
+
+def _number(data: Mapping[str, Any], name: str, *, integer: bool = False) -> float:
+    """``data[name]`` when it is a finite number as a float, or an int when ``integer`` (a bool is neither),
+    else ValueError naming the field."""
+    value = data.get(name)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if integer:
+            return value
+        with contextlib.suppress(OverflowError):
+            return float(value)
+    if isinstance(value, float) and not integer and math.isfinite(value):
+        return value
+    raise ValueError(f"field {name!r} is missing or not a finite {'integer' if integer else 'number'}")
