@@ -189,8 +189,10 @@ class ExternalShuffle:
         #: Rows written so far.
         self.n = 0
         self._held: list[np.ndarray] = []
-        self._buckets: list[IO[bytes]] = []
-        self._sizes = np.zeros(fanout, dtype=np.int64)
+        #: The bucket files by bucket, each made when its first row comes (so a large K costs no idle files).
+        self._buckets: dict[int, IO[bytes]] = {}
+        self._sizes: dict[int, int] = {}
+        self._spilled = False
 
     def __enter__(self) -> ExternalShuffle:
         return self
@@ -202,7 +204,7 @@ class ExternalShuffle:
     def close(self) -> None:
         """Free the rows held and every bucket file (safe to repeat)."""
         self._held.clear()
-        for bucket in self._buckets:
+        for bucket in self._buckets.values():
             with contextlib.suppress(OSError):
                 bucket.close()
         self._buckets.clear()
@@ -210,7 +212,7 @@ class ExternalShuffle:
     @property
     def spilled(self) -> bool:
         """Whether the rows went to bucket files (they did not fit in memory)."""
-        return bool(self._buckets)
+        return self._spilled
 
     @property
     def exhausted(self) -> bool:
@@ -234,7 +236,7 @@ class ExternalShuffle:
             return
         self._held.append(records)
         if self.n > self.capacity:  # no longer fits: every row held so far goes to a bucket file
-            self._buckets = [self._bucket_file() for _ in range(self.fanout)]
+            self._spilled = True
             held, self._held = self._held, []
             for block in held:
                 self._scatter(block)
@@ -255,10 +257,9 @@ class ExternalShuffle:
             checkpoint(SCATTERED)  # the crash tests' fault: a kill, or a full disk, between scatter and gather
         except OSError as exc:
             raise self._failed(exc) from exc
-        for bucket, size in zip(self._buckets, self._sizes.tolist()):
+        for index in sorted(self._buckets):
             interrupts.check()
-            if size == 0:
-                continue
+            bucket, size = self._buckets[index], self._sizes[index]
             bucket.seek(0)
             if size <= self.capacity:
                 yield from self._ordered(self._read(bucket, size), batch_rows)
@@ -285,17 +286,18 @@ class ExternalShuffle:
         """Each record to the bucket its key's next digit names, with that digit taken off the key; a bucket's
         records keep their order (a stable sort)."""
         labels, keys = split_keys(records[:, :KEY_WORDS], self.fanout)
-        counts = np.bincount(labels, minlength=self.fanout)
         order = np.argsort(labels, kind="stable")
         grouped = records[order]
         grouped[:, :KEY_WORDS] = keys[order]
-        bounds = np.concatenate(([0], np.cumsum(counts)))
-        try:
-            for index in np.flatnonzero(counts).tolist():
-                self._buckets[index].write(grouped[bounds[index]: bounds[index + 1]].data.cast("B"))
-        except OSError as exc:
-            raise self._failed(exc) from exc
-        self._sizes += counts
+        present, starts, counts = np.unique(labels[order], return_index=True, return_counts=True)
+        for index, start, count in zip(present.tolist(), starts.tolist(), counts.tolist()):
+            if index not in self._buckets:
+                self._buckets[index], self._sizes[index] = self._bucket_file(), 0
+            try:
+                self._buckets[index].write(grouped[start: start + count].data.cast("B"))
+            except OSError as exc:
+                raise self._failed(exc) from exc
+            self._sizes[index] += count
 
     def _read(self, bucket: IO[bytes], rows: int) -> np.ndarray:
         """The next ``rows`` records of a bucket file."""

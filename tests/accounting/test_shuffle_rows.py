@@ -173,3 +173,47 @@ def test_a_dataset_directory_is_not_shuffled(tmp_path: Path, source: Path) -> No
                           options=ReleaseOptions(shuffle=True, columns=Columns(column="vec")))
     assert not (tmp_path / "ds").exists()
 
+
+
+# --- the order is the sort order of the keys, whatever the levels ----------------------------------------------
+
+
+def sorted_by_keys(keys: np.ndarray, memory: int, fanout: int, directory: Path) -> np.ndarray:
+    """Row indices in the order an external shuffle writes rows 0..n−1 with these keys (width 1)."""
+    rows = np.arange(keys.shape[0], dtype=np.float64).reshape(-1, 1)
+    with ExternalShuffle(1, memory=memory, directory=directory, fanout=fanout) as shuffle:
+        for start in range(0, keys.shape[0], 37):
+            shuffle.write(keyed_rows(keys[start: start + 37], rows[start: start + 37]))
+        return np.concatenate(list(shuffle.rows(50)))[:, 0].astype(np.int64)
+
+
+@pytest.mark.parametrize(("memory", "fanout"), [(10**6, 64), (20 * RECORD, 2), (RECORD, 3), (7 * RECORD, 64),
+                                                (RECORD, 2**32 - 1)])
+def test_the_rows_come_out_sorted_by_key_and_ties_by_position(tmp_path: Path, memory: int, fanout: int) -> None:
+    """In memory, through one level or many (a budget of one row, K = 3 or K = 2³² − 1): always the stable
+    sort by the 128-bit key. Keys drawn from a few values make ties (equal high words, equal whole keys)."""
+    rng = np.random.default_rng(3)
+    keys = random_keys(rng, 300)
+    keys[::3, 0] = keys[0, 0]  # a third of the rows share the high word
+    keys[::7] = keys[1]  # and some share the whole key: they must keep their input order
+    expected = np.lexsort((keys[:, 1], keys[:, 0]))
+    assert np.array_equal(sorted_by_keys(keys, memory, fanout, tmp_path), expected)
+
+
+def test_rows_of_one_key_leave_the_last_level_in_input_order(tmp_path: Path) -> None:
+    """Equal keys cannot be split: after ⌈128 / log₂ K⌉ levels their bucket is written in input order."""
+    keys = np.tile(random_keys(np.random.default_rng(4), 1), (5, 1))
+    assert sorted_by_keys(keys, RECORD, 2**16, tmp_path).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_split_keys_is_the_next_base_k_digit_of_the_128_bit_key() -> None:
+    from ldpcli.release.shuffle import split_keys
+
+    rng = np.random.default_rng(5)
+    keys = np.concatenate([random_keys(rng, 500), np.array([[2**64 - 1, 2**64 - 1], [0, 0], [2**63, 0]],
+                                                           dtype=np.uint64)])
+    for fanout in (2, 3, 64, 1000, 2**32 - 1):
+        bucket, after = split_keys(keys, fanout)
+        for row, (digit, (high, low)) in enumerate(zip(bucket.tolist(), after.tolist())):
+            u = (int(keys[row, 0]) << 64) | int(keys[row, 1])
+            assert digit == (u * fanout) >> 128 and (high << 64 | low) == (u * fanout) % 2**128
