@@ -59,9 +59,9 @@ from ldpcli.release.safety import check_clip_fraction, check_clipping, check_eps
 from ldpcli.release.shuffle import (
     ExternalShuffle,
     OrderKeys,
+    Privatize,
     check_pure,
     check_shuffle,
-    keyed_rows,
     order_root,
     shuffle_delta,
     shuffled_section,
@@ -496,9 +496,7 @@ def privatize_file(
             mech = secured(mech, options.secure_delta)
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
         if options.shuffle:
-            rendering = getattr(mech, "rendering", None)  # `secure`'s (ldpcli.mechanisms.rendering)
-            check_pure(release_cost(mech).delta, mech.name,
-                       rendering_delta=rendering.delta if rendering is not None else 0.0)
+            check_pure(mech)
             if reader.num_rows is not None:  # n can only fall below it (skip_invalid): refuse now, not after the work
                 shuffle_delta(reader.num_rows, options.shuffle_delta)
         try:
@@ -524,11 +522,11 @@ def privatize_file(
             shuffler = held.enter_context(ExternalShuffle(
                 mech.d, memory=memory // 2, directory=target.parent,
             )) if options.shuffle else None
-            order = OrderKeys(order_root(root, seed is not None), key) if options.shuffle else None
+            privatize = _Privatizer(mech, root, key, reader.precision, copies, options.rng)
             try:
                 n, n_clipped = _run(
-                    reader, writer if shuffler is None else shuffler,
-                    _Privatizer(mech, root, key, reader.precision, copies, options.rng, order), threads, on_rows,
+                    reader, writer if shuffler is None else shuffler, privatize if shuffler is None else
+                    OrderKeys(order_root(root, seed is not None), key).keyed(privatize, mech.d), threads, on_rows,
                     fingerprint, row_digest,
                 )
             finally:
@@ -597,18 +595,9 @@ class _Privatizer:
     precision: float  # unit roundoff of the input's values (the domain's slack depends on it)
     copies: int = 1  # independent outputs per row, side by side, drawn one after the other per block
     rng: str = DEFAULT_RNG  # the key blocks' generator: "pcg64" or "secure" (ChaCha20)
-    #: With ``shuffle``: the rows' order keys, put before their values (:func:`ldpcli.release.shuffle.keyed_rows`).
-    order: OrderKeys | None = None
 
     def __call__(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
-        """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``; with
-        ``order``, each row's order key before its values."""
-        out, moved = self._privatized(values, first_row)
-        if self.order is not None:
-            out = keyed_rows(self.order(first_row, out.shape[0], self.mech.d), out)
-        return out, moved
-
-    def _privatized(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
+        """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``."""
         values, moved = self.mech.project(values, self.precision)
         blocks = list(block_generators(self.root, self.key, first_row, values.shape[0], self.mech.d, rng=self.rng))
         if len(blocks) == 1 and self.copies == 1:
@@ -632,7 +621,7 @@ def _feed(batch: VectorBatch, fingerprint: InputFingerprint | None, row_digest: 
 def _run(
     reader: VectorReader,
     writer: AtomicVectorWriter | ExternalShuffle,
-    privatize: _Privatizer,
+    privatize: Privatize,
     threads: int,
     on_rows: Callable[[int], None] | None,
     fingerprint: InputFingerprint | None = None,

@@ -47,7 +47,7 @@ from __future__ import annotations
 import contextlib
 import math
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -62,6 +62,8 @@ from ldpcli.io.faults import checkpoint
 from ldpcli.io.messages import _reason
 from ldpcli.math.bitgen import require_randomgen, secure_generator
 from ldpcli.math.shuffling import check_central_delta, shuffle_bound
+from ldpcli.mechanisms import Mechanism
+from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.randomness import key_block_rows, root_seed
 
 #: Bucket files per level of the external shuffle. With the default memory budget (256 MB, of which
@@ -77,6 +79,9 @@ KEY_WORDS = 2
 #: The fault step (:mod:`ldpcli.io.faults`) between the scatter into bucket files and the gather
 #: into the output: the crash tests kill the run there.
 SCATTERED = "shuffle-scattered"
+
+#: A batch's work: (input rows, their first row's position) → (privatized rows, rows moved onto the domain).
+Privatize = Callable[[np.ndarray, int], tuple[np.ndarray, int]]
 
 _LOW32 = np.uint64(0xFFFF_FFFF)
 _SHIFT32 = np.uint64(32)
@@ -124,6 +129,16 @@ class OrderKeys:
             stream = order_generator(self.root, self.key, True, (first_row + start) // block).bit_generator
             keys[start:stop] = stream.random_raw(KEY_WORDS * (stop - start)).reshape(-1, KEY_WORDS)
         return keys
+
+    def keyed(self, privatize: Privatize, d: int) -> Privatize:
+        """``privatize`` (rows of dimension ``d`` and their first row → privatized rows, rows moved) with each
+        row's key put before its values (:func:`keyed_rows`): the records :meth:`ExternalShuffle.write` takes."""
+
+        def with_keys(values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
+            out, moved = privatize(values, first_row)
+            return keyed_rows(self(first_row, out.shape[0], d), out), moved
+
+        return with_keys
 
 
 def keyed_rows(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -350,13 +365,15 @@ def check_shuffle(*, shuffle: bool, delta: float | None, keep: Sequence[str], co
     require_randomgen()
 
 
-def check_pure(delta: float, mechanism: str, *, rendering_delta: float = 0.0) -> None:
+def check_pure(mech: Mechanism) -> None:
     """UsageError for reports that are not pure ε0-LDP: the shuffle bound is for pure ε0-LDP reports only.
 
-    ``delta`` is the release's δ; ``rendering_delta`` the part of it that a secure rendering adds
-    (:mod:`ldpcli.mechanisms.rendering`: a grid or sign rendering's δ > 0; a finite one's is 0 and keeps a
-    pure mechanism pure). Refused: a mechanism that is (ε0, δ0)-LDP itself (the Gaussian baseline), and a
-    pure one made (ε0, δ)-LDP by its rendering, each with its own reason."""
+    Refused, each with its own reason: a mechanism that is (ε0, δ0)-LDP itself (the Gaussian baseline),
+    and a pure one made (ε0, δ)-LDP by its secure rendering (:mod:`ldpcli.mechanisms.rendering`: a grid
+    or sign rendering's δ > 0; a finite one's is 0 and keeps a pure mechanism pure)."""
+    delta, mechanism = release_cost(mech).delta, mech.name
+    rendering = getattr(mech, "rendering", None)  # `secure`'s, else None
+    rendering_delta = rendering.delta if rendering is not None else 0.0
     if delta > 0 and rendering_delta > 0 and delta <= rendering_delta:
         raise UsageError(
             f"`shuffle` with `secure`: {mechanism}'s secure rendering adds δ = {rendering_delta:g} to its guarantee "
