@@ -45,6 +45,7 @@ as :class:`ShuffleClaim` (:meth:`ShuffleClaim.from_dict`).
 from __future__ import annotations
 
 import contextlib
+import decimal
 import math
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -408,6 +409,11 @@ def tie_distance(n: int) -> float:
     return float(n) ** 2 / 2.0**129
 
 
+def _rounded_up(value: float) -> str:
+    """A bound in three significant digits, rounded up (so still a bound)."""
+    return f"{decimal.Context(prec=3, rounding=decimal.ROUND_CEILING).create_decimal(value):g}"
+
+
 def shuffle_assumptions(reproducible: bool, n: int, epsilon: float) -> list[str]:
     """What the central claim of a shuffled release rests on, in words (the sidecar's ``assumptions``): ``n``
     the rows, ``epsilon`` the central ε claimed (for the order's distance from uniform, :func:`tie_distance`)."""
@@ -421,8 +427,9 @@ def shuffle_assumptions(reproducible: bool, n: int, epsilon: float) -> list[str]
         "the order was drawn from a cryptographically secure generator (ChaCha20, seeded from the operating "
         "system), so it cannot be predicted",
         f"the order sorts the rows by keys of 128 random bits (equal keys by position): it is within "
-        f"n²/2¹²⁹ = {tie_distance(n):.3g} of a uniformly random order in total variation, so the claim, the "
-        f"bound's for a uniform order, holds for this one with δ larger by at most (1 + e^ε)·n²/2¹²⁹ = {slack:.3g}",
+        f"n²/2¹²⁹ ≤ {_rounded_up(tie_distance(n))} of a uniformly random order in total variation, so the claim, "
+        f"the bound's for a uniform order, holds for this one with δ larger by at most (1 + e^ε)·n²/2¹²⁹ ≤ "
+        f"{_rounded_up(slack)}",
     ]
     if reproducible:
         said[3] = ("seeded run: the order was drawn from ChaCha20 keyed by the seed, so whoever knows the seed "

@@ -102,3 +102,19 @@ def test_estimate_mean_says_the_rows_were_shuffled_and_their_central_epsilon(rel
     plain = ldp("estimate-mean", released / "plain.parquet", "--json")
     assert json.loads(plain.stdout)["shuffled"] is None and "shuffled" not in plain.stderr
     assert "shuffled" not in ldp("estimate-mean", released / "shuffled.parquet", "-q").stderr
+
+
+def test_the_assumptions_state_the_orders_distance_from_uniform_and_the_delta_it_adds(released: Path) -> None:
+    """n²/2¹²⁹ bounds the chance that two of the n 128-bit keys tie; (1 + e^ε)·n²/2¹²⁹ the δ that adds. Both are
+    shown rounded up."""
+    import math
+
+    claim = ldpcli.open_release(released / "shuffled.parquet").shuffled
+    assert claim is not None
+    said = [text for text in claim.assumptions if "128 random bits" in text]
+    assert len(said) == 1 and "total variation" in said[0], claim.assumptions
+    distance = float(said[0].split("n²/2¹²⁹ ≤ ")[1].split()[0])
+    slack = float(said[0].split("(1 + e^ε)·n²/2¹²⁹ ≤ ")[1].split()[0])
+    exact = ROWS**2 / 2**129
+    assert exact <= distance <= exact * 1.01
+    assert (1 + math.exp(claim.epsilon_central_upper)) * exact <= slack <= (1 + math.exp(claim.epsilon_central_upper)) * exact * 1.01
