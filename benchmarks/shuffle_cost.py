@@ -1,8 +1,9 @@
 """What ``--shuffle`` costs `privatize_file`: the same file with and without the shuffle, in one run.
 
 With ``shuffle=True`` the privatized rows are held in memory while they fit half of ``--memory``, and
-otherwise go through 64 bucket files beside the output (Rao–Sandelius, :mod:`ldpcli.release.shuffle`)
-before they are written; the order is drawn from ChaCha20. The run times both sides interleaved
+otherwise go through 64 bucket files beside the output (:mod:`ldpcli.release.shuffle`: bucketed by the
+leading digit of each row's 128-bit ChaCha20 order key, each bucket then sorted by key) before they are
+written. The run times both sides interleaved
 (plain, shuffled, plain, …; one untimed round first), for the default budget (256 MB: rows of a file
 that fits in 128 MB are shuffled in memory) and for a budget that sends every row through the bucket
 files (``--small-memory``, default 16 MB). The ratio is shuffled ÷ plain, medians of ``--repeat`` runs.

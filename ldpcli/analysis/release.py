@@ -30,6 +30,7 @@ from ldpcli.io import file_sha256
 from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.arrays import ReleaseRecord, privatize_rows
 from ldpcli.release.options import ReleaseOptions
+from ldpcli.release.shuffle import ShuffleClaim
 from ldpcli.release.sidecar import Sidecar
 from ldpcli.release.signing import PublicKey
 
@@ -100,6 +101,14 @@ class Release(ReleaseRecord):
     def copies(self) -> int:
         """Independent privatized copies of each row (``copies`` of :func:`privatize_file`; 1 in memory)."""
         return self.sidecars[0].layout.copies if self.sidecars else 1
+
+    @property
+    def shuffled(self) -> ShuffleClaim | None:
+        """The central claim of a release of one file written in a uniformly random order (``privatize_file``
+        with ``shuffle``): ``epsilon_central_upper`` at ``delta`` for its n reports, under its ``assumptions``
+        (:class:`~ldpcli.release.shuffle.ShuffleClaim`, checked on opening). None in memory, for an unshuffled
+        release, and for several files (each was shuffled apart: each file's is ``sidecars[i].shuffled``)."""
+        return self.sidecars[0].shuffled if len(self.sidecars) == 1 else None
 
     @property
     def epsilon_total(self) -> float:

@@ -14,8 +14,8 @@ a run takes about as long as encoding and writing the file alone. A dataset dire
 each thread writes its own parts.
 Randomness is keyed (:mod:`ldpcli.release.randomness`): each block of rows has its own generator named by
 (run, input, block index), so a given seed gives the same output whatever the thread count, the
-memory budget or the batch size, and different inputs get independent noise (with ``shuffle``, the
-same rows: their order depends on the memory budget too, :mod:`ldpcli.release.shuffle`). The
+memory budget or the batch size, and different inputs get independent noise (with ``shuffle``, their
+order too: each row's order key is keyed the same way, :mod:`ldpcli.release.shuffle`). The
 output and the sidecar are written to temporary files in the target directory and renamed only
 when everything succeeded; the input is only ever read.
 
@@ -58,9 +58,11 @@ from ldpcli.release.rowhash import RowDigest
 from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
 from ldpcli.release.shuffle import (
     ExternalShuffle,
+    OrderKeys,
+    Privatize,
     check_pure,
     check_shuffle,
-    order_generator,
+    order_root,
     shuffle_delta,
     shuffled_section,
 )
@@ -494,7 +496,7 @@ def privatize_file(
             mech = secured(mech, options.secure_delta)
         mech.describe()  # UsageError now, before any row is read, if a number would not be finite
         if options.shuffle:
-            check_pure(release_cost(mech).delta, mech.name)
+            check_pure(mech)
             if reader.num_rows is not None:  # n can only fall below it (skip_invalid): refuse now, not after the work
                 shuffle_delta(reader.num_rows, options.shuffle_delta)
         try:
@@ -518,12 +520,13 @@ def privatize_file(
             dtype=options.dtype, like=reader, codec=options.compression,
         ) as writer, contextlib.ExitStack() as held:
             shuffler = held.enter_context(ExternalShuffle(
-                mech.d, order_generator(root, key, seed is not None), memory=memory // 2, directory=target.parent,
+                mech.d, memory=memory // 2, directory=target.parent,
             )) if options.shuffle else None
+            privatize = _Privatizer(mech, root, key, reader.precision, copies, options.rng)
             try:
                 n, n_clipped = _run(
-                    reader, writer if shuffler is None else shuffler,
-                    _Privatizer(mech, root, key, reader.precision, copies, options.rng), threads, on_rows,
+                    reader, writer if shuffler is None else shuffler, privatize if shuffler is None else
+                    OrderKeys(order_root(root, seed is not None), key).keyed(privatize, mech.d), threads, on_rows,
                     fingerprint, row_digest,
                 )
             finally:
@@ -618,7 +621,7 @@ def _feed(batch: VectorBatch, fingerprint: InputFingerprint | None, row_digest: 
 def _run(
     reader: VectorReader,
     writer: AtomicVectorWriter | ExternalShuffle,
-    privatize: _Privatizer,
+    privatize: Privatize,
     threads: int,
     on_rows: Callable[[int], None] | None,
     fingerprint: InputFingerprint | None = None,

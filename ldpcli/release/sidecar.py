@@ -89,6 +89,7 @@ from ldpcli.mechanisms.rendering import as_recorded
 from ldpcli.release.randomness import DEFAULT_RNG, randomness_record
 from ldpcli.release.rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
 from ldpcli.release.safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
+from ldpcli.release.shuffle import ShuffleClaim
 
 FORMAT = "ldp-sidecar"
 #: The version ``build_sidecar`` writes; ``load_sidecar`` reads this one and every older one.
@@ -347,6 +348,9 @@ class Sidecar:
     part: DatasetPart | None = None
     #: ``release.row_sketch``'s values (ascending), None when not recorded (no ledger, older sidecars).
     row_sketch: tuple[int, ...] | None = None
+    #: ``release.shuffled``: the central claim of a release written in a uniformly random order
+    #: (``privatize --shuffle``, :class:`ldpcli.release.shuffle.ShuffleClaim`), None for any other.
+    shuffled: ShuffleClaim | None = None
 
     @property
     def d(self) -> int:
@@ -492,6 +496,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     input_tag: str | None = None
     part: DatasetPart | None = None
     row_sketch: tuple[int, ...] | None = None
+    shuffled: ShuffleClaim | None = None
     if v2:  # fields added within version 2: absent from the sidecars written before them
         if _lookup(content, "data.dtype") is not _MISSING:
             dtype, dtype_recorded = _field(path, content, "data.dtype", str), True
@@ -514,6 +519,12 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
             part = _dataset_part(path, content)
         if _lookup(content, "release.row_sketch") is not _MISSING:
             row_sketch = _row_sketch(path, content, n)
+        if _lookup(content, "release.shuffled") is not _MISSING:
+            try:
+                shuffled = ShuffleClaim.from_dict(content["release"]["shuffled"], n)
+            except ValueError as exc:
+                raise DataError(f"{path}: 'release.shuffled' {exc}; the sidecar was edited, restore it from the "
+                                "privatize run") from exc
         if _lookup(content, "mechanism.baseline") is not _MISSING:
             recorded_baseline = _field(path, content, "mechanism.baseline", bool)
             if recorded_baseline != baseline:
@@ -526,7 +537,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         path=path, content=content, mechanism=mechanism, layout=layout, n=n, sha256=sha256,
         spec=mechanism.spec, version=version, data_file=data_file, dtype=dtype, dtype_recorded=dtype_recorded,
         unprivatized_columns=unprivatized, warnings=warnings, baseline=baseline, input_tag=input_tag, part=part,
-        row_sketch=row_sketch,
+        row_sketch=row_sketch, shuffled=shuffled,
     )
 
 

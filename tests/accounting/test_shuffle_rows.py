@@ -22,16 +22,23 @@ from ldpcli.errors import UsageError
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.file import privatize_file
 from ldpcli.release.options import Columns, ReleaseOptions
-from ldpcli.release.shuffle import ExternalShuffle, order_generator, shuffle_delta
+from ldpcli.release.shuffle import ExternalShuffle, keyed_rows, order_generator, shuffle_delta
 
 ORDERS = list(itertools.permutations(range(4)))
+#: Bytes of one record of a row of width 1: its 128-bit order key and its value.
+RECORD = 24
+
+
+def random_keys(rng: np.random.Generator, rows: int) -> np.ndarray:
+    """Order keys as the release draws them: 128 uniform bits a row (two uint64 words)."""
+    return rng.integers(0, 2**64, size=(rows, 2), dtype=np.uint64)
 
 
 def shuffled_order(rng: np.random.Generator, directory: Path, *, memory: int, fanout: int) -> tuple[int, ...]:
     """The order an external shuffle gives rows 0, 1, 2, 3 (written in two batches), read back in batches of 3."""
-    with ExternalShuffle(1, rng, memory=memory, directory=directory, fanout=fanout) as shuffle:
-        shuffle.write(np.array([[0.0], [1.0]]))
-        shuffle.write(np.array([[2.0], [3.0]]))
+    with ExternalShuffle(1, memory=memory, directory=directory, fanout=fanout) as shuffle:
+        shuffle.write(keyed_rows(random_keys(rng, 2), np.array([[0.0], [1.0]])))
+        shuffle.write(keyed_rows(random_keys(rng, 2), np.array([[2.0], [3.0]])))
         out = np.concatenate(list(shuffle.rows(3)))
     return tuple(int(v) for v in out[:, 0])
 
@@ -53,7 +60,7 @@ def chi_square_p(counts: np.ndarray) -> float:
 ALPHA = 1e-4
 
 
-@pytest.mark.parametrize(("memory", "fanout"), [(8, 2), (16, 2), (24, 3), (1024, 2)],
+@pytest.mark.parametrize(("memory", "fanout"), [(RECORD, 2), (2 * RECORD, 2), (3 * RECORD, 3), (1024, 2)],
                          ids=["one-row-K2", "two-rows-K2", "three-rows-K3", "in-memory"])
 def test_every_order_of_four_rows_is_equally_likely(tmp_path: Path, memory: int, fanout: int) -> None:
     """24 orders × 100 expected each: Pearson's statistic, χ²(23) under uniformity, must not reach its
@@ -69,7 +76,7 @@ def test_the_uniformity_test_sees_buckets_left_in_their_order(tmp_path: Path, mo
     down to single rows, which is itself a uniform shuffle: the buckets of two rows show the order's part.)"""
     monkeypatch.setattr(ExternalShuffle, "_ordered",
                         lambda self, block, batch_rows: iter([block[i: i + batch_rows] for i in range(0, len(block), batch_rows)]))
-    counts = order_counts(tmp_path, 2400, memory=16, fanout=2, seed=11)
+    counts = order_counts(tmp_path, 2400, memory=2 * RECORD, fanout=2, seed=11)
     assert chi_square_p(counts) < ALPHA, counts
 
 
@@ -85,10 +92,11 @@ def test_a_large_shuffle_never_holds_more_than_its_memory_and_returns_every_row_
         return original(self, bucket, size)  # type: ignore[arg-type]
 
     monkeypatch.setattr(ExternalShuffle, "_read", counting)
-    memory = 100 * 4 * 8  # 100 rows of 4 float64
-    with ExternalShuffle(4, np.random.default_rng(1), memory=memory, directory=tmp_path, fanout=8) as shuffle:
+    memory = 100 * (2 + 4) * 8  # 100 records of a 128-bit key and 4 float64
+    keys = random_keys(np.random.default_rng(1), 5000)
+    with ExternalShuffle(4, memory=memory, directory=tmp_path, fanout=8) as shuffle:
         for start in range(0, 5000, 700):
-            shuffle.write(rows[start: start + 700])
+            shuffle.write(keyed_rows(keys[start: start + 700], rows[start: start + 700]))
         assert shuffle.spilled and shuffle.n == 5000
         batches = list(shuffle.rows(64))
     out = np.concatenate(batches)
@@ -165,3 +173,47 @@ def test_a_dataset_directory_is_not_shuffled(tmp_path: Path, source: Path) -> No
                           options=ReleaseOptions(shuffle=True, columns=Columns(column="vec")))
     assert not (tmp_path / "ds").exists()
 
+
+
+# --- the order is the sort order of the keys, whatever the levels ----------------------------------------------
+
+
+def sorted_by_keys(keys: np.ndarray, memory: int, fanout: int, directory: Path) -> np.ndarray:
+    """Row indices in the order an external shuffle writes rows 0..n−1 with these keys (width 1)."""
+    rows = np.arange(keys.shape[0], dtype=np.float64).reshape(-1, 1)
+    with ExternalShuffle(1, memory=memory, directory=directory, fanout=fanout) as shuffle:
+        for start in range(0, keys.shape[0], 37):
+            shuffle.write(keyed_rows(keys[start: start + 37], rows[start: start + 37]))
+        return np.concatenate(list(shuffle.rows(50)))[:, 0].astype(np.int64)
+
+
+@pytest.mark.parametrize(("memory", "fanout"), [(10**6, 64), (20 * RECORD, 2), (RECORD, 3), (7 * RECORD, 64),
+                                                (RECORD, 2**32 - 1)])
+def test_the_rows_come_out_sorted_by_key_and_ties_by_position(tmp_path: Path, memory: int, fanout: int) -> None:
+    """In memory, through one level or many (a budget of one row, K = 3 or K = 2³² − 1): always the stable
+    sort by the 128-bit key. Keys drawn from a few values make ties (equal high words, equal whole keys)."""
+    rng = np.random.default_rng(3)
+    keys = random_keys(rng, 300)
+    keys[::3, 0] = keys[0, 0]  # a third of the rows share the high word
+    keys[::7] = keys[1]  # and some share the whole key: they must keep their input order
+    expected = np.lexsort((keys[:, 1], keys[:, 0]))
+    assert np.array_equal(sorted_by_keys(keys, memory, fanout, tmp_path), expected)
+
+
+def test_rows_of_one_key_leave_the_last_level_in_input_order(tmp_path: Path) -> None:
+    """Equal keys cannot be split: after ⌈128 / log₂ K⌉ levels their bucket is written in input order."""
+    keys = np.tile(random_keys(np.random.default_rng(4), 1), (5, 1))
+    assert sorted_by_keys(keys, RECORD, 2**16, tmp_path).tolist() == [0, 1, 2, 3, 4]
+
+
+def test_split_keys_is_the_next_base_k_digit_of_the_128_bit_key() -> None:
+    from ldpcli.release.shuffle import split_keys
+
+    rng = np.random.default_rng(5)
+    keys = np.concatenate([random_keys(rng, 500), np.array([[2**64 - 1, 2**64 - 1], [0, 0], [2**63, 0]],
+                                                           dtype=np.uint64)])
+    for fanout in (2, 3, 64, 1000, 2**32 - 1):
+        bucket, after = split_keys(keys, fanout)
+        for row, (digit, (high, low)) in enumerate(zip(bucket.tolist(), after.tolist())):
+            u = (int(keys[row, 0]) << 64) | int(keys[row, 1])
+            assert digit == (u * fanout) >> 128 and (high << 64 | low) == (u * fanout) % 2**128

@@ -130,6 +130,28 @@ def test_a_shuffle_it_cannot_stand_behind_is_refused_in_one_line(tmp_path: Path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
 
+@pytest.mark.parametrize("mechanism", ["privunit2", "duchi-l2"])
+def test_a_secure_rendering_with_a_delta_is_refused_for_that_delta(tmp_path: Path, mechanism: str) -> None:
+    """--secure's grid rendering adds a δ, so the reports are not pure ε0-LDP: the refusal says exactly that,
+    and does not suggest the very mechanism that was asked for."""
+    source = write_list(tmp_path / "in.parquet", unit_rows(40, 4, seed=1))
+    result = ldp("privatize", source, "-m", mechanism, "--eps", 2, "--shuffle", "--secure", "-o", tmp_path / "o.parquet")
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert f"--shuffle with --secure: {mechanism}'s secure rendering adds δ = " in result.stderr
+    assert "pure ε0-LDP reports only" in result.stderr and "drop --secure" in result.stderr
+    assert "use a pure ε-LDP mechanism" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_a_finite_secure_rendering_keeps_the_shuffle_claim(tmp_path: Path) -> None:
+    """A finite rendering (δ = 0) leaves a pure mechanism pure: --shuffle --secure is released with its claim."""
+    source = write_list(tmp_path / "in.parquet", unit_rows(40, 4, seed=1))
+    result = ldp("privatize", source, "-m", "duchi-linf", "--eps", 2, "--shuffle", "--secure", "-o",
+                 tmp_path / "o.parquet", "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["shuffled"]["n"] == 40
+
+
 def test_shuffle_delta_without_shuffle_is_refused(tmp_path: Path) -> None:
     source = write_list(tmp_path / "in.parquet", unit_rows(40, 4, seed=1))
     result = ldp("privatize", source, "--eps", 2, "--shuffle-delta", 1e-6, "-o", tmp_path / "out.parquet")

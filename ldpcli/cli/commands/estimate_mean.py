@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 from pathlib import Path
 from typing import Any, Optional
 
@@ -14,6 +15,7 @@ from ldpcli.cli.options import SCHEDULER_OPTION, TRUST_OPTION, command_app
 from ldpcli.cli.render import fmt, note, out, progress, render, signature_row, summary_table, warn
 from ldpcli.errors import counted
 from ldpcli.release.engines import make_engine
+from ldpcli.release.sidecar import load_sidecar
 
 app = command_app()
 
@@ -96,10 +98,47 @@ def estimate_mean_cmd(
     if quiet and output is not None:
         return  # -o with -q: the file is the result
     wrote = None if output is None else str(output)
+    read = est if group_by is None else (groups.groups[0][1] if groups.groups else None)
+    shuffled = _shuffle_claims(read.sidecars if read is not None else ())
+    if shuffled is not None:
+        note(_shuffle_note(shuffled), quiet)
     if group_by is not None:
-        render(groups.to_dict(), as_json, lambda: _print_groups(groups), wrote=wrote, default=str)
+        render({**groups.to_dict(), "shuffled": shuffled}, as_json, lambda: _print_groups(groups), wrote=wrote,
+               default=str)
     else:
-        render(est.to_dict(), as_json, lambda: _print_mean(est), wrote=wrote)
+        render({**est.to_dict(), "shuffled": shuffled}, as_json, lambda: _print_mean(est), wrote=wrote)
+
+
+def _shuffle_claims(sidecars: Any) -> list[dict[str, Any] | None] | None:
+    """``--json``'s ``shuffled``: for each file read (in the order of ``sidecars``), the central claim of its
+    release when it was written shuffled (``ldp privatize --shuffle``: n, δ, ε_local and ε_central_upper,
+    an upper bound), else None; None when no file was shuffled."""
+    claims = [load_sidecar(path).shuffled for path in sidecars]
+    if all(claim is None for claim in claims):
+        return None
+    return [None if claim is None else {"n": claim.n, "delta": claim.delta, "epsilon_local": claim.epsilon_local,
+                                        "epsilon_central_upper": claim.epsilon_central_upper} for claim in claims]
+
+
+def _up(value: float) -> str:
+    """An upper bound shown in six significant digits, rounded up (so still an upper bound)."""
+    return f"{decimal.Context(prec=6, rounding=decimal.ROUND_CEILING).create_decimal(value):g}"
+
+
+def _shuffle_note(claims: list[dict[str, Any] | None]) -> str:
+    """The one stderr line on shuffled files: their central ε (an upper bound, rounded up) at their δ, beside
+    the local ε."""
+    made = [claim for claim in claims if claim is not None]
+    if len(claims) == 1:
+        claim = made[0]
+        return (f"the release was shuffled (ldp privatize --shuffle): its n = {claim['n']} reports are centrally "
+                f"(ε ≤ {_up(claim['epsilon_central_upper'])}, δ = {fmt(claim['delta'])})-DP beside the local ε = "
+                f"{fmt(claim['epsilon_local'])}, if the data owner was an honest shuffler (the sidecar's "
+                "release.shuffled says what the claim rests on)")
+    return (f"{len(made)} of the {len(claims)} files were each shuffled among their own rows (ldp privatize --shuffle): "
+            f"each file is centrally (ε ≤ {_up(max(c['epsilon_central_upper'] for c in made))}, δ ≤ "
+            f"{fmt(max(c['delta'] for c in made))})-DP beside the local ε, if the data owner was an honest shuffler "
+            "(each sidecar's release.shuffled says what its claim rests on)")
 
 
 def _print_mean(est: Any) -> None:

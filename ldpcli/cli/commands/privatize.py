@@ -54,13 +54,13 @@ from ldpcli.release.safety import CLIP_REFUSE_FRACTION, clip_warning
 
 #: ``--shuffle``'s help: what the central claim says and rests on, and what a shuffle refuses.
 _SHUFFLE_HELP = (
-    "Write the rows in a uniformly random order, drawn from ChaCha20 (a cryptographically "
-    "secure generator seeded from the OS; needs `pip install 'ldp[secure]'`), and state the central (ε, δ)-DP "
+    "Write the rows in a uniformly random order (the sort order of 128-bit keys from ChaCha20, a cryptographically "
+    "secure generator seeded from the OS: within n²/2¹²⁹ of uniform; needs `pip install 'ldp[secure]'`), and state the central (ε, δ)-DP "
     "of the n shuffled reports (amplification by shuffling, Feldman, McMillan and Talwar 2021) in the sidecar "
     "(release.shuffled), the ledger, the summary line and --json: an upper bound on ε that holds only if this "
     "process acted as an honest shuffler, so publish only the shuffled file, never the input or its order. "
     "Each person must have one row. One file per input: refuses --keep, --copies above 1, a dataset directory "
-    "(-o DIR/ without --layout files) and mechanisms that are not pure ε-LDP (gaussian)."
+    "(-o DIR/ without --layout files) and reports that are not pure ε-LDP (gaussian; --secure with a δ)."
 )
 
 app = command_app()
