@@ -611,10 +611,10 @@ def _secure_class(base: type[Mechanism]) -> type[Mechanism]:
         return {**base._describe(self), "rendering": self.rendering.describe()}
 
     def expected_error(self: Any) -> float:
-        return float(base.expected_error.fget(self)) + self.rendering.added_error  # type: ignore[attr-defined]
+        return float(self.plain().expected_error) + self.rendering.added_error
 
-    def expected_error_max(self: Any) -> float:
-        return float(base.expected_error_max.fget(self)) + self.rendering.added_error  # type: ignore[attr-defined]
+    def expected_error_max(self: Any) -> float:  # the plain one's: PrivUnitG's adds L² to its expected_error
+        return float(self.plain().expected_error_max) + self.rendering.added_error
 
     def levels(self: Any) -> list[RiskEpsilon]:
         plain = risk_epsilons(self.plain())
