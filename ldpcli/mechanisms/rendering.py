@@ -29,6 +29,7 @@ exact draws of their laws; everything computed after them is covered.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -451,20 +452,31 @@ def _signed_normals(mech: Mechanism, x: np.ndarray, rng: np.random.Generator) ->
     ±fl(s·Z_j): a magnitude from Z alone and a sign (a zero is +0.0, as a −0.0 would tell the sign)."""
     if not isinstance(mech, PrivateSign):
         raise ValueError(f"the sign rendering is gaussian-sign's, not {mech.name!r}'s")
-    n, d = x.shape
+    n = x.shape[0]
     flips: np.ndarray = rng.random((n,))
     keep = mech.kept_signs(n, rng)
     scale = mech.gaussian_scale
-    radius = float(mech.norm_bound)
+
+    def signed(rows: slice, u: np.ndarray) -> np.ndarray:
+        normals = rng.standard_normal(u.shape)
+        positive = _pairwise_sum(normals.astype(WORK) * u) >= 0
+        return normals * np.where(positive == keep[rows], scale, -scale)[:, None]
+
+    out = _by_chunks(x, flips, float(mech.norm_bound), rng, signed)
+    out += 0.0
+    return out
+
+
+def _by_chunks(x: np.ndarray, flips: np.ndarray, radius: float, rng: np.random.Generator,
+               rows_out: Callable[[slice, np.ndarray], np.ndarray]) -> np.ndarray:
+    """The release, chunk by chunk of rows (:data:`_CHUNK_VALUES` values): each chunk's û
+    (:func:`unit_rows`), then ``rows_out(rows, û)``, which draws the chunk's own variates after it."""
+    n, d = x.shape
     out = np.empty((n, d))
     step = max(1, _CHUNK_VALUES // d)
     for start in range(0, n, step):
         rows = slice(start, min(n, start + step))
-        u = unit_rows(x[rows], flips[rows], radius, rng)
-        normals = rng.standard_normal(u.shape)
-        positive = _pairwise_sum(normals.astype(WORK) * u) >= 0
-        out[rows] = normals * np.where(positive == keep[rows], scale, -scale)[:, None]
-    out += 0.0
+        out[rows] = rows_out(rows, unit_rows(x[rows], flips[rows], radius, rng))
     return out
 
 
@@ -486,18 +498,12 @@ def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: 
         return mech.privatize_parts(x, rng, lambda u, gen: secure_privatize(mech.direction, part, u, gen))
     if rendering.grid is None or not isinstance(mech, RoundedCap):
         raise ValueError(f"a grid rendering needs a grid and a rounded-cap mechanism, not {mech.name!r}")
-    n, d = x.shape
-    flips: np.ndarray = rng.random((n,))
-    t, _ = mech.cap_cosines(n, rng)
+    grid = rendering.grid
+    flips: np.ndarray = rng.random((x.shape[0],))
+    t, _ = mech.cap_cosines(x.shape[0], rng)
     c = mech.norm_bound * mech.scale
-    out = np.empty((n, d))
-    step = max(1, _CHUNK_VALUES // d)
-    for start in range(0, n, step):
-        rows = slice(start, min(n, start + step))
-        u = unit_rows(x[rows], flips[rows], mech.norm_bound, rng)
-        z = combine_rows(u, orthogonal_rows(u, rng)[0], t[rows], c)
-        out[rows] = round_to_grid(z, rendering.grid, rng)
-    return out
+    return _by_chunks(x, flips, mech.norm_bound, rng,
+                      lambda rows, u: round_to_grid(combine_rows(u, orthogonal_rows(u, rng)[0], t[rows], c), grid, rng))
 
 
 def _gaussian_privatize(mech: Mechanism, grid: float, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -506,18 +512,15 @@ def _gaussian_privatize(mech: Mechanism, grid: float, x: np.ndarray, rng: np.ran
     (:func:`gaussian_combine`) and the rounding's bits."""
     if not isinstance(mech, GaussianCap):
         raise ValueError(f"{mech.name!r} does not release s·(z·u + g⊥)")
-    n, d = x.shape
-    flips: np.ndarray = rng.random((n,))
-    z = mech.split_normals(n, rng)
-    radius = float(mech.norm_bound)
-    out = np.empty((n, d))
-    step = max(1, _CHUNK_VALUES // d)
-    for start in range(0, n, step):
-        rows = slice(start, min(n, start + step))
-        u = unit_rows(x[rows], flips[rows], radius, rng)
+    flips: np.ndarray = rng.random((x.shape[0],))
+    z = mech.split_normals(x.shape[0], rng)
+    s = mech.output_scale
+
+    def rendered(rows: slice, u: np.ndarray) -> np.ndarray:
         w = orthogonal_part(rng.standard_normal(u.shape).astype(WORK), u)
-        out[rows] = round_to_grid(gaussian_combine(u, w, z[rows], mech.output_scale), grid, rng)
-    return out
+        return round_to_grid(gaussian_combine(u, w, z[rows], s), grid, rng)
+
+    return _by_chunks(x, flips, float(mech.norm_bound), rng, rendered)
 
 
 #: The largest set of public values the law tests enumerate (:func:`rendered_law_tests`).
