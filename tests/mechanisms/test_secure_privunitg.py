@@ -16,6 +16,7 @@ import mpmath
 import numpy as np
 import pytest
 
+from ldpcli.math import lawtests
 from ldpcli.mechanisms import rendering as rd
 from ldpcli.mechanisms.base import get_mechanism
 from ldpcli.mechanisms.composition import release_cost
@@ -237,3 +238,15 @@ def test_bit_audit_of_the_secure_rendering_passes() -> None:
     assert result.exit_code == 0 and report["passed"], result.stdout
     assert report["epsilon_lower_bound"] <= 0.5
     assert report["law_tests"][0]["test"].startswith("Z ∈ gℤ^d")
+
+
+def test_a_direction_within_rounding_of_a_test_direction_does_not_fail_the_law() -> None:
+    """Zero-input law of PrivUnitG (d = 2): a release whose direction is −e_k up to rounding (``audit
+    --secure --seed 0`` at d = 2, ε = 2 drew one) gives ‖v − e‖²/4 = 1 + 2⁻⁵²; the cosine CDF must read it
+    as 1, not as nan (which failed the KS test)."""
+    v = lawtests.unit_rows(np.random.default_rng(8).standard_normal((2000, 2)))[0]
+    e = lawtests.fixed_directions(2)[1]
+    v[0] = -e * (1 + 2.0**-52)
+    assert np.einsum("j,j->", v[0] - e, v[0] - e) / 4.0 > 1.0
+    for test in lawtests.uniform_direction_tests(v, 2):
+        assert np.isfinite(test.statistic) and test.p_value > 1e-3
