@@ -303,9 +303,9 @@ def _gaussian_rendering(mech: Mechanism, target: float) -> Rendering:
     tau = a / grid
     added = mech.d * grid * grid / 4.0
     detail = ("; PrivUnitG's coordinates are unbounded, so τ = δ/(1 + e^ε) bounds the expected floating-point "
-              "error over g (the coupling needs no worst case), each coordinate is clipped at ±(2^53 − 1)·g "
-              "(a post-processing, reached with probability below 2^-60 per coordinate), and the truncated normal along u is "
-              "treated as an exact draw of its law"
+              "error over g (the coupling needs no worst case), each coordinate is clipped at ±(2^53 − 1)·g (a "
+              "post-processing, reached with probability below 2^-60 per coordinate), and the truncated normal "
+              "along u is treated as an exact draw of its law"
               + ("; at d = 1 the computed output is a function of the exact one: δ = 0" if mech.d == 1 else ""))
     return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
                      (mech.expected_error_max + added) / mech.expected_error_max,
@@ -485,7 +485,9 @@ def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: 
 
     ``finite``: the mechanism's own ``privatize``, whose outputs are its public values. ``grid``: the
     draw order of the plain sampler for the rounding uniforms and the cap draws (n each, then
-    ``cap_cosines``), then per chunk the normals (a fair bit per row at d = 2), then the rounding's bits.
+    ``cap_cosines``), then per chunk the normals (a fair bit per row at d = 2), then the rounding's bits;
+    PrivUnitG's (:func:`_gaussian_privatize`) draws its z in place of the cap draws and d normals per row
+    at every d.
     """
     if rendering.kind == "finite":
         return mech.privatize(x, rng)
