@@ -25,7 +25,7 @@ from run import side_by_side  # noqa: E402
 from ldpcli.mechanisms import get_mechanism  # noqa: E402
 from ldpcli.mechanisms.rendering import secured  # noqa: E402
 
-MECHANISMS = ("privunit2", "duchi-l2", "separated", "gaussian-sign", "privunit-inf")
+MECHANISMS = ("privunit2", "duchi-l2", "privunitg", "separated", "gaussian-sign", "privunit-inf")
 
 
 def main() -> None:

@@ -254,7 +254,9 @@ def uniform_direction_tests(v: np.ndarray, d: int, what: str = "direction") -> l
     """V uniform on S^{d−1} (d ≥ 2): the cosine with each fixed direction e_k has the cosine law (KS)."""
     out = []
     for i, e in enumerate(fixed_directions(d)):
-        cdf = 1.0 - special.betainc((d - 1) / 2.0, (d - 1) / 2.0, np.einsum("ij,ij->i", v - e, v - e) / 4.0)
+        # ‖v − e‖²/4 = (1 − cos)/2, clipped: a v within rounding of −e gives 1 + 2⁻⁵², where betainc is nan
+        half_gap = np.clip(np.einsum("ij,ij->i", v - e, v - e) / 4.0, 0.0, 1.0)
+        cdf = 1.0 - special.betainc((d - 1) / 2.0, (d - 1) / 2.0, half_gap)
         out.append(ks_uniform(f"{what} uniform: cos to e{i + 1}", cdf))
     return out
 

@@ -290,6 +290,21 @@ class PrivUnitG(Mechanism):
         """L²·(E[α²] + (d − 1)/d)/m² = expected_error + L², attained at x = 0."""
         return self.expected_error + self.norm_bound**2
 
+    @property
+    def output_scale(self) -> float:
+        """s = L/μ, the public factor of the output Z = s·(z·u + g⊥) (Alg. 2: L·V/m with V = σ(z·u + g⊥), m = σμ)."""
+        return self.norm_bound * math.exp(-self.log_mu)
+
+    @property
+    def radial_second_moment(self) -> float:
+        """E[z²] = Var z + μ², z = α/σ the truncated-normal mixture along u."""
+        return self.var_z + math.exp(2.0 * self.log_mu)
+
+    def split_normals(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """The per-row z = α/σ (Alg. 2 lines 4–8): the half-space choices, then the truncated normals."""
+        upper = sm.bernoulli_logit(self.logit_p, rows, rng)
+        return sample_split_normal(upper, self.threshold, self.log_q, self.log_one_minus_q, rng)
+
     def second_moments(self) -> tuple[float, float]:
         """(L²·(Var z/μ² + 1), L²/μ²): Z = (L/μ)·(z·u + g⊥) with E[z] = μ and g⊥ ~ N(0, I − uuᵀ) (Alg. 2)."""
         across = self.norm_bound**2 * math.exp(-2.0 * self.log_mu)
@@ -376,9 +391,8 @@ class PrivUnitG(Mechanism):
         """
         n = x.shape[0]
         flips: np.ndarray = rng.random((n,))
-        upper = sm.bernoulli_logit(self.logit_p, n, rng)
-        z = sample_split_normal(upper, self.threshold, self.log_q, self.log_one_minus_q, rng)
-        return fused_rows(x, self.norm_bound, flips, z, self.norm_bound * math.exp(-self.log_mu), rng)
+        z = self.split_normals(n, rng)
+        return fused_rows(x, self.norm_bound, flips, z, self.output_scale, rng)
 
 
 def fused_rows(

@@ -15,6 +15,9 @@ Three kinds, chosen by what the mechanism is:
   from the same random variates, ``E Σ_j |Ẑ_j − Z_j| ≤ g·τ`` (:func:`cap_error_sum`, proven step by
   step in docs/floating-point.md §3), so the release and a post-processing of the exact ε-LDP output
   differ with probability at most τ, and the release is (ε, (1 + e^ε)·τ)-LDP (§2).
+  PrivUnitG (s·(z·u + g⊥), :class:`GaussianCap`) has unbounded coordinates: the same arithmetic and
+  grid, with τ from the expected floating-point error (:func:`gaussian_error_sum`, §8) and each
+  coordinate clipped at ±(2⁵³ − 1)·g.
 - ``sign`` (gaussian-sign, :class:`~ldpcli.mechanisms.hooks.PrivateSign`): ±fl(s·Z_j), magnitudes from the
   normals alone; only the sign of ⟨Z, u⟩ depends on the input, computed in extended precision, and τ
   bounds the chance that it is wrong (§5).
@@ -26,9 +29,10 @@ exact draws of their laws; everything computed after them is covered.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -55,6 +59,32 @@ WORK = np.longdouble
 #: Rows per chunk of the grid kind's arithmetic (n·d values of 16 bytes each stay in cache).
 _CHUNK_VALUES = 2**15
 _TWO_64 = 2**64
+#: The largest count of grid steps released: (2⁵³ − 1)·g is an exact double, and so is every count below it.
+_MAX_STEPS = 2**53 - 1
+#: PrivUnitG's grid is at least 2^{⌈log₂ ρ⌉ − 22}, ρ = √E‖Z‖²: the clip at ±(2⁵³ − 1)·g ≥ 2³⁰·ρ is never met
+#: in practice (Chebyshev: P ≤ 2⁻⁶⁰ per coordinate), and the added error d·g²/4 stays below d·2⁻⁴⁴·ρ².
+_GAUSSIAN_GRID_FLOOR = 22
+
+
+@runtime_checkable
+class GaussianCap(Protocol):
+    """A mechanism that releases s·(z·u + g⊥): u the unbiased rounding of the row to the unit sphere, z a
+    per-row scalar draw, g⊥ = g − ⟨g, u⟩u for d standard normals g (PrivUnitG, Asi et al. 2022, Alg. 2).
+    Its coordinates are unbounded, so its grid rests on the expected error (docs/floating-point.md §8)."""
+
+    @property
+    def output_scale(self) -> float:
+        """s, the public factor of z·u + g⊥."""
+        ...
+
+    @property
+    def radial_second_moment(self) -> float:
+        """E[z²], which bounds E|z| (Cauchy–Schwarz)."""
+        ...
+
+    def split_normals(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+        """The per-row z, drawn after the rounding uniforms as the plain sampler draws them."""
+        ...
 
 
 def unit_roundoff() -> float:
@@ -70,6 +100,11 @@ def unit_roundoff() -> float:
 def _inverse_chi_mean(k: int) -> float:
     """E[1/χ_k] = Γ((k − 1)/2)/(√2·Γ(k/2)) for k ≥ 2 (the χ law with k degrees of freedom)."""
     return math.exp(math.lgamma((k - 1) / 2.0) - math.lgamma(k / 2.0)) / math.sqrt(2.0)
+
+
+def _chi_mean(k: int) -> float:
+    """E[χ_k] = √2·Γ((k + 1)/2)/Γ(k/2) for k ≥ 1."""
+    return math.sqrt(2.0) * math.exp(math.lgamma((k + 1) / 2.0) - math.lgamma(k / 2.0))
 
 
 class StepBounds(NamedTuple):
@@ -127,6 +162,40 @@ def cap_error_sum(d: int, u: float) -> float:
     return math.sqrt(d) * (b.k0 + direction)
 
 
+class GaussianBounds(NamedTuple):
+    """PrivUnitG's per-row error bound (docs/floating-point.md §8): ‖Ẑ − Z‖₂ ≤ s·(``along``·|z| + ``across``·‖g‖)
+    for Ẑ_j = fl(fl(fl(s·z)·û_j) + fl(s·w̃_j)), w̃ = g − ĉ·û as in step 4, Z = s·(z·u + g − ⟨g, u⟩u).
+
+    ``along`` = ((1 + u)³ − 1)(1 + e_u) + e_u: ‖fl(s·z)·û_j(1 + θ)(1 + θ′) − s·z·u_j‖ over s|z|;
+    ``across`` = e_w + (2u + u²)(1 + e_w): ‖s·w̃_j(1 + θ)(1 + θ′) − s·(g − ⟨g, u⟩u)‖ over s‖g‖, with
+    ‖w̃‖ ≤ (1 + e_w)‖g‖ (e_u, e_w from :class:`StepBounds`).
+    """
+
+    along: float
+    across: float
+
+
+def gaussian_bounds(d: int, u: float) -> GaussianBounds:
+    """:class:`GaussianBounds` for d ≥ 2, in exact rational arithmetic from the rounded-up e_u and e_w
+    (both bounds increase with them), stored rounded up."""
+    b = step_bounds(d, u)
+    uq, e_u, e_w = Fraction(u), Fraction(b.e_u), Fraction(b.e_w)
+    return GaussianBounds(_up(((1 + uq) ** 3 - 1) * (1 + e_u) + e_u), _up(e_w + (2 * uq + uq * uq) * (1 + e_w)))
+
+
+def gaussian_error_sum(mech: GaussianCap, d: int, u: float) -> float:
+    """A bound S on E Σ_j |Ẑ_j − Z_j| / s for PrivUnitG's grid kind (docs/floating-point.md §8).
+
+    With Σ_j ≤ √d·‖·‖₂ and z independent of g: S = √d·(along·E|z| + across·E‖g‖), E|z| ≤ √E[z²]
+    (Cauchy–Schwarz) and E‖g‖ = E[χ_d]. 0 at d = 1, where û = ±1 and w̃ = 0 exactly, so Ẑ = fl(s·z·u)
+    is a function of the exact output.
+    """
+    if d == 1:
+        return 0.0
+    b = gaussian_bounds(d, u)
+    return math.sqrt(d) * (b.along * math.sqrt(mech.radial_second_moment) + b.across * _chi_mean(d))
+
+
 @dataclass(frozen=True)
 class Rendering:
     """How a secure release renders its outputs, and what that costs in δ and in error.
@@ -134,7 +203,8 @@ class Rendering:
     ``kind``: ``finite`` (δ = 0) or ``grid``; ``target``: the δ asked for. ``grid``: g (None for ``finite``). ``tau``: the bound on
     P(release ≠ a post-processing of the exact output) (0 for ``finite``); ``delta`` = (1 + e^ε)·τ.
     ``added_error``: the bound d·g²/4 on E‖R − Ẑ‖² that the rounding adds; ``error_ratio`` the
-    worst-case error of the secure release over the plain one's, (E_max + d·g²/4)/E_max.
+    worst-case error of the secure release over the plain one's, (E_max + d·g²/4)/E_max. ``detail``:
+    what the claim adds for this mechanism (PrivUnitG's).
     """
 
     kind: str
@@ -145,6 +215,7 @@ class Rendering:
     added_error: float
     error_ratio: float
     working_precision: str
+    detail: str = ""
 
     def describe(self) -> dict[str, Any]:
         """The sidecar's ``release.rendering`` and ``ldp params --secure``'s section."""
@@ -158,7 +229,7 @@ class Rendering:
                     "the direction's, times the magnitude's public value), rounded without bias from an "
                     "extended-precision output: (ε, δ)-LDP with this δ, an upper bound",
         }
-        claim = claims[self.kind]
+        claim = claims[self.kind] + self.detail
         return {
             "kind": "secure", "rendering": self.kind, "grid": self.grid, "tau": self.tau, "delta": self.delta,
             "delta_target": self.target,
@@ -190,9 +261,11 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
         return _sign_rendering(mech, target)
     if isinstance(mech, DirectionTimesMagnitude):
         return _product_rendering(mech, target)
+    if isinstance(mech, GaussianCap):
+        return _gaussian_rendering(mech, target)
     if not isinstance(mech, RoundedCap):
-        raise UsageError(f"mechanism {mech.name!r} has no secure rendering yet; the mechanisms with one: "
-                         "privunit2, duchi-l2, gaussian-sign, separated, privunit-inf, duchi-linf, scalar, scalar-rel")
+        raise UsageError(f"mechanism {mech.name!r} has no secure rendering yet; the mechanisms with one: privunit2, "
+                         "duchi-l2, privunitg, gaussian-sign, separated, privunit-inf, duchi-linf, scalar, scalar-rel")
     u = unit_roundoff()
     c = mech.norm_bound * mech.scale
     a = c * cap_error_sum(mech.d, u)
@@ -206,6 +279,37 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
     added = mech.d * grid * grid / 4.0
     return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
                      (mech.expected_error_max + added) / mech.expected_error_max, f"longdouble (u = 2^{round(math.log2(u))})")
+
+
+def _gaussian_rendering(mech: Mechanism, target: float) -> Rendering:
+    """PrivUnitG's rendering (docs/floating-point.md §8): τ = s·``gaussian_error_sum``/g and g the finest
+    power of two with (1 + e^ε)·τ ≤ the target, but at least 2^{⌈log₂ ρ⌉ − 22}, ρ = √E‖Z‖²
+    (``expected_error_max``, E‖Z‖² whatever x); UsageError where g would exceed ρ, as the grid kind
+    refuses a g above the output norm (the rendering would then be mostly noise)."""
+    if not isinstance(mech, GaussianCap):
+        raise ValueError(f"{mech.name!r} does not release s·(z·u + g⊥)")
+    u = unit_roundoff()
+    a = mech.output_scale * gaussian_error_sum(mech, mech.d, u)
+    rms = math.sqrt(mech.expected_error_max)
+    log2_grid = math.frexp(rms)[1] - _GAUSSIAN_GRID_FLOOR
+    if a > 0.0:
+        needed = math.ceil((math.log(a) + sm.softplus(mech.epsilon_exact) - math.log(target)) / math.log(2.0))
+        if needed > math.log2(rms):
+            raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: a secure rendering with δ ≤ "
+                             f"{target:g} needs a grid g = 2^{needed} above the output's root-mean-square norm "
+                             f"{rms:.6g}; allow a larger `secure_delta`")
+        log2_grid = max(log2_grid, needed)
+    grid = math.ldexp(1.0, log2_grid)
+    tau = a / grid
+    added = mech.d * grid * grid / 4.0
+    detail = ("; PrivUnitG's coordinates are unbounded, so τ = δ/(1 + e^ε) bounds the expected floating-point "
+              "error over g (the coupling needs no worst case), each coordinate is clipped at ±(2^53 − 1)·g (a "
+              "post-processing, reached with probability below 2^-60 per coordinate), and the truncated normal "
+              "along u is treated as an exact draw of its law"
+              + ("; at d = 1 the computed output is a function of the exact one: δ = 0" if mech.d == 1 else ""))
+    return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
+                     (mech.expected_error_max + added) / mech.expected_error_max,
+                     f"longdouble (u = 2^{round(math.log2(u))})", detail)
 
 
 def _product_rendering(mech: Mechanism, target: float) -> Rendering:
@@ -231,8 +335,7 @@ def _sign_rendering(mech: Mechanism, target: float) -> Rendering:
     tau = 0.0
     if mech.d > 1:
         e_c = step_bounds(mech.d, u).e_c
-        chi_mean = math.sqrt(2.0) * math.exp(math.lgamma(mech.d / 2.0) - math.lgamma((mech.d - 1) / 2.0))
-        tau = math.sqrt(2.0 / math.pi) * e_c / (1.0 - e_c) * chi_mean
+        tau = math.sqrt(2.0 / math.pi) * e_c / (1.0 - e_c) * _chi_mean(mech.d - 1)
     delta = math.exp(sm.softplus(mech.epsilon_exact)) * tau
     if delta > target:
         raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: its secure rendering has δ = {delta:.3g}, "
@@ -269,8 +372,9 @@ def round_to_grid(z: np.ndarray, grid: float, rng: np.random.Generator) -> np.nd
     exactly (:func:`exact_bernoulli`), so E[R | z] = z. |z|/g, its floor and its fraction are exact
     (g a power of two, the fraction of a non-negative value is exact); the signed integer count of
     steps (|·| < 2⁵³) times g is an exact float64, and a count of 0 is +0.0 whatever the sign of z
-    (a −0.0 would tell it)."""
-    y = np.abs(z) * WORK(1.0 / grid)
+    (a −0.0 would tell it). |z| is first clipped at (2⁵³ − 1)·g, a 1-Lipschitz post-processing that only
+    an unbounded output can reach (PrivUnitG; docs/floating-point.md §8)."""
+    y = np.minimum(np.abs(z) * WORK(1.0 / grid), WORK(_MAX_STEPS))
     whole = y.astype(np.int64)  # the floor: 0 ≤ y < 2⁵³, converted by truncation, exactly
     steps = whole + exact_bernoulli(y - whole.astype(WORK), rng)
     return np.where(z < 0, -steps, steps).astype(np.float64) * grid
@@ -313,13 +417,23 @@ def orthogonal_rows(u: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray
         turn = np.where(rng.integers(0, 2, size=n) == 1, WORK(1), WORK(-1))
         return np.stack([-u[:, 1] * turn, u[:, 0] * turn], axis=1), None
     g = rng.standard_normal((n, d)).astype(WORK)
-    w = g - _pairwise_sum(g * u)[:, None] * u
+    w = orthogonal_part(g, u)
     bad = np.flatnonzero(_pairwise_sum(w * w) == 0)
     while bad.size:
         g[bad] = rng.standard_normal((bad.size, d))
-        w[bad] = g[bad] - _pairwise_sum(g[bad] * u[bad])[:, None] * u[bad]
+        w[bad] = orthogonal_part(g[bad], u[bad])
         bad = bad[_pairwise_sum(w[bad] * w[bad]) == 0]
     return w, g
+
+
+def orthogonal_part(g: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Step 4: w̃ = g − ĉ·û per row, ĉ = ⟨g, û⟩ a pairwise sum (step 3), in :data:`WORK`."""
+    return g - _pairwise_sum(g * u)[:, None] * u
+
+
+def gaussian_combine(u: np.ndarray, w: np.ndarray, z: np.ndarray, s: float) -> np.ndarray:
+    """PrivUnitG's output Ẑ_j = fl(s·z)·û_j + s·w̃_j in :data:`WORK` (docs/floating-point.md §8)."""
+    return (WORK(s) * z.astype(WORK))[:, None] * u + WORK(s) * w
 
 
 def combine_rows(u: np.ndarray, w: np.ndarray, t: np.ndarray, c: float) -> np.ndarray:
@@ -338,20 +452,31 @@ def _signed_normals(mech: Mechanism, x: np.ndarray, rng: np.random.Generator) ->
     ±fl(s·Z_j): a magnitude from Z alone and a sign (a zero is +0.0, as a −0.0 would tell the sign)."""
     if not isinstance(mech, PrivateSign):
         raise ValueError(f"the sign rendering is gaussian-sign's, not {mech.name!r}'s")
-    n, d = x.shape
+    n = x.shape[0]
     flips: np.ndarray = rng.random((n,))
     keep = mech.kept_signs(n, rng)
     scale = mech.gaussian_scale
-    radius = float(mech.norm_bound)
+
+    def signed(rows: slice, u: np.ndarray) -> np.ndarray:
+        normals = rng.standard_normal(u.shape)
+        positive = _pairwise_sum(normals.astype(WORK) * u) >= 0
+        return normals * np.where(positive == keep[rows], scale, -scale)[:, None]
+
+    out = _by_chunks(x, flips, float(mech.norm_bound), rng, signed)
+    out += 0.0
+    return out
+
+
+def _by_chunks(x: np.ndarray, flips: np.ndarray, radius: float, rng: np.random.Generator,
+               rows_out: Callable[[slice, np.ndarray], np.ndarray]) -> np.ndarray:
+    """The release, chunk by chunk of rows (:data:`_CHUNK_VALUES` values): each chunk's û
+    (:func:`unit_rows`), then ``rows_out(rows, û)``, which draws the chunk's own variates after it."""
+    n, d = x.shape
     out = np.empty((n, d))
     step = max(1, _CHUNK_VALUES // d)
     for start in range(0, n, step):
         rows = slice(start, min(n, start + step))
-        u = unit_rows(x[rows], flips[rows], radius, rng)
-        normals = rng.standard_normal(u.shape)
-        positive = _pairwise_sum(normals.astype(WORK) * u) >= 0
-        out[rows] = normals * np.where(positive == keep[rows], scale, -scale)[:, None]
-    out += 0.0
+        out[rows] = rows_out(rows, unit_rows(x[rows], flips[rows], radius, rng))
     return out
 
 
@@ -360,29 +485,44 @@ def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: 
 
     ``finite``: the mechanism's own ``privatize``, whose outputs are its public values. ``grid``: the
     draw order of the plain sampler for the rounding uniforms and the cap draws (n each, then
-    ``cap_cosines``), then per chunk the normals (a fair bit per row at d = 2), then the rounding's bits.
+    ``cap_cosines``), then per chunk the normals (a fair bit per row at d = 2), then the rounding's bits;
+    PrivUnitG's (:func:`_gaussian_privatize`) draws its z in place of the cap draws and d normals per row
+    at every d.
     """
     if rendering.kind == "finite":
         return mech.privatize(x, rng)
     if rendering.kind == "sign":
         return _signed_normals(mech, x, rng)
+    if isinstance(mech, GaussianCap) and rendering.grid is not None:
+        return _gaussian_privatize(mech, rendering.grid, x, rng)
     if isinstance(mech, DirectionTimesMagnitude):  # separated: its direction rendered, times the magnitude
         part = secure_rendering(mech.direction, rendering.target)
         return mech.privatize_parts(x, rng, lambda u, gen: secure_privatize(mech.direction, part, u, gen))
     if rendering.grid is None or not isinstance(mech, RoundedCap):
         raise ValueError(f"a grid rendering needs a grid and a rounded-cap mechanism, not {mech.name!r}")
-    n, d = x.shape
-    flips: np.ndarray = rng.random((n,))
-    t, _ = mech.cap_cosines(n, rng)
+    grid = rendering.grid
+    flips: np.ndarray = rng.random((x.shape[0],))
+    t, _ = mech.cap_cosines(x.shape[0], rng)
     c = mech.norm_bound * mech.scale
-    out = np.empty((n, d))
-    step = max(1, _CHUNK_VALUES // d)
-    for start in range(0, n, step):
-        rows = slice(start, min(n, start + step))
-        u = unit_rows(x[rows], flips[rows], mech.norm_bound, rng)
-        z = combine_rows(u, orthogonal_rows(u, rng)[0], t[rows], c)
-        out[rows] = round_to_grid(z, rendering.grid, rng)
-    return out
+    return _by_chunks(x, flips, mech.norm_bound, rng,
+                      lambda rows, u: round_to_grid(combine_rows(u, orthogonal_rows(u, rng)[0], t[rows], c), grid, rng))
+
+
+def _gaussian_privatize(mech: Mechanism, grid: float, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """PrivUnitG securely: the plain sampler's rounding uniforms and z (n each), then per chunk the unit
+    rows (:func:`unit_rows`), the d normals of each row, w̃ (:func:`orthogonal_part`), Ẑ
+    (:func:`gaussian_combine`) and the rounding's bits."""
+    if not isinstance(mech, GaussianCap):
+        raise ValueError(f"{mech.name!r} does not release s·(z·u + g⊥)")
+    flips: np.ndarray = rng.random((x.shape[0],))
+    z = mech.split_normals(x.shape[0], rng)
+    s = mech.output_scale
+
+    def rendered(rows: slice, u: np.ndarray) -> np.ndarray:
+        w = orthogonal_part(rng.standard_normal(u.shape).astype(WORK), u)
+        return round_to_grid(gaussian_combine(u, w, z[rows], s), grid, rng)
+
+    return _by_chunks(x, flips, float(mech.norm_bound), rng, rendered)
 
 
 #: The largest set of public values the law tests enumerate (:func:`rendered_law_tests`).
@@ -393,7 +533,9 @@ def rendered_law_tests(plain: Mechanism, rendering: Rendering, x: np.ndarray, z:
     """The audit's law tests of a secure release ``z`` of input ``x`` (``ldp audit --secure``).
 
     ``finite``: every coordinate one of the public values (enumerated up to 2²⁰ of them), then the plain
-    mechanism's tests, whose law is unchanged. ``grid``: every coordinate an integer multiple of g, each
+    mechanism's tests, whose law is unchanged. ``grid`` for PrivUnitG: every coordinate an integer multiple
+    of g, then the plain tests on the release (short of the clip, no coordinate moved by g or more, far below
+    their resolution). ``grid``: every coordinate an integer multiple of g, each
     row's norm within √d·g of c = L·scale (each coordinate moves by less than g), then the plain tests of
     the rows scaled back onto the sphere of radius c (the cosines move by at most √d·g/c), without
     the plain norm test that this scaling makes void.
@@ -411,13 +553,15 @@ def rendered_law_tests(plain: Mechanism, rendering: Rendering, x: np.ndarray, z:
             tests.insert(0, deterministic(f"Z ∈ the {mech.output_count} public values", off, n, "off them"))
         return tests
     grid = float(rendering.grid or 0.0)
-    c = plain.norm_bound * float(plain.scale or 0.0)
     steps = z / grid
     off_grid = int(np.count_nonzero((steps != np.round(steps)).any(axis=1)))
+    on_grid = deterministic(f"Z ∈ gℤ^d, g = 2^{round(math.log2(grid))}", off_grid, n, "off the grid")
+    if isinstance(plain, GaussianCap):  # each coordinate moved by less than g: the plain law, checked as is
+        return [on_grid] + law_tests(plain, x, z)
+    c = plain.norm_bound * float(plain.scale or 0.0)
     norms = np.linalg.norm(z, axis=1)
     off_norm = int(np.count_nonzero(np.abs(norms - c) > math.sqrt(d) * grid))
-    tests = [deterministic(f"Z ∈ gℤ^d, g = 2^{round(math.log2(grid))}", off_grid, n, "off the grid"),
-             deterministic(f"|‖Z‖ − {c:.6g}| ≤ √d·g", off_norm, n, "farther")]
+    tests = [on_grid, deterministic(f"|‖Z‖ − {c:.6g}| ≤ √d·g", off_norm, n, "farther")]
     scaled = z * (c / np.where(norms > 0, norms, 1.0))[:, None]
     return tests + [test for test in law_tests(plain, x, scaled) if "‖Z‖ =" not in test.name]
 
@@ -455,8 +599,9 @@ def _secure_class(base: type[Mechanism]) -> type[Mechanism]:
     (E‖R − x‖² = E‖Ẑ − x‖² + E Σ g²f_j(1 − f_j), the rounding being unbiased; the floating-point error
     of Ẑ itself, a relative 1e−16 of the output, is below the printed digits), the reconstruction levels
     say that their bounds hold up to an additive δ (Bhowmick et al. 2018, Lemma 2.2 with δ), and
-    ``describe`` has a ``rendering`` section. The base's values are read through ``super()``, which serves a
-    ``property`` and a ``functools.cached_property`` alike (scalar-rel's ``expected_error_max`` is one).
+    ``describe`` has a ``rendering`` section. δ is read through ``super()`` and the errors from ``plain()``, which
+    serve a ``property`` and a ``functools.cached_property`` alike (scalar-rel's ``expected_error_max`` is one), and
+    keep privunitg's ``expected_error_max`` (its ``expected_error`` + L²) from counting the rounding twice.
     The name, spec, options and hooks are the base's: the sidecar's spec re-creates the plain mechanism."""
     if base in _SECURE_CLASSES:
         return _SECURE_CLASSES[base]
@@ -473,10 +618,10 @@ def _secure_class(base: type[Mechanism]) -> type[Mechanism]:
         return {**base._describe(self), "rendering": self.rendering.describe()}
 
     def expected_error(self: Any) -> float:
-        return float(super(cls, self).expected_error) + self.rendering.added_error
+        return float(self.plain().expected_error) + self.rendering.added_error
 
-    def expected_error_max(self: Any) -> float:
-        return float(super(cls, self).expected_error_max) + self.rendering.added_error
+    def expected_error_max(self: Any) -> float:  # the plain one's: PrivUnitG's adds L² to its expected_error
+        return float(self.plain().expected_error_max) + self.rendering.added_error
 
     def levels(self: Any) -> list[RiskEpsilon]:
         plain = risk_epsilons(self.plain())
