@@ -61,11 +61,11 @@ from ldpcli.errors import DataError, UsageError
 from ldpcli.io import interrupts
 from ldpcli.io.faults import checkpoint
 from ldpcli.io.messages import _reason
-from ldpcli.math.bitgen import require_randomgen, secure_generator
+from ldpcli.math.bitgen import require_randomgen
 from ldpcli.math.shuffling import check_central_delta, shuffle_bound
 from ldpcli.mechanisms import Mechanism
 from ldpcli.mechanisms.composition import release_cost
-from ldpcli.release.randomness import key_block_rows, root_seed
+from ldpcli.release.randomness import block_generators, root_seed
 
 #: Bucket files per level of the external shuffle. With the default memory budget (256 MB, of which
 #: half holds a bucket) one level sorts 64 × 128 MB = 8 GB of rows; a larger file's buckets are
@@ -95,25 +95,16 @@ def order_root(root: np.random.SeedSequence, seeded: bool) -> np.random.SeedSequ
     return root if seeded else root_seed(None)
 
 
-def order_generator(root: np.random.SeedSequence, key: tuple[int, ...], seeded: bool,
-                    block: int = 0) -> np.random.Generator:
-    """The generator of key block ``block``'s order keys: ChaCha20 (:func:`ldpcli.math.bitgen.secure_generator`)
-    keyed by HMAC-SHA256 of the spawn key ``(*key, SHUFFLE_STREAM, block)`` under :func:`order_root`
-    (``root`` for a seeded run, a fresh OS root otherwise). MissingDependency
-    (``pip install 'ldp[secure]'``) without randomgen."""
-    base = order_root(root, seeded)
-    return secure_generator(np.random.SeedSequence(base.entropy,
-                                                   spawn_key=(*base.spawn_key, *key, SHUFFLE_STREAM, block)))
-
-
 @dataclass(frozen=True)
 class OrderKeys:
     """The order keys of an input's rows: 128 uniform bits per row, a function of (``root``, ``key``, the
     row's position) only.
 
-    Row p of an input of dimension d is row p − b·B of key block b = ⌊p / B⌋, B = :func:`key_block_rows` (d)
+    Row p of an input of dimension d is row p − b·B of key block b = ⌊p / B⌋, B = :func:`~ldpcli.release.randomness.key_block_rows` (d)
     (the noise's blocks), and its key is words 2(p − b·B) and 2(p − b·B) + 1 of that block's stream
-    (:func:`order_generator`), the first word the more significant. ``root`` is :func:`order_root`'s.
+    (ChaCha20 keyed by HMAC-SHA256 of the spawn key ``(*key, SHUFFLE_STREAM, b)`` under ``root``: the noise's
+    :func:`~ldpcli.release.randomness.block_generators` with ``rng="secure"``, in a stream of their own), the first
+    word the more significant. ``root`` is :func:`order_root`'s: a seeded run's, or a fresh one from the OS.
     """
 
     root: np.random.SeedSequence
@@ -121,14 +112,10 @@ class OrderKeys:
 
     def __call__(self, first_row: int, rows: int, d: int) -> np.ndarray:
         """The keys (rows × 2, uint64) of rows [first_row, first_row + rows), a batch aligned to key blocks."""
-        block = key_block_rows(d)
-        if first_row % block:
-            raise ValueError(f"a batch starting at row {first_row} is not aligned to key blocks of {block} rows")
         keys = np.empty((rows, KEY_WORDS), dtype=np.uint64)
-        for start in range(0, rows, block):
-            stop = min(rows, start + block)
-            stream = order_generator(self.root, self.key, True, (first_row + start) // block).bit_generator
-            keys[start:stop] = stream.random_raw(KEY_WORDS * (stop - start)).reshape(-1, KEY_WORDS)
+        for part, generator in block_generators(self.root, (*self.key, SHUFFLE_STREAM), first_row, rows, d,
+                                                rng="secure"):
+            keys[part] = generator.bit_generator.random_raw(KEY_WORDS * (part.stop - part.start)).reshape(-1, KEY_WORDS)
         return keys
 
     def keyed(self, privatize: Privatize, d: int) -> Privatize:
@@ -294,9 +281,9 @@ class ExternalShuffle:
 
     def _ordered(self, block: np.ndarray, batch_rows: int) -> Iterator[np.ndarray]:
         """``block``'s records sorted by key (a stable sort: equal keys keep their input order), in batches."""
-        block = block[np.lexsort((block[:, 1], block[:, 0]))]
+        order = np.lexsort((block[:, 1], block[:, 0]))  # indices only: a sorted copy would double the memory held
         for start in range(0, block.shape[0], batch_rows):
-            yield block[start: start + batch_rows]
+            yield block[order[start: start + batch_rows]]
 
     def _scatter(self, records: np.ndarray) -> None:
         """Each record to the bucket its key's next digit names, with that digit taken off the key; a bucket's

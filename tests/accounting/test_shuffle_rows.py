@@ -22,7 +22,8 @@ from ldpcli.errors import UsageError
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.file import privatize_file
 from ldpcli.release.options import Columns, ReleaseOptions
-from ldpcli.release.shuffle import ExternalShuffle, keyed_rows, order_generator, shuffle_delta
+from ldpcli.release.randomness import keyed_generator
+from ldpcli.release.shuffle import SHUFFLE_STREAM, ExternalShuffle, OrderKeys, keyed_rows, order_root, shuffle_delta
 
 ORDERS = list(itertools.permutations(range(4)))
 #: Bytes of one record of a row of width 1: its 128-bit order key and its value.
@@ -108,6 +109,11 @@ def test_a_large_shuffle_never_holds_more_than_its_memory_and_returns_every_row_
     assert list(tmp_path.iterdir()) == []  # the bucket files never had names
 
 
+def order_generator(root: np.random.SeedSequence, key: tuple[int, ...], seeded: bool) -> np.random.Generator:
+    """The generator of key block 0's order keys, as ``OrderKeys`` makes it under ``order_root``."""
+    return keyed_generator(order_root(root, seeded), *key, SHUFFLE_STREAM, 0, rng="secure")
+
+
 def test_the_order_comes_from_chacha20_keyed_by_the_os_or_by_the_seed() -> None:
     root = np.random.SeedSequence(5)
     secure = order_generator(root, (1, 2), seeded=False)
@@ -119,6 +125,13 @@ def test_the_order_comes_from_chacha20_keyed_by_the_os_or_by_the_seed() -> None:
     assert one.integers(0, 2**62, size=4).tolist() != other.integers(0, 2**62, size=4).tolist()
     fresh = order_generator(root, (1, 2), seeded=False)
     assert fresh.integers(0, 2**62, size=4).tolist() != secure.integers(0, 2**62, size=4).tolist()
+    # the keys of a row are the first two words of its block's stream
+    keys = OrderKeys(order_root(root, True), (1, 2))(0, 3, 8)
+    assert keys.ravel().tolist() == one_stream(root).bit_generator.random_raw(6).tolist()
+
+
+def one_stream(root: np.random.SeedSequence) -> np.random.Generator:
+    return order_generator(root, (1, 2), seeded=True)
 
 
 def test_delta_defaults_to_one_over_n_squared_and_must_stay_below_one_over_n() -> None:
