@@ -8,6 +8,7 @@ number or a path, however narrow the terminal or the pipe (:func:`keep_whole`).
 
 from __future__ import annotations
 
+import decimal
 import json
 import math
 import time
@@ -114,6 +115,19 @@ def fmt(value: float | None) -> str:
     if value == 0.0 or (1e-4 <= abs(value) < 1e7):
         return f"{value:.6g}"
     return f"{value:.4e}"
+
+
+def fmt_bound(value: float | None, *, up: bool = True, digits: int = 6) -> str:
+    """A bound shown as :func:`fmt` shows a number, but rounded *away from what it bounds*: an upper bound
+    rounded up, a lower bound (``up=False``) rounded down, so that the printed digits are still a bound."""
+    if value is None:
+        return "—"
+    rounding = decimal.ROUND_CEILING if up else decimal.ROUND_FLOOR
+    shown = decimal.Context(prec=digits, rounding=rounding).create_decimal(value)
+    if value == 0.0 or (1e-4 <= abs(value) < 1e7):
+        return f"{shown:g}"
+    mantissa, exponent = f"{decimal.Context(prec=5, rounding=rounding).create_decimal(value):.4e}".split("e")
+    return f"{mantissa}e{int(exponent):+03d}"  # as fmt writes it: 3.0967e-07
 
 
 def fmt_probability(value: float, logit: float) -> str:

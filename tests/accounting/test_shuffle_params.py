@@ -7,6 +7,7 @@ import json
 import pytest
 from helpers import ldp
 
+from ldpcli.cli.render import fmt_bound
 from ldpcli.math.shuffling import ASSUMPTIONS, shuffle_bound
 from ldpcli.planning.shuffle import NO_CLAIM
 
@@ -25,7 +26,9 @@ def test_the_comparison_shows_central_beside_local_epsilon() -> None:
     assert res.exit_code == 0, res.output
     expected = shuffle_bound(4.0, 100000, 1e-6)
     assert "central ε" in res.stdout and "closed form" in res.stdout
-    assert f"{expected.epsilon_upper:.6g}" in res.stdout and f"{expected.epsilon_closed_form:.6g}" in res.stdout
+    # bounds are printed rounded away from what they bound (cli.render.fmt_bound), so the digits stay bounds
+    assert fmt_bound(expected.epsilon_upper) in res.stdout and fmt_bound(expected.epsilon_closed_form) in res.stdout
+    assert float(fmt_bound(expected.epsilon_upper)) >= expected.epsilon_upper
     assert NO_CLAIM in flat(res.stdout)  # the gaussian baseline's row (its note, the last column)
     assert "certified upper bound" in res.stdout and "honest shuffler" in res.stdout
     assert "taken as the central δ" in res.stderr  # --delta's meaning here is said
@@ -95,3 +98,10 @@ def test_refusals(args: list[str], message: str) -> None:
     res = ldp(*base, *args)
     assert res.exit_code == 2, res.output
     assert message in res.stderr
+
+
+@pytest.mark.parametrize("value", [0.1234564, 0.169774, 3.0967e-07, 5.37009e-11, 2.0, 2.5e8])
+def test_a_bound_is_printed_rounded_away_from_what_it_bounds(value: float) -> None:
+    assert float(fmt_bound(value)) >= value
+    assert float(fmt_bound(value, up=False)) <= value
+    assert float(fmt_bound(0.1234564)) == 0.123457  # where rounding to nearest would print 0.123456, below the bound

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import LEDGER_OPTION, command_app
-from ldpcli.cli.render import err, fmt, out, render
+from ldpcli.cli.render import err, fmt, fmt_bound, out, render
 from ldpcli.release.accounting import Guarantee, compose_central, compose_local
 from ldpcli.release.commit import pending_releases, release_reservation
 from ldpcli.release.ledger import Ledger
@@ -97,7 +97,8 @@ def _print_guarantees(spends: list[Any], local: list[Any], central: list[tuple[G
         if shuffled is not None:
             rows.append(("central", shuffled))
         for index, (label, guarantee) in enumerate(rows):
-            table.add_row("" if index else name, label, fmt(guarantee.epsilon), fmt(guarantee.delta), guarantee.theorem)
+            table.add_row("" if index else name, label, fmt_bound(guarantee.epsilon), fmt_bound(guarantee.delta),
+                          guarantee.theorem)
         if note:
             notes.append(f"{name}: {'central: ' if shuffled is not None else 'no central ε: '}{note}.")
     out.print(table)

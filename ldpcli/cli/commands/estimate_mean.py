@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import decimal
 from pathlib import Path
 from typing import Any, Optional
 
@@ -12,7 +11,7 @@ from rich.table import Table
 from ldpcli.analysis.estimate import estimate_group_means, estimate_mean, save_group_means, save_mean
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import SCHEDULER_OPTION, TRUST_OPTION, command_app
-from ldpcli.cli.render import fmt, note, out, progress, render, signature_row, summary_table, warn
+from ldpcli.cli.render import fmt, fmt_bound, note, out, progress, render, signature_row, summary_table, warn
 from ldpcli.errors import counted
 from ldpcli.release.engines import make_engine
 from ldpcli.release.sidecar import load_sidecar
@@ -120,11 +119,6 @@ def _shuffle_claims(sidecars: Any) -> list[dict[str, Any] | None] | None:
                                         "epsilon_central_upper": claim.epsilon_central_upper} for claim in claims]
 
 
-def _up(value: float) -> str:
-    """An upper bound shown in six significant digits, rounded up (so still an upper bound)."""
-    return f"{decimal.Context(prec=6, rounding=decimal.ROUND_CEILING).create_decimal(value):g}"
-
-
 def _shuffle_note(claims: list[dict[str, Any] | None]) -> str:
     """The one stderr line on shuffled files: their central ε (an upper bound, rounded up) at their δ, beside
     the local ε."""
@@ -132,11 +126,11 @@ def _shuffle_note(claims: list[dict[str, Any] | None]) -> str:
     if len(claims) == 1:
         claim = made[0]
         return (f"the release was shuffled (ldp privatize --shuffle): its n = {claim['n']} reports are centrally "
-                f"(ε ≤ {_up(claim['epsilon_central_upper'])}, δ = {fmt(claim['delta'])})-DP beside the local ε = "
+                f"(ε ≤ {fmt_bound(claim['epsilon_central_upper'])}, δ = {fmt(claim['delta'])})-DP beside the local ε = "
                 f"{fmt(claim['epsilon_local'])}, if the data owner was an honest shuffler (the sidecar's "
                 "release.shuffled says what the claim rests on)")
     return (f"{len(made)} of the {len(claims)} files were each shuffled among their own rows (ldp privatize --shuffle): "
-            f"each file is centrally (ε ≤ {_up(max(c['epsilon_central_upper'] for c in made))}, δ ≤ "
+            f"each file is centrally (ε ≤ {fmt_bound(max(c['epsilon_central_upper'] for c in made))}, δ ≤ "
             f"{fmt(max(c['delta'] for c in made))})-DP beside the local ε, if the data owner was an honest shuffler "
             "(each sidecar's release.shuffled says what its claim rests on)")
 

@@ -26,7 +26,7 @@ from ldpcli.cli.options import (
     floats,
     public_bound,
 )
-from ldpcli.cli.render import fmt, fmt_logp, fmt_probability, out, render, warn
+from ldpcli.cli.render import fmt, fmt_bound, fmt_logp, fmt_probability, out, render, warn
 from ldpcli.cli.tables import print_reconstruction, verdict_reading
 from ldpcli.errors import UsageError
 from ldpcli.math.shuffling import ASSUMPTIONS, THEOREM
@@ -239,7 +239,7 @@ def _central_cells(row: dict[str, Any]) -> list[str]:
     if claim is None:
         return ["—", "—", "—"]
     closed = claim["epsilon_closed_form"]
-    return [fmt(claim["epsilon_upper"]), fmt(claim["epsilon_lower"]), "—" if closed is None else fmt(closed)]
+    return [fmt_bound(claim["epsilon_upper"]), fmt_bound(claim["epsilon_lower"], up=False), fmt_bound(closed)]
 
 
 def _params_for_target(
@@ -353,9 +353,9 @@ def _central_rows(info: dict[str, Any], central: tuple[int, float]) -> list[tupl
         return [("central ε, shuffled", "—", info["shuffle_reason"])]
     closed = claim["epsilon_closed_form"]
     return [
-        ("central ε, shuffled", fmt(claim["epsilon_upper"]), f"upper bound for n = {n} shuffled reports, δ = {delta:.3g}"),
-        ("central ε lower", fmt(claim["epsilon_lower"]), "lower end of the bracket"),
-        ("central ε closed form", "—" if closed is None else fmt(closed),
+        ("central ε, shuffled", fmt_bound(claim["epsilon_upper"]), f"upper bound for n = {n} shuffled reports, δ = {delta:.3g}"),
+        ("central ε lower", fmt_bound(claim["epsilon_lower"], up=False), "lower end of the bracket"),
+        ("central ε closed form", fmt_bound(closed),
          "outside Thm 3.1's regime" if closed is None else "Thm 3.1 (looser)"),
     ]
 
@@ -367,7 +367,7 @@ def _rendering_rows(rendering: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [
         ("secure rendering", "grid", f"extended precision, rounded without bias to g·ℤ ({rendering['proof']})"),
         ("grid g", fmt(rendering["grid"]), "every released coordinate is an integer multiple of g"),
-        ("δ", fmt(rendering["delta"]), f"upper bound: (ε, δ)-LDP, aimed at δ ≤ {fmt(rendering['delta_target'])}"),
+        ("δ", fmt_bound(rendering["delta"]), f"upper bound: (ε, δ)-LDP, aimed at δ ≤ {fmt(rendering['delta_target'])}"),
         ("error ratio", fmt(rendering["error_ratio"]), "worst-case E‖Z − x‖², secure over plain (rounding adds ≤ d·g²/4)"),
     ]
 

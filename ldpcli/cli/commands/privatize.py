@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import decimal
 import os
 import tempfile
 from contextlib import ExitStack
@@ -36,7 +35,7 @@ from ldpcli.cli.options import (
     public_bound,
     split,
 )
-from ldpcli.cli.render import err, fmt, note, progress, render, warn
+from ldpcli.cli.render import err, fmt, fmt_bound, note, progress, render, warn
 from ldpcli.errors import UsageError, counted
 from ldpcli.io.formats import suffix_words
 from ldpcli.io.streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdout_suffix
@@ -381,8 +380,8 @@ def _shuffled_text(shuffled: dict[str, Any] | None) -> str:
     four digits (so still an upper bound)."""
     if shuffled is None:
         return ""
-    upper = decimal.Context(prec=4, rounding=decimal.ROUND_CEILING).create_decimal(shuffled["epsilon_central_upper"])
-    return f", shuffled: central ε ≤ {upper:g} at δ = {fmt(shuffled['delta'])} over n = {shuffled['n']}"
+    upper = fmt_bound(shuffled["epsilon_central_upper"], digits=4)
+    return f", shuffled: central ε ≤ {upper} at δ = {fmt(shuffled['delta'])} over n = {shuffled['n']}"
 
 
 def _note_dropped(names: Any, quiet: bool, label: str) -> None:
