@@ -87,24 +87,37 @@ class GaussianCap(Protocol):
         ...
 
 
+#: u = 2⁻⁶⁴, the unit roundoff of the x87 extended format that :data:`WORK` is on x86-64 and aarch64 Linux: the
+#: proof's bounds are stated for it, so computing them (``params --secure``, reading a secure release back) needs
+#: no such hardware; only computing a secure release does (:func:`require_extended_precision`).
+UNIT_ROUNDOFF = 2.0**-64
+#: How a rendering's working precision is recorded.
+_PRECISION = "longdouble (u = 2^-64)"
+
+
 def unit_roundoff() -> float:
-    """u of :data:`WORK`; UsageError where ``numpy.longdouble`` is plain double (the bounds of the proof
-    need its range too: no square of a double underflows in it)."""
+    """u of the extended precision the proof assumes (:data:`UNIT_ROUNDOFF`)."""
+    return UNIT_ROUNDOFF
+
+
+def require_extended_precision() -> None:
+    """UsageError where ``numpy.longdouble`` is not the extended format the proof assumes (u ≤ 2⁻⁶⁴, and a range
+    in which no square of a double underflows): macOS on Apple silicon and Windows, where it is a plain double."""
     info = np.finfo(WORK)
-    if info.nmant < 63 or info.minexp > -16000:
+    if float(info.eps) / 2.0 > UNIT_ROUNDOFF or info.minexp > -16000:
         raise UsageError("the secure rendering needs numpy's extended long double (x86-64 or aarch64 Linux); "
                          "on this platform `numpy.longdouble` is a plain double")
-    return float(info.eps) / 2.0
 
 
 def _inverse_chi_mean(k: int) -> float:
-    """E[1/χ_k] = Γ((k − 1)/2)/(√2·Γ(k/2)) for k ≥ 2 (the χ law with k degrees of freedom)."""
-    return math.exp(math.lgamma((k - 1) / 2.0) - math.lgamma(k / 2.0)) / math.sqrt(2.0)
+    """E[1/χ_k] = Γ((k − 1)/2)/(√2·Γ(k/2)) for k ≥ 2 (the χ law with k degrees of freedom), by
+    :func:`ldpcli.math.sphere.log_gamma_half_ratio` (full precision at every k; lgamma differences lose ~1e−9)."""
+    return math.exp(-sm.log_gamma_half_ratio(k - 1)) / math.sqrt(2.0)
 
 
 def _chi_mean(k: int) -> float:
     """E[χ_k] = √2·Γ((k + 1)/2)/Γ(k/2) for k ≥ 1."""
-    return math.sqrt(2.0) * math.exp(math.lgamma((k + 1) / 2.0) - math.lgamma(k / 2.0))
+    return math.sqrt(2.0) * math.exp(sm.log_gamma_half_ratio(k))
 
 
 class StepBounds(NamedTuple):
@@ -278,7 +291,7 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
     tau = a / grid
     added = mech.d * grid * grid / 4.0
     return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
-                     (mech.expected_error_max + added) / mech.expected_error_max, f"longdouble (u = 2^{round(math.log2(u))})")
+                     (mech.expected_error_max + added) / mech.expected_error_max, _PRECISION)
 
 
 def _gaussian_rendering(mech: Mechanism, target: float) -> Rendering:
@@ -309,7 +322,7 @@ def _gaussian_rendering(mech: Mechanism, target: float) -> Rendering:
               + ("; at d = 1 the computed output is a function of the exact one: δ = 0" if mech.d == 1 else ""))
     return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
                      (mech.expected_error_max + added) / mech.expected_error_max,
-                     f"longdouble (u = 2^{round(math.log2(u))})", detail)
+                     _PRECISION, detail)
 
 
 def _product_rendering(mech: Mechanism, target: float) -> Rendering:
@@ -340,7 +353,7 @@ def _sign_rendering(mech: Mechanism, target: float) -> Rendering:
     if delta > target:
         raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: its secure rendering has δ = {delta:.3g}, "
                          f"above {target:g}; allow a larger `secure_delta`")
-    return Rendering("sign", target, None, tau, delta, 0.0, 1.0, f"longdouble (u = 2^{round(math.log2(u))})")
+    return Rendering("sign", target, None, tau, delta, 0.0, 1.0, _PRECISION)
 
 
 def exact_bernoulli(f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -491,6 +504,7 @@ def secure_privatize(mech: Mechanism, rendering: Rendering, x: np.ndarray, rng: 
     """
     if rendering.kind == "finite":
         return mech.privatize(x, rng)
+    require_extended_precision()
     if rendering.kind == "sign":
         return _signed_normals(mech, x, rng)
     if isinstance(mech, GaussianCap) and rendering.grid is not None:

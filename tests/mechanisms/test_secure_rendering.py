@@ -308,3 +308,15 @@ def test_bit_audit_finds_the_leak_only_on_the_default_rendering() -> None:
         runs[extra] = json.loads(result.stdout)
     assert runs[()]["epsilon_lower_bound"] > 0.5 and not runs[()]["lower_bound_ok"]
     assert runs[("--secure",)]["epsilon_lower_bound"] <= 0.5 and runs[("--secure",)]["passed"]
+
+
+def test_only_computing_a_secure_release_needs_extended_precision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where numpy's longdouble is a plain double (macOS arm64, Windows), params and reading a secure release
+    back still work (the proof's u = 2⁻⁶⁴ is a constant), and only privatizing refuses, with one message."""
+    monkeypatch.setattr(rd, "WORK", np.float64)
+    plain = ldpcli.mechanisms.PrivUnit2.calibrate(8, 2.0)
+    mech = rd.secured(plain)
+    assert mech.rendering.delta > 0.0  # type: ignore[attr-defined]
+    assert rd.as_recorded(plain, mech.describe()["rendering"]).delta_exact == mech.delta_exact
+    with pytest.raises(UsageError, match="extended long double"):
+        mech.privatize(np.eye(8)[:2], np.random.default_rng(0))
