@@ -249,3 +249,22 @@ def test_without_dp_accounting_only_the_pld_needs_it() -> None:
     guarantee, note = compose_central([entry(4.0, shuffled=shuffled(0.3, 1e-7))] * 3, None)
     assert guarantee is not None and guarantee.epsilon == pytest.approx(0.9) and BASIC in guarantee.theorem
     assert "the sum only" in note and "ldp[central]" in note
+
+
+def test_kov_heterogeneous_matches_theorem_3_5_written_out() -> None:
+    """Kairouz, Oh & Viswanath (2015), Thm 3.5 by hand, with (e^ε − 1)/(e^ε + 1) in place of tanh(ε/2): each of its
+    three branches is the minimum somewhere, so dropping one fails here."""
+    from ldpcli.release.accounting import kov_heterogeneous_epsilon
+
+    def by_hand(eps: list[float], delta: float) -> float:
+        drift = sum(e * (math.exp(e) - 1) / (math.exp(e) + 1) for e in eps)
+        squares = sum(e * e for e in eps)
+        return min(sum(eps), drift + math.sqrt(2 * squares * math.log(math.e + math.sqrt(squares) / delta)),
+                   drift + math.sqrt(2 * squares * math.log(1 / delta)))
+
+    cases = [([0.1, 0.5, 1.0], 1e-6), ([0.05] * 400, 1e-6), ([0.01] * 10, 0.5), ([2.0, 3.0], 1e-6)]
+    for eps, delta in cases:
+        assert kov_heterogeneous_epsilon(eps, delta) == pytest.approx(by_hand(eps, delta), rel=1e-12)
+    # the log(e + √Σε²/δ) branch wins at a large δ, the log(1/δ) branch at a small one, the sum for a few large ε
+    assert by_hand([0.01] * 10, 0.5) < sum([0.01] * 10)
+    assert kov_heterogeneous_epsilon([2.0, 3.0], 1e-6) == pytest.approx(5.0)

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -294,3 +295,16 @@ def test_cli_central_layer_end_to_end(tmp_path: Path) -> None:
                   "--loss", "softmax", "--central-radius", "5", "--noise-multiplier", "1.0")
     assert missing.exit_code == 2
     assert "--sampling-rate" in missing.output and "`" not in missing.output
+
+
+def test_the_default_step_counts_the_central_noise() -> None:
+    """η₀ = 1/(G·√(M² + p·σ²)) with the central layer's noise (sgd.default_step_rule, l2), and M∞² + p·σ² for l1."""
+    from ldpcli.learn.sgd import default_step_rule, gradient_bound, gradient_moment_bounds, step_second_moment
+    from ldpcli.mechanisms import PrivUnit2
+
+    mech, noise = PrivUnit2.calibrate(20, 4.0), 3.5
+    rule = default_step_rule("l2", mech, 1.0, batch=1, noise_variance=noise)
+    assert rule.eta0 == pytest.approx(1.0 / (gradient_bound(mech) * math.sqrt(step_second_moment(mech, 1) + noise)))
+    assert rule.eta0 < default_step_rule("l2", mech, 1.0, batch=1).eta0 and "central noise" in rule.basis
+    l1 = default_step_rule("l1", mech, 2.0, noise_variance=noise)
+    assert l1.eta0 == pytest.approx(math.sqrt(2 * math.log(40)) / (2.0 * math.sqrt(gradient_moment_bounds(mech)[1] + noise)))
