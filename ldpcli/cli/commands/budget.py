@@ -16,6 +16,7 @@ from ldpcli.cli.render import err, fmt, fmt_bound, out, render
 from ldpcli.release.accounting import Guarantee, compose_central, compose_local
 from ldpcli.release.commit import pending_releases, release_reservation
 from ldpcli.release.ledger import Ledger
+from ldpcli.release.ledger_file import spend_of
 
 app = command_app()
 
@@ -63,7 +64,8 @@ def budget(
                   f"{removed.input}, never published)", markup=False)
         book = Ledger.open(ledger)
         pending = pending_releases(book)
-    spends, groups = book.summary(), book.by_input()
+    groups = book.by_input()  # grouped once: the spends and the guarantees line up by construction
+    spends = [spend_of(entries) for entries in groups]
     local = [compose_local(entries, delta) for entries in groups]
     central = [compose_central(entries, delta) for entries in groups]
     payload = {"ledger": str(book.path), "delta": delta,
