@@ -119,6 +119,14 @@ def check_central_delta(delta: float, n: int, name: str = "delta") -> None:
                          f"{delta:g}: a δ of 1/n or more allows publishing one person's report in the clear")
 
 
+def default_central_delta(n: int, delta: float | None = None, name: str = "delta") -> float:
+    """The central δ for n reports: ``delta``, by default 1/n², refused unless 0 < δ < 1/n
+    (:func:`check_central_delta`)."""
+    chosen = 1.0 / n**2 if delta is None else float(delta)
+    check_central_delta(chosen, n, name)
+    return chosen
+
+
 def closed_form_epsilon(epsilon0: float, n: int, delta: float) -> float | None:
     """Feldman–McMillan–Talwar 2021, Thm 3.1: for ε0 ≤ log(n / (16 log(2/δ))), the shuffled output is
     (ε, δ)-DP with ε = log(1 + (e^{ε0} − 1)/(e^{ε0} + 1) · (8 √(e^{ε0} log(4/δ)) / √n + 8 e^{ε0} / n)).
@@ -215,11 +223,8 @@ def grid_of(epsilon0: float, n: int, delta: float, max_intervals: int | None = N
     left = np.arange(start, stop + 1, width, dtype=np.int64)
     right = np.minimum(left + width - 1, stop)
     per_chunk = max(1, CHUNK // width) * width
-    weight = np.concatenate([
-        np.add.reduceat(binom.pmf(np.arange(first, min(first + per_chunk, stop + 1))), np.arange(0, per_chunk, width)
-                        [: len(range(first, min(first + per_chunk, stop + 1), width))])
-        for first in range(start, stop + 1, per_chunk)
-    ])
+    chunks = (binom.pmf(np.arange(first, min(first + per_chunk, stop + 1))) for first in range(start, stop + 1, per_chunk))
+    weight = np.concatenate([np.add.reduceat(pmf, np.arange(0, len(pmf), width)) for pmf in chunks])
     if start > 0:
         left, right = np.r_[0, left], np.r_[start - 1, right]
         weight = np.r_[binom.cdf(start - 1), weight]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ldpcli.math.shuffling import check_central_delta, shuffle_bound
+from ldpcli.math.shuffling import default_central_delta, shuffle_bound
 from ldpcli.mechanisms.base import check_count
 
 NO_CLAIM = "no shuffle claim: the bound needs pure ε0-LDP"
@@ -22,9 +22,7 @@ def central_delta(shuffle: int, shuffle_delta: float | None = None) -> float:
     """The central δ for ``shuffle`` shuffled reports: ``shuffle_delta``, by default 1/shuffle²; refused
     unless 0 < δ < 1/shuffle (at δ ≥ 1/n a guarantee allows publishing one report in the clear)."""
     check_count(shuffle, "shuffle", minimum=2)
-    delta = 1.0 / shuffle**2 if shuffle_delta is None else shuffle_delta
-    check_central_delta(delta, shuffle, "shuffle_delta")
-    return delta
+    return default_central_delta(shuffle, shuffle_delta, "shuffle_delta")
 
 
 def shuffle_claim(epsilon0: float, delta0: float, shuffle: int, delta: float) -> dict[str, Any]:

@@ -62,7 +62,7 @@ from ldpcli.io import interrupts
 from ldpcli.io.faults import checkpoint
 from ldpcli.io.messages import _reason
 from ldpcli.math.bitgen import require_randomgen
-from ldpcli.math.shuffling import check_central_delta, shuffle_bound
+from ldpcli.math.shuffling import default_central_delta, shuffle_bound
 from ldpcli.mechanisms import Mechanism
 from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.randomness import block_generators, root_seed
@@ -384,9 +384,7 @@ def shuffle_delta(n: int, delta: float | None) -> float:
     if n < 2:
         raise UsageError(f"`shuffle`: the release has {n} row; a shuffle hides each report among the others, so "
                          "it needs at least 2 rows")
-    chosen = 1.0 / n**2 if delta is None else float(delta)
-    check_central_delta(chosen, n, "shuffle_delta")
-    return chosen
+    return default_central_delta(n, delta, "shuffle_delta")
 
 
 def tie_distance(n: int) -> float:

@@ -104,7 +104,7 @@ def params(
     norm = public_bound(norm_bound, r_max)
     if mechanism is None and calibration is not None:
         mechanism = "privunit2"  # a calibration names the default mechanism's, not a comparison
-    central = _central(shuffle, shuffle_delta, mechanism, options)
+    central, options = _central(shuffle, shuffle_delta, mechanism, options)
     if central is not None and (target_rmse is not None or target_error is not None):
         raise UsageError("--shuffle gives the central ε of reports made at a given --eps: it does not combine with "
                          "--target-rmse or --target-error")
@@ -156,23 +156,24 @@ def params(
 
 
 def _central(shuffle: int | None, shuffle_delta: float | None, mechanism: str | None,
-             options: dict[str, Any]) -> tuple[int, float] | None:
-    """(N, central δ) for --shuffle N, or None without it. Without --shuffle-delta, a --delta is the central
-    δ when no mechanism shown takes a δ of its own (it is then removed from ``options``); with --mechanism
-    gaussian it is that mechanism's, and the central δ must be --shuffle-delta."""
+             options: dict[str, Any]) -> tuple[tuple[int, float] | None, dict[str, Any]]:
+    """((N, central δ) for --shuffle N or None without it, the mechanisms' options). Without --shuffle-delta, a --delta is the central
+    δ when no mechanism shown takes a δ of its own (the options returned then leave it out; ``options`` itself
+    is never changed); with --mechanism gaussian it is that mechanism's, and the central δ must be --shuffle-delta."""
     if shuffle is None:
         if shuffle_delta is not None:
             raise UsageError("--shuffle-delta needs --shuffle N, the number of shuffled reports")
-        return None
+        return None, options
     if shuffle_delta is None and options.get("delta") is not None:
         if mechanism is not None and "delta" in get_mechanism(mechanism).options:
             raise UsageError(f"--delta is {mechanism}'s own δ here, so it cannot also be the central δ of --shuffle: "
                              "give the central δ as --shuffle-delta")
-        shuffle_delta = options.pop("delta")
+        shuffle_delta = options["delta"]
+        options = {name: value for name, value in options.items() if name != "delta"}
         if mechanism is None:
             warn("--delta is taken as the central δ of --shuffle; the gaussian baseline keeps its default δ = "
                  f"{DEFAULT_DELTA:g} (give the central δ as --shuffle-delta to set the baseline's with --delta)")
-    return shuffle, central_delta(shuffle, shuffle_delta)
+    return (shuffle, central_delta(shuffle, shuffle_delta)), options
 
 
 def _central_reading(central: tuple[int, float]) -> str:
