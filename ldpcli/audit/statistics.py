@@ -296,16 +296,16 @@ def check_input(
         mean_effect, mean_effect_sd, error_effect, boundary=boundary,
     )
     if branches is not None:
-        _branch_checks(check, acc, branches, boundary, claimed, delta, alpha_each)
+        _branch_checks(check, acc, branches, tested, boundary, claimed, delta, alpha_each)
     return check
 
 
-def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.OutputBranch], boundary: bool,
-                   claimed: float, delta: float, alpha_each: float) -> None:
-    """Steps 1, 3 and 4 of the module docstring, recorded on ``check``."""
+def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.OutputBranch], tested: np.ndarray,
+                   boundary: bool, claimed: float, delta: float, alpha_each: float) -> None:
+    """Steps 1, 3 and 4 of the module docstring, recorded on ``check``; ``tested`` marks the branches that the
+    z-tests of :func:`check_input` covered (:func:`z_tested`)."""
     x, rows = acc.x, acc.rows
     probs = np.array([b.probability for b in branches])
-    tested = z_tested(branches, x, int(rows.sum()))
     added = rounding_allowance(acc.mech)
     for b, branch in enumerate(branches):
         seen = int(rows[b])

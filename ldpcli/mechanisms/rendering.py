@@ -36,7 +36,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import DataError, UsageError
 from ldpcli.math import sphere as sm
 from ldpcli.math.lawtests import LawTest, deterministic
 from ldpcli.mechanisms.base import Mechanism
@@ -679,12 +679,13 @@ def secured(mech: Mechanism, delta: float | None = None) -> Mechanism:
 def as_recorded(mech: Mechanism, rendering: Any) -> Mechanism:
     """The mechanism of a release read back: ``mech`` (from its spec) secured again when the release
     recorded a rendering (a sidecar's ``release.rendering``, a description's ``rendering``), at the
-    recorded target δ; ValueError when the rendering recomputed from the spec is not the one recorded."""
+    recorded target δ; DataError when the record has no target δ or is not the rendering that the spec and
+    that target give (an edited or foreign record: the reader's one message names the file)."""
     if rendering is None:
         return mech
     if not isinstance(rendering, dict) or not isinstance(rendering.get("delta_target"), (int, float)):
-        raise ValueError("the recorded rendering has no target δ ('delta_target')")
+        raise DataError("the recorded rendering has no target δ ('delta_target')")
     again = secured(mech, float(rendering["delta_target"]))
     if again.describe()["rendering"] != rendering:
-        raise ValueError("the recorded rendering is not the one its mechanism and target δ give")
+        raise DataError("the recorded rendering is not the one its mechanism and target δ give")
     return again
