@@ -73,8 +73,9 @@ def _check(sampling_rate: float, noise_multiplier: float, steps: int, delta: flo
         raise UsageError(f"`sampling_rate` must be in (0, 1], got {sampling_rate!r}")
     if not (isinstance(noise_multiplier, (int, float)) and math.isfinite(noise_multiplier)
             and noise_multiplier >= floor and noise_multiplier > 0):
-        raise UsageError(f"`noise_multiplier` must be a finite number ≥ {MIN_NOISE_MULTIPLIER:g} (below it the central ε "
-                         f"is in the hundreds), got {noise_multiplier!r}")
+        least = (f"≥ {floor:g} (below it the central ε is in the hundreds)" if floor > 0
+                 else "> 0")
+        raise UsageError(f"`noise_multiplier` must be a finite number {least}, got {noise_multiplier!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise UsageError(f"the central layer needs at least one step, got {steps!r}")
     if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
