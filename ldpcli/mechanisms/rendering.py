@@ -336,7 +336,7 @@ def _product_rendering(mech: Mechanism, target: float) -> Rendering:
         raise UsageError(f"mechanism {mech.name!r}: its magnitude has no finite public values to render")
     top = float(np.max(np.abs(values.output_value(np.array([0, values.output_count - 1])))))
     added = top * top * part.added_error
-    worst = float(type(mech).expected_error_max.fget(mech))  # type: ignore[attr-defined]
+    worst = float(mech.expected_error_max)  # the plain product's (secured passes the plain mechanism)
     return Rendering(part.kind, target, part.grid, part.tau, part.delta, added, (worst + added) / worst,
                      part.working_precision)
 

@@ -214,7 +214,9 @@ def _print_training(result: Any) -> None:
                         f"q = {fmt(central['sampling_rate'])}", f"{central['steps']} steps, noise σ = "
                         f"{fmt(central['noise_std'])} on each step's mean; {central['accountant']}, "
                         f"{central['neighbouring']} neighbours")
-    summary.add_row("steps", f"{result.steps} × {result.batch} rows", f"{result.rule.describe()}; {result.rule.basis}")
+    rows = (f"{result.batch} rows" if result.central is None else
+            f"~{fmt(result.central.sampling_rate * result.train_rows)} rows (Poisson, q = {fmt(result.central.sampling_rate)})")
+    summary.add_row("steps", f"{result.steps} × {rows}", f"{result.rule.describe()}; {result.rule.basis}")
     summary.add_row("radius R", fmt(result.radius), "θ stays in the " + ("ℓ2" if result.geometry == "l2" else "ℓ1")
                     + " ball; the output is the averaged iterate")
     summary.add_row("rate", fmt(result.rate()["value"]), result.rate()["form"] + " (Duchi et al. 2014; constant not "
