@@ -18,8 +18,8 @@ runs of the two sides alternate, so drift in the machine's speed hits both):
   hypercube mechanisms (privunit-inf, duchi-linf) draw no normals: their numpy reference draws n·d
   uniforms (the vertex) and n·d 32-bit keys (each row's agreeing set is its A smallest keys), then
   sorts or selects within each row; those draws, ``rng.random((n, d))`` and n·d/2 raw 64-bit words,
-  are timed in the same run as their own row (about 0.25× the normals; the sort or selection adds
-  0.1–0.3× more), and the reference is held to the same ≤ 1.2× of the normals.
+  are timed in the same run as their own row (0.27–0.31× the normals on 2 cores; the sort or
+  selection adds 0.05–0.2× more), and the reference is held to the same ≤ 1.2× of the normals.
 - mechanisms: `privatize_file` with every registered vector mechanism at one shape.
 - memory: peak resident memory of `ldp privatize` on a ~400 MB and a ~2 GB file (target
   < 400 MB and flat).
