@@ -7,7 +7,7 @@ while the row is in cache, drawing from the same ``numpy.random.Generator`` in t
 (numba's Generator methods reproduce numpy's draws bit for bit). Sums are taken left to right
 instead of numpy's pairwise and SIMD order, so results agree with the reference to rounding, not
 bit for bit. The hypercube sampler is the exception: it draws each row's agreeing positions from
-fewer numbers than numpy's shuffle, so it agrees with its reference in law only. ``nogil``: the
+fewer numbers than the numpy reference's d keys a row, so it agrees with its reference in law only. ``nogil``: the
 pipeline's threads privatize blocks side by side.
 """
 
@@ -225,8 +225,9 @@ def hypercube_vertices(
     the agreeing positions, a uniform ``agree[i]``-subset (:func:`_uniform_subset`), then d
     uniforms (s_j = +1 when u_j < x_j/(2L) + ½) and z_j = +1 exactly when (s_j = +1) == (j agrees).
 
-    The same law as the numpy reference's per-row shuffle (``rng.permuted``), from fewer draws
-    (about d/53 + O(√d) instead of d − 1 near A = d/2), so the two agree in law, not draw for draw.
+    The same law as the numpy reference's agreeing sets (the A smallest of d random keys,
+    ``hypercube.uniform_subsets``), from fewer draws (about d/53 + O(√d) instead of d keys near
+    A = d/2), so the two agree in law, not draw for draw.
     """
     n, d = x.shape
     mask = np.empty(d, dtype=np.bool_)

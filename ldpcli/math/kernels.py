@@ -9,10 +9,11 @@ mechanism's ``privatize``) runs; it is the reference the kernels are tested agai
 
 The kernels draw the same numbers from the same generator in the same order as their reference and
 agree to rounding, not bit for bit (their sums run in different orders); the hypercube kernel draws
-each row's agreeing coordinates from fewer numbers than numpy's shuffle and agrees in law only. So a
-seeded output depends on which one ran: the sidecar records it (``release.randomness.kernel``). ``LDP_KERNEL=numpy`` forces the reference (for example to
-reproduce a seeded output made without numba); ``LDP_KERNEL=numba`` makes a missing numba an
-error instead of a silent fallback.
+each row's agreeing coordinates from fewer numbers than the numpy reference's d keys a row and
+agrees in law only. So a seeded output depends on which one ran: the sidecar records it
+(``release.randomness.kernel``). ``LDP_KERNEL=numpy`` forces the reference (for example to reproduce
+a seeded output made without numba); ``LDP_KERNEL=numba`` makes a missing numba an error instead of
+a silent fallback.
 """
 
 from __future__ import annotations
