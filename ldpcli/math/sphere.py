@@ -525,6 +525,12 @@ def row_chunks(n: int, d: int, values: int | None = None) -> Iterator[slice]:
         yield slice(start, min(n, start + step))
 
 
+#: Rows shorter than this keep numpy's default buffer in :func:`row_buffers`: one pass per row costs
+#: more than the buffer's copy when a row has only a few values (measured: 4.2 against 1.4 ns per
+#: value at d = 3, 0.75 against 0.82 at d = 64).
+_ROW_BUFFER_MIN_D = 64
+
+
 @contextlib.contextmanager
 def row_buffers(d: int) -> Iterator[None]:
     """numpy's ufunc buffer at most one row of d values long while a fused loop runs (it is reset after).
@@ -532,12 +538,14 @@ def row_buffers(d: int) -> Iterator[None]:
     An operation between a chunk of rows and one value per row (``g *= a[:, None]``) runs through
     numpy's buffered iteration, which walks across rows in blocks of its buffer (8192 values) and so
     copies the per-row values into a buffer first; with the buffer no longer than a row, each row
-    is one pass with its scalar: measured 0.6–0.9 against 0.25–0.3 ns per value at d = 500 and 2000
-    (benchmarks/run.py --only api). Only the iteration changes, not a single result. numpy keeps the
-    setting per thread (a context variable), so worker threads do not see each other's.
+    is one pass with its scalar: measured 0.6–0.9 against 0.25–0.4 ns per value for d from 200 to
+    4000 (2 cores, numpy 2.4). Rows shorter than :data:`_ROW_BUFFER_MIN_D` keep the default. Only the
+    iteration changes, not a single result. numpy keeps the setting per thread (a context variable),
+    so worker threads do not see each other's.
     """
     old = np.getbufsize()
-    np.setbufsize(max(16, min(old, d - d % 16)))  # numpy wants a multiple of 16
+    if d >= _ROW_BUFFER_MIN_D:
+        np.setbufsize(min(old, d - d % 16))  # numpy wants a multiple of 16
     try:
         yield
     finally:
