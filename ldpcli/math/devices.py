@@ -91,6 +91,35 @@ def host_copy(x: Any) -> np.ndarray:
     return np.asarray(x)
 
 
+class RowStack:
+    """The rows of a batched device run in order, in one array allocated up front: each batch is
+    copied into its slice as it is finished, so the device holds the output once (concatenating the
+    batches would hold it twice and copy it again). JAX arrays cannot be assigned to: there the
+    batches are kept and concatenated at the end."""
+
+    def __init__(self, xp: Any, shape: tuple[int, int], dtype: Any, device: Any) -> None:
+        import array_api_compat as compat
+
+        self._xp = xp
+        self._parts: list[Any] | None = [] if compat.is_jax_namespace(xp) else None
+        self._rows: Any = None if self._parts is not None else xp.empty(shape, dtype=dtype, device=device)
+        self._filled = 0
+
+    def append(self, batch: Any) -> None:
+        """The next batch of rows."""
+        if self._parts is not None:
+            self._parts.append(batch)
+        else:
+            self._rows[self._filled:self._filled + batch.shape[0], ...] = batch
+        self._filled += batch.shape[0]
+
+    def rows(self) -> Any:
+        """All the rows appended, in order."""
+        if self._parts is None:
+            return self._rows
+        return self._parts[0] if len(self._parts) == 1 else self._xp.concat(self._parts)
+
+
 @dataclass(frozen=True)
 class DeviceNormals:
     """Standard normals of one dtype on one device, from one seeded generator; ``name`` says which."""
@@ -134,7 +163,7 @@ def device_normals(xp: Any, device: Any, dtype: Any, seed: np.random.SeedSequenc
             keys[0], key = jax.random.split(keys[0])
             return jax.device_put(jax.random.normal(key, shape, dtype=dtype), device)
 
-        return DeviceNormals(f"jax.random ({jax.config.jax_default_prng_impl}) on {device}", jax_draw)
+        return DeviceNormals(f"jax.random ({jax.random.key_impl(keys[0])}) on {device}", jax_draw)
     host = np.random.Generator(np.random.PCG64(seed))
     host_dtype = np.float32 if dtype == xp.float32 else np.float64
     return DeviceNormals(f"numpy PCG64 on the host, copied to {device}",
@@ -175,7 +204,8 @@ def rounded_cap_directions(
     - ``norms``: the norms of the rows ``x`` as passed (:func:`scaled_rows`: they may be rescaled).
 
     With g the device's normals, w = (g − ⟨g, u⟩u)/‖·‖, and Z = a·g + b·x with ‖w‖² = ‖g‖² − ⟨g, u⟩²,
-    a = scale·r/‖w‖ and b = (scale·t − a⟨g, u⟩)/(±‖x‖): two reductions and one pass, u never stored.
+    a = scale·r/‖w‖ and b = (scale·t − a⟨g, u⟩)/(±‖x‖): two reductions and two in-place passes over g
+    (the normals, ours to overwrite), u never stored.
     Rows where most of g lies along u (‖w‖² < ‖g‖²/4, common only for small d) are projected
     explicitly, twice ("twice is enough", Giraud et al. 2005), and drawn again if g ∥ u. A zero row
     is released as scale·g/‖g‖ (uniform: V | u is symmetric about a uniform u). d = 1: Z = scale·t·u,
@@ -197,7 +227,9 @@ def rounded_cap_directions(
     a = scale * r / xp.sqrt(ww)
     b = (scale * t - a * gu) / signed
     a = xp.where(zero, scale / xp.sqrt(gg), a)
-    return a[:, None] * g + b[:, None] * x
+    g *= a[:, None]  # in place where the library allows it (a JAX array is replaced): one n·d temporary, not three
+    g += b[:, None] * x
+    return g
 
 
 def _reproject(
@@ -218,5 +250,5 @@ def _reproject(
         g = xp.where(redo[:, None], normals(tuple(g.shape)), g)
 
 
-__all__ = ["DEVICE_LIBRARIES", "DeviceNormals", "device_namespace", "device_normals", "device_of", "host_copy",
+__all__ = ["DEVICE_LIBRARIES", "DeviceNormals", "RowStack", "device_namespace", "device_normals", "device_of", "host_copy",
            "rounded_cap_directions", "scaled_rows", "without_autograd"]

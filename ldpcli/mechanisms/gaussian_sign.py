@@ -161,7 +161,7 @@ class GaussianSign(Mechanism):
 
         Draw order: the n rounding uniforms, the n kept signs (P = e^ε/(1 + e^ε)), then d normals
         per row. One read of x and one write of the output: chunk by chunk of rows
-        (``spheremath.FUSED_CHUNK_VALUES``), or one compiled loop per row with numba
+        (``spheremath.rounded_chunks``), or one compiled loop per row with numba
         (:mod:`ldpcli.math.kernels`), agreeing to rounding (their ⟨Z, U⟩ sum in different orders).
         A zero row's U is uniform and independent of Z, so sign⟨Z, U⟩ is a fair coin independent of
         Z: it is the row's unused rounding uniform < ½, and no direction is drawn.
@@ -176,14 +176,10 @@ class GaussianSign(Mechanism):
             kernels.gaussian_with_private_sign(np.ascontiguousarray(x, dtype=np.float64), flips, self.norm_bound,
                                                keep, scale, rng, out)
             return out
-        step = max(1, sm.FUSED_CHUNK_VALUES // d)
-        scratch = np.empty((min(step, n), d))
-        for start in range(0, n, step):
-            rows = slice(start, min(n, start + step))
-            u = scratch[: rows.stop - start]
-            zero = sm.rounded_units_into(x[rows], flips[rows], self.norm_bound, u)
-            z = out[rows]
-            rng.standard_normal(out=z)
-            positive = np.where(zero, flips[rows] < 0.5, np.einsum("ij,ij->i", z, u) >= 0.0)
-            z *= np.where(positive == keep[rows], scale, -scale)[:, None]
+        with sm.row_buffers(d):
+            for rows, u, zero in sm.rounded_chunks(x, flips, self.norm_bound):
+                z = out[rows]
+                rng.standard_normal(out=z)
+                positive = np.where(zero, flips[rows] < 0.5, np.vecdot(z, u) >= 0.0)
+                z *= np.where(positive == keep[rows], scale, -scale)[:, None]
         return out

@@ -401,7 +401,7 @@ def fused_rows(
     """scale·(z_i·u + g⊥) per row (Asi et al. Alg. 2, V = α·u + V⊥ with V⊥/σ = g − ⟨g, u⟩u), u = ±x/‖x‖
     the rounding of each row by its uniform ``flips[i]`` (``spheremath.round_to_sphere``).
 
-    One read of x and one write of the output: chunk by chunk of rows (``spheremath.FUSED_CHUNK_VALUES``),
+    One read of x and one write of the output: chunk by chunk of rows (``spheremath.rounded_chunks``),
     or one compiled loop per row with numba (:mod:`ldpcli.math.kernels`); both draw the d normals
     of each row in row order, so they agree to rounding whatever the chunk. A zero row, whose u is
     uniform, is finished by :func:`finish_zero_rows` from its own normals.
@@ -413,18 +413,14 @@ def fused_rows(
     if kernels is not None:
         kernels.gaussian_about_cosines(np.ascontiguousarray(x, dtype=np.float64), flips, radius, z, scale, rng, out, zero)
     else:
-        step = max(1, sm.FUSED_CHUNK_VALUES // d)
-        scratch = np.empty((min(step, n), d))
-        for start in range(0, n, step):
-            rows = slice(start, min(n, start + step))
-            u = scratch[: rows.stop - start]
-            zero[rows] = sm.rounded_units_into(x[rows], flips[rows], radius, u)
-            g = out[rows]
-            rng.standard_normal(out=g)
-            gu = np.einsum("ij,ij->i", g, u)
-            u *= (z[rows] - gu)[:, None]
-            g += u
-            g *= scale
+        with sm.row_buffers(d):
+            for rows, u, zero_rows in sm.rounded_chunks(x, flips, radius):
+                zero[rows] = zero_rows
+                g = out[rows]
+                rng.standard_normal(out=g)
+                u *= (z[rows] - np.vecdot(g, u))[:, None]
+                g += u
+                g *= scale
     if zero.any():
         finish_zero_rows(out, zero, flips, z, scale)
     return out

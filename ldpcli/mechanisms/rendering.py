@@ -279,19 +279,30 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
     if not isinstance(mech, RoundedCap):
         raise UsageError(f"mechanism {mech.name!r} has no secure rendering yet; the mechanisms with one: privunit2, "
                          "duchi-l2, privunitg, gaussian-sign, separated, privunit-inf, duchi-linf, scalar, scalar-rel")
-    u = unit_roundoff()
     c = mech.norm_bound * mech.scale
-    a = c * cap_error_sum(mech.d, u)
-    log2_grid = math.ceil((math.log(a) + sm.softplus(mech.epsilon_exact) - math.log(target)) / math.log(2.0))
-    if log2_grid > math.log2(c):
-        raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: a secure rendering with δ ≤ {target:g} "
-                         f"needs a grid g = 2^{log2_grid} above the output norm {c:.6g}; allow a larger `secure_delta`")
+    a = c * cap_error_sum(mech.d, unit_roundoff())
     # g ≥ 2^{⌈log₂ c⌉ − 52}: every |Ẑ_j|/g + 1 ≤ 2⁵³, so the released integer times g is an exact double.
-    grid = math.ldexp(1.0, max(log2_grid, math.frexp(c)[1] - 52))
+    return _grid_rendering(mech, target, a, max(_finest_grid(mech, target, a, c, "the output norm"),
+                                                math.frexp(c)[1] - 52))
+
+
+def _finest_grid(mech: Mechanism, target: float, a: float, ceiling: float, what: str) -> int:
+    """log₂ of the finest power-of-two grid g with (1 + e^ε)·a/g ≤ ``target`` (τ = a/g); UsageError where
+    g would exceed ``ceiling`` (``what``: the output's own size, so the rendering would be mostly noise)."""
+    log2_grid = math.ceil((math.log(a) + sm.softplus(mech.epsilon_exact) - math.log(target)) / math.log(2.0))
+    if log2_grid > math.log2(ceiling):
+        raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: a secure rendering with δ ≤ {target:g} "
+                         f"needs a grid g = 2^{log2_grid} above {what} {ceiling:.6g}; allow a larger `secure_delta`")
+    return log2_grid
+
+
+def _grid_rendering(mech: Mechanism, target: float, a: float, log2_grid: int, detail: str = "") -> Rendering:
+    """The grid kind at g = 2^``log2_grid``: τ = a/g, δ = (1 + e^ε)·τ, and the rounding's added error d·g²/4."""
+    grid = math.ldexp(1.0, log2_grid)
     tau = a / grid
     added = mech.d * grid * grid / 4.0
     return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
-                     (mech.expected_error_max + added) / mech.expected_error_max, _PRECISION)
+                     (mech.expected_error_max + added) / mech.expected_error_max, _PRECISION, detail)
 
 
 def _gaussian_rendering(mech: Mechanism, target: float) -> Rendering:
@@ -301,28 +312,17 @@ def _gaussian_rendering(mech: Mechanism, target: float) -> Rendering:
     refuses a g above the output norm (the rendering would then be mostly noise)."""
     if not isinstance(mech, GaussianCap):
         raise ValueError(f"{mech.name!r} does not release s·(z·u + g⊥)")
-    u = unit_roundoff()
-    a = mech.output_scale * gaussian_error_sum(mech, mech.d, u)
+    a = mech.output_scale * gaussian_error_sum(mech, mech.d, unit_roundoff())
     rms = math.sqrt(mech.expected_error_max)
     log2_grid = math.frexp(rms)[1] - _GAUSSIAN_GRID_FLOOR
     if a > 0.0:
-        needed = math.ceil((math.log(a) + sm.softplus(mech.epsilon_exact) - math.log(target)) / math.log(2.0))
-        if needed > math.log2(rms):
-            raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: a secure rendering with δ ≤ "
-                             f"{target:g} needs a grid g = 2^{needed} above the output's root-mean-square norm "
-                             f"{rms:.6g}; allow a larger `secure_delta`")
-        log2_grid = max(log2_grid, needed)
-    grid = math.ldexp(1.0, log2_grid)
-    tau = a / grid
-    added = mech.d * grid * grid / 4.0
+        log2_grid = max(log2_grid, _finest_grid(mech, target, a, rms, "the output's root-mean-square norm"))
     detail = ("; PrivUnitG's coordinates are unbounded, so τ = δ/(1 + e^ε) bounds the expected floating-point "
               "error over g (the coupling needs no worst case), each coordinate is clipped at ±(2^53 − 1)·g (a "
               "post-processing, reached with probability below 2^-60 per coordinate), and the truncated normal "
               "along u is treated as an exact draw of its law"
               + ("; at d = 1 the computed output is a function of the exact one: δ = 0" if mech.d == 1 else ""))
-    return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
-                     (mech.expected_error_max + added) / mech.expected_error_max,
-                     _PRECISION, detail)
+    return _grid_rendering(mech, target, a, log2_grid, detail)
 
 
 def _product_rendering(mech: Mechanism, target: float) -> Rendering:
@@ -486,9 +486,7 @@ def _by_chunks(x: np.ndarray, flips: np.ndarray, radius: float, rng: np.random.G
     (:func:`unit_rows`), then ``rows_out(rows, û)``, which draws the chunk's own variates after it."""
     n, d = x.shape
     out = np.empty((n, d))
-    step = max(1, _CHUNK_VALUES // d)
-    for start in range(0, n, step):
-        rows = slice(start, min(n, start + step))
+    for rows in sm.row_chunks(n, d, _CHUNK_VALUES):
         out[rows] = rows_out(rows, unit_rows(x[rows], flips[rows], radius, rng))
     return out
 

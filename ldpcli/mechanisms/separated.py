@@ -373,10 +373,12 @@ class Separated(Mechanism):
                         direction: Callable[[np.ndarray, np.random.Generator], np.ndarray]) -> np.ndarray:
         """``privatize`` with the direction's sampler given (the secure rendering gives its own): the
         output is the product of the two parts' outputs, a post-processing of the pair."""
-        norms = np.sqrt(np.einsum("ij,ij->i", x, x))
+        norms = np.sqrt(np.vecdot(x, x))
         # Zero rows stay zero here; PrivUnit2's rounding to the sphere gives them a uniform direction.
-        u = x * (1.0 / np.where(norms > 0.0, norms, 1.0))[:, None]
+        with sm.row_buffers(x.shape[1]):
+            u = x * (1.0 / np.where(norms > 0.0, norms, 1.0))[:, None]
         out = direction(u, rng)
         r_hat = self.magnitude.privatize_values(norms, rng)  # a norm within the slack is r_max
-        out *= r_hat[:, None]
+        with sm.row_buffers(x.shape[1]):
+            out *= r_hat[:, None]
         return out

@@ -426,6 +426,7 @@ def _privatize_on_device(
     ‖x‖ ≥ L, so its output has the law it has for the projected row.
     """
     from ldpcli.math.devices import (
+        RowStack,
         device_normals,
         device_of,
         rounded_cap_directions,
@@ -447,7 +448,7 @@ def _privatize_on_device(
     normals = device_normals(xp, device, work, np.random.SeedSequence(rng.integers(2**32, size=4).tolist()))
     bound, (n, d) = mech.norm_bound, values.shape
     step = max(1, _DEVICE_BATCH_VALUES // d)
-    parts, clipped = [], 0
+    released, clipped = RowStack(xp, (n, d), out, device), 0
     with without_autograd(xp):
         for start in range(0, n, step):
             rows = xp.astype(values[start:min(n, start + step), :], work, copy=False)
@@ -459,8 +460,8 @@ def _privatize_on_device(
             t, r = sampler.cap_cosines(m, rng)
             below, t, r = (xp.asarray(draw.astype(host), device=device) for draw in (below, t, r))
             z = rounded_cap_directions(xp, scaled, norms, rho, below, t, r, bound * sampler.scale, normals)
-            parts.append(xp.astype(z, out, copy=False))
-        return (parts[0] if len(parts) == 1 else xp.concat(parts)), clipped, normals.name
+            released.append(xp.astype(z, out, copy=False))
+        return released.rows(), clipped, normals.name
 
 
 def _device_clipped(xp: Any, mech: Mechanism, rows: Any, rho: Any, precision: float) -> int:

@@ -168,6 +168,27 @@ def test_many_batches_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     np.testing.assert_allclose(np.linalg.norm(host(z), axis=1), release.mechanism.scale, rtol=1e-12)
 
 
+def test_batches_are_written_into_one_output_not_concatenated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device holds the output once: each batch goes into its slice of one array allocated up
+    front (``RowStack``), and nothing is concatenated (which would hold it twice and copy it again)."""
+    import ldpcli.release.arrays as arrays
+    from ldpcli.math.devices import RowStack
+
+    monkeypatch.setattr(arrays, "_DEVICE_BATCH_VALUES", 7 * 5)
+    want, _ = ldpcli.privatize(on_device(unit_rows(50, 5, seed=19)), eps=4.0, rng=20)
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the batches were concatenated")
+
+    monkeypatch.setattr(xs, "concat", refused)
+    got, _ = ldpcli.privatize(on_device(unit_rows(50, 5, seed=19)), eps=4.0, rng=20)
+    assert bool(xs.all(got == want))
+    stack = RowStack(xs, (5, 2), xs.float64, xs.asarray(0.0).device)
+    for batch in ([[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0]], [[7.0, 8.0], [9.0, 10.0]]):
+        stack.append(xs.asarray(batch))
+    assert host(stack.rows()).tolist() == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0], [9.0, 10.0]]
+
+
 def test_normals_parallel_to_the_row_are_drawn_again() -> None:
     """g ∥ u leaves no orthogonal part (probability 0 for real normals): those rows get new normals.
     A stub device generator returns normals along each row first, then proper ones."""

@@ -121,3 +121,28 @@ def test_kernel_choice_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
         kernels.kernel_name()
     monkeypatch.setenv(kernels.KERNEL_ENV, "auto")
     assert kernels.kernel_name() == "numpy"  # auto without numba: the reference, silently
+
+
+def test_row_buffers_change_no_result_and_are_restored() -> None:
+    """sphere.row_buffers shrinks numpy's ufunc buffer to a row for long rows only, per thread, and
+    puts it back even when the loop raises; a per-row scaling computed inside is bit-identical."""
+    import threading
+
+    default = np.getbufsize()
+    rng = np.random.default_rng(5)
+    for d in (3, 500, 2000):
+        g, a = rng.standard_normal((300, d)), rng.random(300) + 0.5
+        want = g * a[:, None]
+        with sm.row_buffers(d):
+            inside = np.getbufsize()
+            seen: list[int] = []
+            worker = threading.Thread(target=lambda: seen.append(np.getbufsize()))
+            worker.start()
+            worker.join()
+            got = g * a[:, None]
+        assert np.array_equal(got, want)
+        assert inside == (default if d < 64 else min(default, d - d % 16)) and seen == [default]
+        assert np.getbufsize() == default
+    with pytest.raises(RuntimeError), sm.row_buffers(1000):
+        raise RuntimeError("a failing chunk")
+    assert np.getbufsize() == default

@@ -58,7 +58,7 @@ def box_rows(n: int, d: int, seed: int) -> np.ndarray:
 
 def unfused(name: str, x: np.ndarray, d: int, eps: float, seed: int) -> np.ndarray:
     """The formulas of privunitg (Asi et al. Alg. 2) and gaussian-sign (Błasiok et al. Def. 5.5)
-    on whole arrays, with the fused samplers' draw order; rows x ≠ 0 only."""
+    on whole arrays, with the fused samplers' draw order and row dots (numpy's vecdot); rows x ≠ 0 only."""
     mech = get_mechanism(name).calibrate(d, eps)
     rng = np.random.default_rng(seed)
     n = len(x)
@@ -69,11 +69,11 @@ def unfused(name: str, x: np.ndarray, d: int, eps: float, seed: int) -> np.ndarr
         upper = sm.bernoulli_logit(mech.logit_p, n, rng)
         z = privunitg.sample_split_normal(upper, mech.threshold, mech.log_q, mech.log_one_minus_q, rng)
         g = rng.standard_normal((n, d))
-        return (g + u * (z - np.einsum("ij,ij->i", g, u))[:, None]) * math.exp(-mech.log_mu)
+        return (g + u * (z - np.vecdot(g, u))[:, None]) * math.exp(-mech.log_mu)
     keep = sm.bernoulli_logit(eps, n, rng)
     g = rng.standard_normal((n, d))
     s = mech.gaussian_scale
-    return g * np.where((np.einsum("ij,ij->i", g, u) >= 0.0) == keep, s, -s)[:, None]
+    return g * np.where((np.vecdot(g, u) >= 0.0) == keep, s, -s)[:, None]
 
 
 @pytest.mark.parametrize("kernel", ["numpy"], indirect=True)
