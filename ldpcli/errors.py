@@ -43,7 +43,10 @@ def render_text(text: str, flag_of: Callable[[str], str]) -> str:
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """A count with its noun in the number it takes: ``counted(1, "row")`` → ``"1 row"``, ``counted(2, "row")``
-    → ``"2 rows"`` (``plural`` where it is not the noun and an s)."""
+    → ``"2 rows"``, ``counted(0, "row")`` → ``"0 rows"`` (``plural`` where it is not the noun and an s:
+    ``counted(3, "entry", "entries")``). Every message, warning and table cell that writes a count known
+    at run time next to its noun goes through here, never "row(s)"; a verb that agrees with the count
+    (was/were) stays with the caller. JSON keys and values never do."""
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
 

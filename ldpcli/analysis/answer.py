@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli._version import __version__
-from ldpcli.errors import DataError, UsageError, python_text, quoted
+from ldpcli.errors import DataError, UsageError, counted, python_text, quoted
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.estimators.projection import Hull, HullSolution
 from ldpcli.estimators.queries import (
@@ -295,7 +295,8 @@ def answer_queries(
     workload = read_workload(workload_path, queries=names)
     mech = source.mechanism
     if workload.m != mech.d:
-        raise UsageError(f"{source.files[0]}: {mech.d} privatized coordinates but {workload.m} queries in "
+        raise UsageError(f"{source.files[0]}: {counted(mech.d, 'privatized coordinate')} but "
+                         f"{counted(workload.m, 'query', 'queries')} in "
                          f"{workload.source}; answer with the workload the data was encoded with")
     result, _ = estimate(source, MeanEstimator(mech.d, confidence, copies=source.copies))
     est = _bind(result, source)

@@ -299,7 +299,7 @@ def attack(
             prior_parts.append(cos)
     prior_cos = np.concatenate(prior_parts) if prior_parts else np.empty(0)
     if prior_cos.shape[0] != n:  # the raw file changed between the two passes
-        raise DataError(f"{raw_path}: changed while it was read (it had {n} rows, then {prior_cos.shape[0]})")
+        raise DataError(f"{raw_path}: changed while it was read (it had {counted(n, 'row')}, then {prior_cos.shape[0]})")
 
     epsilon = float(mech.epsilon_exact)
     level = risk_epsilons(mech)[0].epsilon  # None: no per-output guarantee (the Gaussian baseline), bound 1

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.analysis.scan import Condition, scan
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.estimators.regression import RegressionFit, RegressionMoments, Theorem3Rate, fit, theorem3_rate
 from ldpcli.io import VectorLayout, atomic_write_bytes, atomic_write_text, file_format, table_bytes
 from ldpcli.mechanisms.composition import release_cost
@@ -103,7 +103,8 @@ def _label_index(layout: VectorLayout, label: str, where: Path) -> tuple[int, tu
             "give a column name, or a 0-based coordinate such as -1 for the last"
         ) from None
     if not -d <= index < d:
-        raise UsageError(f"{where}: `label` {index} is outside the {d} coordinates (0..{d - 1}, or -1 for the last)")
+        raise UsageError(f"{where}: `label` {index} is outside the {counted(d, 'coordinate')} "
+                         f"(0..{d - 1}, or -1 for the last)")
     index %= d
     return index, tuple(name for j, name in enumerate(coordinates) if j != index)
 

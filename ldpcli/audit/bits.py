@@ -45,6 +45,8 @@ from typing import Callable
 
 import numpy as np
 
+from ldpcli.errors import counted
+
 #: Low-order significand bits read per value.
 LOW_BITS = 8
 #: Coordinates whose own bits are labels (the first ones).
@@ -158,7 +160,7 @@ def describe(name: str, labels: LabelSet) -> str:
     float_label = name.endswith("as a double")
     shown = [repr(float(np.int64(v).view(np.float64))) if float_label else str(int(v)) for v in labels.values[:3]]
     if name.endswith("bit for bit"):  # the labels are hashes, not worth showing
-        what = f"one of {labels.values.size} rows seen at least {MIN_CELL} times" if labels.values.size else ""
+        what = f"one of {counted(labels.values.size, 'row')} seen at least {MIN_CELL} times" if labels.values.size else ""
     elif labels.values.size <= 3:
         what = "in {" + ", ".join(shown) + "}" if labels.values.size else ""
     else:

@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpcli.errors import counted
 from ldpcli.math import lawtests
 from ldpcli.math.lazy import special
 from ldpcli.mechanisms import Mechanism, hooks
@@ -322,11 +323,11 @@ def _branch_checks(check: InputCheck, acc: Accumulator, branches: list[hooks.Out
         error_bound = seen * (error_max / alpha_bound + tol_e)
         if dev > mean_bound:
             check.rare_ok = False
-            check.notes.append(f"branch {branch.name!r} ({seen} rows): ‖Σ(Z − m_b)‖ = {dev:.4g} > Chebyshev bound "
+            check.notes.append(f"branch {branch.name!r} ({counted(seen, 'row')}): ‖Σ(Z − m_b)‖ = {dev:.4g} > Chebyshev bound "
                                f"{mean_bound:.4g}")
         if acc.err_sum[b] > error_bound:
             check.rare_ok = False
-            check.notes.append(f"branch {branch.name!r} ({seen} rows): Σ‖Z − x‖² = {acc.err_sum[b]:.4g} > Markov "
+            check.notes.append(f"branch {branch.name!r} ({counted(seen, 'row')}): Σ‖Z − x‖² = {acc.err_sum[b]:.4g} > Markov "
                                f"bound {error_bound:.4g}")
     if len(branches) > 1:
         counts = lawtests.counts_test("branch counts", rows.astype(float), probs)

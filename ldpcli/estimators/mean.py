@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, counted
 from ldpcli.estimators.moments import RunningMoments
 from ldpcli.math.lazy import special
 from ldpcli.mechanisms.base import Mechanism
@@ -141,7 +141,8 @@ class MeanEstimator:
     def finalize(self, mechanism: Mechanism, n: int) -> MeanEstimate:
         """The mean of the ``n`` rows added, its guaranteed error expected_error_max / n, and intervals."""
         if n != self.moments.n:
-            raise ValueError(f"finalize for n = {n} rows but {self.moments.n} were added")
+            added = "was" if self.moments.n == 1 else "were"
+            raise ValueError(f"finalize for n = {counted(n, 'row')} but {self.moments.n} {added} added")
         std_error = lower = upper = None
         if n > 1:
             std_error = np.sqrt(self.moments.m2 / (n - 1) / n)

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ldpcli.errors import counted
+
 # --------------------------------------------------------------------------------- the exact solver
 
 
@@ -303,7 +305,7 @@ class RegressionMoments:
         if not isinstance(other, RegressionMoments):
             raise ValueError(f"cannot merge {type(other).__name__} into RegressionMoments")
         if self._width is not None and other._width is not None and self._width != other._width:
-            raise ValueError(f"cannot merge moments of p = {other._width - 1} features into p = {self._width - 1}")
+            raise ValueError(f"cannot merge moments of p = {counted(other._width - 1, 'feature')} into p = {self._width - 1}")
         width = self._width if self._width is not None else other._width
         if width is None:
             same_label = self.label_index == other.label_index

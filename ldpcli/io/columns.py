@@ -24,7 +24,7 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _row
 
@@ -232,7 +232,7 @@ def _match_layout(
         size = _fixed_size(dtype) if layout.kind == "list" else None
         if size is not None and size != layout.d:
             raise DataError(
-                f"{label}: column {name!r} holds vectors of {size} coordinates, "
+                f"{label}: column {name!r} holds vectors of {counted(size, 'coordinate')}, "
                 f"not d={layout.d}; {mismatch}"
             )
     return layout.kind, layout.columns, layout.keep, layout.d

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ldpcli.errors import DataError
+from ldpcli.errors import DataError, counted
 
 
 @dataclass(frozen=True)
@@ -115,9 +115,9 @@ def _layout_problem(
     if not isinstance(copies, int) or isinstance(copies, bool) or copies < 1:
         return f"copies must be a positive integer, got {copies!r}"
     if kind == "list" and len(columns) != copies:
-        return f"a list layout has one column per copy, got {len(columns)} for {copies} cop{'y' if copies == 1 else 'ies'}"
+        return f"a list layout has one column per copy, got {len(columns)} for {counted(copies, 'copy', 'copies')}"
     if kind == "columns" and len(columns) != copies * d:
-        return f"a columns layout has d columns per copy, got {len(columns)} columns for d={d}, copies={copies}"
+        return f"a columns layout has d columns per copy, got {counted(len(columns), 'column')} for d={d}, copies={copies}"
     vector = set(columns)
     both = [name for name in keep if name in vector]
     if both:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io.atomic import Sink
 from ldpcli.io.columns import _Choice, _resolve
 from ldpcli.io.formats import register_format
@@ -66,7 +66,7 @@ def _open_npy(path: Path, label: str, choice: _Choice, batch_rows: Callable[[int
     else:  # a privatized .npy re-read: its columns are the recorded layout's (names are not stored)
         layout = choice.layout
         if layout.d != d or layout.keep or layout.copies != 1:
-            raise DataError(f"{label}: rows of {d} values, but its sidecar's layout has d = {layout.d}"
+            raise DataError(f"{label}: rows of {counted(d, 'value')}, but its sidecar's layout has d = {layout.d}"
                             f"{' and kept columns' if layout.keep else ''}; use the file written with it.")
     rows = batch_rows(layout.width)
 

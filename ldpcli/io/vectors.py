@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, counted
 from ldpcli.io.columns import _check_keep_names, _Choice, _name_option, _text_columns
 from ldpcli.io.formats import file_format, get_format
 from ldpcli.io.layout import VectorLayout
@@ -129,6 +129,5 @@ def dropped_note(names: Sequence[str]) -> str | None:
         return None
     shown = ", ".join(repr(name) for name in names[:_DROPPED_SHOWN])
     more = f" and {len(names) - _DROPPED_SHOWN} more" if len(names) > _DROPPED_SHOWN else ""
-    plural = "s" if len(names) > 1 else ""
-    return (f"left out {len(names)} column{plural} of the input, neither vectors nor kept (`keep`): {shown}{more}; "
+    return (f"left out {counted(len(names), 'column')} of the input, neither vectors nor kept (`keep`): {shown}{more}; "
             "the output holds only the vectors and the kept columns")

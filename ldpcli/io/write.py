@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import formats
 from ldpcli.io.atomic import AtomicFileSink, Sink
 from ldpcli.io.layout import VectorLayout
@@ -235,8 +235,8 @@ class VectorWriter:
                 raise ValueError("the layout has no keep columns; pass keep=None")
             return None
         if keep is None or keep.num_rows != rows:
-            got = "none" if keep is None else f"{keep.num_rows} rows"
-            raise ValueError(f"keep must be a table with {rows} rows and columns {names}, got {got}")
+            got = "none" if keep is None else counted(keep.num_rows, "row")
+            raise ValueError(f"keep must be a table with {counted(rows, 'row')} and columns {names}, got {got}")
         try:
             keep = keep.select(names)
             if self._keep_schema is None:

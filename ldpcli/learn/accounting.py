@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, counted
 from ldpcli.release.accounting import PLD_DELTA_MARGIN
 from ldpcli.release.accounting import dp_accounting as load_dp_accounting
 
@@ -186,7 +186,8 @@ def solve_noise_multiplier(epsilon: float, sampling_rate: float, steps: int, del
     _check(sampling_rate, ceiling, steps, delta)
     if epsilon_rdp(sampling_rate, ceiling, steps, delta)[0] > epsilon:
         raise UsageError(f"`central_epsilon` {epsilon:g} at `central_delta` {delta:g} needs a noise multiplier above "
-                         f"{ceiling:g} over {steps} steps at `sampling_rate` {sampling_rate:g}; ask for a larger ε or "
+                         f"{ceiling:g} over {counted(steps, 'step')} at `sampling_rate` {sampling_rate:g}; ask for a "
+                         "larger ε or "
                          "δ, or sample less")
     hi = _bisect(lambda z: epsilon_rdp(sampling_rate, z, steps, delta)[0] > epsilon, floor, ceiling, _Z_RTOL)
     while epsilon_pld(sampling_rate, hi, steps, delta) > epsilon:

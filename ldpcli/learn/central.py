@@ -163,7 +163,8 @@ class CentralLayer:
         """The central claim in words."""
         a = self.account
         return (f"Central: each privatized gradient was projected onto the ℓ2 ball of radius ρ = {self.radius:g} and "
-                f"each of the {a.steps} steps added Gaussian noise N(0, (zρ)²) with z = {a.noise_multiplier:.6g} to the "
+                f"{'its one step' if a.steps == 1 else f'each of the {a.steps} steps'} added Gaussian noise "
+                f"N(0, (zρ)²) with z = {a.noise_multiplier:.6g} to the "
                 f"sum of its Poisson sample (each row with probability q = {a.sampling_rate:g}), Bhowmick et al. 2018 "
                 f"eq. (13). By {a.accountant} the model is (ε = {a.epsilon_pld:.4g}, δ = {a.delta:g})-DP by the PLD "
                 f"accountant (the claim; an upper bound) and (ε = {a.epsilon_rdp:.4g}, δ = {a.delta:g}) by the RDP "

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli._version import __version__
+from ldpcli.errors import counted
 from ldpcli.io.atomic import finished_bytes
 from ldpcli.io.publication import Publication
 from ldpcli.learn.central import CentralLayer
@@ -141,8 +142,8 @@ class TrainResult:
             f"Each training row's gradient was clipped to the public bound L = {mech.norm_bound:g} "
             f"({mech.domain}) and released through {mech.name} at ε = {mech.epsilon_exact:.6g} per use"
             + (f", δ = {mech.delta_exact:g}" if mech.delta_exact > 0 else "")
-            + (f"; each row was used {self.epochs} time(s)" if self.uses is None else
-               f"; each row was used at most {self.uses} time(s) (Poisson sampling: a row's uses are random, "
+            + (f"; each row was used {counted(self.epochs, 'time')}" if self.uses is None else
+               f"; each row was used at most {counted(self.uses, 'time')} (Poisson sampling: a row's uses are random, "
                "and this is the largest over all rows)")
             + ", so by basic composition this model is "
             f"{self.epsilon_per_row:.6g}-LDP" + (f" (δ = {self.delta_per_row:g})" if mech.delta_exact > 0 else "")
@@ -186,7 +187,7 @@ class TrainResult:
             "value": value, "form": form, "constant_stated": False,
             "statement": f"E[F(θ̄)] − min F = O({form}) with tuned steps (Duchi, Jordan, Wainwright 2014, "
                          f"{equation}; batch B divides the second moment by B); {where}, R = {self.radius:g}, "
-                         f"T = {self.steps} steps: {form} = {value:.4g}, up to an unstated universal constant",
+                         f"T = {counted(self.steps, 'step')}: {form} = {value:.4g}, up to an unstated universal constant",
         }
 
     def model_dict(self) -> dict[str, Any]:

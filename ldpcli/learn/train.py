@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.learn.central import CentralLayer, CentralOptions, central_steps, most_uses, poisson_schedule
 from ldpcli.learn.labels import Labels, check_label_type, parse_classes
 from ldpcli.learn.losses import LOSSES, Loss, make_loss
@@ -196,7 +196,7 @@ class _Source:
             raise
         if self.layout is not None and reader.layout.d != self.layout.d:
             reader.close()
-            raise DataError(f"{self.path}: its vectors have {reader.layout.d} features, the model's training data "
+            raise DataError(f"{self.path}: its vectors have {counted(reader.layout.d, 'feature')}, the model's training data "
                             f"{self.layout.d} ({', '.join(self.layout.columns)}); evaluate on a file with the same "
                             "feature columns")
         return reader
@@ -334,7 +334,8 @@ def train(
     if state.rows == 0:
         raise DataError(f"{path}: no rows to train on")
     if state.train_rows == 0:
-        raise DataError(f"{path}: the holdout took every one of the {state.rows} rows; use a smaller `holdout`")
+        took = "the one row" if state.rows == 1 else f"every one of the {state.rows} rows"
+        raise DataError(f"{path}: the holdout took {took}; use a smaller `holdout`")
     layout = source.layout
     features = _feature_names(layout, intercept)
     from_data = False

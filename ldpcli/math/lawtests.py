@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ldpcli.errors import counted
 from ldpcli.math import sphere as sm
 from ldpcli.math.lazy import special
 
@@ -81,7 +82,7 @@ def skipped(name: str, why: str) -> LawTest:
 
 def deterministic(name: str, bad: int, n: int, what: str) -> LawTest:
     """A check that holds or not: p-value 1 when no row is ``bad``, else 0 (statistic: the bad rows)."""
-    note = f"{bad} of {n} rows {what}" if bad else f"all {n} rows"
+    note = f"{bad} of {counted(n, 'row')} {what}" if bad else f"all {counted(n, 'row')}"
     return LawTest(name, float(bad), 0.0 if bad else 1.0, note)
 
 
@@ -158,7 +159,7 @@ def counts_test(name: str, observed: np.ndarray, probs: np.ndarray) -> LawTest:
         return skipped(name, "no rows")
     impossible = float(observed[probs == 0.0].sum())
     if impossible:
-        return LawTest(name, impossible, 0.0, f"{int(impossible)} rows in cells of probability 0")
+        return LawTest(name, impossible, 0.0, f"{counted(int(impossible), 'row')} in cells of probability 0")
     probs = probs / probs.sum()
     expected = n * probs
     large = np.flatnonzero(expected >= MIN_EXPECTED)
@@ -172,14 +173,14 @@ def counts_test(name: str, observed: np.ndarray, probs: np.ndarray) -> LawTest:
         if len(groups) == 0:  # everything rare: the whole law expects < MIN_EXPECTED rows per cell
             obs, exp = np.array([n]), np.array([n])
         stat, p_value, how = _multinomial_p(obs, exp)
-        return LawTest(name, stat, min(1.0, max(0.0, p_value)), f"{how}, {len(groups)} groups, n = {int(n)}")
+        return LawTest(name, stat, min(1.0, max(0.0, p_value)), f"{how}, {counted(len(groups), 'group')}, n = {int(n)}")
     o_rare = int(round(observed[rare_cells].sum()))
     p_rare = float(probs[rare_cells].sum())
     p_of_rare = float(stats.binomtest(o_rare, int(round(n)), min(1.0, p_rare)).pvalue)
     main_exp = exp * (obs.sum() / exp.sum()) if obs.sum() > 0 else exp
     stat, p_main, how = _multinomial_p(obs, main_exp)
     p_value = min(1.0, 2.0 * min(p_of_rare, p_main))
-    note = (f"{how} over {len(groups)} groups, and exact binomial of the rare cells ({o_rare} rows, "
+    note = (f"{how} over {counted(len(groups), 'group')}, and exact binomial of the rare cells ({counted(o_rare, 'row')}, "
             f"expected {n * p_rare:.3g}); p = 2·min, n = {int(n)}")
     return LawTest(name, stat, max(0.0, p_value), note)
 

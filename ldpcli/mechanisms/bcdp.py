@@ -49,7 +49,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, counted
 from ldpcli.math.domains import LINF_BOX
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms import bcdp_budget as bb
@@ -434,7 +434,7 @@ def _release(base: type[Mechanism], m: int, budget: float, split: int, norm_boun
     try:
         return base.calibrate(m, budget / split, norm_bound=norm_bound * math.sqrt(m))
     except (ArithmeticError, ValueError) as exc:
-        raise UsageError(f"bcdp: {base.name} cannot release {m} features at ε = {budget / split:.3g}") from exc
+        raise UsageError(f"bcdp: {base.name} cannot release {counted(m, 'feature')} at ε = {budget / split:.3g}") from exc
 
 
 def _log_weight(part: Mechanism) -> float:

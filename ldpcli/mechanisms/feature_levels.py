@@ -41,7 +41,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from ldpcli.errors import UsageError, quoted
+from ldpcli.errors import UsageError, counted, quoted
 from ldpcli.io.jsonfile import read_json
 
 #: Above this, e^c − 1 would overflow (expm1 is finite up to ≈ 709.78): use the log-sum-exp form.
@@ -384,8 +384,8 @@ def _csv_items(path: Path, label: str) -> list[tuple[str, Any, str]]:
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != 2:
-            raise UsageError(f"{_OPTION} {label}: row {number} has {len(row)} cells, not 2 (FEATURE,LEVEL); quote a "
-                             "feature name that holds a comma")
+            raise UsageError(f"{_OPTION} {label}: row {number} has {counted(len(row), 'cell')}, not 2 (FEATURE,LEVEL); "
+                             "quote a feature name that holds a comma")
         items.append((row[0].strip(), row[1].strip(), f"{label}: row {number}"))
     return items
 
@@ -489,7 +489,7 @@ def parse_feature_levels(spec: str, *, d: int, epsilon: float, names: Sequence[s
     if names is not None:
         names = list(names)
         if len(names) != d:
-            raise ValueError(f"names has {len(names)} entries for d = {d} coordinates")
+            raise ValueError(f"names has {counted(len(names), 'entry', 'entries')} for d = {counted(d, 'coordinate')}")
     position = {name: i for i, name in reversed(list(enumerate(names)))} if names is not None else {}
     levels = np.full(d, float(epsilon))
     named = np.zeros(d, dtype=bool)

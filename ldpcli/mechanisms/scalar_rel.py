@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, counted
 from ldpcli.math import sphere as sm
 from ldpcli.math.domains import INTERVAL
 from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
@@ -300,7 +300,7 @@ class ScalarRelDP(GridResponse, Mechanism):
             lo, hi = Fraction(float(v[i])), Fraction(float(v[i + 1]))
             exact_extra = (i, (Fraction(r_max) - lo) / (hi - lo))
         eps, route = enumerated_rr_epsilon(self.k, self.truth_logit, n_grid, extra, exact_extra)
-        inputs = f"{n_grid} grid point(s)" + (" + r_max inside a cell" if extra is not None else "")
+        inputs = counted(n_grid, "grid point") + (" + r_max inside a cell" if extra is not None else "")
         return eps, f"{route}; inputs: {inputs}"
 
     # --- enumeration (tests) ------------------------------------------------------------------

@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, counted
 from ldpcli.math import sphere as sm
 from ldpcli.math.lawtests import LawTest
 from ldpcli.mechanisms.base import Mechanism, OptionSpec, declare, register
@@ -294,7 +294,8 @@ class Separated(Mechanism):
         tests = [lawtests.deterministic("‖Z‖·m on the magnitude grid (±)", off, n, "off the grid")]
         both = pos & neg
         if np.any(both):
-            tests.append(lawtests.skipped("rows whose sign cannot be told", f"{int(both.sum())} rows: |R̂| matches ±"))
+            tests.append(lawtests.skipped("rows whose sign cannot be told",
+                                          f"{counted(int(both.sum()), 'row')}: |R̂| matches ±"))
         keep = (pos | neg) & ~both
         index = np.rint((np.where(pos, size, -size) + shift) / step)[keep]
         r_hat = step * index - shift  # the grid value itself, as ``privatize_values`` computes it

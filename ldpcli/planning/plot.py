@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ldpcli.errors import DataError, MissingDependency, UsageError, install_hint
+from ldpcli.errors import DataError, MissingDependency, UsageError, counted, install_hint
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -331,7 +331,7 @@ def text_chart(
     symbol = _SYMBOLS[xcol]
     lines = [
         f"{selection.title()}: predicted {Y_LABEL}, log scale",
-        f"{'':{width}}{symbol} = {_value(xcol, xs[0])} … {_value(xcol, xs[-1])} ({len(xs)} values); "
+        f"{'':{width}}{symbol} = {_value(xcol, xs[0])} … {_value(xcol, xs[-1])} ({counted(len(xs), 'value')}); "
         f"▁ = {10 ** low:.3g}, █ = {10 ** high:.3g}",
     ]
     for name in names:

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ldpcli.errors import LdpError, UsageError, python_text
+from ldpcli.errors import LdpError, UsageError, counted, python_text
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
 from ldpcli.math.devices import device_namespace, host_copy
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
@@ -598,7 +598,7 @@ def estimate_mean(z: Any, description: Any, *, confidence: float = 0.95) -> Mean
         z = host_copy(z)
     values, _ = _array_rows(z)
     if values.shape[1] != mech.d:
-        raise ValueError(f"z has d = {values.shape[1]} coordinates but the release has d = {mech.d}")
+        raise ValueError(f"z has d = {counted(values.shape[1], 'coordinate')} but the release has d = {mech.d}")
     with _python_errors():
         estimator = MeanEstimator(mech.d, confidence)
     estimator.add(values, None)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ldpcli.errors import DataError, LdpError
+from ldpcli.errors import DataError, LdpError, counted
 from ldpcli.io import faults, interrupts
 from ldpcli.io.atomic import process_alive
 from ldpcli.io.messages import _reason
@@ -108,8 +108,9 @@ def _after_failure(kept: Sequence[str]) -> str:
     """The sentence an error gets once its release was rolled back."""
     text = " (nothing was published: any previous output there is unchanged"
     if kept:
-        text += (f"; the ledger could not be updated and still counts reservation(s) {', '.join(kept)}: "
-                 "`ldp budget` lists them and `ldp budget --release ID` removes one")
+        text += (f"; the ledger could not be updated and still counts {counted(len(kept), 'reservation')} "
+                 f"{', '.join(kept)}: `ldp budget` lists {'it' if len(kept) == 1 else 'them'} and "
+                 "`ldp budget --release ID` removes one")
     return text + ")"
 
 

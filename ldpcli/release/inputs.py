@@ -32,7 +32,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io.formats import check_local, data_suffix, file_suffixes
 from ldpcli.io.jsonfile import read_json
 from ldpcli.io.remote import fetched_url, local_copy
@@ -112,7 +112,8 @@ def _pick(candidates: list[Path], label: str, where: str, privatized: bool) -> l
             found = f"no privatized file ({kinds} with a .ldp.json sidecar beside it)"
         else:
             found = f"no {kinds} file to privatize"
-        skipped = (f"; {len(data)} file(s) with an ldp sidecar, ldp's own outputs, were skipped"
+        skipped = (f"; {counted(len(data), 'file')} with an ldp sidecar, ldp's own outputs, "
+                   f"{'was' if len(data) == 1 else 'were'} skipped"
                    if data and not privatized else "")
         raise UsageError(f"{label}: {where.format(found)}{skipped}")
     return chosen
@@ -131,7 +132,7 @@ def dataset_parts(directory: Path) -> list[Path]:
     manifest = directory / MANIFEST_NAME
     dataset, inputs, total, listed = _read_manifest(manifest)
     if sum(rows for _, rows, _, _ in listed) != total:
-        raise _tampered(manifest, f"lists parts of {sum(rows for _, rows, _, _ in listed)} rows in all but says "
+        raise _tampered(manifest, f"lists parts of {counted(sum(rows for _, rows, _, _ in listed), 'row')} in all but says "
                                   f"\"rows\": {total}")
     if [source for *_, source in listed] != sorted(source for *_, source in listed) or (
             {source for *_, source in listed} != set(range(inputs))):

@@ -77,7 +77,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import faults
 from ldpcli.io.atomic import atomic_write_bytes, atomic_write_text
 from ldpcli.io.hashing import Sha256
@@ -303,11 +303,12 @@ class Ledger:
         if used is None:
             return None
         if used.rows == 0 or used.held == used.rows and used.least == used.times:
-            opening = f"{input_label} was already released {used.times} time(s)"
+            opening = f"{input_label} was already released {counted(used.times, 'time')}"
         else:
-            opening = (f"{input_label}: {used.held} of its {used.rows} rows were already released, "
-                       f"up to {used.times} time(s)")
-        every = f"; all {used.rows} of its rows were in earlier releases" if used.rows and used.held == used.rows else ""
+            opening = (f"{input_label}: {used.held} of its {counted(used.rows, 'row')} "
+                       f"{'was' if used.held == 1 else 'were'} already released, up to {counted(used.times, 'time')}")
+        whole = "its one row was" if used.rows == 1 else f"all {used.rows} of its rows were"
+        every = f"; {whole} in earlier releases" if used.rows and used.held == used.rows else ""
         return (
             f"{opening} (ε spent so far: {_fmt(spent)}{' on the most released row' if used.rows else ''}; "
             f"with this release: {_fmt(total)}{every}). Each release of the same people's rows adds to their "

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.errors import DataError, LdpError
+from ldpcli.errors import DataError, LdpError, counted
 from ldpcli.io.messages import _reason
 from ldpcli.mechanisms import get_mechanism
 from ldpcli.mechanisms.composition import ReleaseCost, total_cost
@@ -335,9 +335,9 @@ class RowSpend:
     def where(self) -> str:
         """What the spend is of, for a message."""
         if not self.rows:
-            return f" over {self.times} release(s)"
-        return (f" on its most released row ({self.held} of its {self.rows} rows were released before, "
-                f"up to {self.times} time(s))")
+            return f" over {counted(self.times, 'release')}"
+        return (f" on its most released row ({self.held} of its {counted(self.rows, 'row')} "
+                f"{'was' if self.held == 1 else 'were'} released before, up to {counted(self.times, 'time')})")
 
 
 def spend_of(entries: list[LedgerEntry]) -> Spend:

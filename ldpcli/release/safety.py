@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ldpcli.errors import DataError, LdpError, UsageError
+from ldpcli.errors import DataError, LdpError, UsageError, counted
 from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms.base import Mechanism
 from ldpcli.mechanisms.composition import composed_levels
@@ -160,9 +160,10 @@ def clip_warning(n_clipped: int, n: int, mechanism: Mechanism) -> tuple[str, boo
     if n_clipped == 0:
         return None
     share = n_clipped / n
+    were = "was" if n_clipped == 1 else "were"
     text = (
-        f"{n_clipped} of {n} rows were outside the {mechanism.domain} of radius L = {mechanism.norm_bound:g} and "
-        f"were moved onto it ({share:.1%} of the rows), {clip_tolerance(mechanism)}"
+        f"{n_clipped} of {counted(n, 'row')} {were} outside the {mechanism.domain} of radius "
+        f"L = {mechanism.norm_bound:g} and {were} moved onto it ({share:.1%} of the rows), {clip_tolerance(mechanism)}"
     )
     if share <= CLIP_WARN_FRACTION:
         return text + " (this count is shown here only, never stored)", False
@@ -189,7 +190,8 @@ def check_clipping(
         return
     default = " (the default)" if limit == CLIP_REFUSE_FRACTION else ""
     raise DataError(
-        f"{label}: {n_clipped} of {n} rows ({n_clipped / n:.1%}) were outside the {mechanism.domain} of radius "
+        f"{label}: {n_clipped} of {counted(n, 'row')} ({n_clipped / n:.1%}) {'was' if n_clipped == 1 else 'were'} "
+        f"outside the {mechanism.domain} of radius "
         f"L = {mechanism.norm_bound:g} and would be moved onto it, more than `{name}` {limit:g}{default} allows, "
         f"{clip_tolerance(mechanism)}; nothing was written. Choose a public bound L that the rows respect "
         f"(`norm_bound`; never one computed from the data) or rescale the data, or set `{name}` to 1 to release "

@@ -57,7 +57,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import interrupts
 from ldpcli.io.faults import checkpoint
 from ldpcli.io.messages import _reason
@@ -382,7 +382,7 @@ def shuffle_delta(n: int, delta: float | None) -> float:
     n < 2 (a single report hides among no other) or δ ≥ 1/n
     (:func:`ldpcli.math.shuffling.check_central_delta`: such a δ protects no one)."""
     if n < 2:
-        raise UsageError(f"`shuffle`: the release has {n} row; a shuffle hides each report among the others, so "
+        raise UsageError(f"`shuffle`: the release has {counted(n, 'row')}; a shuffle hides each report among the others, so "
                          "it needs at least 2 rows")
     return default_central_delta(n, delta, "shuffle_delta")
 
@@ -471,7 +471,7 @@ class ShuffleClaim:
         upper, lower = _number(data, "epsilon_central_upper"), _number(data, "epsilon_central_lower")
         closed = None if data.get("epsilon_central_closed_form") is None else _number(data, "epsilon_central_closed_form")
         if count != n:
-            raise ValueError(f"field 'n' is {count} but the release has {n} rows")
+            raise ValueError(f"field 'n' is {count} but the release has {counted(n, 'row')}")
         if count < 2 or not 0 < delta < 1 / count:
             raise ValueError(f"field 'delta' is {delta!r}, outside (0, 1/n) for n = {count}")
         if not local > 0:

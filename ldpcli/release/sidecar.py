@@ -76,7 +76,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli._version import __version__
-from ldpcli.errors import DataError, LdpError, python_text
+from ldpcli.errors import DataError, LdpError, counted, python_text
 from ldpcli.io import VectorLayout, atomic_write_text, file_format
 from ldpcli.io.formats import binary_format, data_suffix, file_suffixes
 from ldpcli.io.jsonfile import read_json
@@ -212,7 +212,8 @@ def build_sidecar(
     ``describe``) if a number is not finite.
     """
     if row_sketch is not None and len(row_sketch) != min(n, SKETCH_SIZE):
-        raise ValueError(f"a row sketch of {n} rows has {min(n, SKETCH_SIZE)} values, got {len(row_sketch)}")
+        raise ValueError(f"a row sketch of {counted(n, 'row')} has {counted(min(n, SKETCH_SIZE), 'value')}, "
+                         f"got {len(row_sketch)}")
     if input_tag is not None and not re.fullmatch(INPUT_TAG_PATTERN, input_tag):
         raise ValueError(f"input_tag must match {INPUT_TAG_PATTERN}, got {input_tag!r}")
     if layout.d != mechanism.d:
@@ -556,7 +557,7 @@ def _dataset_part(path: Path, content: dict[str, Any]) -> DatasetPart:
             raise _malformed(path, dotted)
     parts = numbers.get("parts")
     if parts is not None and numbers["index"] >= parts:
-        raise DataError(f"{path}: field 'release.part.index' is {numbers['index']} but the dataset has {parts} parts "
+        raise DataError(f"{path}: field 'release.part.index' is {numbers['index']} but the dataset has {counted(parts, 'part')} "
                         "(numbered from 0); restore the sidecar from the privatize run")
     return DatasetPart(dataset, numbers["index"], numbers["input"], parts)
 
@@ -572,7 +573,8 @@ def _row_sketch(path: Path, content: dict[str, Any], n: int) -> tuple[int, ...]:
         raise _malformed(path, "release.row_sketch.values")
     if values.shape[0] != min(n, SKETCH_SIZE):
         raise DataError(
-            f"{path}: release.row_sketch.values holds {values.shape[0]} row hashes, but a release of n = {n} rows has "
+            f"{path}: release.row_sketch.values holds {counted(values.shape[0], 'row hash', 'row hashes')}, but a release of "
+            f"n = {counted(n, 'row')} has "
             f"{min(n, SKETCH_SIZE)}; the sidecar was edited: restore it from the privatize run"
         )
     return tuple(int(value) for value in values)

@@ -15,8 +15,17 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp, unit_rows, write_list
 
+from ldpcli.errors import DataError
+from ldpcli.mechanisms.privunit import PrivUnit2
 from ldpcli.planning.compare import compare_mechanisms, recommendation
-from ldpcli.release.safety import EPSILON_MAX, EPSILON_MIN, NEAR_EXACT_RELATIVE_RMS, relative_rms
+from ldpcli.release.safety import (
+    EPSILON_MAX,
+    EPSILON_MIN,
+    NEAR_EXACT_RELATIVE_RMS,
+    check_clipping,
+    clip_warning,
+    relative_rms,
+)
 
 
 def privatized(tmp_path: Path, n: int = 400, d: int = 8, scale: float = 1.0, *extra: str) -> Path:
@@ -48,6 +57,22 @@ def test_clipping_most_rows_is_a_warning_that_quiet_does_not_hide(tmp_path: Path
     assert "of the clipped rows" in res.stderr
     sidecar = (tmp_path / "grads.privatized.parquet.ldp.json").read_text()
     assert "500 of 500" not in sidecar and "clipped" not in sidecar  # a statistic of the raw data
+
+
+def test_the_clipping_messages_say_1_of_1_row_and_2_of_2_rows() -> None:
+    """The count of rows takes its noun's number and the verb agrees with the clipped count: never "1 of 1 rows"."""
+    mech = PrivUnit2.calibrate(8, 4.0)
+    one, two, half = clip_warning(1, 1, mech), clip_warning(2, 2, mech), clip_warning(1, 2, mech)
+    assert one is not None and two is not None and half is not None
+    assert one[0].startswith("1 of 1 row was outside the l2-ball of radius L = 1 and was moved onto it (100.0% of")
+    assert two[0].startswith("2 of 2 rows were outside the l2-ball of radius L = 1 and were moved onto it (100.0% of")
+    assert half[0].startswith("1 of 2 rows was outside the l2-ball of radius L = 1 and was moved onto it (50.0% of")
+    with pytest.raises(DataError) as refused_one:
+        check_clipping(1, 1, 0.5, "one.csv", mech)
+    assert str(refused_one.value).startswith("one.csv: 1 of 1 row (100.0%) was outside the l2-ball of radius L = 1 ")
+    with pytest.raises(DataError) as refused_two:
+        check_clipping(2, 2, 0.5, "two.csv", mech)
+    assert str(refused_two.value).startswith("two.csv: 2 of 2 rows (100.0%) were outside the l2-ball of radius L = 1 ")
 
 
 def test_clipping_a_few_rows_is_a_note(tmp_path: Path) -> None:

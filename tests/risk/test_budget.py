@@ -212,6 +212,21 @@ def test_spent_sums_by_basic_composition(tmp_path: Path) -> None:
     assert [spend.fingerprint for spend in Ledger.open(ledger.path).summary()] == [fp, "d" * 64]
 
 
+def test_the_already_released_message_says_1_time_and_2_times(tmp_path: Path) -> None:
+    """The count takes its noun's number: "1 time", "over 1 release", never "time(s)"."""
+    ledger = Ledger.open(tmp_path / "ledger.json")
+    fp = "f" * 64
+    for count, times, releases in [(1, "1 time", "1 release"), (2, "2 times", "2 releases")]:
+        ledger.record(make_entry(ledger, fp, epsilon_exact=1.0))
+        warning = ledger.check(fp, 0.5, max_budget=None, input_label="people.csv")
+        assert warning is not None
+        assert warning.startswith(f"people.csv was already released {times} (ε spent so far: {count};"), warning
+        with pytest.raises(BudgetError) as refused:
+            ledger.check(fp, 1.5, max_budget=count + 1.0, input_label="people.csv")
+        assert f"(ε spent so far: {count} over {releases}, with it: {count + 1.5};" in str(refused.value)
+        assert "(s)" not in warning + str(refused.value)
+
+
 def test_check_warns_on_a_second_release_and_refuses_past_the_cap(tmp_path: Path) -> None:
     ledger = Ledger.open(tmp_path / "ledger.json")
     fp = "e" * 64
@@ -219,7 +234,7 @@ def test_check_warns_on_a_second_release_and_refuses_past_the_cap(tmp_path: Path
     ledger.record(make_entry(ledger, fp, epsilon_exact=1.0))
     warning = ledger.check(fp, 0.5, max_budget=None, input_label="people.csv")
     assert warning is not None
-    assert warning.startswith("people.csv was already released 1 time(s) (ε spent so far: 1; with this release: 1.5)")
+    assert warning.startswith("people.csv was already released 1 time (ε spent so far: 1; with this release: 1.5)")
     assert "`ldp budget`" in warning and "\n" not in warning
     assert ledger.check(fp, 1.0, max_budget=2.0, input_label="people.csv") is not None  # exactly at the cap
     with pytest.raises(BudgetError) as refused:

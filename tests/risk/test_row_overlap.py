@@ -186,19 +186,19 @@ def test_the_ledger_charges_each_row_what_it_spent_and_keeps_the_rows_privately(
     # a shard: every row released once before, though its fingerprint is new
     shard = ledger.reserve(entry(ledger, "b" * 64, 300), max_budget=None, input_label="shard.csv",
                            rows=digest_of(ledger, rows[:300]))
-    assert shard.notice is not None and shard.notice.startswith("shard.csv was already released 1 time(s) (ε spent so far: 1")
+    assert shard.notice is not None and shard.notice.startswith("shard.csv was already released 1 time (ε spent so far: 1")
     assert "all 300 of its rows were in earlier releases" in shard.notice
     # a partial overlap, exact: 3 rows of the shard (released twice now) among new ones
     mixed = np.concatenate([unit_rows(500, 3, seed=7), rows[:3]])
     with pytest.raises(BudgetError) as refused:
         ledger.reserve(entry(ledger, "c" * 64, 503, 0.5), max_budget=2.4, input_label="mixed.csv",
                        rows=digest_of(ledger, mixed))
-    assert "3 of its 503 rows were released before, up to 2 time(s)" in str(refused.value)
+    assert "3 of its 503 rows were released before, up to 2 times" in str(refused.value)
     assert len(Ledger.open(ledger.path).entries) == 2 and len(list(row_file.parent.iterdir())) == 2
     partial = ledger.reserve(entry(ledger, "c" * 64, 503, 0.5), max_budget=2.5, input_label="mixed.csv",
                              rows=digest_of(ledger, mixed))
     assert partial.notice is not None and partial.notice.startswith(
-        "mixed.csv: 3 of its 503 rows were already released, up to 2 time(s) (ε spent so far: 2 on the most released row")
+        "mixed.csv: 3 of its 503 rows were already released, up to 2 times (ε spent so far: 2 on the most released row")
     fresh = ledger.reserve(entry(ledger, "d" * 64, 50), max_budget=1.0, input_label="new.csv",
                            rows=digest_of(ledger, unit_rows(50, 3, seed=8)))
     assert fresh.notice is None
@@ -207,6 +207,31 @@ def test_the_ledger_charges_each_row_what_it_spent_and_keeps_the_rows_privately(
     assert not (ledger.path.parent / shard.entry.rows_file).exists()
     assert sorted(p.name for p in row_file.parent.iterdir()) == sorted(
         f"{r.release}.npy" for r in (first, partial, fresh))
+
+
+def test_row_counts_say_1_row_1_time_and_2_times(tmp_path: Path) -> None:
+    """A count of 1 takes the singular and its verb agrees ("1 of its 2 rows was", "up to 1 time"); an
+    input of one row released twice reads "2 times" and "its one row", never "time(s)" or "all 1 of its rows"."""
+    ledger = Ledger.open(tmp_path / "owner" / "ledger.json")
+    rows = unit_rows(2, 3, seed=11)
+    ledger.reserve(entry(ledger, "a" * 64, 2), max_budget=None, input_label="two.csv",
+                   rows=digest_of(ledger, rows)).confirm()
+    mixed = np.concatenate([rows[:1], unit_rows(1, 3, seed=12)])
+    with pytest.raises(BudgetError) as refused:
+        ledger.reserve(entry(ledger, "b" * 64, 2), max_budget=1.5, input_label="mixed.csv",
+                       rows=digest_of(ledger, mixed))
+    assert "on its most released row (1 of its 2 rows was released before, up to 1 time)" in str(refused.value)
+    partial = ledger.reserve(entry(ledger, "b" * 64, 2), max_budget=None, input_label="mixed.csv",
+                             rows=digest_of(ledger, mixed))
+    assert partial.notice is not None and partial.notice.startswith(
+        "mixed.csv: 1 of its 2 rows was already released, up to 1 time (ε spent so far: 1 on the most released row")
+    partial.confirm()
+    one = ledger.reserve(entry(ledger, "c" * 64, 1), max_budget=None, input_label="one.csv",
+                         rows=digest_of(ledger, rows[:1]))
+    assert one.notice is not None and one.notice.startswith(
+        "one.csv was already released 2 times (ε spent so far: 2 on the most released row")
+    assert "its one row was in earlier releases" in one.notice
+    assert "(s)" not in str(refused.value) + partial.notice + one.notice
 
 
 def test_a_row_file_outside_the_rows_directory_or_damaged_is_refused(tmp_path: Path) -> None:
@@ -270,7 +295,7 @@ def test_released_shards_are_charged_and_refused_as_shards_of_the_first_release(
                  "--layout", "files")
     assert shards.returncode == 0, shards.stderr
     for name, count in (("a.csv", 700), ("b.parquet", 700), ("c.csv", 659)):
-        assert (f"{name} was already released 1 time(s) (ε spent so far: 1 on the most released row; with this "
+        assert (f"{name} was already released 1 time (ε spent so far: 1 on the most released row; with this "
                 f"release: 2; all {count} of its rows were in earlier releases)") in shards.stderr, shards.stderr
     together = run("estimate-mean", f"{out}/", tmp_path / "first.privatized.parquet", "--json")
     assert together.returncode == 1, together.stdout
@@ -290,12 +315,12 @@ def test_a_partial_overlap_is_charged_exactly_and_found_by_the_sketches(tmp_path
     assert run("privatize", split["a"], "--eps", "1", "--ledger", ledger, "-q").returncode == 0
     plus = run("privatize", split["b_plus"], "--eps", "1", "--ledger", ledger)
     assert plus.returncode == 0, plus.stderr
-    assert "b_plus.parquet: 150 of its 850 rows were already released, up to 1 time(s)" in plus.stderr, plus.stderr
+    assert "b_plus.parquet: 150 of its 850 rows were already released, up to 1 time (ε spent" in plus.stderr, plus.stderr
     refused = run("estimate-mean", tmp_path / "a.privatized.csv", tmp_path / "b_plus.privatized.parquet")
     assert refused.returncode == 1 and "share rows of the same people" in refused.stderr, refused.stderr
     capped = run("privatize", split["b_plus"], "--eps", "1", "--ledger", ledger, "-o", tmp_path / "x.parquet",
                  "--max-budget", "1.5")
-    assert capped.returncode == 1 and "850 of its 850 rows were released before, up to 2 time(s)" in capped.stderr
+    assert capped.returncode == 1 and "850 of its 850 rows were released before, up to 2 times" in capped.stderr
 
 
 def test_a_dataset_directory_is_one_release_even_with_repeated_rows(tmp_path: Path) -> None:

@@ -129,7 +129,8 @@ def _shuffle_note(claims: list[dict[str, Any] | None]) -> str:
                 f"(ε ≤ {fmt_bound(claim['epsilon_central_upper'])}, δ = {fmt(claim['delta'])})-DP beside the local ε = "
                 f"{fmt(claim['epsilon_local'])}, if the data owner was an honest shuffler (the sidecar's "
                 "release.shuffled says what the claim rests on)")
-    return (f"{len(made)} of the {len(claims)} files were each shuffled among their own rows (ldp privatize --shuffle): "
+    each = "was shuffled among its" if len(made) == 1 else "were each shuffled among their"
+    return (f"{len(made)} of the {len(claims)} files {each} own rows (ldp privatize --shuffle): "
             f"each file is centrally (ε ≤ {fmt_bound(max(c['epsilon_central_upper'] for c in made))}, δ ≤ "
             f"{fmt(max(c['delta'] for c in made))})-DP beside the local ε, if the data owner was an honest shuffler "
             "(each sidecar's release.shuffled says what its claim rests on)")

@@ -28,7 +28,7 @@ from ldpcli.cli.options import (
 )
 from ldpcli.cli.render import fmt, fmt_bound, fmt_logp, fmt_probability, out, render, warn
 from ldpcli.cli.tables import print_reconstruction, verdict_reading
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, counted
 from ldpcli.math.shuffling import ASSUMPTIONS, THEOREM
 from ldpcli.mechanisms import BCDP, MechanismSpec, get_mechanism
 from ldpcli.mechanisms.base import check_count
@@ -274,7 +274,7 @@ def _print_targets(results: list[Any], rmse: bool, value: float, n: int, d: int,
     """The smallest ε per mechanism for an error target (``ldp params --target-rmse``)."""
     table = Table(
         title=f"Smallest ε meeting a guaranteed {'RMS ℓ2 error' if rmse else 'E‖mean − true mean‖²'} "
-        f"≤ {fmt(value)} for the mean of n = {n} rows, d = {d}, L = {fmt(bound)}",
+        f"≤ {fmt(value)} for the mean of n = {counted(n, 'row')}, d = {d}, L = {fmt(bound)}",
         title_justify="left",
     )
     for name in ("mechanism", "ε", "ε exact", "RMS error at ε", "note"):
@@ -335,7 +335,7 @@ def _print_parameters(mech: Any, info: dict[str, Any], n: int | None,
     rms_row = math.sqrt(mech.expected_error_max)
     if n is not None:
         reading = (
-            f"Reading: the mean of {n} rows privatized at ε = {fmt(mech.epsilon)} is within about "
+            f"Reading: the mean of {counted(n, 'row')} privatized at ε = {fmt(mech.epsilon)} is within about "
             f"{fmt(math.sqrt(info['expected_error_mean']))} of the true mean (RMS ℓ2 error), for L = {fmt(mech.norm_bound)}."
         )
     else:
@@ -379,7 +379,7 @@ def _print_comparison(rows: list[dict[str, Any]], advice: str, n: int | None = N
 
     With ``n``: a column with each mechanism's guaranteed error of the mean of n rows (worst case / n)."""
     first = next(row for row in rows if "d" in row)
-    of_mean = "" if n is None else f"; for the mean of n = {n} rows, E‖mean − true mean‖² ≤ that / n"
+    of_mean = "" if n is None else f"; for the mean of n = {counted(n, 'row')}, E‖mean − true mean‖² ≤ that / n"
     table = Table(
         title=f"Vector mechanisms at d = {first['d']}, ε = {fmt(first['epsilon'])}, L = {fmt(first['norm_bound'])}: "
         f"worst-case E‖Z − x‖² over the ℓ2 ball of radius L{of_mean}",
@@ -411,7 +411,8 @@ def _print_comparison(rows: list[dict[str, Any]], advice: str, n: int | None = N
         out.print(_central_reading(central), markup=False)
     if n is not None:
         best = next(row for row in rows if "expected_error_mean" in row and not row["baseline"])
-        out.print(f"Reading: the mean of {n} rows privatized by {best['mechanism']} at ε = {fmt(best['epsilon'])} has "
+        out.print(f"Reading: the mean of {counted(n, 'row')} privatized by {best['mechanism']} "
+                  f"at ε = {fmt(best['epsilon'])} has "
                   f"an RMS ℓ2 error of at most {fmt(math.sqrt(best['expected_error_mean']))} from the true mean, for "
                   f"L = {fmt(best['norm_bound'])}.", markup=False)
     out.print(advice, markup=False)

@@ -10,7 +10,7 @@ import typer
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import command_app
 from ldpcli.cli.render import note, out, render
-from ldpcli.errors import UsageError
+from ldpcli.errors import UsageError, counted
 from ldpcli.planning.plot import X_COLUMNS, plot_sweep, require_matplotlib, select_rows, text_chart
 from ldpcli.planning.sweep import read_sweep
 
@@ -64,4 +64,5 @@ def plot(
     if output is not None:
         plot_sweep(selection, output, overwrite=overwrite)
     render(None, False, (lambda: out.print(text_chart(selection), markup=False)) if terminal else None,
-           wrote=None if output is None or quiet else f"{output} ({len(selection.mechanisms)} mechanisms; {selection.title()})")
+           wrote=None if output is None or quiet
+           else f"{output} ({counted(len(selection.mechanisms), 'mechanism')}; {selection.title()})")

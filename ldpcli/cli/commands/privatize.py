@@ -344,8 +344,7 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
     if detected:  # the layout was detected: say which columns became the vector
         names = result.layout.copy_columns(0)
         shown = ", ".join(repr(name) for name in names[:6]) + (", …" if len(names) > 6 else "")
-        plural = "s" if len(names) > 1 else ""
-        what = f"list column {shown}" if result.layout.kind == "list" else f"{len(names)} numeric column{plural} {shown}"
+        what = f"list column {shown}" if result.layout.kind == "list" else f"{counted(len(names), 'numeric column')} {shown}"
         note(f"vectors from {what} (d = {result.d}); pass --column/--columns to choose", quiet)
     _note_dropped(result.dropped_columns, quiet, label)
     for text in result.warnings:

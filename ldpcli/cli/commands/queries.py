@@ -193,7 +193,7 @@ def _print_release(release: Any, info: dict[str, Any]) -> None:
                     f"exact for this Gaussian release; Bun–Steinke Prop. 1.3 gives ε = {fmt(privacy['epsilon_bun_steinke'])}")
     summary.add_row("noise σ", fmt(release.sigma), f"diameter {fmt(release.diameter)} / (n√(2ρ))")
     if release.alpha is not None:
-        summary.add_row("cover", f"{release.items} of {release.distinct_items} items", f"α = {release.alpha:g}")
+        summary.add_row("cover", f"{release.items} of {counted(release.distinct_items, 'item')}", f"α = {release.alpha:g}")
     summary.add_row("RMS error per query (noisy)", fmt(bounds["noisy_rms_per_query"]), "√(σ²): before the projection")
     summary.add_row("RMS error per query (bound)", fmt(bounds["projected_rms_per_query"]), _bound_words(release, bounds))
     out.print(summary)

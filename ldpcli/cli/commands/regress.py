@@ -12,6 +12,7 @@ from ldpcli.analysis.regress import regress, save_coefficients
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import TRUST_OPTION, command_app
 from ldpcli.cli.render import fmt, out, progress, render, signature_row, summary_table
+from ldpcli.errors import counted
 
 app = command_app()
 
@@ -69,7 +70,7 @@ def _print_regression(result: Any) -> None:
     fit = result.fit
     summary = summary_table("Least squares from two private copies" + ("" if result.verified else " (UNVERIFIED)"))
     summary.add_row("rows n", str(fit.n), "people, each privatized twice")
-    summary.add_row("label", result.label, f"{len(result.features)} features")
+    summary.add_row("label", result.label, counted(len(result.features), "feature"))
     summary.add_row("mechanism", f"{result.mechanism}, ε = {fmt(result.epsilon_total)} in all", "both copies together")
     signature_row(summary, result.signature)
     summary.add_row("radius R", fmt(fit.radius), "θ̂ minimises f̂ over ‖θ‖ ≤ R" + (" (on the boundary)" if fit.on_boundary else ""))

@@ -21,6 +21,7 @@ from ldpcli.cli.options import (
     split,
 )
 from ldpcli.cli.render import fmt, note, out, progress, render, summary_table, warn
+from ldpcli.errors import counted
 from ldpcli.learn.central import DEFAULT_DELTA, central_options
 from ldpcli.learn.sgd import DEFAULT_MECHANISM
 from ldpcli.learn.train import TrainingOptions, train
@@ -180,7 +181,8 @@ def train_cmd(
         warn(f"the class list ({', '.join(repr(c) for c in (result.classes or ())[:10])}) was read from the data and is "
              "released with the model unprivatized; pass --classes to make it a public choice")
     if result.clipped:
-        note(f"{result.clipped} of {result.train_rows * result.epochs} gradients were clipped to L = "
+        note(f"{result.clipped} of {counted(result.train_rows * result.epochs, 'gradient')} "
+             f"{'was' if result.clipped == 1 else 'were'} clipped to L = "
              f"{result.mechanism.norm_bound:g}: the model follows the clipped gradients (a larger public L clips less "
              "but adds noise); this count is shown here only, never stored", quiet)
     if result.reproducible:
@@ -195,14 +197,14 @@ def _print_training(result: Any) -> None:
     summary = summary_table(f"Private {result.loss} model ({result.geometry} geometry)")
     summary.add_row("rows", str(result.train_rows), "trained on" + (f"; {result.holdout_rows} held out"
                                                                    if result.holdout_rows else ""))
-    summary.add_row("parameters p", str(result.theta.size), f"{len(result.features)} features"
+    summary.add_row("parameters p", str(result.theta.size), counted(len(result.features), "feature")
                     + (" (intercept included)" if result.intercept else "") + (f" × {result.outputs} classes"
                                                                                if result.outputs > 1 else ""))
     summary.add_row("mechanism", f"{mech.name}, ε = {fmt(mech.epsilon_exact)} per use", f"gradients clipped to "
                     f"L = {fmt(mech.norm_bound)} ({mech.domain})")
     summary.add_row("ε per row", fmt(privacy["epsilon_per_row"]),
-                    (f"{result.epochs} use(s) per row" if result.uses is None else
-                     f"at most {result.uses} use(s) per row (Poisson sampling)") + ", basic composition; local: "
+                    (f"{counted(result.epochs, 'use')} per row" if result.uses is None else
+                     f"at most {counted(result.uses, 'use')} per row (Poisson sampling)") + ", basic composition; local: "
                     "against the server")
     central = result.central_section()
     if central is not None:
@@ -211,10 +213,10 @@ def _print_training(result: Any) -> None:
         summary.add_row("central ε (RDP)", fmt(central["epsilon_rdp"]), f"δ = {fmt(central['delta'])}, RDP accountant "
                         f"(order {fmt(central['rdp_order'])}; a looser upper bound)")
         summary.add_row("central layer", f"ρ = {fmt(central['radius'])}, z = {fmt(central['noise_multiplier'])}, "
-                        f"q = {fmt(central['sampling_rate'])}", f"{central['steps']} steps, noise σ = "
+                        f"q = {fmt(central['sampling_rate'])}", f"{counted(central['steps'], 'step')}, noise σ = "
                         f"{fmt(central['noise_std'])} on each step's mean; {central['accountant']}, "
                         f"{central['neighbouring']} neighbours")
-    rows = (f"{result.batch} rows" if result.central is None else
+    rows = (counted(result.batch, "row") if result.central is None else
             f"~{fmt(result.central.sampling_rate * result.train_rows)} rows (Poisson, q = {fmt(result.central.sampling_rate)})")
     summary.add_row("steps", f"{result.steps} × {rows}", f"{result.rule.describe()}; {result.rule.basis}")
     summary.add_row("radius R", fmt(result.radius), "θ stays in the " + ("ℓ2" if result.geometry == "l2" else "ℓ1")
@@ -227,7 +229,7 @@ def _print_training(result: Any) -> None:
     out.print(summary)
     report = result.to_dict()
     if result.metrics or report["baseline_distance"] is not None or report["minimizer"] is not None:
-        table = Table(title="Evaluation" + (f" on the {result.evaluated_on} ({result.evaluation_rows} rows)"
+        table = Table(title="Evaluation" + (f" on the {result.evaluated_on} ({counted(result.evaluation_rows, 'row')})"
                                             if result.evaluated_on else ""), title_justify="left")
         for name in ("model", "mean loss", "accuracy", "‖θ − θ̂‖"):
             table.add_column(name, justify="right" if name != "model" else "left")

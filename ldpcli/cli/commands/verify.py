@@ -11,6 +11,7 @@ from rich.table import Table
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import command_app
 from ldpcli.cli.render import out, render
+from ldpcli.errors import counted
 from ldpcli.release.signing import read_public_key, verify_paths
 
 app = command_app()
@@ -55,7 +56,8 @@ def _print_signatures(results: list[Any], trusted: Any) -> None:
     out.print(table)
     bad = sum(not result.ok for result in results)
     if bad:
-        out.print(f"{bad} of {len(results)} releases are not valid" + ("" if trusted is None else " for this key")
+        out.print(f"{bad} of {counted(len(results), 'release')} {'is' if bad == 1 else 'are'} not valid"
+                  + ("" if trusted is None else " for this key")
                   + ".", markup=False)
     elif trusted is None:
         out.print("Every release is signed and unchanged; pass --trust KEY to require the data owner's key.",
