@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io.atomic import Sink
 from ldpcli.io.columns import _Choice, _resolve
 from ldpcli.io.formats import compression_of, register_format
@@ -342,7 +342,7 @@ def _csv_error(
         row, expected, got = field_count[1], field_count[2], field_count[3]
         where = f"{_row(int(row) - 1)} " if row else "a row "
         return DataError(
-            f"{label}: not a valid CSV file: {where}has {got} fields but the header has {expected}; "
+            f"{label}: not a valid CSV file: {where}has {counted(int(got), 'field')} but the header has {expected}; "
             "every row needs one value per header column."
         )
     if first == "Empty CSV file" or first.startswith("CSV parse error: Empty CSV file or block"):

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io.columns import (
     _check_keep_names,
     _check_keep_values,
@@ -418,8 +418,8 @@ def _list_values(
             if not skip:
                 i = int(np.argmax(wrong))
                 raise DataError(
-                    f"{label}: {_row(first_row + i + 1)}, column {name!r}: vector has {lengths[i]} "
-                    f"coordinates, expected {d}; every vector must have the same length."
+                    f"{label}: {_row(first_row + i + 1)}, column {name!r}: vector has "
+                    f"{counted(int(lengths[i]), 'coordinate')}, expected {d}; every vector must have the same length."
                 )
             bad = wrong if bad is None else bad | wrong
     if bad is not None:  # fill the good rows around the bad ones, which stay 0.0

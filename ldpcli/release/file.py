@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from ldpcli.errors import DataError, LdpError, UsageError, python_text
+from ldpcli.errors import DataError, LdpError, UsageError, counted, python_text
 from ldpcli.io import AtomicVectorWriter, VectorBatch, VectorLayout, VectorReader, file_format, interrupts, open_vectors
 from ldpcli.io.atomic import finished_text
 from ldpcli.io.formats import check_codec, check_local, data_suffix
@@ -352,8 +352,9 @@ def privatize_files(
                         folder.rmdir()
                 raise
             done = ", ".join(os.fspath(result.output) for result in results)
-            raise type(exc)(f"{exc.template} ({len(results)} of {len(sources)} inputs were privatized before this one and "
-                            f"stay released: {done})") from exc
+            were, stay = ("was", "stays") if len(results) == 1 else ("were", "stay")
+            raise type(exc)(f"{exc.template} ({len(results)} of {counted(len(sources), 'input')} {were} privatized before "
+                            f"this one and {stay} released: {done})") from exc
     return results
 
 

@@ -453,7 +453,7 @@ def test_skip_invalid_still_refuses_a_damaged_csv_line(tmp_path: Path) -> None:
     source = write_text(tmp_path / "r.csv", "a,b\n1,2\n3\n")
     with pytest.raises(DataError) as excinfo:
         read_skipping(source)
-    assert "1 fields" in message(excinfo)
+    assert "1 field but" in message(excinfo)
 
 
 # --------------------------------------------------------------------------- in-memory tables

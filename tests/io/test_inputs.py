@@ -143,7 +143,7 @@ def test_a_failing_input_says_which_inputs_were_released_before_it(shards: Path,
         privatize_files(shards, f"{out}/", epsilon=4.0)
     message = str(caught.value)
     assert "part-1.parquet" in message and "row 3" in message
-    assert "(1 of 3 inputs were privatized before this one and stay released: " in message
+    assert "(1 of 3 inputs was privatized before this one and stays released: " in message
     assert sorted(p.name for p in out.iterdir()) == ["part-0.privatized.parquet", "part-0.privatized.parquet.ldp.json"]
 
 

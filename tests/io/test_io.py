@@ -493,7 +493,7 @@ def write_parquet(path: Path, columns: dict[str, Any], **options: Any) -> Path:
     [
         ([[1.0, 2.0], None, [3.0, 4.0]], 2, ["column 'v'", "missing"]),
         ([[1.0, 2.0], [3.0, None], [3.0, 4.0]], 2, ["column 'v'", "coordinate 1", "missing"]),
-        ([[1.0, 2.0], [3.0, 4.0], [5.0]], 3, ["column 'v'", "1 coordinates, expected 2"]),
+        ([[1.0, 2.0], [3.0, 4.0], [5.0]], 3, ["column 'v'", "1 coordinate, expected 2"]),
         ([[1.0, 2.0], [3.0, 4.0], [5.0, float("nan")]], 3, ["column 'v'", "coordinate 1", "NaN"]),
         ([[1.0, 2.0], [float("-inf"), 4.0]], 2, ["column 'v'", "coordinate 0", "-inf"]),
         ([[1.0, 2.0, 3.0]], 1, []),  # fine: d comes from the first row
@@ -549,7 +549,7 @@ def test_column_data_errors_name_first_bad_row_across_batches(tmp_path: Path) ->
         ("x,y\n1,2\nnan,4\n", 2, ["column 'x'", "NaN"]),
         ("x,y\n1,2\n3,4\n5,inf\n", 3, ["column 'y'", "inf"]),
         ("x,y\n1,2\n3,abc\n", 2, ["column 'y'", "the value is not a number", "numeric"]),
-        ("x,y\n1,2\n3\n", 2, ["not a valid CSV file", "1 fields", "header has 2"]),
+        ("x,y\n1,2\n3\n", 2, ["not a valid CSV file", "1 field but", "header has 2"]),
     ],
 )
 def test_csv_data_errors(tmp_path: Path, text: str, row: int, fragments: list[str]) -> None:

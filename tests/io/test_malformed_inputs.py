@@ -335,7 +335,7 @@ def test_csv_with_a_bom_keeps_its_first_column_by_name(tmp_path: Path) -> None:
 
 CSV_BAD: dict[str, tuple[Any, ...]] = {
     "ragged: more fields": (b"a,b\n0.1,0.2\n0.3,0.4,0.5\n", ("row 2", "3 fields", "header has 2")),
-    "ragged: fewer fields": (b"a,b\n0.1,0.2\n0.3\n", ("row 2", "1 fields",)),
+    "ragged: fewer fields": (b"a,b\n0.1,0.2\n0.3\n", ("row 2", "1 field but",)),
     "whitespace-only line": (b"a,b\n0.1,0.2\n   \n", ("row 2",)),
     "text in a vector column": (b"a,b\n0.1,0.2\n0.3,abc\n", ("row 2", "'b'", "not a number"), ("--columns", "a,b")),
     "decimal comma": (b'a,b\n"0,1",0.2\n', ("row 1", "'a'", "not a number"), ("--columns", "a,b")),
