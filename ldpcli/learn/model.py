@@ -71,6 +71,9 @@ class TrainResult:
     theta: np.ndarray
     mechanism: Mechanism
     epochs: int
+    #: The most uses of any row: ``epochs``, or with the central layer's Poisson sampling the largest
+    #: number of steps any row was sampled in.
+    uses_per_row: int
     batch: int
     steps: int
     rule: StepRule
@@ -96,18 +99,16 @@ class TrainResult:
     notices: tuple[str, ...] = ()
     #: The central layer, when the run had one.
     central: CentralLayer | None = None
-    #: The most uses of any row: ``epochs``, or with the central layer's Poisson sampling the
-    #: largest number of steps any row was sampled in (None: ``epochs``).
-    uses: int | None = None
 
     @property
     def outputs(self) -> int:
         return self.theta.size // len(self.features)
 
     @property
-    def uses_per_row(self) -> int:
-        """The most uses of any row (:attr:`uses`, else ``epochs``)."""
-        return self.epochs if self.uses is None else self.uses
+    def uses(self) -> int | None:
+        """The most uses of any row under the central layer's Poisson sampling (:attr:`uses_per_row`); None
+        without the layer, where every row is used exactly ``epochs`` times."""
+        return None if self.central is None else self.uses_per_row
 
     @property
     def cost(self) -> ReleaseCost:
