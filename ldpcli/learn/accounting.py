@@ -34,11 +34,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ldpcli.errors import UsageError
-from ldpcli.release.accounting import PLD_DELTA_MARGIN
+from ldpcli.release.accounting import ADD_OR_REMOVE_ONE, PLD_DELTA_MARGIN
 from ldpcli.release.accounting import dp_accounting as load_dp_accounting
 
-#: The neighbouring relation of every claim here (dp-accounting's ``ADD_OR_REMOVE_ONE``).
-NEIGHBOURING = "add/remove one row"
+#: The neighbouring relation of every claim here (dp-accounting's ``ADD_OR_REMOVE_ONE``), as the sidecar and the
+#: ledger record it (``ldp budget`` reads it back to compose the claim).
+NEIGHBOURING = ADD_OR_REMOVE_ONE
 #: The accountant whose ε a claim states.
 HEADLINE = "pld"
 #: The smallest noise multiplier the layer takes: below it ε is in the hundreds (z = 0.3, q = 0.1, 100
