@@ -48,7 +48,7 @@ from ldpcli.learn.accounting import (
     NEIGHBOURING,
     CentralEpsilon,
     central_epsilon,
-    solve_noise_multiplier,
+    solved_central_epsilon,
 )
 from ldpcli.learn.losses import Loss
 from ldpcli.learn.sgd import Iterate, StepRule
@@ -113,11 +113,11 @@ class CentralOptions:
 
     def layer(self, steps: int) -> CentralLayer:
         """The layer of a run of ``steps`` steps: z given or solved, and both accountants' ε."""
-        z = self.noise_multiplier
-        if z is None:
+        if self.noise_multiplier is not None:
+            account = central_epsilon(self.sampling_rate, self.noise_multiplier, steps, self.central_delta)
+        else:
             assert self.central_epsilon is not None
-            z = solve_noise_multiplier(self.central_epsilon, self.sampling_rate, steps, self.central_delta)
-        account = central_epsilon(self.sampling_rate, z, steps, self.central_delta)
+            account = solved_central_epsilon(self.central_epsilon, self.sampling_rate, steps, self.central_delta)
         return CentralLayer(float(self.central_radius), account, self.central_epsilon)
 
 

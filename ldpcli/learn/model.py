@@ -5,7 +5,8 @@ The model is the averaged iterate of locally private SGD (:mod:`ldpcli.learn.sgd
 of the privatized gradients, so what it costs each row is the cost of the releases: ``epochs`` uses
 of one mechanism, by basic composition (:func:`ldpcli.mechanisms.composition.release_cost`). A run
 with the central layer (:mod:`ldpcli.learn.central`) also carries its central (ε, δ), in the
-sidecar's ``central`` section beside the local ``privacy``.
+sidecar's ``central`` section beside the local ``privacy``, and in its ledger entry (the same section, as
+``central``: ``ldp budget`` composes it with the input's other central guarantees).
 :func:`publish_model` commits it like every release (:func:`ldpcli.release.commit.commit_release`):
 reserved in the ledger, model and sidecar published together, confirmed.
 """
@@ -72,6 +73,9 @@ class TrainResult:
     theta: np.ndarray
     mechanism: Mechanism
     epochs: int
+    #: The most uses of any row: ``epochs``, or with the central layer's Poisson sampling the largest
+    #: number of steps any row was sampled in.
+    uses_per_row: int
     batch: int
     steps: int
     rule: StepRule
@@ -97,18 +101,16 @@ class TrainResult:
     notices: tuple[str, ...] = ()
     #: The central layer, when the run had one.
     central: CentralLayer | None = None
-    #: The most uses of any row: ``epochs``, or with the central layer's Poisson sampling the
-    #: largest number of steps any row was sampled in (None: ``epochs``).
-    uses: int | None = None
 
     @property
     def outputs(self) -> int:
         return self.theta.size // len(self.features)
 
     @property
-    def uses_per_row(self) -> int:
-        """The most uses of any row (:attr:`uses`, else ``epochs``)."""
-        return self.epochs if self.uses is None else self.uses
+    def uses(self) -> int | None:
+        """The most uses of any row under the central layer's Poisson sampling (:attr:`uses_per_row`); None
+        without the layer, where every row is used exactly ``epochs`` times."""
+        return None if self.central is None else self.uses_per_row
 
     @property
     def cost(self) -> ReleaseCost:
@@ -335,7 +337,7 @@ def publish_model(result: TrainResult, source: Path, target: Path | None, overwr
             columns=list(layout.columns), output=str(target.resolve()) if target is not None else "(printed)",
             mechanism=mech.name, epsilon=result.cost.epsilon, epsilon_exact=result.cost.epsilon_exact,
             delta=result.cost.delta if mech.delta_exact > 0 else None, created="", tag="",
-            reproducible=result.reproducible,
+            reproducible=result.reproducible, central=result.central_section(),
         ), str(source)))
     published = [replace(result, sidecar=side)]
     publication = Publication(overwrite=overwrite)

@@ -434,13 +434,13 @@ def train(
 
     result = TrainResult(
         loss=loss, label=label, classes=labels.classes, classes_from_data=from_data, features=features,
-        intercept=intercept, theta=private.average.copy(), mechanism=mech, epochs=epochs, batch=batch,
+        intercept=intercept, theta=private.average.copy(), mechanism=mech, epochs=epochs, uses_per_row=uses, batch=batch,
         steps=private.steps, rule=rule, geometry=geometry, radius=float(radius), rows=state.rows,
         train_rows=state.train_rows, holdout_rows=state.holdout_rows, clipped=clipped, seconds=train_seconds,
         reproducible=seed is not None, in_memory=state.in_memory, evaluated_on=evaluated_on,
         evaluation_rows=evaluation_rows, metrics=metrics, baseline=None if twin is None else twin.average.copy(),
         minimizer=minimizer, minimizer_note=minimizer_note, output=target,
-        sidecar=None, notices=tuple(notices), central=layer, uses=None if layer is None else uses,
+        sidecar=None, notices=tuple(notices), central=layer,
     )
     return publish_model(result, path, target, overwrite, ledger, digest, fingerprint, layout, max_budget)
 

@@ -18,10 +18,12 @@ The releases' own δ_i (the Gaussian baseline) add up: every bound here is state
 plus (at most) Σδ_i. A release of c copies or e epochs is one entry of cε in the ledger, composed as
 one release of that ε (valid; its copies composed one by one could give a smaller total).
 
-Shuffled releases (``privatize --shuffle``, :attr:`ldpcli.release.ledger_file.LedgerEntry.shuffled`)
+Shuffled releases (``privatize --shuffle``, :attr:`ldpcli.release.ledger_file.LedgerEntry.shuffled`) and
+models trained with the central layer (``train --central-radius``, :attr:`~ldpcli.release.ledger_file.LedgerEntry.central`)
 have a central guarantee as well, which :func:`compose_central` composes: one release keeps the
 (ε, δ) it recorded; several are composed by basic composition and by dp-accounting's PLD of their
-(ε_i, δ_i) worst cases, the smaller ε said.
+(ε_i, δ_i) worst cases, the smaller ε said (for one neighbouring relation: a training run's add/remove-one
+pair is restated for replace-one among shuffled releases).
 """
 
 from __future__ import annotations
@@ -44,6 +46,12 @@ KOV_OPTIMAL = "optimal composition (Kairouz, Oh & Viswanath 2015, Thm 3.3)"
 KOV_HETEROGENEOUS = "heterogeneous composition (Kairouz, Oh & Viswanath 2015, Thm 3.5)"
 DRV = "advanced composition (Dwork, Rothblum & Vadhan 2010, Thm III.3)"
 RECORDED = "amplification by shuffling (Feldman, McMillan & Talwar 2021), as the release recorded it"
+TRAINED = ("the PLD accountant of the Poisson-subsampled Gaussian (Abadi et al. 2016; dp-accounting), as the training "
+           "run recorded it")
+#: The neighbouring relations of the central guarantees: a shuffled release's (n reports, one person's replaced)
+#: and a training run's with the central layer (``ldpcli.learn.accounting.NEIGHBOURING``).
+REPLACE_ONE = "replace one row"
+ADD_OR_REMOVE_ONE = "add/remove one row"
 #: The PLD accountant's finest discretisation of the privacy loss (dp-accounting's default), and the number of
 #: steps that the composed loss's range Σε_i may span before the step grows (:func:`pld_interval`).
 PLD_INTERVAL = 1e-4
@@ -52,6 +60,9 @@ PLD_STEPS = 100_000
 #: randomized responses at ε = 0.2 its ε at δ = 1e-6 is 2e-6 below the exact one (Thm 3.3), a δ 3.5e-13 too
 #: small (tests/accounting/test_composition_theorems.py); this margin covers such errors with room to spare.
 PLD_DELTA_MARGIN = 1e-3
+#: The largest ε_i the PLD accountant is given: dp-accounting computes e^ε_i, which overflows a double past 709.78
+#: (``ldp budget --delta`` on releases at ε = 1000 stopped with an OverflowError); above it the PLD states no bound.
+PLD_MAX_EPSILON = 700.0
 #: The optimal ε is computed to about 1e-14 relative; it is stated this much larger, so rounding never states less.
 ROUND_UP = 1e-12
 
@@ -191,19 +202,23 @@ def pld_epsilon(guarantees: Sequence[tuple[float, float]], delta: float) -> floa
     (``from_privacy_parameters``: loss ∞ with probability δ_i, ±ε_i otherwise, the dominating pair of
     every (ε_i, δ_i)-DP mechanism, Kairouz et al. 2015), rounded up to multiples of :func:`pld_interval`;
     equal ones are self-composed, and ε is read at (1 − :data:`PLD_DELTA_MARGIN`)·``delta``. The result is an
-    upper bound on the exact ε (inf when ``delta`` is not above the δ the releases leave, 1 − Π(1 − δ_i)).
+    upper bound on the exact ε (inf when ``delta`` is not above the δ the releases leave, 1 − Π(1 − δ_i), and
+    inf, no bound computed, when an ε_i is above :data:`PLD_MAX_EPSILON`).
     """
     pld_module = _dp_accounting()
     from dp_accounting.pld.common import DifferentialPrivacyParameters
 
+    if not guarantees:
+        raise ValueError("`guarantees` is empty")
+    if max(eps for eps, _ in guarantees) > PLD_MAX_EPSILON:
+        return math.inf
     composed, step = None, pld_interval(guarantees)
     for (eps, dlt), count in Counter(guarantees).items():
         one = pld_module.from_privacy_parameters(DifferentialPrivacyParameters(eps, dlt),
                                                  value_discretization_interval=step)
         part = one.self_compose(count) if count > 1 else one
         composed = part if composed is None else composed.compose(part)
-    if composed is None:
-        raise ValueError("`guarantees` is empty")
+    assert composed is not None
     return float(composed.get_epsilon_for_delta(delta * (1.0 - PLD_DELTA_MARGIN)))
 
 
@@ -255,43 +270,113 @@ def _smaller(bound: Guarantee, basic: Guarantee) -> Guarantee:
     return bound if bound.epsilon < basic.epsilon * (1.0 - SPENT_RTOL) else basic
 
 
-def _central_pair(shuffled: dict[str, Any]) -> tuple[float, float]:
-    """The (ε upper, δ) a shuffled release recorded; DataError when the ledger's record lacks them."""
+def _replace_one(epsilon: float, delta: float, neighbouring: str) -> tuple[float, float]:
+    """An (ε, δ) central guarantee for ``neighbouring`` data sets, stated for replace-one neighbours.
+
+    An add/remove-one (ε, δ)-DP mechanism M is (2ε, (1 + e^ε)δ)-DP for replace-one neighbours: replacing row x
+    of D by x' is removing x (giving D₀) and adding x', so P[M(D) ∈ S] ≤ e^ε P[M(D₀) ∈ S] + δ ≤
+    e^ε (e^ε P[M(D') ∈ S] + δ) + δ (group privacy for a group of two; Dwork & Roth 2014, Thm 2.2 for δ = 0).
+    """
+    if neighbouring == REPLACE_ONE:
+        return epsilon, delta
+    if delta == 0:
+        return 2.0 * epsilon, 0.0
+    if epsilon > PLD_MAX_EPSILON:  # (1 + e^ε)δ ≥ 1 anyway, without overflowing
+        return 2.0 * epsilon, 1.0
+    return 2.0 * epsilon, min(1.0, (1.0 + math.exp(epsilon)) * delta)
+
+
+def _central_claim(entry: LedgerEntry) -> tuple[float, float, str] | None:
+    """The central guarantee ``entry`` recorded (shuffled, or trained with the central layer): (ε upper, δ, the
+    neighbouring relation), None when it has none; DataError when the ledger's record lacks the numbers or
+    names another relation."""
+    if entry.shuffled is not None:
+        record, names, relation = entry.shuffled, ("epsilon_central_upper", "delta"), REPLACE_ONE
+    elif entry.central is not None:
+        record, names, relation = entry.central, ("epsilon", "delta"), str(entry.central.get("neighbouring"))
+    else:
+        return None
+    kind = "shuffled release" if entry.shuffled is not None else "training run with the central layer"
     try:
-        epsilon, delta = float(shuffled["epsilon_central_upper"]), float(shuffled["delta"])
+        epsilon, delta = float(record[names[0]]), float(record[names[1]])
     except (KeyError, TypeError, ValueError):
         epsilon, delta = math.nan, math.nan
-    if not (0 < epsilon < math.inf and 0 <= delta < 1):
-        raise DataError(f"a shuffled release in the ledger records no usable central guarantee ({shuffled!r}): "
-                        "it needs a positive 'epsilon_central_upper' and a 'delta' in [0, 1)")
-    return epsilon, delta
+    if not (0 < epsilon < math.inf and 0 <= delta < 1) or relation not in (REPLACE_ONE, ADD_OR_REMOVE_ONE):
+        raise DataError(f"a {kind} in the ledger records no usable central guarantee ({record!r}): it needs a "
+                        f"positive {names[0]!r} and a 'delta' in [0, 1)"
+                        + ("" if entry.shuffled is not None else f", for 'neighbouring' {ADD_OR_REMOVE_ONE!r}"))
+    return epsilon, delta, relation
+
+
+def _central_said(entries: Sequence[LedgerEntry]) -> str:
+    """What the releases with a central guarantee among ``entries`` were, for the note of :func:`compose_central`."""
+    shuffled = [entry.shuffled for entry in entries if entry.shuffled is not None]
+    trained = [entry.central for entry in entries if entry.central is not None]
+    if not trained:
+        if len(shuffled) == 1:
+            return f"shuffled among n = {shuffled[0]['n']} reports by an honest shuffler"
+        return f"{len(shuffled)} releases, each shuffled by an honest shuffler (n = {', '.join(str(s['n']) for s in shuffled)})"
+    runs = "; ".join(f"z = {run.get('noise_multiplier')}, q = {run.get('sampling_rate')}, T = {run.get('steps')}"
+                     for run in trained)
+    model = (f"trained with the central layer ({runs}), whose server ran eq. (13) honestly and published only the "
+             "model")
+    if len(entries) == 1:
+        said = f"a model {model}"
+    else:
+        shuffles = (f"{len(shuffled)} shuffled by an honest shuffler (n = {', '.join(str(s['n']) for s in shuffled)}), "
+                    if shuffled else "")
+        said = f"{len(entries)} releases: {shuffles}{len(trained)} {model}"
+    if shuffled:
+        return (f"{said}; for replacing one person's row: each training run's (ε, δ), for adding or removing one "
+                "row, is counted as (2ε, (1 + e^ε)·δ) (replacing is removing, then adding)")
+    return f"{said}; for adding or removing one row"
 
 
 def compose_central(entries: Sequence[LedgerEntry], delta: float | None) -> tuple[Guarantee | None, str]:
-    """The central (ε, δ) of ``entries`` when every one was shuffled, else None; and a sentence on it.
+    """The central (ε, δ) of ``entries`` when every one recorded a central guarantee, else None; and a sentence
+    on it.
 
-    One release: the (ε upper, δ) it recorded. Several: basic composition (Σε_i, Σδ_i), and
-    dp-accounting's PLD of the (ε_i, δ_i) worst cases at δ = Σδ_i + ``delta`` (``delta`` 0 when None);
-    the smaller ε is said, with its theorem (the sum, and the sentence says why, where dp-accounting is not
-    installed: ``ldp budget`` needs no extra). A mix of shuffled and unshuffled releases gets None: an
-    unshuffled release is only ε-LDP, its rows in their order and with the columns it kept, and ldp
-    states a central ε only for what an honest shuffler released.
+    A central guarantee is a shuffled release's (``privatize --shuffle``, for replace-one neighbours) or a
+    central training run's (``train --central-radius``, for add/remove-one neighbours). One release: the
+    (ε upper, δ) it recorded. Several: basic composition (Σε_i, Σδ_i), and dp-accounting's PLD of the
+    (ε_i, δ_i) worst cases at δ = Σδ_i + ``delta`` (``delta`` 0 when None); the smaller ε is said, with its
+    theorem (the sum, and the sentence says why, where dp-accounting is not installed: ``ldp budget`` needs
+    no extra). Both need only that each release is (ε_i, δ_i)-DP for one neighbouring relation, however its
+    pair was found (amplification by shuffling, a training run's accountant): the worst case of a pair
+    dominates every mechanism with that guarantee (Kairouz, Oh & Viswanath 2015), adaptively composed. When
+    shuffled releases and training runs are mixed, the runs' add/remove-one pairs are first stated for
+    replace-one neighbours (:func:`_replace_one`) and the composition is for replace-one.
+
+    A mix with a release that has no central guarantee gets None: an unshuffled release is only ε-LDP, its
+    rows in their order and with the columns it kept, and ldp states a central ε only for what an honest
+    shuffler, or an honest server of eq. (13), released.
     """
-    shuffled = [entry.shuffled for entry in entries if entry.shuffled is not None]
-    if not shuffled:
+    claims = [claim for claim in map(_central_claim, entries) if claim is not None]
+    if not claims:
         return None, ""
-    if len(shuffled) < len(entries):
-        were = "was" if len(shuffled) == 1 else "were"
-        return None, (f"{len(shuffled)} of its {len(entries)} releases {were} shuffled: an unshuffled release's central "
-                      "guarantee is only its local ε, for its vectors alone (its row order and the columns it kept "
-                      "are released as they are), so ldp states no central ε for these releases together")
-    pairs = [_central_pair(item) for item in shuffled]
-    basic = Guarantee(math.fsum(e for e, _ in pairs), math.fsum(d for _, d in pairs),
-                      RECORDED if len(pairs) == 1 else f"{BASIC} of the recorded central guarantees")
+    if len(claims) < len(entries):
+        were = "was" if len(claims) == 1 else "were"
+        trained = any(entry.central is not None for entry in entries)
+        shuffled = any(entry.shuffled is not None for entry in entries)
+        kind = ("shuffled" if not trained else "trained with the central layer" if not shuffled
+                else "shuffled or trained with the central layer")
+        return None, (f"{len(claims)} of its {len(entries)} releases {were} {kind}: a release without a central "
+                      "guarantee has only its local ε (an unshuffled release also publishes its rows in their order "
+                      "and the columns it kept, which no ε covers), so ldp states no central ε for these releases "
+                      "together")
+    said = _central_said(entries)
+    mixed = len({relation for _, _, relation in claims}) > 1
+    pairs = [_replace_one(*claim) if mixed else claim[:2] for claim in claims]
     if len(pairs) == 1:
-        return basic, f"shuffled among n = {shuffled[0]['n']} reports by an honest shuffler"
+        recorded = RECORDED if entries[0].shuffled is not None else TRAINED
+        return Guarantee(pairs[0][0], pairs[0][1], recorded), said
+    basic = Guarantee(math.fsum(e for e, _ in pairs), math.fsum(d for _, d in pairs),
+                      f"{BASIC} of the recorded central guarantees")
+    if basic.delta >= 1.0:
+        return None, f"{said}; their δ's add up to 1 or more, a guarantee of nothing, so ldp states no central ε"
     target = basic.delta + (0.0 if delta is None else _check_delta(delta))
-    said = f"{len(pairs)} releases, each shuffled by an honest shuffler (n = {', '.join(str(s['n']) for s in shuffled)})"
+    if target >= 1.0:  # a PLD bound at such a δ would say nothing: the sum, at its own δ, is what holds
+        return basic, said
     try:
         pld = Guarantee(pld_epsilon(pairs, target), target, f"{pld_theorem()} of the recorded central guarantees")
     except MissingDependency as exc:  # the budget itself needs no extra: the sum holds

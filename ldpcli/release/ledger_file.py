@@ -139,6 +139,10 @@ class LedgerEntry:
     #: central guarantee, ``{"n", "delta", "epsilon_central_upper", "epsilon_central_lower", ...}`` as the
     #: sidecar's ``release.shuffled`` records it; None for an unshuffled release.
     shuffled: dict[str, Any] | None = None
+    #: For a model trained with the central layer (``ldp train --central-radius``): its central guarantee,
+    #: ``{"epsilon", "delta", "neighbouring", "steps", "noise_multiplier", "sampling_rate", ...}`` as the model's
+    #: sidecar's ``central`` section records it; None for any other release (older ledgers included).
+    central: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as the ledger file stores it (JSON-able)."""
@@ -162,6 +166,7 @@ class LedgerEntry:
             **({"rows_file": self.rows_file} if self.rows_file else {}),
             **({"note": self.note} if self.note else {}),
             **({"shuffled": dict(self.shuffled)} if self.shuffled is not None else {}),
+            **({"central": dict(self.central)} if self.central is not None else {}),
         }
 
     @property
@@ -200,12 +205,13 @@ class LedgerEntry:
             rows_file=data.get("rows_file", ""),
             note=str(data.get("note", "")),
             shuffled=dict(data["shuffled"]) if isinstance(data.get("shuffled"), Mapping) else None,
+            central=dict(data["central"]) if isinstance(data.get("central"), Mapping) else None,
         )
 
 
 #: The fields every stored entry has (those added with reservations are optional: older entries lack them).
 _ENTRY_FIELDS = tuple(name for name in LedgerEntry.__dataclass_fields__
-                      if name not in ("state", "release", "owner", "rows_file", "note", "shuffled"))
+                      if name not in ("state", "release", "owner", "rows_file", "note", "shuffled", "central"))
 #: A row file's name: in the ledger's rows directory, named by its release id (nothing else is
 #: ever read or removed through an entry, whatever a ledger file says).
 _ROWS_FILE = re.compile(r"[^/\\]+-rows/([0-9a-f]{16})\.npy")

@@ -38,6 +38,7 @@ from ldpcli.learn.central import (
     poisson_schedule,
     project_releases,
 )
+from ldpcli.learn.model import TrainResult
 from ldpcli.learn.sgd import sgd_pass
 from ldpcli.learn.train import TrainingOptions, train
 from ldpcli.release.options import ReleaseOptions
@@ -308,3 +309,22 @@ def test_the_default_step_counts_the_central_noise() -> None:
     assert rule.eta0 < default_step_rule("l2", mech, 1.0, batch=1).eta0 and "central noise" in rule.basis
     l1 = default_step_rule("l1", mech, 2.0, noise_variance=noise)
     assert l1.eta0 == pytest.approx(math.sqrt(2 * math.log(40)) / (2.0 * math.sqrt(gradient_moment_bounds(mech)[1] + noise)))
+
+
+def test_the_most_uses_of_a_row_is_one_stored_fact(tmp_path: Path) -> None:
+    """``uses_per_row`` is the stored count; ``uses`` (None without the central layer), the cost and the
+    sidecar's ``uses_per_row`` follow it, so no two of them can disagree."""
+    from dataclasses import fields, replace
+
+    names = {item.name for item in fields(TrainResult)}
+    assert "uses_per_row" in names and "uses" not in names
+    central = CentralOptions(central_radius=1.5, sampling_rate=0.1, noise_multiplier=1.2, central_delta=1e-6)
+    result = train(_small(tmp_path), label="label", epsilon=4.0, training=TrainingOptions(central=central, classes=[0, 1]),
+                   options=ReleaseOptions(seed=3))
+    more = replace(result, uses_per_row=result.uses_per_row + 2)
+    assert more.uses == more.uses_per_row == result.uses + 2
+    assert more.privacy()["uses_per_row"] == more.uses_per_row
+    assert more.epsilon_per_row == pytest.approx(more.uses_per_row * result.mechanism.epsilon_exact)
+    local = train(_small(tmp_path), label="label", epsilon=4.0, training=TrainingOptions(epochs=3, classes=[0, 1]),
+                  options=ReleaseOptions(seed=3))
+    assert local.uses is None and local.uses_per_row == 3

@@ -1,6 +1,6 @@
 """``ldp budget``: the privacy budget each input has spent, from the data owner's ledger: basic composition, and at
-``--delta`` the (ε, δ) of optimal or advanced composition; the central (ε, δ) of shuffled releases
-(:mod:`ldpcli.release.accounting`)."""
+``--delta`` the (ε, δ) of optimal or advanced composition; the central (ε, δ) of shuffled releases and of
+training runs with the central layer (:mod:`ldpcli.release.accounting`)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def budget(
         "releases' own δ: the optimal composition of Kairouz, Oh & Viswanath (Thm 3.3) when its releases share one "
         "ε, else the smallest of their Thm 3.5, Dwork-Rothblum-Vadhan's advanced composition and dp-accounting's "
         "privacy loss distributions; never more than the sum of the ε's. Each number names its theorem. Without it, "
-        "basic composition only (the sum, valid at δ = 0). Shuffled releases: D is added to their δ's too."
+        "basic composition only (the sum, valid at δ = 0). Central guarantees (shuffled releases, training runs with "
+        "the central layer): D is added to their δ's too."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
@@ -46,8 +47,12 @@ def budget(
     theorem that proves it. Local guarantees protect each person against the server and anyone else
     who holds the released rows. Releases written by `ldp privatize --shuffle` also have a central (ε, δ): it
     protects against the analyst and every user of the output, and rests on an honest shuffler (one
-    report per person, in a uniformly random order nobody else sees); an input gets a central column
-    only when all its releases were shuffled. Inputs are identified by a fingerprint of their
+    report per person, in a uniformly random order nobody else sees). So do models trained by
+    `ldp train --central-radius`: their (ε, δ) protects against whoever sees the model, for adding or
+    removing one row, and rests on the server running the central layer honestly. An input gets a
+    central line only when all its releases have a central guarantee; several are composed (among
+    shuffled releases, whose neighbours replace one row, a training run's (ε, δ) counts as
+    (2ε, (1 + e^ε)δ)). Inputs are identified by a fingerprint of their
     values, so a copy or a re-encoded file counts as the same input. `ldp privatize` records every
     release; --max-budget there refuses one that would go past a cap. Only the overall ε is composed:
     bcdp's per-feature levels hold for each release alone (an input with several says so).
@@ -107,7 +112,7 @@ def _print_guarantees(spends: list[Any], local: list[Any], central: list[tuple[G
     out.print("Reading: each person in an input is (ε, δ)-DP on each line, ε an upper bound proved by the theorem "
               "named (exact for the optimal composition). Local: against the server, who sees the rows as released. "
               "Central: against the analyst and every user of the output, who see the rows only through an honest "
-              "shuffler.", markup=False)
+              "shuffler, or only a model trained by an honest server with the central layer.", markup=False)
     for line in notes:
         out.print(line, markup=False)
 

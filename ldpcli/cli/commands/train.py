@@ -110,7 +110,7 @@ def train_cmd(
     central_radius: Optional[float] = typer.Option(
         None, "--central-radius", metavar="RHO", help="Turn on the central layer (Bhowmick et al. 2018, eq. (13)): "
         "the server projects each privatized gradient onto the ℓ2 ball of radius RHO, adds Gaussian noise to each "
-        "step's sum and states a central (ε, δ) for the model. Needs --sampling-rate and one of --noise-multiplier "
+        "step's sum and states a central (ε, δ) for the model (in the sidecar and the ledger). Needs --sampling-rate and one of --noise-multiplier "
         "or --central-epsilon; needs dp-accounting and randomgen (pip install 'ldp[central,secure]')."
     ),
     sampling_rate: Optional[float] = typer.Option(
@@ -156,7 +156,8 @@ def train_cmd(
     With --central-radius the server side of Bhowmick et al. (2018, eq. (13)) runs on top: Poisson
     sampling, each release projected onto a ball, Gaussian noise on each step's sum, and a central
     (ε, δ) by dp-accounting (PLD claimed, RDP beside it) that protects against the model's users,
-    provided the server runs the step honestly. The local ε still protects against the server.
+    provided the server runs the step honestly. The local ε still protects against the server. The
+    ledger records both; `ldp budget` composes the central (ε, δ) with the input's other central ones.
     """
     owner_ledger = Ledger.open(ledger)
     with progress("training", quiet) as (on_start, on_rows):
