@@ -230,3 +230,20 @@ def test_finite_exact_and_monotone_over_the_whole_range(d: int) -> None:
                 assert mech.delta_exact <= 1e-6
             errors.append(mech.expected_error)
         assert all(b < a for a, b in zip(errors, errors[1:]))
+
+
+@pytest.mark.parametrize("chunk", [1, 37, 2**16])
+def test_chunked_noise_is_one_draw_of_n_d(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The baselines add their noise chunk by chunk of rows (``sphere.row_chunks``): the result is x
+    (projected) plus the same numbers as one draw of n·d, whatever the chunk, rows beyond L included."""
+    from ldpcli.math import sphere as sm
+
+    monkeypatch.setattr(sm, "FUSED_CHUNK_VALUES", chunk)
+    x = np.random.default_rng(3).standard_normal((301, 7))
+    x[::4] *= 0.05
+    for name, options in (("laplace", {}), ("gaussian", {"delta": 1e-6})):
+        mech = get_mechanism(name).calibrate(7, 2.0, **options)
+        near = mech.domain.nearest(x, mech.norm_bound)
+        noise = (np.random.default_rng(9).laplace(0.0, mech.b, size=x.shape) if name == "laplace"
+                 else mech.sigma * np.random.default_rng(9).standard_normal(x.shape))
+        assert np.array_equal(mech.privatize(x, np.random.default_rng(9)), near + noise), name
