@@ -33,10 +33,12 @@ import os
 import secrets
 import shutil
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -118,8 +120,11 @@ class PartResult:
     skipped_rows: tuple[int, ...]
 
 
-def privatize_part(task: PartTask) -> PartResult:
-    """Privatize one part into its file (the body of each engine task; runs on a worker)."""
+def privatize_part(task: PartTask, on_rows: Callable[[int], None] | None = None) -> PartResult:
+    """Privatize one part into its file (the body of each engine task; runs on a worker).
+
+    ``on_rows`` is called with the size of each finished batch, from the thread running the part.
+    """
     mech = task.spec.calibrate(task.d)
     root = np.random.SeedSequence(task.entropy, spawn_key=task.spawn_key) if task.entropy is not None else (
         root_seed(None))
@@ -132,7 +137,8 @@ def privatize_part(task: PartTask) -> PartResult:
             task.target, reader.layout, format="parquet", keep_schema=reader.keep_schema, dtype=task.dtype,
             like=reader, codec=task.codec,
         ) as writer:
-            rows, clipped = _run(reader, writer, _Privatizer(mech, root, task.key, reader.precision, rng=task.rng), 1, None)
+            rows, clipped = _run(reader, writer, _Privatizer(mech, root, task.key, reader.precision, rng=task.rng), 1,
+                               on_rows)
             writer.commit()
     return PartResult(task, rows, clipped, writer.sha256, writer.dtype, reader.skipped, tuple(reader.skipped_rows))
 
@@ -214,6 +220,8 @@ def privatize_dataset(
     norm_bound: float | None = None,
     options: ReleaseOptions = ReleaseOptions(),
     part_rows: int | None = None,
+    on_rows: Callable[[int], None] | None = None,
+    on_start: Callable[[int | None], None] | None = None,
 ) -> DatasetResult:
     """Privatize every row of ``inputs`` into the dataset directory ``output_dir`` (see the module).
 
@@ -239,6 +247,13 @@ def privatize_dataset(
         (parts are written apart, never shuffled across parts).
     part_rows : int or None
         Parts of about that many rows each (rounded to key blocks) instead of one per row group.
+    on_rows : callable or None
+        Called with the size of each finished batch of any part (progress; the local engine only:
+        a Dask task's batches are not reported). The parts' threads call it one at a time (under a
+        lock), so the running sum it is given only grows, whatever order the parts finish in.
+    on_start : callable or None
+        Called once, before any part starts, with the rows of all the inputs (None when one of
+        them has no row count before it is read: CSV).
 
     Nothing is published unless every part and every check succeeded.
     """
@@ -315,10 +330,14 @@ def privatize_dataset(
         raise _unwritable(out, exc.strerror or type(exc).__name__) from exc
     notices: list[str] = list(bound_notes)
     row_digest = ledger.row_digest(layout.d) if ledger is not None else None  # makes the ledger's key if none
+    if on_start is not None:
+        known = [n for n in rows if n is not None]
+        on_start(sum(known) if len(known) == len(rows) else None)
+    work = privatize_part if engine is not None or on_rows is None else partial(privatize_part, on_rows=_serialized(on_rows))
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") as pool:
             digests = pool.submit(_fingerprints, sources, layout.d, choice, row_digest) if row_digest is not None else None
-            results = run_all(engine or LocalEngine(threads), privatize_part, tasks)
+            results = run_all(engine or LocalEngine(threads), work, tasks)
             fingerprints = digests.result() if digests is not None else None
         interrupts.check()
         per_input = [[r for r in results if r.task.input_index == i] for i in range(len(sources))]
@@ -390,6 +409,19 @@ def _unwritable(out: Path, reason: str) -> UsageError:
     """The error for an output directory whose parent ldp cannot write in."""
     return UsageError(f"-o {out}: cannot create a directory in {str(out.parent)!r} ({reason}); choose a place you can "
                       "write to")
+
+
+def _serialized(on_rows: Callable[[int], None]) -> Callable[[int], None]:
+    """``on_rows`` called by one thread at a time: the parts' threads report their batches through
+    it, and a progress bar's callback that adds them up need not be safe to call from several
+    threads at once."""
+    lock = threading.Lock()
+
+    def report(rows: int) -> None:
+        with lock:
+            on_rows(rows)
+
+    return report
 
 
 @dataclass(frozen=True)

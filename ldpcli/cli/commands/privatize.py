@@ -235,8 +235,9 @@ def privatize(
         elif copies != 1:
             raise UsageError("--copies is not available with the dataset layout of -o DIR/; add --layout files for "
                              "one output file per input")
-        written = privatize_dataset(inputs, output, engine=dask_engine, mechanism=spec, options=release,
-                                    part_rows=part_rows)
+        with progress("privatizing", quiet or dask_engine is not None) as (on_start, on_rows):
+            written = privatize_dataset(inputs, output, engine=dask_engine, mechanism=spec, options=release,
+                                        part_rows=part_rows, on_start=on_start, on_rows=on_rows)
         _report_dataset(written, quiet, as_json)
         return
     with progress("privatizing", quiet) as (on_start, on_rows), tempfile.TemporaryDirectory(
