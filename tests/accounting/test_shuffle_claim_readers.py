@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from helpers import ldp, unit_rows, write_list
 
+import ldpcli.release.sidecar as sidecar_module
 from ldpcli.errors import DataError
 from ldpcli.release.accounting import compose_central
 from ldpcli.release.ledger_file import LedgerEntry
@@ -96,3 +97,39 @@ def test_the_ledger_reads_the_claim_the_sidecar_reads(released: Path) -> None:
     assert f"n = {ROWS} reports" in note
     with pytest.raises(DataError, match="outside"):  # the ledger's δ must be below 1/n too
         compose_central([replace(entry, shuffled={**recorded(released), "delta": 0.5})], None)
+
+
+@pytest.fixture()
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every sidecar file read from now on (``load_sidecar``'s one read of the JSON), in order."""
+    seen: list[Path] = []
+    original = sidecar_module.read_json
+
+    def counted(path: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(Path(path))
+        return original(path, *args, **kwargs)
+
+    monkeypatch.setattr(sidecar_module, "read_json", counted)
+    return seen
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_estimate_mean_reads_each_sidecar_once(released: Path, reads: list[Path], as_json: bool) -> None:
+    files = [released / f"out{index}.parquet" for index in range(2)]
+    result = ldp("estimate-mean", *files, *(("--json",) if as_json else ()))
+    assert result.exit_code == 0, result.stderr
+    assert sorted(reads) == sorted(Path(f"{file}.ldp.json") for file in files), reads
+    assert "2 of the 2 files were each shuffled" in " ".join(result.stderr.split())
+    if as_json:
+        claims = json.loads(result.stdout)["shuffled"]
+        assert [claim["n"] for claim in claims] == [ROWS, ROWS]
+
+
+def test_the_estimate_carries_each_files_claim(released: Path) -> None:
+    from ldpcli.analysis.estimate import estimate_mean
+
+    files = [released / f"out{index}.parquet" for index in (0, 2)]
+    estimate = estimate_mean(files)
+    first = load_sidecar(released / "out0.parquet.ldp.json").shuffled
+    assert estimate.shuffled == (first, None)
+    assert "shuffled" not in estimate.to_dict()
