@@ -279,10 +279,11 @@ def project_mean(estimate: MeanEstimate, convex: ConvexSet, mechanism: Mechanism
 
 
 def _bind(result: MeanEstimate, source: Scan) -> MeanEstimate:
-    """The estimate with the files it came from, whether they were verified and who signed them."""
+    """The estimate with the files it came from, whether they were verified, who signed them and the shuffle
+    claim each one's sidecar records (from the sidecars the scan read: none is read again)."""
     return dataclasses.replace(
         result, files=source.files, sidecars=tuple(meta.path for meta in source.sidecars), verified=source.verified,
-        signature=source.signature_summary(),
+        signature=source.signature_summary(), shuffled=tuple(meta.shuffled for meta in source.sidecars),
     )
 
 

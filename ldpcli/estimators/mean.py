@@ -61,6 +61,10 @@ class MeanEstimate:
     #: Whether and by whom the files are signed (:func:`ldpcli.release.signing.signature_summary`); None
     #: for an estimate not made from files.
     signature: dict[str, Any] | None = None
+    #: For each of ``files``, the central claim its release recorded when it was written shuffled
+    #: (``privatize --shuffle``: :class:`ldpcli.release.shuffle.ShuffleClaim`, from the sidecar already
+    #: read), else None; empty for an estimate not made from files. Not in :meth:`to_dict`.
+    shuffled: tuple[Any, ...] = ()
 
     @property
     def mean_norm(self) -> float:

@@ -40,6 +40,7 @@ from ldpcli.errors import DataError, MissingDependency, UsageError, install_hint
 from ldpcli.math.lazy import special
 from ldpcli.mechanisms.composition import SPENT_RTOL
 from ldpcli.release.ledger_file import LedgerEntry
+from ldpcli.release.shuffle import ShuffleClaim, read_shuffle_claim
 
 BASIC = "basic composition (Dwork & Roth 2014, Thm 3.16)"
 KOV_OPTIMAL = "optimal composition (Kairouz, Oh & Viswanath 2015, Thm 3.3)"
@@ -289,23 +290,33 @@ def _replace_one(epsilon: float, delta: float, neighbouring: str) -> tuple[float
 def _central_claim(entry: LedgerEntry) -> tuple[float, float, str] | None:
     """The central guarantee ``entry`` recorded (shuffled, or trained with the central layer): (ε upper, δ, the
     neighbouring relation), None when it has none; DataError when the ledger's record lacks the numbers or
-    names another relation."""
+    names another relation (a shuffled release's record is checked as its sidecar's: :func:`_recorded_claim`)."""
     if entry.shuffled is not None:
-        record, names, relation = entry.shuffled, ("epsilon_central_upper", "delta"), REPLACE_ONE
-    elif entry.central is not None:
-        record, names, relation = entry.central, ("epsilon", "delta"), str(entry.central.get("neighbouring"))
-    else:
+        claim = _recorded_claim(entry)
+        return claim.epsilon_central_upper, claim.delta, REPLACE_ONE
+    if entry.central is None:
         return None
-    kind = "shuffled release" if entry.shuffled is not None else "training run with the central layer"
+    record, relation = entry.central, str(entry.central.get("neighbouring"))
     try:
-        epsilon, delta = float(record[names[0]]), float(record[names[1]])
+        epsilon, delta = float(record["epsilon"]), float(record["delta"])
     except (KeyError, TypeError, ValueError):
         epsilon, delta = math.nan, math.nan
     if not (0 < epsilon < math.inf and 0 <= delta < 1) or relation not in (REPLACE_ONE, ADD_OR_REMOVE_ONE):
-        raise DataError(f"a {kind} in the ledger records no usable central guarantee ({record!r}): it needs a "
-                        f"positive {names[0]!r} and a 'delta' in [0, 1)"
-                        + ("" if entry.shuffled is not None else f", for 'neighbouring' {ADD_OR_REMOVE_ONE!r}"))
+        raise DataError(f"a training run with the central layer in the ledger records no usable central guarantee "
+                        f"({record!r}): it needs a positive 'epsilon' and a 'delta' in [0, 1), for 'neighbouring' "
+                        f"{ADD_OR_REMOVE_ONE!r}")
     return epsilon, delta, relation
+
+
+def _recorded_claim(entry: LedgerEntry) -> ShuffleClaim:
+    """The central claim a shuffled release's ledger entry records, checked as its sidecar's is
+    (:func:`ldpcli.release.shuffle.read_shuffle_claim`; no row count to hold its n to: the entry's rows are
+    the input's); DataError naming the release's file when the ledger's copy is malformed."""
+    return read_shuffle_claim(
+        entry.shuffled, None, where=f"{entry.output}: its ledger entry's 'shuffled'",
+        remedy="the ledger was edited and records no usable central guarantee for this release; copy "
+               "'release.shuffled' back from the release's sidecar",
+    )
 
 
 def _central_said(entries: Sequence[LedgerEntry]) -> str:

@@ -460,17 +460,23 @@ class ShuffleClaim:
     assumptions: tuple[str, ...]
 
     @classmethod
-    def from_dict(cls, data: Any, n: int) -> ShuffleClaim:
-        """The claim ``release.shuffled`` records, checked against a release of ``n`` rows: ValueError naming
-        the first field that has the wrong type or range (n ≥ 2 and equal to the rows, 0 < δ < 1/n,
-        0 < ε_local, 0 ≤ lower ≤ upper, closed form None or > 0, a theorem, at least one assumption)."""
+    def from_dict(cls, data: Any, n: int | None = None) -> ShuffleClaim:
+        """The claim ``release.shuffled`` records, checked: ValueError saying what is wrong (every missing
+        field at once, else the first field that has the wrong type or range: n ≥ 2, 0 < δ < 1/n,
+        0 < ε_local, 0 ≤ lower ≤ upper, closed form None or > 0, a theorem, at least one assumption).
+        ``n``: the rows of the release it came with, which the record's n must equal; None where no row
+        count comes with it (a ledger entry counts the input's rows). Readers call :func:`read_shuffle_claim`."""
         if not isinstance(data, Mapping):
             raise ValueError("is not an object")
+        missing = [name for name in _REQUIRED if name not in data]
+        if missing:
+            listed = ", ".join(repr(name) for name in missing)
+            raise ValueError(f"field {listed} is missing" if len(missing) == 1 else f"fields {listed} are missing")
         count = int(_number(data, "n", integer=True))
         delta, local = _number(data, "delta"), _number(data, "epsilon_local")
         upper, lower = _number(data, "epsilon_central_upper"), _number(data, "epsilon_central_lower")
         closed = None if data.get("epsilon_central_closed_form") is None else _number(data, "epsilon_central_closed_form")
-        if count != n:
+        if n is not None and count != n:
             raise ValueError(f"field 'n' is {count} but the release has {counted(n, 'row')}")
         if count < 2 or not 0 < delta < 1 / count:
             raise ValueError(f"field 'delta' is {delta!r}, outside (0, 1/n) for n = {count}")
@@ -488,6 +494,20 @@ class ShuffleClaim:
                 or not all(isinstance(item, str) and item for item in assumptions)):
             raise ValueError("field 'assumptions' is missing or not a list of texts")
         return cls(count, delta, local, upper, lower, closed, theorem, tuple(assumptions))
+
+
+#: The fields every ``release.shuffled`` has (``epsilon_central_closed_form`` may be absent or null).
+_REQUIRED = ("n", "delta", "epsilon_local", "epsilon_central_upper", "epsilon_central_lower", "theorem", "assumptions")
+
+
+def read_shuffle_claim(data: Any, n: int | None, *, where: str, remedy: str) -> ShuffleClaim:
+    """The one reading of a recorded shuffle claim, for every reader (a sidecar, a ledger entry): ``data``
+    checked by :meth:`ShuffleClaim.from_dict` (``n`` as there), or DataError ``"{where} {what is wrong};
+    {remedy}"`` on one line, ``where`` naming the file and the record."""
+    try:
+        return ShuffleClaim.from_dict(data, n)
+    except ValueError as exc:
+        raise DataError(f"{where} {exc}; {remedy}") from exc
 
 
 def _number(data: Mapping[str, Any], name: str, *, integer: bool = False) -> float:

@@ -89,7 +89,7 @@ from ldpcli.mechanisms.rendering import as_recorded
 from ldpcli.release.randomness import DEFAULT_RNG, randomness_record
 from ldpcli.release.rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
 from ldpcli.release.safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
-from ldpcli.release.shuffle import ShuffleClaim
+from ldpcli.release.shuffle import ShuffleClaim, read_shuffle_claim
 
 FORMAT = "ldp-sidecar"
 #: The version ``build_sidecar`` writes; ``load_sidecar`` reads this one and every older one.
@@ -521,11 +521,8 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         if _lookup(content, "release.row_sketch") is not _MISSING:
             row_sketch = _row_sketch(path, content, n)
         if _lookup(content, "release.shuffled") is not _MISSING:
-            try:
-                shuffled = ShuffleClaim.from_dict(content["release"]["shuffled"], n)
-            except ValueError as exc:
-                raise DataError(f"{path}: 'release.shuffled' {exc}; the sidecar was edited, restore it from the "
-                                "privatize run") from exc
+            shuffled = read_shuffle_claim(content["release"]["shuffled"], n, where=f"{path}: 'release.shuffled'",
+                                          remedy="the sidecar was edited, restore it from the privatize run")
         if _lookup(content, "mechanism.baseline") is not _MISSING:
             recorded_baseline = _field(path, content, "mechanism.baseline", bool)
             if recorded_baseline != baseline:

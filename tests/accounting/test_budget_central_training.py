@@ -83,7 +83,9 @@ def _run(epsilon: float, delta: float = 1e-6) -> dict[str, Any]:
 
 
 def _shuffled(epsilon: float, delta: float = 1e-7) -> dict[str, Any]:
-    return {"n": 1000, "delta": delta, "epsilon_central_upper": epsilon, "epsilon_central_lower": epsilon / 3}
+    return {"n": 1000, "delta": delta, "epsilon_local": 4.0, "epsilon_central_upper": epsilon,
+            "epsilon_central_lower": epsilon / 3, "epsilon_central_closed_form": None, "theorem": "a theorem",
+            "assumptions": ["an honest shuffler"]}
 
 
 def test_the_central_record_makes_the_round_trip_through_the_ledger_file(tmp_path: Path) -> None:

@@ -38,7 +38,10 @@ def release(ledger: Ledger, fingerprint: str, epsilon: float, *, delta: float | 
 
 
 def central(epsilon: float, delta: float = 1e-7, n: int = 100_000) -> dict[str, Any]:
-    return {"n": n, "delta": delta, "epsilon_central_upper": epsilon, "epsilon_central_lower": epsilon / 3}
+    """A shuffled release's central record, with every field ``privatize --shuffle`` writes."""
+    return {"n": n, "delta": delta, "epsilon_local": 4.0, "epsilon_central_upper": epsilon,
+            "epsilon_central_lower": epsilon / 3, "epsilon_central_closed_form": None, "theorem": "a theorem",
+            "assumptions": ["an honest shuffler"]}
 
 
 @pytest.fixture()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -52,16 +53,18 @@ def brute_epsilon(epsilon: float, k: int, delta: float) -> float:
     return high
 
 
-def entry(epsilon: float, delta: float | None = None, shuffled: dict[str, float] | None = None) -> LedgerEntry:
+def entry(epsilon: float, delta: float | None = None, shuffled: dict[str, Any] | None = None) -> LedgerEntry:
     """A ledger entry of one input at exact ε ``epsilon``."""
     return LedgerEntry(fingerprint="a" * 64, input="/data/people.parquet", rows=1000, d=3, columns=["x"],
                        output="/releases/out.parquet", mechanism="privunit2", epsilon=epsilon, epsilon_exact=epsilon,
                        delta=delta, created="2026-01-01T00:00:00+00:00", tag="t", reproducible=False, shuffled=shuffled)
 
 
-def shuffled(epsilon: float, delta: float, n: int = 10_000) -> dict[str, float]:
-    """A shuffled release's central record, as ``privatize --shuffle`` writes it."""
-    return {"n": n, "delta": delta, "epsilon_central_upper": epsilon, "epsilon_central_lower": epsilon / 2}
+def shuffled(epsilon: float, delta: float, n: int = 10_000) -> dict[str, Any]:
+    """A shuffled release's central record, with every field ``privatize --shuffle`` writes."""
+    return {"n": n, "delta": delta, "epsilon_local": 8.0, "epsilon_central_upper": epsilon,
+            "epsilon_central_lower": epsilon / 2, "epsilon_central_closed_form": None, "theorem": "a theorem",
+            "assumptions": ["an honest shuffler"]}
 
 
 # --- KOV Thm 3.3 ------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -14,7 +15,7 @@ from ldpcli.cli.options import SCHEDULER_OPTION, TRUST_OPTION, command_app
 from ldpcli.cli.render import fmt, fmt_bound, note, out, progress, render, signature_row, summary_table, warn
 from ldpcli.errors import counted
 from ldpcli.release.engines import make_engine
-from ldpcli.release.sidecar import load_sidecar
+from ldpcli.release.shuffle import ShuffleClaim
 
 app = command_app()
 
@@ -98,7 +99,7 @@ def estimate_mean_cmd(
         return  # -o with -q: the file is the result
     wrote = None if output is None else str(output)
     read = est if group_by is None else (groups.groups[0][1] if groups.groups else None)
-    shuffled = _shuffle_claims(read.sidecars if read is not None else ())
+    shuffled = _shuffle_claims(read.shuffled if read is not None else ())
     if shuffled is not None:
         note(_shuffle_note(shuffled), quiet)
     if group_by is not None:
@@ -108,11 +109,10 @@ def estimate_mean_cmd(
         render({**est.to_dict(), "shuffled": shuffled}, as_json, lambda: _print_mean(est), wrote=wrote)
 
 
-def _shuffle_claims(sidecars: Any) -> list[dict[str, Any] | None] | None:
-    """``--json``'s ``shuffled``: for each file read (in the order of ``sidecars``), the central claim of its
-    release when it was written shuffled (``ldp privatize --shuffle``: n, δ, ε_local and ε_central_upper,
-    an upper bound), else None; None when no file was shuffled."""
-    claims = [load_sidecar(path).shuffled for path in sidecars]
+def _shuffle_claims(claims: Sequence[ShuffleClaim | None]) -> list[dict[str, Any] | None] | None:
+    """``--json``'s ``shuffled``: for each file read (``claims``: the estimate's, in the order of its files), the
+    central claim of its release when it was written shuffled (``ldp privatize --shuffle``: n, δ, ε_local and
+    ε_central_upper, an upper bound), else None; None when no file was shuffled."""
     if all(claim is None for claim in claims):
         return None
     return [None if claim is None else {"n": claim.n, "delta": claim.delta, "epsilon_local": claim.epsilon_local,
