@@ -404,6 +404,33 @@ class BCDP(Mechanism):
             "overlapping suffixes, whose law has no closed form to test against"
         )
 
+    def _single_release(self) -> Mechanism:
+        """The one release whose output is the whole output (every level at least c_d: its weights are 1, and
+        the base is rotation-equivariant, so the column order does not matter); NotImplementedError with several.
+
+        With several releases the output ν̂ = Σ_k ω_k·Y^k has d coordinates for Σ_k (d − start_k) > d released
+        ones: the map is not one-to-one, so which branch each Y^k took (PrivUnit2's cap, PrivUnitG's cap event)
+        cannot be read from the output, and the branches of ν̂ are not known exactly.
+        """
+        if len(self.parts) == 1:
+            return self.parts[0]
+        raise NotImplementedError(
+            f"bcdp with {len(self.parts)} releases: the output sums them over overlapping suffixes, so the branch "
+            "each release took cannot be read from it"
+        )
+
+    def output_branches(self, x: np.ndarray) -> list[hooks.OutputBranch]:
+        """With one release, the base mechanism's branches on the ball of radius L√d (``hooks.output_branches``);
+        NotImplementedError otherwise (``_single_release``), or where the base has none for this input."""
+        branches = hooks.output_branches(self._single_release(), x)
+        if branches is None:
+            raise NotImplementedError(f"bcdp's {self.base} release has no branches for this input")
+        return branches
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """The base release's branch of each row (one release: ``output_branches``)."""
+        return hooks.branch_labels(self._single_release(), x, z)
+
     def audit_epsilon(self) -> tuple[float, str]:
         """Σ over the releases of each base mechanism's own second route to its level."""
         total = 0.0

@@ -70,7 +70,10 @@ from ldpcli.math.kernels import compiled
 from ldpcli.math.lawtests import LawTest
 from ldpcli.math.lazy import special
 from ldpcli.mechanisms.base import Mechanism, register
+from ldpcli.mechanisms.hooks import OutputBranch
 
+#: The audit's branches (``output_branches``) are read at inputs whose rounding keeps +u but with this probability.
+_FLIP_NEGLIGIBLE = 2e-12
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _SQRT_HALF_PI = math.sqrt(math.pi / 2.0)
 
@@ -382,6 +385,49 @@ class PrivUnitG(Mechanism):
             tests.append(lawtests.ks_uniform(f"⟨Z⊥, w{i + 1}⟩μ/L ~ N(0, 1), w{i + 1} ⊥ u",
                                               special.ndtr(perp @ w)))
         return tests
+
+    def _cap_axis(self, x: np.ndarray) -> np.ndarray:
+        """u = x/‖x‖ where the rounding keeps it, u_s = −u having probability (1 − ‖x‖/L)/2 ≤ 1e−12 (‖x‖ = L
+        up to rounding: a row drawn with u_s = −u, so rare, is read as the other branch); NotImplementedError
+        elsewhere, where the hidden sign of u_s = ±u mixes the cap event with its complement."""
+        norm = float(np.sqrt(np.dot(x, x)))
+        if norm == 0.0 or 1.0 - norm / self.norm_bound > _FLIP_NEGLIGIBLE:
+            raise NotImplementedError(
+                "privunitg's cap event is read from the output only where the rounding keeps u = x/‖x‖ (‖x‖ = L): "
+                "inside the ball a row of the cap about −u and one off the cap about +u give the same outputs"
+            )
+        return x / norm
+
+    def output_branches(self, x: np.ndarray) -> list[OutputBranch]:
+        """The cap event of Alg. 2 (α ≥ γ, probability p) and its complement, for ‖x‖ = L.
+
+        Z = (L/μ)·(z·u + g⊥) with z the truncated normal of the branch, independent of g⊥ ~ N(0, I − uuᵀ):
+        E[z | cap] = λ₊, E[z | off] = −λ₋ (Lemma B.1), Var(z | cap) = v(c), Var(z | off) = v(−c). So the
+        means are (L/μ)·λ₊·u and −(L/μ)·λ₋·u, and E[‖Z − x‖² | branch] = (L/μ)²·((E[z | b] − μ)² + Var(z | b) + d − 1),
+        with λ₊ − μ = (1 − p)(λ₊ + λ₋) and −λ₋ − μ = −p(λ₊ + λ₋), sums of positive terms. Their mixture
+        gives back E[Z] = x and ``expected_error`` (Prop. 4). Inside the ball: NotImplementedError (``_cap_axis``).
+        """
+        u = self._cap_axis(x)
+        c, scale = self.threshold, self.output_scale
+        p, not_p = math.exp(sm.log_expit(self.logit_p)), math.exp(sm.log_expit(-self.logit_p))
+        lam_up, lam_low = inverse_mills(c), inverse_mills(-c)
+        spread = lam_up + lam_low
+        across = self.d - 1
+        return [
+            OutputBranch("cap: α ≥ γ", p, scale * lam_up * u,
+                         scale**2 * ((not_p * spread) ** 2 + truncated_normal_variance(c) + across)),
+            OutputBranch("off the cap: α < γ", not_p, -scale * lam_low * u,
+                         scale**2 * ((p * spread) ** 2 + truncated_normal_variance(-c) + across)),
+        ]
+
+    def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
+        """0 where ⟨Z, u⟩·μ/L = z ≥ c (the cap event), 1 elsewhere, for ‖x‖ = L (``output_branches``).
+
+        The sampler puts z on its side of c exactly (``sample_split_normal``); only a row with z within
+        the output's rounding (≈ 1e−16·(|z| + ‖g‖)) of c can read as the other branch.
+        """
+        u = self._cap_axis(x)
+        return (z @ u * math.exp(self.log_mu) / self.norm_bound < self.threshold).astype(np.int64)
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """PrivUnitG on each row of ``x`` (rows with ‖x‖ ≤ L): L·(α·u + V⊥)/m row by row.
