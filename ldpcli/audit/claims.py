@@ -12,7 +12,7 @@
    E‖Z − x‖² must equal ``expected_error`` (two-sided), elsewhere it must not exceed
    ``expected_error_max`` (one-sided). A mechanism whose output is a mixture of branches
    (``output_branches``: PrivUnit2's cap and complement, randomized response's flips, a grid's
-   values) is tested conditionally on how often each
+   values, PrivUnitG's cap event at the boundary, bcdp's base release when it makes one) is tested conditionally on how often each
    branch was seen, with the branch counts tested against their exact probabilities, so that a
    branch too rare to be seen cannot fail an honest mechanism. Each test also reports the
    deviation it detects with probability ``power`` (``mean_effect``, ``error_effect``).
