@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ldpcli.analysis.lawcheck import FALSE_ALARM, Dispersion, LawCheck, stored_precision
 from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import file_format, file_sha256, open_vectors
 from ldpcli.mechanisms import Mechanism
@@ -131,9 +132,11 @@ class Scan:
         combine_copies: bool = True,
         signatures: Sequence[Verification] = (),
         trusted: PublicKey | None = None,
+        false_alarm: float | None = None,
     ) -> None:
         """``signatures``: each file's sidecar signature (:func:`ldpcli.release.signing.check_signatures`),
-        checked against ``trusted`` when given."""
+        checked against ``trusted`` when given. ``false_alarm``: each file's level of the dispersion test
+        (:mod:`ldpcli.analysis.lawcheck`; default :data:`~ldpcli.analysis.lawcheck.FALSE_ALARM` over the files)."""
         self.files = tuple(files)
         self.sidecars = tuple(sidecars)
         self.verified = verify
@@ -143,6 +146,9 @@ class Scan:
         self._on_rows = on_rows
         self.signatures = tuple(signatures)
         self.trusted = trusted
+        self.false_alarm = FALSE_ALARM / max(1, len(self.files)) if false_alarm is None else false_alarm
+        #: The files read so far whose rows are noisier than their sidecars allow (:class:`~ldpcli.analysis.lawcheck.Dispersion`).
+        self.dispersions: list[Dispersion] = []
 
     def signature_summary(self) -> dict[str, object]:
         """Whether and by whom the files are signed (:func:`ldpcli.release.signing.signature_summary`)."""
@@ -169,8 +175,10 @@ class Scan:
                 digest = hasher.submit(file_sha256, path) if self.verified else None  # overlaps with the read
                 rows = 0
                 with open_vectors(path, layout=meta.layout, batch_rows=self._batch_rows, writable=False) as reader:
+                    law = LawCheck(path, meta, stored_precision(meta, reader.precision, self.verified), self.false_alarm)
                     for batch in reader:
                         rows += batch.values.shape[0]
+                        law.add(batch.values)
                         if self._on_rows is not None:
                             self._on_rows(batch.values.shape[0])
                         values, keep = batch.values, batch.keep
@@ -183,6 +191,9 @@ class Scan:
                         yield ScanBatch(values, keep, index)
                 if digest is not None:
                     _check_binding(path, meta, rows, digest.result())
+                found = law.finish()
+                if found is not None:
+                    self.dispersions.append(found)
 
 
 def scan(

@@ -65,6 +65,9 @@ class MeanEstimate:
     #: (``privatize --shuffle``: :class:`ldpcli.release.shuffle.ShuffleClaim`, from the sidecar already
     #: read), else None; empty for an estimate not made from files. Not in :meth:`to_dict`.
     shuffled: tuple[Any, ...] = ()
+    #: The files whose rows are noisier than their sidecars' mechanism allows
+    #: (:class:`ldpcli.analysis.lawcheck.Dispersion`): for them the guaranteed error understates the real one.
+    dispersions: tuple[Any, ...] = ()
 
     @property
     def mean_norm(self) -> float:
@@ -117,6 +120,7 @@ class MeanEstimate:
             "verified": self.verified,
             "copies": self.copies,
             "signature": self.signature,
+            "dispersion_warnings": [found.to_dict() for found in self.dispersions],
             **({} if self.projection is None else {"projected": {"mean": listed(self.projected), **self.projection}}),
         }
 

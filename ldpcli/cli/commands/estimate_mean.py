@@ -87,6 +87,8 @@ def estimate_mean_cmd(
                 on_rows=on_rows, project=project, engine=dask_engine, trust=trust, on_start=on_start,
             )
     first = groups.groups[0][1] if group_by is not None and groups.groups else (est if group_by is None else None)
+    for found in () if first is None else first.dispersions:
+        warn(found.message)
     if first is not None and first.projection is not None and not first.projection["contains_domain"]:
         warn(f"--project {project}: {first.projection['description']} does not contain the mechanism's domain; "
              "the projected mean is closer to the truth only if the truth lies in it (a claim about the data)")
