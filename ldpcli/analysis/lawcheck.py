@@ -10,7 +10,10 @@ with numpy on each batch (no per-row Python, no second read):
    duchi-l2 and the hypercube mechanisms has one exact norm L·scale; every coordinate of the hypercube
    and scalar mechanisms is one of finitely many public doubles. A row that breaks it cannot come
    from the claimed release: a :class:`~ldpcli.errors.DataError` names the file, the first such row
-   (counting from 1), what the sidecar claims and what was seen. The tolerance is a few units of the
+   (counting from 1), what the sidecar claims and what was seen. It is raised when the file has been
+   read (:meth:`LawCheck.refuse`), after the row count and SHA-256 were checked, so that data changed
+   after privatization is reported as such and this message is left for a sidecar that does not
+   describe its (unchanged) data. The tolerance is a few units of the
    stored values' roundoff: relative (4 + 2√d)·(u + 2⁻⁵³), u the unit roundoff of the values as
    stored (2⁻⁵³ for float64, 2⁻²⁴ for float32, the text's for a CSV read unverified), which covers the
    mechanisms' own float64 arithmetic (measured at most 26·2⁻⁵³ at d = 4096), plus √d·g for a grid
@@ -130,23 +133,25 @@ class LawCheck:
         self.sums = np.zeros(self.blocks)
         self.counts = np.zeros(self.blocks, dtype=np.int64)
         self.rows = 0
+        #: The first row the pinned law excludes, in words (:meth:`refuse` raises it), else None.
+        self.violation: str | None = None
 
     def add(self, values: np.ndarray) -> None:
-        """Check a batch of the file's rows as read (shape (rows, copies·d)); DataError for a row that the
-        pinned law excludes."""
+        """Check a batch of the file's rows as read (shape (rows, copies·d)), noting the first row that the
+        pinned law excludes (:meth:`refuse`)."""
         rows = values.shape[0]
         if rows == 0:
             return
         each = values.reshape(rows * self.copies, self.d)
         squares = np.einsum("ij,ij->i", each, each)
-        if self.law.norm is not None:
+        if self.law.norm is not None and self.violation is None:
             norms = np.sqrt(squares)
             wrong = ~(np.abs(norms - self.law.norm) <= self.tolerance * self.law.norm + self.law.norm_slack)
             if wrong.any():
                 first = int(np.argmax(wrong))
-                self._refuse(first // self.copies, f"has norm {norms[first]:.6g}",
-                             f"has norm {self.law.norm:.6g} in every row")
-        if self.law.values is not None:
+                self._note(first // self.copies, f"has norm {norms[first]:.6g}",
+                           f"has norm {self.law.norm:.6g} in every row")
+        if self.law.values is not None and self.violation is None:
             self._check_values(each)
         per_row = squares.reshape(rows, self.copies).sum(axis=1) if self.copies > 1 else squares
         block = (self.rows + np.arange(rows)) % self.blocks
@@ -168,15 +173,20 @@ class LawCheck:
             flat = int(np.argmax(wrong))
             row, coordinate = divmod(flat, self.d)
             shown = ", ".join(f"{v:.6g}" for v in values[:6]) + (", …" if values.size > 6 else "")
-            self._refuse(row // self.copies, f"has {each[row, coordinate]:.6g} at coordinate {coordinate} (counting from 0)",
+            self._note(row // self.copies, f"has {each[row, coordinate]:.6g} at coordinate {coordinate} (counting from 0)",
                          f"has every coordinate in {{{shown}}}")
 
-    def _refuse(self, row: int, seen: str, claimed: str) -> None:
-        raise DataError(
+    def _note(self, row: int, seen: str, claimed: str) -> None:
+        self.violation = (
             f"{self.path}: {_row(self.rows + row + 1)} {seen} but {_claim(self.mech)} {claimed}: its sidecar "
             f"{self.meta.path} does not describe this data (edited, or the sidecar of another release); ask the "
             "data owner for the release's own sidecar"
         )
+
+    def refuse(self) -> None:
+        """DataError naming the first row the pinned law excludes, if any (check 1)."""
+        if self.violation is not None:
+            raise DataError(self.violation)
 
     def finish(self) -> Dispersion | None:
         """The dispersion test on the rows added (check 2): a :class:`Dispersion` when the file is noisier than

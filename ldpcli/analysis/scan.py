@@ -191,6 +191,7 @@ class Scan:
                         yield ScanBatch(values, keep, index)
                 if digest is not None:
                     _check_binding(path, meta, rows, digest.result())
+                law.refuse()
                 found = law.finish()
                 if found is not None:
                     self.dispersions.append(found)
