@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -174,9 +176,14 @@ class Scan:
             for index, (path, meta) in enumerate(zip(self.files, self.sidecars)):
                 digest = hasher.submit(file_sha256, path) if self.verified else None  # overlaps with the read
                 rows = 0
-                with open_vectors(path, layout=meta.layout, batch_rows=self._batch_rows, writable=False) as reader:
+                with ExitStack() as stack:
+                    try:
+                        reader = stack.enter_context(
+                            open_vectors(path, layout=meta.layout, batch_rows=self._batch_rows, writable=False))
+                    except DataError as exc:
+                        raise _another_file(path, meta, exc) from exc
                     law = LawCheck(path, meta, stored_precision(meta, reader.precision, self.verified), self.false_alarm)
-                    for batch in reader:
+                    for batch in _translated(reader, path, meta):
                         rows += batch.values.shape[0]
                         law.add(batch.values)
                         if self._on_rows is not None:
@@ -375,19 +382,49 @@ def _release_group(meta: Sidecar, index: int) -> tuple[str, int]:
     return ("", index) if meta.part is None else (meta.part.dataset, meta.part.input)
 
 
+def _written_for_another(path: Path, meta: Sidecar) -> bool:
+    """Whether the sidecar names another data file than ``path`` (a renamed release still matches its hash)."""
+    return Path(meta.data_file).name != path.name
+
+
+def _another_file(path: Path, meta: Sidecar, exc: DataError) -> DataError:
+    """The reader's refusal of ``path`` under ``meta``'s layout, said as what it is when the sidecar was written
+    for another file: that the sidecar describes another file (its n, d and columns), and to pass the right one."""
+    if not _written_for_another(path, meta):
+        return exc
+    columns = ", ".join(meta.layout.columns[:4]) + (", …" if len(meta.layout.columns) > 4 else "")
+    reason = exc.template.split(";")[0].removeprefix(f"{path}: ")
+    return DataError(
+        f"{path}: its sidecar {meta.path} describes another file, {meta.data_file!r} (n = {meta.n}, d = {meta.d}, "
+        f"columns {columns}), and this one does not match it ({reason}); pass this file's own sidecar with `sidecar` "
+        "(by default the FILE.ldp.json beside it)"
+    )
+
+
+def _translated(reader: Iterable[Any], path: Path, meta: Sidecar) -> Iterator[Any]:
+    """The reader's batches, its refusals said by :func:`_another_file`."""
+    try:
+        yield from reader
+    except DataError as exc:
+        raise _another_file(path, meta, exc) from exc
+
+
 def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:
-    """Refuse data that is not exactly the file the sidecar was written for."""
+    """Refuse data that is not exactly the file the sidecar was written for: when the sidecar names another
+    file, say so and ask for the right sidecar (not `verify=False`, which would read this file under a
+    description of another)."""
+    if _written_for_another(path, meta):
+        remedy = (f"its sidecar {meta.path} describes another file, {meta.data_file!r} (n = {meta.n}, d = {meta.d}); "
+                  "pass this file's own sidecar with `sidecar` (by default the FILE.ldp.json beside it)")
+    else:
+        remedy = ("the file was changed after privatization or the sidecar belongs to another file "
+                  "(pass `verify=False` to estimate from a file you filtered or re-encoded yourself)")
     if rows != meta.n:
-        raise DataError(
-            f"{path}: has {counted(rows, 'row')} but its sidecar {meta.path} says n = {meta.n}; "
-            "the file was changed after privatization or the sidecar belongs to another file "
-            "(pass `verify=False` to estimate from a file you filtered or re-encoded yourself)"
-        )
+        raise DataError(f"{path}: has {counted(rows, 'row')} but its sidecar {meta.path} says n = {meta.n}; {remedy}")
     if sha256 != meta.sha256:
         raise DataError(
             f"{path}: its bytes do not match the SHA-256 in its sidecar {meta.path} (written for {meta.data_file!r}); "
-            "the file was changed after privatization or the sidecar belongs to another file "
-            "(pass `verify=False` to estimate from a file you filtered or re-encoded yourself)"
+            + remedy
         )
 
 

@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from ldpcli.cli._typer_compat import Command
-from ldpcli.cli.options import command_app
 from ldpcli.cli.flags import text_in_flags
+from ldpcli.cli.options import command_app
 from ldpcli.cli.render import out, render
 from ldpcli.errors import counted
 from ldpcli.release.signing import Status, read_public_key, verify_paths
