@@ -163,18 +163,29 @@ class LawCheck:
         """Every coordinate within the tolerance of one of the law's finite values."""
         values = self.law.values
         assert values is not None
-        upper = np.clip(np.searchsorted(values, each), 1, values.size - 1) if values.size > 1 else None
-        if upper is None:
+        if values.size == 2 and values[0] == -values[1]:  # the hypercube's ±c: one pass on |z|
+            wrong = ~(np.abs(np.abs(each) - values[1]) <= self.tolerance * float(values[1]))
+            if wrong.any():
+                self._note_value(each, wrong, values)
+            return
+        if values.size <= 8:  # the scalar grids: a pass per value beats a binary search
             distance = np.abs(each - values[0])
+            for value in values[1:]:
+                np.minimum(distance, np.abs(each - value), out=distance)
         else:
+            upper = np.clip(np.searchsorted(values, each), 1, values.size - 1)
             distance = np.minimum(np.abs(each - values[upper - 1]), np.abs(each - values[upper]))
         wrong = ~(distance <= self.tolerance * float(np.max(np.abs(values))))
         if wrong.any():
-            flat = int(np.argmax(wrong))
-            row, coordinate = divmod(flat, self.d)
-            shown = ", ".join(f"{v:.6g}" for v in values[:6]) + (", …" if values.size > 6 else "")
-            self._note(row // self.copies, f"has {each[row, coordinate]:.6g} at coordinate {coordinate} (counting from 0)",
-                         f"has every coordinate in {{{shown}}}")
+            self._note_value(each, wrong, values)
+
+    def _note_value(self, each: np.ndarray, wrong: np.ndarray, values: np.ndarray) -> None:
+        """Note the first coordinate (``wrong``) outside the law's finite ``values``."""
+        flat = int(np.argmax(wrong))
+        row, coordinate = divmod(flat, self.d)
+        shown = ", ".join(f"{v:.6g}" for v in values[:6]) + (", …" if values.size > 6 else "")
+        self._note(row // self.copies, f"has {each[row, coordinate]:.6g} at coordinate {coordinate} (counting from 0)",
+                   f"has every coordinate in {{{shown}}}")
 
     def _note(self, row: int, seen: str, claimed: str) -> None:
         self.violation = (
