@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ldpcli.analysis.lawcheck import Dispersion
 from ldpcli.analysis.scan import Condition, Scan, scan
 from ldpcli.errors import DataError, UsageError
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
@@ -43,7 +44,8 @@ def estimate(source: Scan, estimator: Estimator[R], engine: DaskEngine | None = 
     that match their sidecars (or for a scan opened with ``verify=False``). With an ``engine``
     (:mod:`ldpcli.release.engines`), each file is one task that reads, verifies and adds its rows into an
     empty copy of the estimator; only those partial states (sums and counts) come back, and they
-    are merged in file order (:meth:`~ldpcli.estimators.protocol.Estimator.merge`).
+    are merged in file order (:meth:`~ldpcli.estimators.protocol.Estimator.merge`), with each file's
+    dispersion finding (:attr:`Scan.dispersions <ldpcli.analysis.scan.Scan>`).
     """
     n = 0
     if engine is None:
@@ -52,11 +54,12 @@ def estimate(source: Scan, estimator: Estimator[R], engine: DaskEngine | None = 
                 estimator.add(batch.values, batch.keep)
                 n += batch.values.shape[0]
     else:
-        jobs = [_FileJob(path, meta.path, source.verified, source.where, source.combine_copies, estimator.empty())
-                for path, meta in zip(source.files, source.sidecars)]
-        for part, rows in run_all(engine, _estimate_file, jobs):
+        jobs = [_FileJob(path, meta.path, source.verified, source.where, source.combine_copies, estimator.empty(),
+                         source.false_alarm) for path, meta in zip(source.files, source.sidecars)]
+        for part, rows, dispersions in run_all(engine, _estimate_file, jobs):
             estimator.merge(part)
             n += rows
+            source.dispersions.extend(dispersions)
     if n == 0:
         raise DataError(
             f"{source.files[0]}: no rows to estimate from"
@@ -75,19 +78,21 @@ class _FileJob:
     where: tuple[Condition, ...]
     combine_copies: bool
     estimator: Any
+    false_alarm: float
 
 
-def _estimate_file(job: _FileJob) -> tuple[Any, int]:
-    """The estimator state and row count of one file (runs on a worker; the file is verified there)."""
+def _estimate_file(job: _FileJob) -> tuple[Any, int, list[Dispersion]]:
+    """The estimator state, row count and dispersion finding of one file (runs on a worker; the file is
+    verified and checked against its law there)."""
     meta = load_sidecar(job.sidecar)
     source = Scan([job.path], [meta], verify=job.verify, where=job.where, batch_rows=None, on_rows=None,
-                  combine_copies=job.combine_copies)
+                  combine_copies=job.combine_copies, false_alarm=job.false_alarm)
     estimator, n = job.estimator, 0
     for batch in source:
         if batch.values.shape[0]:
             estimator.add(batch.values, batch.keep)
             n += batch.values.shape[0]
-    return estimator, n
+    return estimator, n, source.dispersions
 
 
 def estimate_mean(
@@ -279,11 +284,13 @@ def project_mean(estimate: MeanEstimate, convex: ConvexSet, mechanism: Mechanism
 
 
 def _bind(result: MeanEstimate, source: Scan) -> MeanEstimate:
-    """The estimate with the files it came from, whether they were verified, who signed them and the shuffle
-    claim each one's sidecar records (from the sidecars the scan read: none is read again)."""
+    """The estimate with the files it came from, whether they were verified, who signed them, the shuffle
+    claim each one's sidecar records (from the sidecars the scan read: none is read again) and the files
+    whose rows are noisier than their sidecars allow (:mod:`ldpcli.analysis.lawcheck`)."""
     return dataclasses.replace(
         result, files=source.files, sidecars=tuple(meta.path for meta in source.sidecars), verified=source.verified,
         signature=source.signature_summary(), shuffled=tuple(meta.shuffled for meta in source.sidecars),
+        dispersions=tuple(source.dispersions),
     )
 
 

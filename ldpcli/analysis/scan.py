@@ -27,16 +27,19 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ldpcli.analysis.lawcheck import FALSE_ALARM, Dispersion, LawCheck, stored_precision
 from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import file_format, file_sha256, open_vectors
 from ldpcli.mechanisms import Mechanism
@@ -131,9 +134,11 @@ class Scan:
         combine_copies: bool = True,
         signatures: Sequence[Verification] = (),
         trusted: PublicKey | None = None,
+        false_alarm: float | None = None,
     ) -> None:
         """``signatures``: each file's sidecar signature (:func:`ldpcli.release.signing.check_signatures`),
-        checked against ``trusted`` when given."""
+        checked against ``trusted`` when given. ``false_alarm``: each file's level of the dispersion test
+        (:mod:`ldpcli.analysis.lawcheck`; default :data:`~ldpcli.analysis.lawcheck.FALSE_ALARM` over the files)."""
         self.files = tuple(files)
         self.sidecars = tuple(sidecars)
         self.verified = verify
@@ -143,6 +148,9 @@ class Scan:
         self._on_rows = on_rows
         self.signatures = tuple(signatures)
         self.trusted = trusted
+        self.false_alarm = FALSE_ALARM / max(1, len(self.files)) if false_alarm is None else false_alarm
+        #: The files read so far whose rows are noisier than their sidecars allow (:class:`~ldpcli.analysis.lawcheck.Dispersion`).
+        self.dispersions: list[Dispersion] = []
 
     def signature_summary(self) -> dict[str, object]:
         """Whether and by whom the files are signed (:func:`ldpcli.release.signing.signature_summary`)."""
@@ -168,9 +176,16 @@ class Scan:
             for index, (path, meta) in enumerate(zip(self.files, self.sidecars)):
                 digest = hasher.submit(file_sha256, path) if self.verified else None  # overlaps with the read
                 rows = 0
-                with open_vectors(path, layout=meta.layout, batch_rows=self._batch_rows, writable=False) as reader:
-                    for batch in reader:
+                with ExitStack() as stack:
+                    try:
+                        reader = stack.enter_context(
+                            open_vectors(path, layout=meta.layout, batch_rows=self._batch_rows, writable=False))
+                    except DataError as exc:
+                        raise _another_file(path, meta, exc) from exc
+                    law = LawCheck(path, meta, stored_precision(meta, reader.precision, self.verified), self.false_alarm)
+                    for batch in _translated(reader, path, meta):
                         rows += batch.values.shape[0]
+                        law.add(batch.values)
                         if self._on_rows is not None:
                             self._on_rows(batch.values.shape[0])
                         values, keep = batch.values, batch.keep
@@ -183,6 +198,10 @@ class Scan:
                         yield ScanBatch(values, keep, index)
                 if digest is not None:
                     _check_binding(path, meta, rows, digest.result())
+                law.refuse()
+                found = law.finish()
+                if found is not None:
+                    self.dispersions.append(found)
 
 
 def scan(
@@ -363,19 +382,49 @@ def _release_group(meta: Sidecar, index: int) -> tuple[str, int]:
     return ("", index) if meta.part is None else (meta.part.dataset, meta.part.input)
 
 
+def _written_for_another(path: Path, meta: Sidecar) -> bool:
+    """Whether the sidecar names another data file than ``path`` (a renamed release still matches its hash)."""
+    return Path(meta.data_file).name != path.name
+
+
+def _another_file(path: Path, meta: Sidecar, exc: DataError) -> DataError:
+    """The reader's refusal of ``path`` under ``meta``'s layout, said as what it is when the sidecar was written
+    for another file: that the sidecar describes another file (its n, d and columns), and to pass the right one."""
+    if not _written_for_another(path, meta):
+        return exc
+    columns = ", ".join(meta.layout.columns[:4]) + (", …" if len(meta.layout.columns) > 4 else "")
+    reason = exc.template.split(";")[0].removeprefix(f"{path}: ")
+    return DataError(
+        f"{path}: its sidecar {meta.path} describes another file, {meta.data_file!r} (n = {meta.n}, d = {meta.d}, "
+        f"columns {columns}), and this one does not match it ({reason}); pass this file's own sidecar with `sidecar` "
+        "(by default the FILE.ldp.json beside it)"
+    )
+
+
+def _translated(reader: Iterable[Any], path: Path, meta: Sidecar) -> Iterator[Any]:
+    """The reader's batches, its refusals said by :func:`_another_file`."""
+    try:
+        yield from reader
+    except DataError as exc:
+        raise _another_file(path, meta, exc) from exc
+
+
 def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:
-    """Refuse data that is not exactly the file the sidecar was written for."""
+    """Refuse data that is not exactly the file the sidecar was written for: when the sidecar names another
+    file, say so and ask for the right sidecar (not `verify=False`, which would read this file under a
+    description of another)."""
+    if _written_for_another(path, meta):
+        remedy = (f"its sidecar {meta.path} describes another file, {meta.data_file!r} (n = {meta.n}, d = {meta.d}); "
+                  "pass this file's own sidecar with `sidecar` (by default the FILE.ldp.json beside it)")
+    else:
+        remedy = ("the file was changed after privatization or the sidecar belongs to another file "
+                  "(pass `verify=False` to estimate from a file you filtered or re-encoded yourself)")
     if rows != meta.n:
-        raise DataError(
-            f"{path}: has {counted(rows, 'row')} but its sidecar {meta.path} says n = {meta.n}; "
-            "the file was changed after privatization or the sidecar belongs to another file "
-            "(pass `verify=False` to estimate from a file you filtered or re-encoded yourself)"
-        )
+        raise DataError(f"{path}: has {counted(rows, 'row')} but its sidecar {meta.path} says n = {meta.n}; {remedy}")
     if sha256 != meta.sha256:
         raise DataError(
             f"{path}: its bytes do not match the SHA-256 in its sidecar {meta.path} (written for {meta.data_file!r}); "
-            "the file was changed after privatization or the sidecar belongs to another file "
-            "(pass `verify=False` to estimate from a file you filtered or re-encoded yourself)"
+            + remedy
         )
 
 

@@ -6,6 +6,19 @@ plain average is an unbiased estimate of the true mean, with E‖Z̄ − x̄‖�
 estimated from the data (sample variance / n), and the confidence intervals use Student's t with
 n − 1 degrees of freedom.
 
+Those intervals are **per coordinate**: each holds its coordinate with probability about
+``confidence``, but all d at once far less often (about confidence^d for independent coordinates:
+0.44 for d = 16 at 95%). Two joint regions hold the whole mean vector at once (:attr:`MeanEstimate.joint`):
+
+- **Bonferroni** intervals: each coordinate's t-interval at level 1 − (1 − confidence)/d, so by the
+  union bound all d hold at once with probability ≥ ``confidence`` (as far as each t-interval has its
+  nominal level: the central limit theorem, as for the per-coordinate ones).
+- an **ℓ2 ball** around the mean of radius r = √(expected_error / (1 − confidence)): by Markov's
+  inequality on ‖Z̄ − x̄‖², whose expectation the mechanism bounds by expected_error for every input,
+  P(‖Z̄ − x̄‖ ≥ r) ≤ expected_error / r² = 1 − confidence. Exact for every n (no limit theorem, no
+  estimate from the data), so it holds even for one row, and conservative (r is 1/√(1 − confidence),
+  4.5 at 95%, times the RMS error).
+
 Noise inflates the norm of the estimate: for rows drawn independently from a population with mean
 μ, E‖Z̄‖² = ‖μ‖² + tr Cov(Z)/n, and Σ_j std_error_j² is an unbiased estimate of tr Cov(Z)/n (the
 sample variance is unbiased for each coordinate). So ‖Z̄‖² − Σ_j std_error_j² is unbiased for ‖μ‖²,
@@ -65,6 +78,37 @@ class MeanEstimate:
     #: (``privatize --shuffle``: :class:`ldpcli.release.shuffle.ShuffleClaim`, from the sidecar already
     #: read), else None; empty for an estimate not made from files. Not in :meth:`to_dict`.
     shuffled: tuple[Any, ...] = ()
+    #: The files whose rows are noisier than their sidecars' mechanism allows
+    #: (:class:`ldpcli.analysis.lawcheck.Dispersion`): for them the guaranteed error understates the real one.
+    dispersions: tuple[Any, ...] = ()
+    #: Bonferroni intervals (each at level 1 − (1 − confidence)/d): all d coordinates at once with probability
+    #: ≥ confidence (None when n = 1). See the module docstring.
+    joint_lower: np.ndarray | None = None
+    joint_upper: np.ndarray | None = None
+
+    @property
+    def ball_radius(self) -> float:
+        """r = √(expected_error / (1 − confidence)): the ℓ2 ball of radius r around the mean holds the true
+        mean with probability ≥ confidence, for every n (Markov's inequality on ‖mean − true mean‖²)."""
+        return math.sqrt(self.expected_error / (1.0 - self.confidence))
+
+    @property
+    def joint(self) -> dict[str, Any]:
+        """The joint confidence regions of the whole mean vector (module docstring), JSON-able."""
+
+        def listed(a: np.ndarray | None) -> list[float] | None:
+            return None if a is None else [float(v) for v in a]
+
+        return {
+            "confidence": self.confidence,
+            "bonferroni": {"lower": listed(self.joint_lower), "upper": listed(self.joint_upper),
+                           "per_coordinate_level": 1.0 - (1.0 - self.confidence) / self.d,
+                           "note": "every coordinate at once with probability ≥ confidence: each t-interval at level "
+                                   "1 − (1 − confidence)/d, and the union bound over the d coordinates"},
+            "l2_ball": {"radius": self.ball_radius,
+                        "note": "‖mean − true mean‖ ≤ radius with probability ≥ confidence, for every n: Markov's "
+                                "inequality on ‖mean − true mean‖², whose expectation is at most expected_error"},
+        }
 
     @property
     def mean_norm(self) -> float:
@@ -105,6 +149,9 @@ class MeanEstimate:
             "confidence": self.confidence,
             "lower": listed(self.lower),
             "upper": listed(self.upper),
+            "intervals": "per coordinate: each of lower/upper holds its coordinate with probability about confidence, "
+                         "not all at once; joint holds the whole vector",
+            "joint": self.joint,
             "mechanism": self.mechanism,
             "epsilon": self.epsilon,
             "norm_bound": self.norm_bound,
@@ -117,6 +164,7 @@ class MeanEstimate:
             "verified": self.verified,
             "copies": self.copies,
             "signature": self.signature,
+            "dispersion_warnings": [found.to_dict() for found in self.dispersions],
             **({} if self.projection is None else {"projected": {"mean": listed(self.projected), **self.projection}}),
         }
 
@@ -147,14 +195,17 @@ class MeanEstimator:
         if n != self.moments.n:
             added = "was" if self.moments.n == 1 else "were"
             raise ValueError(f"finalize for n = {counted(n, 'row')} but {self.moments.n} {added} added")
-        std_error = lower = upper = None
+        std_error = lower = upper = joint_lower = joint_upper = None
         if n > 1:
             std_error = np.sqrt(self.moments.m2 / (n - 1) / n)
             half = float(special.stdtrit(n - 1, 0.5 + self.confidence / 2.0)) * std_error
             lower, upper = self.moments.mean - half, self.moments.mean + half
+            joint = float(special.stdtrit(n - 1, 1.0 - (1.0 - self.confidence) / (2.0 * self.d))) * std_error
+            joint_lower, joint_upper = self.moments.mean - joint, self.moments.mean + joint
         return MeanEstimate(
             mean=self.moments.mean, n=n, d=self.d, expected_error=mechanism.expected_error_mean(n) / self.copies,
             std_error=std_error, confidence=self.confidence, lower=lower, upper=upper,
             mechanism=mechanism.name, epsilon=mechanism.epsilon, norm_bound=mechanism.norm_bound,
             domain=mechanism.domain.describe(mechanism.norm_bound), copies=self.copies,
+            joint_lower=joint_lower, joint_upper=joint_upper,
         )

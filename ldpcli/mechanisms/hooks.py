@@ -317,3 +317,42 @@ class DirectionTimesMagnitude(Protocol):
     def privatize_parts(self, x: np.ndarray, rng: np.random.Generator, direction: Any) -> np.ndarray:
         """``privatize`` with the direction's sampler ``direction(u, rng)`` given."""
         ...
+
+
+# --------------------------------------------------------------------------- the analyst's checks
+
+
+class PinnedLaw(NamedTuple):
+    """What a mechanism's law fixes about every output row, whatever its input (:func:`pinned_law`).
+
+    ``norm``: every output row has this ℓ2 norm (L·scale: PrivUnit2, duchi-l2, the hypercube mechanisms),
+    within ``norm_slack`` more (a grid rendering's √d·g: each coordinate rounded to gℤ moves by less
+    than g), else None. ``values``: the sorted finite set of doubles every output coordinate is one of
+    (:class:`FiniteOutputs`: ±c for the hypercube mechanisms, the scalar mechanisms' grid), else None.
+    """
+
+    norm: float | None
+    norm_slack: float
+    values: np.ndarray | None
+
+
+def pinned_law(mech: Mechanism) -> PinnedLaw:
+    """What ``mech``'s law pins about each output row (:class:`PinnedLaw`): a constant norm when it has a
+    :attr:`~ldpcli.mechanisms.base.Mechanism.scale`, a finite set of coordinate values when it has
+    :class:`FiniteOutputs`; nothing (both None) for the others (PrivUnitG, gaussian-sign, separated, the
+    baselines, bcdp), whose outputs are unbounded or of no single norm."""
+    finite = finite_outputs(mech)
+    values = None if finite is None else np.unique(finite.output_value(np.arange(finite.output_count)))
+    scale = mech.scale
+    rendering = getattr(mech, "rendering", None)  # a secure release's (ldpcli.mechanisms.rendering)
+    grid = rendering.grid if rendering is not None and rendering.kind == "grid" else None
+    slack = 0.0 if grid is None else float(np.sqrt(mech.d)) * float(grid)
+    return PinnedLaw(None if scale is None else mech.norm_bound * float(scale), slack, values)
+
+
+def second_moment_max(mech: Mechanism) -> float:
+    """sup over the domain of E‖Z‖², the output's mean squared norm: E‖Z‖² = E‖Z − x‖² + ‖x‖² for an
+    unbiased Z (the cross term E⟨Z − x, x⟩ is 0), so it is at most ``expected_error_max`` plus the
+    domain's largest ‖x‖²: L² on the ℓ2 ball, d·L² on the box [−L, L]^d and on [0, L]^d."""
+    radius_sq = mech.norm_bound**2 * (1 if str(mech.domain) == "l2-ball" else mech.d)
+    return float(mech.expected_error_max) + radius_sq

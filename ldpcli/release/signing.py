@@ -39,6 +39,9 @@ without a trusted key, which requires the check). :func:`verify_paths` checks da
 sidecars and their bytes) and dataset directories (the manifest, then every part it lists), for
 ``ldp verify``; :func:`check_signatures` is what :func:`ldpcli.analysis.scan.scan` runs on the sidecars it
 reads: an invalid signature is always refused, and with a trusted key anything but ``valid`` is.
+A release is *verified* (:attr:`Verification.verified`, what ``ldp verify`` exits 0 for) only when its
+signature is valid and by a trusted key: a valid signature checked against no key says only that
+someone signed it, and anyone can (an attacker signs an edited sidecar with a key of their own).
 
 **Wiring it into a release.** Where a sidecar or manifest dictionary is built, before it is
 written::
@@ -89,6 +92,11 @@ SHORT_CHARS = 12
 _MAX_DOCUMENT_BYTES = 64 * 2**20
 _MAX_KEY_BYTES = 64 * 2**10
 _PEM_PUBLIC = "-----BEGIN PUBLIC KEY-----"
+
+
+#: A valid signature checked against no trusted key (:attr:`Verification.note`).
+UNTRUSTED_KEY = ("signed by an untrusted key {key} (the signature checks out, but anyone can sign with a key of "
+                 "their own): pass `trust` KEY, the data owner's public key, to verify who wrote it")
 
 
 class Status(str, enum.Enum):
@@ -355,10 +363,26 @@ class Verification:
         """Valid (and, where a trusted key was given, by that key)."""
         return self.status is Status.VALID
 
+    @property
+    def verified(self) -> bool:
+        """Valid *and* signed by the key the reader trusted: only then does the signature say who wrote the
+        release. A valid signature checked against no trusted key says only that *someone* signed it (an
+        attacker can sign an edited sidecar with a key of their own): :data:`UNTRUSTED_KEY` says so."""
+        return self.status is Status.VALID and self.trusted
+
+    @property
+    def note(self) -> str:
+        """Why it is not verified, in one sentence: :attr:`reason`, or for a valid signature checked against no
+        trusted key, :data:`UNTRUSTED_KEY`; empty when verified or unsigned."""
+        if self.status is Status.VALID and not self.trusted and self.key is not None:
+            return UNTRUSTED_KEY.format(key=self.key.short)
+        return self.reason
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able view: path, status, key (text), trusted, reason."""
+        """A JSON-able view: path, status, key (text), trusted, verified, reason and :attr:`note`."""
         return {"path": None if self.path is None else os.fspath(self.path), "status": self.status.value,
-                "key": None if self.key is None else self.key.text, "trusted": self.trusted, "reason": self.reason}
+                "key": None if self.key is None else self.key.text, "trusted": self.trusted,
+                "verified": self.verified, "reason": self.reason, "note": self.note}
 
 
 def verify_document(

@@ -231,7 +231,7 @@ def test_a_release_signed_by_another_key_is_untrusted(release: Path, tmp_path: P
     assert found.status is Status.UNTRUSTED and found.key == mallory.public_key
     with pytest.raises(DataError, match="untrusted signature"):
         estimate_mean(release, trust=owner[1].public_key.text)
-    assert ldp_run("verify", release).returncode == 0
+    assert ldp_run("verify", release).returncode == 1  # issue 36: an untrusted key verifies nothing (was 0)
     refused = ldp_run("verify", release, "--trust", owner[1].public_key.text)
     assert refused.returncode == 1 and "UNTRUSTED" in refused.stdout
     refused = ldp_run("estimate-mean", release, "--trust", owner[1].public_key.text)

@@ -87,6 +87,8 @@ def estimate_mean_cmd(
                 on_rows=on_rows, project=project, engine=dask_engine, trust=trust, on_start=on_start,
             )
     first = groups.groups[0][1] if group_by is not None and groups.groups else (est if group_by is None else None)
+    for found in () if first is None else first.dispersions:
+        warn(found.message)
     if first is not None and first.projection is not None and not first.projection["contains_domain"]:
         warn(f"--project {project}: {first.projection['description']} does not contain the mechanism's domain; "
              "the projected mean is closer to the truth only if the truth lies in it (a claim about the data)")
@@ -152,6 +154,8 @@ def _print_mean(est: Any) -> None:
         summary.add_row("‖mean‖, noise removed", fmt(est.debiased_norm), _inflation_words(est))
     summary.add_row("expected squared error", fmt(est.expected_error), "E‖mean − true mean‖², guaranteed (max error / n)")
     summary.add_row("RMS ℓ2 error", fmt(est.rms_error), "its square root")
+    summary.add_row(f"{est.confidence:.0%} joint ℓ2 ball", f"radius {fmt(est.ball_radius)}",
+                    "holds the whole true mean with that probability, for any n (Markov on the guaranteed error)")
     if est.projection is not None:
         summary.add_row("projected onto", est.projection["description"], "a public convex set (--project)")
         summary.add_row("distance moved", fmt(est.projection["distance_moved"]),
@@ -160,18 +164,25 @@ def _print_mean(est: Any) -> None:
     shown = min(est.d, 10)
     coords = Table(title=f"coordinates (first {shown} of {est.d})" if shown < est.d else "coordinates", title_justify="left")
     projected = est.projected
-    for name in ("j", "mean", "std error", f"{est.confidence:.0%} interval", *(("projected",) if projected is not None else ())):
+    for name in ("j", "mean", "std error", f"{est.confidence:.0%} interval (per coordinate)",
+                 f"{est.confidence:.0%} joint (Bonferroni)", *(("projected",) if projected is not None else ())):
         coords.add_column(name, justify="right")
     for j in range(shown):
         extra = () if projected is None else (fmt(float(projected[j])),)
-        if est.std_error is None or est.lower is None or est.upper is None:
-            coords.add_row(str(j), fmt(float(est.mean[j])), "—", "—", *extra)
+        if est.std_error is None or est.lower is None or est.upper is None or est.joint_lower is None \
+                or est.joint_upper is None:
+            coords.add_row(str(j), fmt(float(est.mean[j])), "—", "—", "—", *extra)
         else:
             coords.add_row(
                 str(j), fmt(float(est.mean[j])), fmt(float(est.std_error[j])),
-                f"[{fmt(float(est.lower[j]))}, {fmt(float(est.upper[j]))}]", *extra,
+                f"[{fmt(float(est.lower[j]))}, {fmt(float(est.upper[j]))}]",
+                f"[{fmt(float(est.joint_lower[j]))}, {fmt(float(est.joint_upper[j]))}]", *extra,
             )
     out.print(coords)
+    if est.d > 1:
+        out.print(f"Each per-coordinate interval holds its coordinate with probability about {est.confidence:.0%}, "
+                  f"not all {est.d} at once; the Bonferroni intervals (each at level 1 − {1 - est.confidence:.2g}/"
+                  f"{est.d}) and the ℓ2 ball hold the whole mean at once.", markup=False)
     if projected is not None:
         out.print("The intervals are for the raw mean; the projected mean has no interval of its own.", markup=False)
     if shown < est.d:

@@ -9,10 +9,11 @@ import typer
 from rich.table import Table
 
 from ldpcli.cli._typer_compat import Command
+from ldpcli.cli.flags import text_in_flags
 from ldpcli.cli.options import command_app
 from ldpcli.cli.render import out, render
 from ldpcli.errors import counted
-from ldpcli.release.signing import read_public_key, verify_paths
+from ldpcli.release.signing import Status, read_public_key, verify_paths
 
 app = command_app()
 
@@ -32,11 +33,12 @@ def verify_cmd(
     """Check who signed each release and that nothing changed since: its sidecar's signature and its bytes.
 
     Status per file: valid, unsigned, untrusted (signed by another key than --trust) or invalid (changed
-    after signing). Exit 0 only if every release is valid (and, with --trust, signed by KEY), else 1.
+    after signing). Exit 0 only if every release is valid and signed by KEY (--trust), else 1: without
+    --trust a valid signature says only that someone signed it (anyone can, with a key of their own).
     """
     trusted = None if trust is None else read_public_key(trust)
     results = verify_paths(releases, trusted)
-    ok = all(result.ok for result in results)
+    ok = all(result.verified for result in results)
     payload = {"ok": ok, "trusted_key": None if trusted is None else trusted.text,
                "releases": [result.to_dict() for result in results]}
     render(payload, as_json, lambda: _print_signatures(results, trusted))
@@ -51,14 +53,21 @@ def _print_signatures(results: list[Any], trusted: Any) -> None:
     for name in ("release", "status", "key", "note"):
         table.add_column(name)
     for result in results:
-        table.add_row(str(result.path), result.status.value.upper() if not result.ok else result.status.value,
-                      "—" if result.key is None else result.key.short, result.reason)
+        status = result.status.value if result.verified else result.status.value.upper()
+        if result.status is Status.VALID and not result.trusted:
+            status = "VALID, UNTRUSTED KEY"
+        table.add_row(str(result.path), status, "—" if result.key is None else result.key.short,
+                      text_in_flags(result.note))
     out.print(table)
     bad = sum(not result.ok for result in results)
+    untrusted = sum(result.ok and not result.verified for result in results)
     if bad:
         out.print(f"{bad} of {counted(len(results), 'release')} {'is' if bad == 1 else 'are'} not valid"
                   + ("" if trusted is None else " for this key")
                   + ".", markup=False)
-    elif trusted is None:
-        out.print("Every release is signed and unchanged; pass --trust KEY to require the data owner's key.",
+    if untrusted:
+        keys = sorted({result.key.short for result in results if result.ok and result.key is not None})
+        out.print(f"{untrusted} of {counted(len(results), 'release')} {'is' if untrusted == 1 else 'are'} signed by an "
+                  f"untrusted key ({', '.join(keys)}) and not verified: the signatures check out, but anyone can sign; "
+                  "pass --trust KEY with the data owner's public key (`ldp keys show` prints it on their machine).",
                   markup=False)
