@@ -6,7 +6,8 @@
 - the (d, ε) grids the mechanism and audit tests sweep;
 - ``unit_rows``, ``write_list`` and ``read_list``: rows on the sphere, and Parquet files that hold
   them as one fixed-size list column;
-- ``python_calls``: the work a call does, counted, for tests of how it grows (never a wall-clock time).
+- ``python_calls``: the work a call does, counted, for tests of how it grows (never a wall-clock time);
+- ``files_under``: what a folder holds, caches left out (to show a run left nothing in the repository).
 """
 
 from __future__ import annotations
@@ -138,3 +139,19 @@ def keys_anywhere(value: Any) -> Iterator[str]:
     elif isinstance(value, list):
         for inner in value:
             yield from keys_anywhere(inner)
+
+
+#: What a test run may leave in the repository: caches, never a file of its own.
+CACHES = frozenset({".pytest_cache", ".hypothesis", ".mypy_cache", ".ruff_cache", "__pycache__"})
+
+
+def files_under(folder: Path, *, depth: int = 1) -> set[str]:
+    """The paths under ``folder`` (relative, ``/``-separated), ``depth`` levels down, caches left out."""
+    found: set[str] = set()
+    for path in folder.iterdir():
+        if path.name in CACHES or path.name.startswith(".coverage"):
+            continue
+        found.add(path.name)
+        if depth > 1 and path.is_dir():
+            found |= {f"{path.name}/{name}" for name in files_under(path, depth=depth - 1)}
+    return found

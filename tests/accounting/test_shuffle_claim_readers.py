@@ -26,11 +26,13 @@ ROWS = 120
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two inputs, each released shuffled (unseeded, at δ = 10⁻⁶), and a third released plainly."""
+    """Two inputs, each released shuffled (unseeded, at δ = 10⁻⁶), and a third released plainly, recorded in
+    a ledger of their own."""
     base = tmp_path_factory.mktemp("readers")
     for index, extra in enumerate((("--shuffle", "--shuffle-delta", 1e-6),) * 2 + ((),)):
         source = write_list(base / f"in{index}.parquet", unit_rows(ROWS, 3, seed=20 + index))
-        result = ldp("privatize", source, "-o", base / f"out{index}.parquet", "--eps", 3, "-q", *extra)
+        result = ldp("privatize", source, "-o", base / f"out{index}.parquet", "--eps", 3, "-q",
+                     "--ledger", base / "ledger.json", *extra)
         assert result.exit_code == 0, result.stderr
     return base
 

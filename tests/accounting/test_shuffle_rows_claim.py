@@ -24,11 +24,12 @@ ROWS = 200
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One input released plainly and shuffled (unseeded, at δ = 10⁻⁶)."""
+    """One input released plainly and shuffled (unseeded, at δ = 10⁻⁶), recorded in a ledger of its own."""
     base = tmp_path_factory.mktemp("claim")
     source = write_list(base / "in.parquet", unit_rows(ROWS, 4, seed=6))
     for name, extra in (("plain", ()), ("shuffled", ("--shuffle", "--shuffle-delta", 1e-6))):
-        result = ldp("privatize", source, "-o", base / f"{name}.parquet", "--eps", 3, "-q", *extra)
+        result = ldp("privatize", source, "-o", base / f"{name}.parquet", "--eps", 3, "-q",
+                     "--ledger", base / "ledger.json", *extra)
         assert result.exit_code == 0, result.stderr
     return base
 

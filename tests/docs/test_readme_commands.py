@@ -19,9 +19,10 @@ Their fenced code blocks are taken in document order:
 
 All the steps of one document run once, in order, in one temporary directory holding a copy of
 ``examples/`` (so ``examples/…`` paths resolve and outputs land in the copy, never in the repository);
-paths under ``/tmp/`` are moved into that directory. Each step is one test, which runs the step (after
-any earlier command or Python block of its document not run yet, so a test picked alone with ``-k`` runs
-its prerequisites first) and asserts on its result; under pytest-xdist every step of a document stays on one worker, in
+paths under ``/tmp/`` are moved into that directory, and ``$TMPDIR`` too (the Python blocks' scratch
+folders); after the last step the repository must hold what it held before the first. Each step is one
+test, which runs the step (after any earlier command or Python block of its document not run yet, so a
+test picked alone with ``-k`` runs its prerequisites first) and asserts on its result; under pytest-xdist every step of a document stays on one worker, in
 order (``--dist loadgroup``, as the README's test command runs the suite). The assertions: exit status 0
 and a non-empty stdout; stdout that parses as JSON where the command has
 ``--json``; the file named by ``-o`` exists; and, where output is shown, the same JSON shape (type,
@@ -45,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ldp
+from helpers import files_under, ldp
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = ("README.md", "examples/README.md")
@@ -254,8 +255,9 @@ def _env() -> dict[str, str]:
 def _run(argv: list[str], workdir: Path) -> Result:
     start = time.perf_counter()
     try:
-        # One privacy-budget ledger per document, beside its copy of examples/ (never the user's).
-        env = {**_env(), "LDP_LEDGER": str(workdir / "ledger.json")}
+        # One privacy-budget ledger per document, beside its copy of examples/ (never the user's), and the
+        # temporary files (the Python blocks' tempfile.mkdtemp() folders) in its temp/ (never the user's).
+        env = {**_env(), "LDP_LEDGER": str(workdir / "ledger.json"), "TMPDIR": str(workdir / "temp")}
         proc = subprocess.run(
             argv, cwd=workdir, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL
         )
@@ -297,8 +299,10 @@ class DocumentRun:
             workdir / "examples",
             ignore=shutil.ignore_patterns("*.privatized.*", "__pycache__", "*.npy", "*.ldp.json"),
         )
+        (workdir / "temp").mkdir()
         self.doc = doc
         self.workdir = workdir
+        self.repository = files_under(ROOT, depth=2)  # before the first step: what the replay must leave as is
         self.steps = document_steps(doc)
         self.results: dict[int, Result] = {}
         self._help: dict[str, Result] = {}
@@ -501,6 +505,17 @@ def test_documented_step(step: Step, documents) -> None:
         check_synopsis(step, result)
     elif result.returncode != 0:
         pytest.fail(_report(step, result, "the Python block fails"), pytrace=False)
+
+
+@pytest.mark.parametrize(
+    "doc", [pytest.param(doc, marks=pytest.mark.xdist_group(f"replay {doc}")) for doc in DOCUMENTS]
+)
+def test_the_replay_leaves_the_repository_as_it_was(doc: str, documents) -> None:
+    """After every step of the document (run now if no test ran them yet), the repository holds what it held
+    before the first: the steps' outputs are in the document's temporary directory, not in the checkout."""
+    run = documents(doc)
+    run.result(len(run.steps) - 1)
+    assert files_under(ROOT, depth=2) == run.repository
 
 
 @pytest.mark.parametrize("doc", DOCUMENTS)

@@ -2,21 +2,22 @@
 
 Its ```` ```python ```` blocks are read when the tests are collected, run in document order in one
 temporary directory holding a copy of ``examples/`` (one process, so a block may use what an earlier
-one made), and parsed: they may import ``ldpcli`` itself and nothing below it, and every
-``ldpcli.X`` they use must be one of ``ldpcli.__all__``.
+one made), three times over, leaving nothing there nor in the repository; and parsed: they may import
+``ldpcli`` itself and nothing below it, and every ``ldpcli.X`` they use must be one of ``ldpcli.__all__``.
 """
 
 from __future__ import annotations
 
 import ast
-import os
 import re
 import shutil
+import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import files_under
 
 import ldpcli
 
@@ -75,17 +76,28 @@ def test_blocks_use_only_the_public_api(line: int, code: str) -> None:
     assert outside == [], f"README.md:{line} uses names outside ldpcli.__all__: {outside}"
 
 
-def test_blocks_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    namespace: dict[str, object] = {"__name__": "__readme__"}
-    here = Path.cwd()
-    os.chdir(tmp_path)
-    try:
+RUNS = 3  # an owner's ledger kept between runs refused the third (2 + 2 + 2 > 5): each run must start afresh
+
+
+def test_blocks_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The blocks, as a reader runs them again and again from a clone: every run succeeds, and none leaves a
+    file in the directory it runs in (a copy of examples/ here; the repository root for a reader) nor in
+    the repository: they write into the scratch folders they make (``tempfile.mkdtemp()``, under tmp_path
+    here)."""
+    work = tmp_path / "work"
+    shutil.copytree(ROOT / "examples", work / "examples")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    repository, here = files_under(ROOT, depth=2), files_under(work, depth=3)
+    monkeypatch.chdir(work)
+    for run in range(RUNS):
+        namespace: dict[str, object] = {"__name__": "__readme__"}
         for line, code in BLOCKS:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ldpcli.LdpWarning)
                 exec(compile(code, f"README.md:{line}", "exec"), namespace)  # noqa: S102
-    finally:
-        os.chdir(here)
-    shown = capsys.readouterr().out
-    assert "reconstructed to cosine" in shown and "would exceed" in shown  # the attack ran; the budget refused
+        shown = capsys.readouterr().out
+        assert "reconstructed to cosine" in shown and "would exceed" in shown, run  # the attack ran; the cap refused
+        assert files_under(work, depth=3) == here, f"run {run + 1} left files where it ran"
+    assert files_under(ROOT, depth=2) == repository
