@@ -88,6 +88,11 @@ def requested() -> int | None:
     return _requested[0] if _requested else None
 
 
+def received() -> tuple[int, ...]:
+    """Every cancelling signal received so far, in order."""
+    return tuple(_requested)
+
+
 def check() -> None:
     """Raise :class:`Interrupted` if a cancellation was requested (even if its exception was swallowed)."""
     if _requested:

@@ -163,6 +163,7 @@ class Publication:
                 _LIVE_TEMPORARIES.discard(move.temp)
             with contextlib.suppress(OSError):
                 os.unlink(journal)  # the commit point
+            checkpoint("committed")
             _sync_directory(journal.parent)
             for move in self._moves:
                 _drop_old(move)
@@ -170,6 +171,7 @@ class Publication:
             consume_pending()  # too late to cancel: the release is complete
         for sink in self._sinks:
             sink._mark_committed()
+        checkpoint("done")
 
     def _place(self, move: _Move) -> None:
         """Step 3 for one output (the old one is kept already, or swapped aside here)."""
