@@ -39,10 +39,7 @@ def main() -> None:
         raise SystemExit(128 + signum) from None
     finally:
         interrupts.ignore()  # the run is over: a signal now could only turn a finished run into a failed one
-        late = interrupts.late()
-        if late is not None:
-            sys.stderr.write(f"ldp: signal {late} arrived while the release was being published; the release is "
-                             "complete (output, sidecar and ledger entry)\n")
+        _report(interrupts.late_message())  # a signal held back during the commit: the release is complete
 
 
 def _remove_temporaries() -> None:

@@ -28,17 +28,16 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import socket
 import stat
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Protocol
 
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io.hashing import Sha256
+from ldpcli.io.interrupts import held
 from ldpcli.io.messages import _reason, _write_failed
 
 #: Temporary files created and neither renamed nor removed yet. A signal can interrupt the
@@ -47,17 +46,10 @@ from ldpcli.io.messages import _reason, _write_failed
 _LIVE_TEMPORARIES: set[Path] = set()
 
 
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM back (main thread, POSIX) so a few steps happen together or not at all."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+def _signals_deferred() -> contextlib.AbstractContextManager[None]:
+    """Hold SIGINT/SIGTERM back so a few steps happen together or not at all, whatever thread the
+    signal lands on (:func:`ldpcli.io.interrupts.held`: recorded, then raised at the end)."""
+    return held()
 
 
 def remove_temporaries() -> None:

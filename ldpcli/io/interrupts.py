@@ -7,17 +7,25 @@ release. So :func:`handler` first *records* the request, then raises :class:`Int
 long-running loops call :func:`check` at every batch boundary and before anything is published,
 so a recorded request always ends the run before its commit.
 
-A signal that arrives during a commit (:class:`ldpcli.io.publication.Publication` holds SIGINT and
-SIGTERM back while it runs) comes too late to stop it: the commit completes, the pending signal
-is consumed there and recorded by :func:`arrived_late`, and :func:`late` tells the caller, which
-reports that the release is complete. Standard library only.
+Inside :func:`held` the handler only records: a few steps then happen together or not at all,
+whatever thread the kernel handed the signal to (a process-directed signal goes to any thread that
+does not block it, and CPython runs the Python handler in the main thread at its next bytecode,
+so blocking the signal in the main thread alone holds nothing back). A signal held back during a
+commit (``held(commit=True)``: :class:`ldpcli.io.publication.Publication` holds SIGINT and SIGTERM
+back while it runs) comes too late to stop it: the commit completes, the signal is recorded as
+:func:`late`, and the caller reports that the release is complete (:func:`late_message`); the run
+still stops at its next :func:`check`. A second signal while the first one's exception unwinds the
+run is recorded, never raised again, so it cannot cut short a rollback or the removal of
+temporaries. Standard library only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -31,12 +39,24 @@ _late: list[int] = []
 _published: list[str] = []
 _reported: list[bool] = []
 _default_unraisable: list[Any] = []
+#: One entry per open :func:`held` block of the main thread (True: a commit).
+_holds: list[bool] = []
+#: The signals received while a :func:`held` block was open, not yet accounted for.
+_held: list[int] = []
 
 
 def handler(signum: int, frame: FrameType | None) -> None:
-    """The signal handler: record the cancellation, then raise :class:`Interrupted` (exit 128 + signum)."""
+    """The signal handler: record the cancellation, then raise :class:`Interrupted` (exit 128 + signum).
+
+    Inside :func:`held`, or once an earlier request is unwinding the run, it only records.
+    """
+    first = not _requested
     _requested.append(signum)
-    raise Interrupted(signum)
+    if _holds:
+        _held.append(signum)
+        return
+    if first:
+        raise Interrupted(signum)
 
 
 def install() -> None:
@@ -66,6 +86,56 @@ def ignore() -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
+@contextlib.contextmanager
+def held(*, commit: bool = False) -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back in the block: they are recorded, not raised, wherever they land.
+
+    When the outermost block ends normally, a signal it held is raised then (:class:`Interrupted`),
+    unless an earlier one is already unwinding the run; when it ends with an exception, that
+    exception goes on and the signal stays recorded (:func:`check` raises it). With ``commit``, a signal held by a block that ends normally came too
+    late to cancel it: it is recorded as :func:`late` and not raised (the run stops at its next
+    :func:`check`). Outside the main thread, where no Python signal handler runs, it does nothing.
+
+    The signals are also blocked in the main thread (``pthread_sigmask``) for a process whose
+    handlers are not :func:`handler` (a library user's); one still pending at the end is taken off
+    the queue and recorded like one the handler saw.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    start, earlier = len(_held), bool(_requested)
+    _holds.append(commit)
+    blocked = hasattr(signal, "pthread_sigmask")
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, set(SIGNALS)) if blocked else set()
+    completed = False
+    try:
+        yield
+        completed = True
+    finally:
+        if blocked:
+            _take_pending()
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        _holds.pop()
+        if commit and completed:
+            _late.extend(_held[start:])
+            del _held[start:]
+        if not _holds and _held:
+            signum = _held[0]
+            _held.clear()
+            if completed and not earlier:  # an earlier request is unwinding the run, or check() raises it
+                raise Interrupted(signum)
+
+
+def _take_pending() -> None:
+    """Take SIGINT/SIGTERM that are pending (blocked) off the queue and record them as held."""
+    if not hasattr(signal, "sigpending"):
+        return
+    for signum in sorted(signal.sigpending() & set(SIGNALS)):
+        if signal.sigtimedwait([signum], 0) is not None:
+            _requested.append(int(signum))
+            _held.append(int(signum))
+
+
 def note_published(label: str) -> None:
     """Record that this process published a release (an interrupt after it must not say "nothing")."""
     _published.append(label)
@@ -83,28 +153,30 @@ def interrupted_message() -> str | None:
             "ledger; nothing else was left behind")
 
 
+def late_message() -> str | None:
+    """What a run says when a signal arrived while its release was being committed (the release is
+    complete); None when none did, or when the run already said that it was interrupted."""
+    if not _late or _reported:
+        return None
+    _reported.append(True)
+    return (f"signal {_late[0]} arrived while the release was being published; the release is complete "
+            "(output, sidecar and ledger entry)")
+
+
 def requested() -> int | None:
     """The first cancelling signal received (None when none was)."""
     return _requested[0] if _requested else None
+
+
+def received() -> tuple[int, ...]:
+    """Every cancelling signal received so far, in order (held back or not)."""
+    return tuple(_requested)
 
 
 def check() -> None:
     """Raise :class:`Interrupted` if a cancellation was requested (even if its exception was swallowed)."""
     if _requested:
         raise Interrupted(_requested[0])
-
-
-def consume_pending() -> None:
-    """Take SIGINT/SIGTERM that are pending (held back) off the queue and record them as late.
-
-    Called at the end of a commit, before the signals are let through again: the commit is
-    complete, so they can no longer cancel it.
-    """
-    if not hasattr(signal, "sigpending") or threading.current_thread() is not threading.main_thread():
-        return
-    for signum in signal.sigpending() & set(SIGNALS):
-        if signal.sigtimedwait([signum], 0) is not None:
-            _late.append(int(signum))
 
 
 def late() -> int | None:
@@ -118,3 +190,4 @@ def reset() -> None:
     _late.clear()
     _published.clear()
     _reported.clear()
+    _held.clear()

@@ -37,14 +37,13 @@ from ldpcli.io.atomic import (
     _remove,
     _remove_path,
     _renameat2,
-    _signals_deferred,
     _sync_directory,
     hidden_name,
     process_alive,
 )
 from ldpcli.io.faults import checkpoint
 from ldpcli.io.interrupts import check as check_interrupt
-from ldpcli.io.interrupts import consume_pending, note_published
+from ldpcli.io.interrupts import held, note_published
 
 
 @dataclass
@@ -89,11 +88,13 @@ class Publication:
     4. ``confirm`` runs (the ledger's confirmation of the release);
     5. the journal is removed: the commit point. Then the backups are removed.
 
-    A failure or an interrupt in steps 2-4 puts every old output back and removes the new ones
-    (the error is raised after that). A kill there leaves the journal: the next
-    :func:`sweep_stale` of the directory, by any later run, rolls it back the same way. A kill
-    after step 5 leaves only hidden backups, which :func:`sweep_stale` removes. SIGINT and SIGTERM
-    are held back from step 1 to the end, so a signal is not delivered in the middle of it.
+    A failure in steps 2-4 puts every old output back and removes the new ones (the error is
+    raised after that). A kill there leaves the journal: the next :func:`sweep_stale` of the
+    directory, by any later run, rolls it back the same way. A kill after step 5 leaves only hidden
+    backups, which :func:`sweep_stale` removes. SIGINT and SIGTERM are held back from step 1 to the
+    end (:func:`ldpcli.io.interrupts.held` with ``commit``): a signal then comes too late to cancel
+    the release, which completes, and it cannot cut a rollback short. :attr:`committed` is true from
+    the commit point on: nothing may then take the release back (its ledger entry included).
     """
 
     def __init__(self, *, overwrite: bool) -> None:
@@ -101,6 +102,8 @@ class Publication:
         self._overwrite = overwrite
         self._moves: list[_Move] = []
         self._sinks: list[AtomicFileSink] = []
+        #: True once the journal is removed (the commit point): the release is complete.
+        self.committed = False
 
     def add_file(self, sink: AtomicFileSink) -> None:
         """Publish ``sink``'s finished temporary file onto its path."""
@@ -120,11 +123,13 @@ class Publication:
         """Publish every output, then ``confirm``; on any failure restore the old outputs and re-raise."""
         check_interrupt()  # a cancellation some library code swallowed still stops the run here
         if not self._moves:  # a release with no file (a model printed on stdout): only the confirmation
-            if confirm is not None:
-                confirm()
+            with held(commit=True):
+                if confirm is not None:
+                    confirm()
+                self.committed = True
             return
         journal = hidden_name(self._moves[0].target, "journal")
-        with _signals_deferred():
+        with held(commit=True):
             for move in self._moves:
                 sweep_stale(move.target.parent)
                 move.had_old = os.path.lexists(move.target)
@@ -163,13 +168,15 @@ class Publication:
                 _LIVE_TEMPORARIES.discard(move.temp)
             with contextlib.suppress(OSError):
                 os.unlink(journal)  # the commit point
+            self.committed = True
+            note_published(self.label)
+            for sink in self._sinks:
+                sink._mark_committed()
+            checkpoint("committed")
             _sync_directory(journal.parent)
             for move in self._moves:
                 _drop_old(move)
-            note_published(self.label)
-            consume_pending()  # too late to cancel: the release is complete
-        for sink in self._sinks:
-            sink._mark_committed()
+        checkpoint("done")
 
     def _place(self, move: _Move) -> None:
         """Step 3 for one output (the old one is kept already, or swapped aside here)."""

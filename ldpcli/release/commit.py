@@ -13,7 +13,8 @@ end in :func:`commit_release`, so a release is counted the same way whatever wro
    (:meth:`ldpcli.io.publication.Publication.run`).
 
 A failure before the commit point restores the previous outputs and takes the reservations out
-again; a kill leaves the reservations in the ledger (counted: the ledger over-counts, never
+again (a signal during the publication comes too late: it completes); after the commit point nothing
+takes a release back; a kill leaves the reservations in the ledger (counted: the ledger over-counts, never
 under-counts) and a journal that the next run in that directory rolls back. ``docs/commit-protocol.md``
 states the protocol and what each kind of failure leaves.
 """
@@ -61,18 +62,22 @@ def commit_release(
 
     ``tags`` has one input tag per charge (None for each when there is no ledger); ``created`` is
     the release's time, the same in the sidecars and the ledger. Returns the confirmed
-    reservations (their ``notice`` says when an input was released before). On any failure the
-    previous outputs are back in place, the reservations are taken out where the ledger can still
-    be written, and the error is raised (an :class:`~ldpcli.errors.LdpError` says what was kept).
+    reservations (their ``notice`` says when an input was released before). On any failure before
+    the commit point the previous outputs are back in place, the reservations are taken out where
+    the ledger can still be written, and the error is raised (an :class:`~ldpcli.errors.LdpError`
+    says what was kept). Once the publication passed its commit point the release is complete: an
+    interrupt that surfaces after it (a signal held back during the commit is not raised at all)
+    goes on, and the confirmed reservations stay.
     """
     interrupts.check()
     created = utc_now()
     reservations: list[Reservation] = []
     try:
         if ledger is not None:
-            for charge in charges:
-                reservations.append(ledger.reserve(replace(charge.entry, created=created), max_budget=max_budget,
-                                                   input_label=charge.label, rows=charge.rows))
+            with interrupts.held():  # a reservation written is one this run knows of, to take out again
+                for charge in charges:
+                    reservations.append(ledger.reserve(replace(charge.entry, created=created), max_budget=max_budget,
+                                                       input_label=charge.label, rows=charge.rows))
             faults.checkpoint("reserved")
         finish([reservation.tag for reservation in reservations] if ledger is not None else [None] * len(charges),
                created)
@@ -83,7 +88,10 @@ def commit_release(
 
         publication.run(confirm=confirm)
     except BaseException as exc:
-        kept = _cancel(reservations)
+        if publication.committed:  # past the commit point: the release is complete and counted, nothing takes it back
+            raise
+        with interrupts.held():  # a signal now must not cut the cancellation short
+            kept = _cancel(reservations)
         if isinstance(exc, OSError):  # a full disk, a lost permission: one line, saying what was kept
             raise DataError(f"{publication.label}: cannot publish the release ({_reason(exc)})"
                             f"{_after_failure(kept)}") from exc

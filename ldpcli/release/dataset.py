@@ -443,6 +443,7 @@ def _fingerprints(sources: Sequence[Path], d: int, choice: Mapping[str, Any], ro
         hashes, released = [], []
         with open_vectors(source, writable=False, **choice) as reader:
             for batch in reader:
+                interrupts.check()  # on its own thread: a cancellation ends it at the next batch, not at the input's end
                 fingerprint.update(batch.values)
                 hashes.append(row_digest.hasher.hash(batch.values))
                 released.append(np.ones(batch.values.shape[0], dtype=bool) if batch.valid is None else batch.valid)

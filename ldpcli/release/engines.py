@@ -21,6 +21,7 @@ publishes).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib.util
 import multiprocessing
@@ -30,8 +31,9 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from ldpcli.errors import UsageError, install_hint, quoted
@@ -63,7 +65,7 @@ class DaskEngine:
 
         tasks = [dask.delayed(fn, pure=False)(item, dask_key_name=f"ldp-{index}") for index, item in enumerate(items)]
         if self.scheduler == "processes":
-            return list(dask.compute(*tasks, scheduler="processes", initializer=_end_with_driver))
+            return _on_processes(tasks)
         if self.scheduler in LOCAL_SCHEDULERS:
             return list(dask.compute(*tasks, scheduler=self.scheduler))
         from distributed import Client
@@ -74,6 +76,42 @@ class DaskEngine:
             raise UsageError(f"`scheduler` {self.scheduler}: cannot reach a Dask scheduler there ({quoted(str(exc))})") from exc
         with client:
             return list(dask.compute(*tasks, scheduler=client))
+
+
+def _on_processes(tasks: Sequence[Any]) -> list[Any]:
+    """Compute ``tasks`` on Dask's ``processes`` scheduler, with a pool of worker processes of ldp's own.
+
+    Dask's own pool waits for the running tasks when the computation is interrupted (seconds, for
+    parts that are being written); this one ends its workers at once on any exception (a signal, a
+    failed part): the parts they would still write belong to a run that never publishes. The
+    workers are dead before the exception goes on, so none writes into the staging directory that
+    the caller removes then.
+    """
+    import dask
+    from dask.multiprocessing import get_context, initialize_worker_process
+    from dask.system import CPU_COUNT
+
+    workers = dask.config.get("num_workers", None) or CPU_COUNT
+    pool = ProcessPoolExecutor(workers, mp_context=get_context(),
+                               initializer=partial(initialize_worker_process, user_initializer=_end_with_driver))
+    try:
+        return list(dask.compute(*tasks, scheduler="processes", pool=pool))
+    except BaseException:
+        _kill_workers(pool)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """End every worker process of ``pool`` now (SIGKILL) and wait until each has ended."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # CPython's executor keeps them there
+    for process in processes:
+        with contextlib.suppress(OSError, ValueError):
+            process.kill()
+    for process in processes:
+        with contextlib.suppress(OSError, ValueError, AssertionError):
+            process.join()
 
 
 def _end_with_driver() -> None:

@@ -32,7 +32,7 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from queue import Queue
+from queue import Full, Queue
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -73,6 +73,8 @@ from ldpcli.risk.section import reconstruction
 #: A batch gets 1/8 of the budget when 6 threads or fewer privatize (one batch being read, one per
 #: thread, one being written), and 1/(threads + 2) beyond, so the budget holds whatever the thread count.
 _MIN_BATCHES_PER_BUDGET = 8
+#: Seconds between two looks at a recorded cancellation while :func:`_run` waits for its writer thread.
+_JOIN_POLL = 0.05
 
 
 def available_cores() -> int:
@@ -531,10 +533,11 @@ def privatize_file(
                     fingerprint, row_digest,
                 )
             finally:
-                if fingerprint is not None:
-                    fingerprint.close()
-                if row_digest is not None:
-                    row_digest.close()
+                with interrupts.held():  # their threads are joined even if a signal comes now
+                    if fingerprint is not None:
+                        fingerprint.close()
+                    if row_digest is not None:
+                        row_digest.close()
             if n == 0:
                 raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
             check_clipping(n_clipped, n, clip_limit, os.fspath(source), mech, why=released)
@@ -687,10 +690,34 @@ def _run(
         stop.set()
         raise
     finally:
-        queue.put(None)
-        writing.join()
-        pool.shutdown(wait=True, cancel_futures=True)
+        # Never leave the writer running: the output's encoder and file go away once this returns, and a
+        # thread still inside pyarrow when the interpreter exits crashes it. A signal meanwhile is
+        # recorded (raised once the threads are joined) and tells the writer to skip what is queued.
+        with interrupts.held():
+            _join_writer(queue, writing, stop)
+            pool.shutdown(wait=True, cancel_futures=True)
     interrupts.check()
     if failure:
         raise failure[0]
     return counts[0], counts[1]
+
+
+def _join_writer(queue: Queue[Any], writing: threading.Thread, stop: threading.Event) -> None:
+    """Hand the writer thread of :func:`_run` its end mark and wait until it has ended.
+
+    The waits are short and repeated so that a cancellation recorded meanwhile (a signal, held back
+    here) sets ``stop`` at once: the writer then finishes only the batch it is writing and skips
+    the queued ones, instead of writing them all first.
+    """
+    while True:
+        if interrupts.requested() is not None:
+            stop.set()
+        try:
+            queue.put(None, timeout=_JOIN_POLL)
+            break
+        except Full:
+            continue
+    while writing.is_alive():
+        writing.join(_JOIN_POLL)
+        if interrupts.requested() is not None:
+            stop.set()
