@@ -38,14 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.errors import DataError, UsageError, counted
+from ldpcli.errors import DataError, UsageError, counted, require_extras
 from ldpcli.learn.central import CentralLayer, CentralOptions, central_steps, most_uses, poisson_schedule
 from ldpcli.learn.labels import Labels, check_label_type, parse_classes
 from ldpcli.learn.losses import LOSSES, Loss, make_loss
 from ldpcli.learn.model import Metrics, TrainResult, publish_model
 from ldpcli.learn.reference import REFERENCE_SECONDS, Minimizer, empirical_minimizer
 from ldpcli.learn.sgd import DEFAULT_MECHANISM, GEOMETRIES, ITERATES, Iterate, default_step_rule, sgd_pass
-from ldpcli.math.bitgen import require_randomgen
 from ldpcli.mechanisms.base import MechanismSpec, check_count, get_mechanism
 from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.ledger import InputFingerprint
@@ -467,7 +466,8 @@ def _central_layer(central: CentralOptions | None, batch: int, epochs: int) -> C
         raise UsageError("with `sampling_rate` each step's rows are a Poisson sample (q·N rows expected); leave `batch` "
                          "at 1")
     options = central.validated()
-    require_randomgen()  # the samples and the noise are ChaCha20's: refused now, not after reading the data
+    # the accountant, and ChaCha20 for the samples and the noise: both named at once, before reading the data
+    require_extras("the central layer", [("dp-accounting", "dp_accounting", "central"), ("randomgen", "randomgen", "secure")])
     return options.layer(options.steps(epochs))
 
 
