@@ -524,12 +524,12 @@ def _test_rows(test: Path, train_source: _Source, labels: Labels, loss: Loss,
 
 
 def _check_output(target: Path, overwrite: bool, source: Path) -> None:
+    from ldpcli.release.inputs import refuse_output_over_input
     from ldpcli.release.sidecar import sidecar_path
 
     if target.suffix.lower() not in (".json", ".npz"):
         raise UsageError(f"{target}: save the model as .json or .npz")
-    if source.exists() and target.exists() and source.resolve() == target.resolve():
-        raise UsageError(f"{target}: the model would overwrite the data; choose another -o")
+    refuse_output_over_input(source, target, "model")
     for path in (target, sidecar_path(target)):
         if path.exists() and not overwrite:
             raise UsageError(f"{path} already exists; pass `overwrite=True` to replace it")
