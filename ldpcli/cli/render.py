@@ -60,6 +60,14 @@ class _Console(Console):
                 keep_whole(item, self)
         super().print(*objects, **options)
 
+    def on_broken_pipe(self) -> None:
+        """A closed stdout ends the run quietly with exit 141 (:mod:`ldpcli.cli.pipes`), not rich's exit 1."""
+        if not self.stderr:
+            from ldpcli.cli.pipes import end_quietly
+
+            end_quietly()
+        super().on_broken_pipe()
+
 
 # emoji=False: a message quoting a range such as 'A:B:K' must not turn ':b:' into an emoji.
 out = _Console(highlight=False, soft_wrap=True, emoji=False)
