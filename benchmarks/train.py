@@ -50,12 +50,12 @@ from pathlib import Path
 import numpy as np
 
 from ldpcli.learn.losses import make_loss
+from ldpcli.learn.reference import empirical_minimizer
 from ldpcli.learn.sgd import (
     DEFAULT_MECHANISM,
     EuclideanIterate,
     StepRule,
     default_step_rule,
-    empirical_minimizer,
     sgd_pass,
 )
 from ldpcli.math.domains import L2_BALL

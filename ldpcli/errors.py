@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Callable
+from typing import Callable, Sequence
 
 #: A parameter in a message: ```name```, or ```name=True``` / ```name=False``` for a switch.
 _PARAMETER = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*(?:=(?:True|False))?)`")
@@ -95,10 +95,11 @@ class DataError(LdpError):
     exit_code = 1
 
 
-def install_hint(extra: str) -> str:
-    """The command that adds ldp's optional ``extra`` (``"dask"``), for an installed package and for
-    a clone of the repository, where the package-name form fails."""
-    return f"pip install 'ldp[{extra}]' (from a clone of ldp: pip install -e '.[{extra}]')"
+def install_hint(*extras: str) -> str:
+    """The command that adds ldp's optional ``extras`` (``"dask"``; several: one line for all of them),
+    for an installed package and for a clone of the repository, where the package-name form fails."""
+    names = ",".join(extras)
+    return f"pip install 'ldp[{names}]' (from a clone of ldp: pip install -e '.[{names}]')"
 
 
 class MissingDependency(LdpError):
@@ -106,6 +107,22 @@ class MissingDependency(LdpError):
     message names the ``pip install`` line that adds it."""
 
     exit_code = 1
+
+
+def require_extras(purpose: str, needs: Sequence[tuple[str, str, str]]) -> None:
+    """:class:`MissingDependency` naming *every* missing package of ``needs`` (pip name, module, extra)
+    and the one ``pip install`` line that adds them all, when ``purpose`` needs several extras: checked
+    together, so that installing what the message names is enough."""
+    import importlib.util
+
+    missing = [(name, extra) for name, module, extra in needs if importlib.util.find_spec(module) is None]
+    if not missing:
+        return
+    names = [name for name, _ in missing]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    verb = "is" if len(names) == 1 else "are"
+    raise MissingDependency(f"{purpose} needs {listed}, which {verb} not installed: "
+                            f"{install_hint(*dict.fromkeys(extra for _, extra in missing))}")
 
 
 class Interrupted(KeyboardInterrupt):

@@ -75,11 +75,12 @@ def ldp(*args: Any, **invoke_options: Any) -> Result:
     return RUNNER.invoke(app, [str(a) for a in args], **invoke_options)
 
 
-def ldp_without(package: str, *args: Any, ledger: Path) -> subprocess.CompletedProcess[str]:
+def ldp_without(package: str | tuple[str, ...], *args: Any, ledger: Path) -> subprocess.CompletedProcess[str]:
     """``ldp ARGS…`` in a fresh interpreter where ``import package`` raises ImportError (``sys.modules[package]
-    = None``), with this checkout first on the path and ``ledger`` as the owner's ledger."""
+    = None``; a tuple: each of them), with this checkout first on the path and ``ledger`` as the owner's ledger."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "LDP_LEDGER": str(ledger)}
-    code = (f"import sys; sys.modules[{package!r}] = None; from ldpcli.cli.app import main; "
+    hidden = "".join(f"sys.modules[{name!r}] = None; " for name in ((package,) if isinstance(package, str) else package))
+    code = (f"import sys; {hidden}from ldpcli.cli.app import main; "
             f"sys.argv = ['ldp', *{[str(a) for a in args]!r}]; main()")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
 

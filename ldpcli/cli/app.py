@@ -1,7 +1,8 @@
 """The ``ldp`` command line: a thin Typer layer over the ``ldpcli`` library.
 
 Results go to stdout (rich tables for people, ``--json`` for machines); messages, warnings and
-progress bars go to stderr. Exit codes: 0 success, 1 bad data, 2 bad usage. Library errors
+progress bars go to stderr. Exit codes: 0 success, 1 bad data (or a missing optional package), 2 bad
+usage, 141 when the reader closed stdout (:mod:`ldpcli.cli.pipes`). Library errors
 (``ldpcli.errors``) become one line ``ldp: error: …`` without a traceback (:func:`_errors`).
 
 Each command is a module of :mod:`ldpcli.cli.commands`, imported only when it runs (or when its
@@ -20,6 +21,7 @@ from typing import Any, Iterator
 import typer
 
 from ldpcli._version import __version__
+from ldpcli.cli import pipes
 from ldpcli.cli._typer_compat import ClickException, ClickUsageError, Command, Group, NoArgsIsHelpError
 from ldpcli.cli.flags import in_flags
 from ldpcli.cli.render import err, out
@@ -99,11 +101,11 @@ class _Root(Group):
         if not standalone_mode:
             return run()
         try:
-            code = run()
+            code = self._run(run)
         except NoArgsIsHelpError as exc:  # `ldp` alone: the help (rich prints it), exit 2 as a usage error
             text = exc.ctx.get_help()
             if text:
-                out.print(text, markup=False)
+                self._run(lambda: out.print(text, markup=False))
             sys.exit(2)
         except ClickUsageError as exc:
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
@@ -113,6 +115,22 @@ class _Root(Group):
             err.print(f"ldp: error: {exc.format_message()}", markup=False)
             sys.exit(exc.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+    @staticmethod
+    def _run(run: Any) -> Any:
+        """``run()``, where a write to a closed stdout outside a command's callback (the help, the
+        version: Typer and rich turn it into a silent exit 1) ends as :func:`ldpcli.cli.pipes.end_quietly`."""
+        was_pipe = pipes.stdout_is_pipe()
+        try:
+            return run()
+        except SystemExit as exc:
+            if exc.code == 1 and (pipes.stdout_gone() or was_pipe and pipes.stdout_silenced()):
+                pipes.end_quietly()
+            raise
+        except OSError as exc:
+            if pipes.closed_stdout(exc):
+                pipes.end_quietly()
+            raise
 
 
 app = typer.Typer(
@@ -133,14 +151,16 @@ def _fail(exc: LdpError) -> typer.Exit:
 
 @contextmanager
 def _errors() -> Iterator[None]:
-    """Turn library errors and Ctrl-C into one-line messages and exit codes."""
+    """Turn library errors, Ctrl-C and a closed stdout into one-line messages (none for the last) and exit codes."""
     try:
         yield
     except LdpError as exc:
         raise _fail(in_flags(exc)) from None
     except KeyboardInterrupt as exc:
         raise _interrupted(exc.exit_code if isinstance(exc, Interrupted) else 130) from None
-    except Exception:
+    except Exception as exc:
+        if pipes.closed_stdout(exc):  # the reader of stdout is gone (`| head`): quietly, exit 141
+            pipes.end_quietly()
         # A signal whose exception a library swallowed can surface as another error (e.g. pyarrow's
         # half-imported pandas): the run was cancelled, and says so.
         signum = interrupts.requested()
@@ -188,7 +208,10 @@ def main() -> None:
     process on the spot and leave the temporary file behind).
     """
     interrupts.install()
-    app()
+    try:
+        app()
+    finally:
+        pipes.flush_stdout()  # now, not in the interpreter's exit, where a closed pipe prints "Exception ignored"
 
 
 if __name__ == "__main__":

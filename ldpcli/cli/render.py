@@ -60,6 +60,14 @@ class _Console(Console):
                 keep_whole(item, self)
         super().print(*objects, **options)
 
+    def on_broken_pipe(self) -> None:
+        """A closed stdout ends the run quietly with exit 141 (:mod:`ldpcli.cli.pipes`), not rich's exit 1."""
+        if not self.stderr:
+            from ldpcli.cli.pipes import end_quietly
+
+            end_quietly()
+        super().on_broken_pipe()
+
 
 # emoji=False: a message quoting a range such as 'A:B:K' must not turn ':b:' into an emoji.
 out = _Console(highlight=False, soft_wrap=True, emoji=False)
@@ -213,3 +221,30 @@ def progress(label: str, quiet: bool) -> Iterator[tuple[Callable[[int | None], N
     finally:
         if state["task"] is not None:
             bar.stop()
+
+
+@contextmanager
+def status(quiet: bool) -> Iterator[Callable[[str], None]]:
+    """A callback that shows its latest line as a transient rich status (a spinner) on stderr.
+
+    Nothing is shown with ``--quiet`` or when stderr is not a terminal; the line is gone when the
+    block ends. For a stage with no row count to show (``ldp train``'s non-private reference).
+    """
+    from rich.text import Text
+
+    enabled = not quiet and err.is_terminal
+    shown: list[Any] = []
+
+    def on_text(text: str) -> None:
+        if not enabled:
+            return
+        if not shown:
+            shown.append(err.status(Text(text)))
+            shown[0].start()
+        shown[0].update(Text(text))
+
+    try:
+        yield on_text
+    finally:
+        if shown:
+            shown[0].stop()

@@ -14,6 +14,7 @@ What a release of standard input records as its input is :data:`STDIN_LABEL`, no
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import sys
@@ -94,10 +95,22 @@ def stdout_suffix(source: Path) -> str:
 
 
 def copy_to_stdout(path: Path, stream: BinaryIO | None = None) -> None:
-    """Write a finished output's bytes to standard output."""
+    """Write a finished output's bytes to standard output, every one of them or an error.
+
+    A write to a pipe whose reader closes while it is blocked returns the part that went through,
+    without an error, and ``shutil.copyfileobj`` ignores that count: the release was cut short and
+    the run said it was complete. Each write here continues where the last one stopped, so a closed
+    reader ends in BrokenPipeError (:mod:`ldpcli.cli.pipes`).
+    """
     target = stream if stream is not None else sys.stdout.buffer
     with path.open("rb") as data:
-        shutil.copyfileobj(data, target, _CHUNK)
+        while chunk := data.read(_CHUNK):
+            view = memoryview(chunk)
+            while view:
+                written = target.write(view)
+                if not written:
+                    raise BrokenPipeError(errno.EPIPE, "standard output accepts no more bytes")
+                view = view[written:]
     target.flush()
 
 

@@ -15,6 +15,12 @@ Gradient norms (what the public bound L has to cover before clipping):
   ∇_c = (π_c − 1[c = t])·x with π the softmax, so ‖∇‖ = ‖π − e_t‖·‖x‖ ≤ √2‖x‖;
 - squared, ℓ = ½(⟨θ,x⟩ − t)²: ∇ = (⟨θ,x⟩ − t)·x, unbounded: clipping to L decides.
 
+At the start θ = 0 the norms are fixed by ‖x‖ alone: ½‖x‖ (logistic), ‖x‖ (hinge) and
+√((k − 1)/k)·‖x‖ for softmax (π is uniform, ‖π − e_t‖² = (1 − 1/k)² + (k − 1)/k² = (k − 1)/k).
+So for rows of a public norm bound r, the public L = factor·√(r² + 1) (the intercept's 1
+included) clips no gradient: :meth:`Loss.gradient_bound`; with unit rows and an intercept every
+softmax gradient at θ = 0 has norm √(2(k − 1)/k) > 1, so L = 1 clips them all.
+
 No module here reads files: the losses are plain numpy, so the tests compare them with finite
 differences and the benchmarks call them directly.
 """
@@ -51,6 +57,17 @@ class Loss(ABC):
     def __init__(self, d: int, outputs: int = 1) -> None:
         self.d = int(d)
         self.outputs = int(outputs)
+
+    def start_factor(self) -> float | None:
+        """‖∇ℓ(0; x, t)‖/‖x‖, the same for every row (module docstring); None where it depends on the target."""
+        return None
+
+    def gradient_bound(self, row_norm: float, intercept: bool) -> float | None:
+        """sup ‖∇ℓ(θ; x, t)‖ over θ and every row of norm ≤ ``row_norm`` (before the intercept's 1 is
+        appended when ``intercept``): :attr:`gradient_factor`·√(r² + 1), or ·r; None when unbounded."""
+        if self.gradient_factor is None:
+            return None
+        return self.gradient_factor * float(np.hypot(row_norm, 1.0) if intercept else row_norm)
 
     @property
     def n_params(self) -> int:
@@ -112,6 +129,9 @@ class Logistic(_Linear):
 
     name = "logistic"
 
+    def start_factor(self) -> float:
+        return 0.5  # σ(0)
+
     def losses(self, theta: np.ndarray, X: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.logaddexp(0.0, -t * (X @ theta))
 
@@ -124,6 +144,9 @@ class Hinge(_Linear):
 
     name = "hinge"
     smooth = False
+
+    def start_factor(self) -> float:
+        return 1.0  # every margin is 0 < 1
 
     def losses(self, theta: np.ndarray, X: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.maximum(0.0, 1.0 - t * (X @ theta))
@@ -162,6 +185,9 @@ class Softmax(Loss):
 
     def targets(self, codes: np.ndarray) -> np.ndarray:
         return np.asarray(codes, dtype=np.int64)
+
+    def start_factor(self) -> float:
+        return float(np.sqrt((self.outputs - 1) / self.outputs))
 
     def classes_of(self, t: np.ndarray) -> np.ndarray:
         return t

@@ -31,7 +31,8 @@ from ldpcli.io.atomic import finished_bytes
 from ldpcli.io.publication import Publication
 from ldpcli.learn.central import CentralLayer
 from ldpcli.learn.losses import Loss, make_loss
-from ldpcli.learn.sgd import DEFAULT_MECHANISM, Minimizer, StepRule, gradient_moment_bounds
+from ldpcli.learn.reference import Minimizer
+from ldpcli.learn.sgd import DEFAULT_MECHANISM, StepRule, gradient_moment_bounds
 from ldpcli.mechanisms.base import Mechanism
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.release.commit import Charge, commit_release
@@ -42,6 +43,11 @@ from ldpcli.release.sidecar import REPRODUCIBLE_NOTE, sidecar_path, sidecar_text
 MODEL_FORMAT = "ldp-model"
 MODEL_SIDECAR_FORMAT = "ldp-model-release"
 MODEL_VERSION = 1
+#: What ``--json`` says of its entries computed from the raw rows (:data:`OWNER_ONLY`).
+OWNER_ONLY_STATEMENT = ("computed from the raw training (and evaluation) rows without privacy: for the data owner "
+                        "only, never written to the model file, its sidecar or the ledger")
+#: The entries of :meth:`TrainResult.to_dict` that are statistics of the raw rows, not releases.
+OWNER_ONLY = ("clipped_gradients", "evaluation", "baseline_distance", "minimizer", "minimizer_note")
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,8 @@ class TrainResult:
     train_rows: int
     holdout_rows: int
     clipped: int
+    #: The gradients computed (and privatized): rows × epochs, or the Poisson samples' sizes summed.
+    gradients: int
     #: Wall-clock seconds of the training loop (reading, calibration and evaluation excluded).
     seconds: float
     reproducible: bool
@@ -136,6 +144,24 @@ class TrainResult:
         loss = self._loss()
         gap = loss.canonical(self.theta if other is None else other) - loss.canonical(theta)
         return float(np.sqrt(gap @ gap))
+
+    def clipping(self) -> tuple[str, bool] | None:
+        """(the sentence about clipped gradients, whether it is loud), None when none was clipped.
+
+        Loud above :data:`CLIP_ADVICE_FRACTION` of the gradients, with the public L that clips none for
+        rows of a norm the owner knows (:meth:`ldpcli.learn.losses.Loss.gradient_bound`), never one
+        computed from the data. The count itself is for the owner's terminal only.
+        """
+        if self.clipped == 0:
+            return None
+        total = max(self.gradients, self.clipped)
+        share = self.clipped / total
+        text = (f"{self.clipped} of {counted(total, 'gradient')} ({share:.1%}) {'was' if self.clipped == 1 else 'were'} "
+                f"clipped to L = {self.mechanism.norm_bound:g}: the model follows the clipped gradients")
+        private = "; this count is shown here only, never stored"
+        if share <= CLIP_ADVICE_FRACTION:
+            return text + " (a larger public L clips less but adds noise)" + private, False
+        return text + ". " + _public_bound_advice(self._loss(), self.intercept) + private, True
 
     def privacy(self) -> dict[str, Any]:
         """The guarantee: ε per use, uses per row, ε per row, and the statement."""
@@ -232,11 +258,14 @@ class TrainResult:
                                                                                        self.baseline),
                 "objective": self.minimizer.objective, "converged": self.minimizer.converged,
                 "on_boundary": self.minimizer.on_boundary, "method": self.minimizer.method,
+                "gap": self.minimizer.gap, "distance_bound": self.minimizer.distance_bound,
+                "iterations": self.minimizer.iterations, "stopped": self.minimizer.stopped,
             },
             "minimizer_note": self.minimizer_note,
             "reproducible": self.reproducible,
             "output": None if self.output is None else str(self.output),
             "sidecar": None if self.sidecar is None else str(self.sidecar),
+            "owner_only": {"entries": list(OWNER_ONLY), "statement": OWNER_ONLY_STATEMENT},
         }
         return out
 
@@ -255,6 +284,32 @@ class TrainResult:
                       else f"Poisson sampling: each row in each step with probability q = {self.central.sampling_rate:g}"),
             "classes_from_data": self.classes_from_data,
         }
+
+
+#: Above this share of clipped gradients :meth:`TrainResult.clipping` is loud and says which public L fits.
+CLIP_ADVICE_FRACTION = 0.5
+
+
+def _public_bound_advice(loss: Loss, intercept: bool) -> str:
+    """Which public L clips no gradient of ``loss`` for rows of norm ≤ r (:mod:`ldpcli.learn.losses`): a
+    formula in r and the number of classes, instantiated for unit rows only; nothing from the data."""
+    with_one = " (x with the intercept's 1)" if intercept else ""
+    if loss.gradient_factor is None:
+        return (f"{loss.name}-loss gradients (⟨θ, x⟩ − y)·x{with_one} are unbounded, so L decides how much is clipped: "
+                "choose it from what you know of the label's and the features' range (`norm_bound`), not from the data")
+    root2 = math.isclose(loss.gradient_factor, math.sqrt(2.0))
+    factor = "√2·" if root2 else ("" if loss.gradient_factor == 1.0 else f"{loss.gradient_factor:g}·")
+    start = loss.start_factor()
+    at_zero = "" if start is None else f", {start:.3g}·‖x‖ for every row at the start θ = 0"
+    if loss.name == "softmax":
+        at_zero = f", √((k − 1)/k)·‖x‖ = {start:.3g}·‖x‖ for every row at the start θ = 0 (k = {loss.outputs} classes)"
+    norm = "√(r² + 1)" if intercept else "r"
+    unit = loss.gradient_bound(1.0, intercept)
+    assert unit is not None
+    shown = math.ceil(unit * 1000 - 1e-9) / 1000  # rounded up: the L shown must still clip none
+    return (f"A {loss.name} gradient has norm at most {factor}‖x‖{with_one}{at_zero}; for rows of norm at most r "
+            f"the public bound L = {factor}{norm} clips none (L = {shown:g} for unit rows, r = 1). Choose r from what "
+            "you know of the features, not from the data, and pass L as `norm_bound` (a larger L also adds noise)")
 
 
 _PREDICT = {

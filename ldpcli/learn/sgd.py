@@ -22,7 +22,7 @@ public bound on the second moment E‖ĝ‖² of one step's averaged releases; `
 Sec. 2.3, per step).
 
 A non-private twin (:class:`Iterate` fed the exact mean gradient of the same rows, same steps, same
-set) runs on the same pass as the baseline. :func:`empirical_minimizer` computes θ̂, the minimiser
+set) runs on the same pass as the baseline; :mod:`ldpcli.learn.reference` computes θ̂, the minimiser
 of the empirical loss over the same set, for the distance ‖θ̄ − θ̂‖.
 """
 
@@ -32,7 +32,6 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -272,95 +271,3 @@ def sgd_pass(
         if on_rows is not None:
             on_rows(len(rows))
     return clipped
-
-
-@dataclass(frozen=True)
-class Minimizer:
-    """θ̂ = argmin over the parameter set of the mean loss, and how it was found."""
-
-    theta: np.ndarray
-    objective: float
-    converged: bool
-    on_boundary: bool
-    method: str
-
-
-def empirical_minimizer(loss: Loss, X: np.ndarray, t: np.ndarray, geometry: str, radius: float,
-                        *, tol: float = 1e-9, max_iter: int = 5000) -> Minimizer:
-    """θ̂ minimising F(θ) = (1/n)Σℓ(θ; x_i, t_i) over the ℓ2 (or ℓ1) ball of radius R.
-
-    First L-BFGS without the constraint (scipy); if its point lies in the ball it is θ̂ (F is
-    convex, so an interior stationary point is the constrained minimum). Otherwise θ̂ is on the
-    sphere: for the ℓ2 ball, θ̂ = θ(μ) = argmin F(θ) + (μ/2)‖θ‖² with μ > 0 the root of ‖θ(μ)‖ = R
-    (the KKT conditions; ‖θ(μ)‖ decreases in μ and is at most ‖∇F(0)‖/μ, which brackets the
-    root), each θ(μ) by warm-started L-BFGS; for the ℓ1 ball, accelerated projected gradient
-    (FISTA with backtracking and adaptive restart, Beck and Teboulle 2009) until the gradient
-    mapping's norm is below ``tol``·(1 + ‖∇F‖). Needs a smooth loss.
-    """
-    from scipy.optimize import brentq, minimize
-
-    def objective(theta: np.ndarray, mu: float = 0.0) -> tuple[float, np.ndarray]:
-        value = float(loss.losses(theta, X, t).mean()) + 0.5 * mu * float(theta @ theta)
-        return value, loss.mean_gradient(theta, X, t) + mu * theta
-
-    def solve(mu: float, x0: np.ndarray) -> Any:
-        return minimize(objective, x0, args=(mu,), jac=True, method="L-BFGS-B",
-                        options={"maxiter": max_iter, "ftol": 1e-15, "gtol": tol})
-
-    def settled(found: Any, mu: float) -> bool:
-        """L-BFGS converged, or stopped where the gradient is already at the tolerance (recent scipy
-        reports a line search that cannot improve on an optimal warm start as ABNORMAL)."""
-        value, gradient = objective(found.x, mu)
-        return bool(found.success) or float(np.abs(gradient).max()) <= 1e3 * tol * (1.0 + abs(value))
-
-    start = solve(0.0, np.zeros(loss.n_params))
-    size = float(np.abs(start.x).sum()) if geometry == "l1" else float(np.sqrt(start.x @ start.x))
-    if size <= radius:
-        return Minimizer(start.x, objective(start.x)[0], settled(start, 0.0), False, "L-BFGS (interior)")
-    if geometry == "l1":
-        return _fista_l1(objective, project_l1(start.x, radius), radius, tol, max_iter)
-    warm: list[np.ndarray] = [project_l2(start.x, radius)]  # the last θ(μ): the next solve's start
-    solved: list[bool] = [True]
-
-    def excess(log_mu: float) -> float:
-        found = solve(math.exp(log_mu), warm[0])
-        warm[0], solved[0] = found.x, settled(found, math.exp(log_mu))
-        return float(np.sqrt(found.x @ found.x)) - radius
-
-    top = math.log(float(np.linalg.norm(objective(np.zeros(loss.n_params))[1])) / radius) + 1e-9
-    log_mu = brentq(excess, top - 40.0, top, xtol=1e-12, rtol=1e-12)
-    theta = project_l2(solve(math.exp(log_mu), warm[0]).x, radius)
-    value, gradient = objective(theta)
-    # KKT: ∇F(θ̂) = −μθ̂ with μ ≥ 0, i.e. the gradient points straight into the ball.
-    cosine = -float(gradient @ theta) / (float(np.linalg.norm(gradient)) * radius + 1e-300)
-    return Minimizer(theta, value, bool(solved[0] and cosine > 1 - 1e-6), True,
-                     "L-BFGS on the ridge path (on the boundary)")
-
-
-def _fista_l1(objective: Callable[[np.ndarray], tuple[float, np.ndarray]], x: np.ndarray, radius: float,
-              tol: float, max_iter: int) -> Minimizer:
-    """Accelerated projected gradient onto the ℓ1 ball from x (see :func:`empirical_minimizer`)."""
-    y, fx = x.copy(), objective(x)[0]
-    momentum, lipschitz = 1.0, 1.0
-    converged = False
-    for _ in range(max_iter):
-        fy, gy = objective(y)
-        while True:
-            candidate = project_l1(y - gy / lipschitz, radius)
-            step = candidate - y
-            f_new = objective(candidate)[0]
-            if f_new <= fy + gy @ step + 0.5 * lipschitz * (step @ step) + 1e-15 * abs(fy):
-                break
-            lipschitz *= 2.0
-        mapping = lipschitz * float(np.sqrt(step @ step))
-        if f_new > fx:  # adaptive restart: drop the momentum
-            momentum, y = 1.0, x.copy()
-            continue
-        next_momentum = 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * momentum**2))
-        y = candidate + ((momentum - 1.0) / next_momentum) * (candidate - x)
-        x, fx, momentum = candidate, f_new, next_momentum
-        lipschitz *= 0.9  # let the estimate shrink again
-        if mapping <= tol * (1.0 + float(np.sqrt(gy @ gy))):
-            converged = True
-            break
-    return Minimizer(x, fx, converged, True, "projected FISTA (on the boundary)")

@@ -38,22 +38,13 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.errors import DataError, UsageError, counted
+from ldpcli.errors import DataError, UsageError, counted, require_extras
 from ldpcli.learn.central import CentralLayer, CentralOptions, central_steps, most_uses, poisson_schedule
 from ldpcli.learn.labels import Labels, check_label_type, parse_classes
 from ldpcli.learn.losses import LOSSES, Loss, make_loss
 from ldpcli.learn.model import Metrics, TrainResult, publish_model
-from ldpcli.learn.sgd import (
-    DEFAULT_MECHANISM,
-    GEOMETRIES,
-    ITERATES,
-    Iterate,
-    Minimizer,
-    default_step_rule,
-    empirical_minimizer,
-    sgd_pass,
-)
-from ldpcli.math.bitgen import require_randomgen
+from ldpcli.learn.reference import REFERENCE_SECONDS, Minimizer, empirical_minimizer
+from ldpcli.learn.sgd import DEFAULT_MECHANISM, GEOMETRIES, ITERATES, Iterate, default_step_rule, sgd_pass
 from ldpcli.mechanisms.base import MechanismSpec, check_count, get_mechanism
 from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.ledger import InputFingerprint
@@ -109,6 +100,13 @@ class TrainingOptions:
         The central layer (Bhowmick et al. 2018, eq. (13)): Poisson sampling at rate q for
         T = ⌈epochs/q⌉ steps (``batch`` stays 1), projection of each release onto the ball of radius
         ρ and Gaussian noise, with a central (ε, δ). None: the local protocol alone.
+    reference : bool
+        Also compute θ̂, the exact minimiser of the training loss over the same ball
+        (:mod:`ldpcli.learn.reference`), for the distance ‖θ̄ − θ̂‖ and θ̂'s evaluation: a statistic
+        of the raw rows without privacy, for the operator only, never written. False skips it.
+    reference_seconds : float or None
+        The most wall-clock seconds θ̂ may take (None: no limit); past them it stops with a note
+        saying how far from the minimum it is.
     """
 
     loss: str = "logistic"
@@ -124,6 +122,8 @@ class TrainingOptions:
     test: PathLike | None = None
     holdout: float | None = None
     central: CentralOptions | None = None
+    reference: bool = True
+    reference_seconds: float | None = REFERENCE_SECONDS
 
 
 # --- reading --------------------------------------------------------------------------------------
@@ -242,6 +242,7 @@ def train(
     options: ReleaseOptions = ReleaseOptions(),
     on_start: Callable[[int | None], None] | None = None,
     on_rows: Callable[[int], None] | None = None,
+    on_reference: Callable[[str], None] | None = None,
 ) -> TrainResult:
     """Train a model on ``data`` by locally private stochastic gradient (or mirror) descent.
 
@@ -270,6 +271,8 @@ def train(
         records the release, epochs·ε, once it is written); the others are refused.
     on_start, on_rows : callable or None
         Progress: the number of row uses to come, and each step's rows.
+    on_reference : callable or None
+        Progress of θ̂ (``training.reference``): a short line at each of its iterations.
 
     Returns
     -------
@@ -304,6 +307,9 @@ def train(
         raise UsageError(f"`eta0` must be a finite number > 0, got {eta0!r}")
     if beta is not None and not (0.0 <= beta <= 1.0):
         raise UsageError(f"`beta` must be in [0, 1] (the theory wants (1/2, 1)), got {beta!r}")
+    seconds = training.reference_seconds
+    if seconds is not None and not (isinstance(seconds, (int, float)) and seconds > 0):
+        raise UsageError(f"`reference_seconds` must be a number of seconds > 0, got {seconds!r}")
     if holdout is not None and not (0.0 < holdout < 1.0):
         raise UsageError(f"`holdout` must be a fraction in (0, 1), got {holdout!r}")
     if holdout is not None and test is not None:
@@ -390,8 +396,9 @@ def train(
     private = ITERATES[geometry](p, radius)
     twin: Iterate | None = ITERATES[geometry](p, radius) if baseline else None
     window_rows = max(batch, memory // (2 * 8 * (len(features) + 1)))
+    gradients = state.train_rows * epochs if schedule is None else sum(len(rows) for rows in schedule)
     if on_start is not None:
-        on_start(state.train_rows * epochs if schedule is None else sum(len(rows) for rows in schedule))
+        on_start(gradients)
     clipped = 0
     cached = _cached_training(state, labels, model_loss, intercept, str(path)) if state.in_memory else None
     started = time.perf_counter()
@@ -408,12 +415,16 @@ def train(
     # The non-private comparisons (for the operator only).
     minimizer: Minimizer | None = None
     minimizer_note: str | None = None
-    if not model_loss.smooth:
+    if not training.reference:
+        minimizer_note = "θ̂ not computed (`reference=False`)"
+    elif not model_loss.smooth:
         minimizer_note = f"θ̂ not computed: the {loss} loss is not differentiable"
     elif cached is None:
-        minimizer_note = "θ̂ not computed: the training rows do not fit in --memory"
+        minimizer_note = "θ̂ not computed: the training rows do not fit in `memory`"
     else:
-        minimizer = empirical_minimizer(model_loss, cached[0], cached[1], geometry, radius)
+        minimizer = empirical_minimizer(model_loss, cached[0], cached[1], geometry, radius, seconds=seconds,
+                                        on_progress=on_reference)
+        minimizer_note = minimizer.stop_note(seconds)
     models = {"private": private.average}
     if twin is not None:
         models["baseline"] = twin.average
@@ -436,7 +447,8 @@ def train(
         loss=loss, label=label, classes=labels.classes, classes_from_data=from_data, features=features,
         intercept=intercept, theta=private.average.copy(), mechanism=mech, epochs=epochs, uses_per_row=uses, batch=batch,
         steps=private.steps, rule=rule, geometry=geometry, radius=float(radius), rows=state.rows,
-        train_rows=state.train_rows, holdout_rows=state.holdout_rows, clipped=clipped, seconds=train_seconds,
+        train_rows=state.train_rows, holdout_rows=state.holdout_rows, clipped=clipped, gradients=gradients,
+        seconds=train_seconds,
         reproducible=seed is not None, in_memory=state.in_memory, evaluated_on=evaluated_on,
         evaluation_rows=evaluation_rows, metrics=metrics, baseline=None if twin is None else twin.average.copy(),
         minimizer=minimizer, minimizer_note=minimizer_note, output=target,
@@ -454,7 +466,8 @@ def _central_layer(central: CentralOptions | None, batch: int, epochs: int) -> C
         raise UsageError("with `sampling_rate` each step's rows are a Poisson sample (q·N rows expected); leave `batch` "
                          "at 1")
     options = central.validated()
-    require_randomgen()  # the samples and the noise are ChaCha20's: refused now, not after reading the data
+    # the accountant, and ChaCha20 for the samples and the noise: both named at once, before reading the data
+    require_extras("the central layer", [("dp-accounting", "dp_accounting", "central"), ("randomgen", "randomgen", "secure")])
     return options.layer(options.steps(epochs))
 
 
@@ -511,12 +524,12 @@ def _test_rows(test: Path, train_source: _Source, labels: Labels, loss: Loss,
 
 
 def _check_output(target: Path, overwrite: bool, source: Path) -> None:
+    from ldpcli.release.inputs import refuse_output_over_input
     from ldpcli.release.sidecar import sidecar_path
 
     if target.suffix.lower() not in (".json", ".npz"):
         raise UsageError(f"{target}: save the model as .json or .npz")
-    if source.exists() and target.exists() and source.resolve() == target.resolve():
-        raise UsageError(f"{target}: the model would overwrite the data; choose another -o")
+    refuse_output_over_input(source, target, "model")
     for path in (target, sidecar_path(target)):
         if path.exists() and not overwrite:
             raise UsageError(f"{path} already exists; pass `overwrite=True` to replace it")

@@ -23,7 +23,7 @@ import importlib.util
 import os
 from types import ModuleType
 
-from ldpcli.errors import UsageError, install_hint
+from ldpcli.errors import MissingDependency, UsageError, install_hint
 
 #: The environment variable that chooses the kernels: ``auto`` (default), ``numba`` or ``numpy``.
 KERNEL_ENV = "LDP_KERNEL"
@@ -41,7 +41,7 @@ def kernel_name() -> str:
     if choice not in _CHOICES:
         raise UsageError(f"{KERNEL_ENV}={choice!r}: use one of {', '.join(_CHOICES)}")
     if choice == "numba" and not _numba_installed():
-        raise UsageError(f"{KERNEL_ENV}=numba but numba is not installed: {install_hint('fast')}")
+        raise MissingDependency(f"{KERNEL_ENV}=numba but numba is not installed: {install_hint('fast')}")
     if choice == "numpy" or not _numba_installed():
         return "numpy"
     return "numba"

@@ -55,7 +55,7 @@ from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.engines import DaskEngine, LocalEngine, describe, run_all
 from ldpcli.release.file import _Privatizer, _run, check_threads, ledger_entry, release_checks, released_input_warning
-from ldpcli.release.inputs import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs
+from ldpcli.release.inputs import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs, refuse_output_over_input
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.options import ReleaseOptions
 from ldpcli.release.randomness import input_key, key_block_rows, root_seed
@@ -268,6 +268,9 @@ def privatize_dataset(
     out = Path(output_dir)
     if data_suffix(out).lower() in file_suffixes():  # a data file's name, not a directory's
         raise UsageError(f"-o {out}: the dask engine writes a dataset directory of parts; give a directory (-o DIR/)")
+    sources = expand_inputs(inputs, privatized=False)
+    for source in sources:
+        refuse_output_over_input(source, out)  # first: no overwriting decides this
     if out.exists() and (not out.is_dir() or not overwrite):
         raise UsageError(f"{out} already exists; pass `overwrite=True` to replace it" if out.is_dir()
                          else f"{out}: exists and is not a directory; choose another -o")
@@ -276,7 +279,6 @@ def privatize_dataset(
     if not os.access(out.parent, os.W_OK | os.X_OK):
         raise _unwritable(out, "permission denied")
     check_codec("parquet", options.compression, str(out))
-    sources = expand_inputs(inputs, privatized=False)
     if out.exists():
         check_replaceable_dataset(out, sources, ledger)
     sweep_stale(out.parent)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from ldpcli.errors import UsageError, install_hint, quoted
+from ldpcli.errors import MissingDependency, UsageError, install_hint, quoted
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -143,8 +143,8 @@ def _exit_when_ended(sentinel: int) -> None:
 
 def make_engine(name: str, scheduler: str | None = None) -> DaskEngine | None:
     """The engine called ``name``: None for ``local`` (the caller runs the work itself), a
-    :class:`DaskEngine` for ``dask``. UsageError for an unknown name, a ``scheduler`` without Dask,
-    and Dask not installed."""
+    :class:`DaskEngine` for ``dask``. UsageError for an unknown name and a ``scheduler`` without
+    ``engine`` dask; MissingDependency (exit 1, as for every missing extra) when Dask is not installed."""
     if name not in ENGINES:
         raise UsageError(f"`engine` {name!r}: use one of {', '.join(ENGINES)}")
     if name == "local":
@@ -152,9 +152,10 @@ def make_engine(name: str, scheduler: str | None = None) -> DaskEngine | None:
             raise UsageError("`scheduler` chooses where Dask runs; it needs `engine` dask")
         return None
     if importlib.util.find_spec("dask") is None:
-        raise UsageError(f"`engine` dask needs Dask: {install_hint('dask')}")
+        raise MissingDependency(f"`engine` dask needs Dask: {install_hint('dask')}")
     if scheduler is not None and scheduler not in LOCAL_SCHEDULERS and importlib.util.find_spec("distributed") is None:
-        raise UsageError(f"`scheduler` {scheduler}: a scheduler address needs dask.distributed: {install_hint('dask')}")
+        raise MissingDependency(f"`scheduler` {scheduler}: a scheduler address needs dask.distributed: "
+                                f"{install_hint('dask')}")
     return DaskEngine(scheduler or "threads")
 
 

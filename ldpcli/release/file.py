@@ -50,6 +50,7 @@ from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.mechanisms.hooks import spending_note
 from ldpcli.mechanisms.rendering import secured
 from ldpcli.release.commit import Charge, commit_release
+from ldpcli.release.inputs import expand_inputs, refuse_output_over_input
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.ledger_file import LedgerEntry
 from ldpcli.release.options import ReleaseOptions, mechanism_spec
@@ -329,10 +330,10 @@ def privatize_files(
     ``options.overwrite``). If an input fails, the ones before it stay released, complete with
     their sidecars and ledger records, and the error says which they are.
     """
-    from ldpcli.release.inputs import expand_inputs
-
     sources = expand_inputs(inputs, privatized=False)
     targets, folder = output_paths(sources, output)
+    for source, target in zip(sources, targets):
+        refuse_output_over_input(source, target)  # first: no overwriting decides this
     if not options.overwrite:
         for target in targets:
             for path in (target, sidecar_path(target)):
@@ -460,8 +461,7 @@ def privatize_file(
     file_format(source)
     out_format = file_format(target)
     check_codec(out_format, options.compression, str(target))
-    if source.exists() and target.exists() and source.resolve() == target.resolve():
-        raise UsageError(f"{target}: the output would overwrite the input; choose another -o")
+    refuse_output_over_input(source, target)
     side = sidecar_path(target) if sidecar is None else Path(sidecar)
     if sidecar is not None:
         check_local(side)

@@ -53,6 +53,30 @@ def has_sidecar(path: Path) -> bool:
     return sidecar_path(path).is_file() or legacy_sidecar_path(path).is_file()
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path once links and ``..`` are resolved, or one
+    file on disk by two names (a hard link, a bind mount: :func:`os.path.samefile`)."""
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def refuse_output_over_input(source: Path, target: Path, what: str = "output") -> None:
+    """UsageError when ``target`` is ``source`` under any name (:func:`same_file`), or a directory that holds it.
+
+    Checked before anything about replacing an existing output: ldp never writes over the data it
+    reads, whatever else the call allows, so the only way on is another output name.
+    """
+    if same_file(source, target):
+        how = "" if os.path.abspath(source) == os.path.abspath(target) else f" ({source} by another name)"
+        raise UsageError(f"{target}: the {what} would be the input itself{how}; ldp never writes over its input: "
+                         f"choose another `output` file")
+    if target.is_dir() and any(same_file(target, parent) for parent in source.parents):
+        raise UsageError(f"{target}: the {what} directory holds the input {source}, and replacing it would delete "
+                         f"the input: choose another `output` directory")
+
+
 def expand_inputs(inputs: Inputs, *, privatized: bool) -> list[Path]:
     """The files that ``inputs`` name, in order (see the module's docstring).
 

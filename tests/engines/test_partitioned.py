@@ -20,7 +20,7 @@ import pytest
 from helpers import ldp, unit_rows
 
 from ldpcli.analysis.estimate import estimate_mean
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError, MissingDependency
 from ldpcli.io.atomic import file_sha256
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.inputs import MANIFEST_NAME
@@ -147,7 +147,7 @@ def test_engine_options_are_checked(inputs: list[Path], args: list[str], fragmen
 
 def test_without_dask_the_engine_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(UsageError, match=r"engine dask needs Dask: pip install 'ldp\[dask\]'"):
+    with pytest.raises(MissingDependency, match=r"engine dask needs Dask: pip install 'ldp\[dask\]'"):
         make_engine("dask")
 
 

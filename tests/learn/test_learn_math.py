@@ -19,13 +19,13 @@ from helpers import bonferroni_z
 from scipy.optimize import minimize
 
 from ldpcli.learn.losses import LOSSES, make_loss
+from ldpcli.learn.reference import empirical_minimizer
 from ldpcli.learn.sgd import (
     EntropicIterate,
     EuclideanIterate,
     Iterate,
     StepRule,
     default_step_rule,
-    empirical_minimizer,
     gradient_moment_bounds,
     project_l1,
     project_l2,

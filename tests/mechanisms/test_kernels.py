@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from helpers import bonferroni_z
 
-from ldpcli.errors import UsageError
+from ldpcli.errors import MissingDependency, UsageError
 from ldpcli.math import kernels
 from ldpcli.math import sphere as sm
 from ldpcli.mechanisms import get_mechanism
@@ -117,7 +117,7 @@ def test_kernel_choice_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
         kernels.kernel_name()
     monkeypatch.setattr(kernels, "_numba_installed", lambda: False)
     monkeypatch.setenv(kernels.KERNEL_ENV, "numba")
-    with pytest.raises(UsageError, match=r"numba is not installed: pip install 'ldp\[fast\]'"):
+    with pytest.raises(MissingDependency, match=r"numba is not installed: pip install 'ldp\[fast\]'"):
         kernels.kernel_name()
     monkeypatch.setenv(kernels.KERNEL_ENV, "auto")
     assert kernels.kernel_name() == "numpy"  # auto without numba: the reference, silently

@@ -35,6 +35,7 @@ from ldpcli.cli.options import (
     public_bound,
     split,
 )
+from ldpcli.cli.pipes import closed_stdout
 from ldpcli.cli.render import err, fmt, fmt_bound, note, progress, render, warn
 from ldpcli.errors import UsageError, counted
 from ldpcli.io.formats import suffix_words
@@ -253,7 +254,13 @@ def privatize(
             ),
         )
         if streams[1]:
-            copy_to_stdout(results[0].output)
+            try:
+                copy_to_stdout(results[0].output)
+            except OSError as exc:
+                if closed_stdout(exc):  # committed before the copy: the ledger counts what went out
+                    warn("stdout was closed before the whole release was written: its reader got only part of the "
+                         "rows; the ledger still records the release, since the rows that went out are released")
+                raise
     if streams[1]:  # stdout carries the rows: the summary goes to stderr, unless -q
         if not quiet:
             err.print(f"ldp: wrote {counted(results[0].n, 'row')} (d = {results[0].d}{_shuffled_text(results[0].shuffled)}) "

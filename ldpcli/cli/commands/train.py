@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any, Optional
 
@@ -9,6 +10,7 @@ import typer
 from rich.table import Table
 
 from ldpcli.cli._typer_compat import Command
+from ldpcli.cli.flags import text_in_flags
 from ldpcli.cli.options import (
     CALIBRATION_OPTION,
     FORCE_OPTION,
@@ -20,9 +22,11 @@ from ldpcli.cli.options import (
     public_bound,
     split,
 )
-from ldpcli.cli.render import fmt, note, out, progress, render, summary_table, warn
+from ldpcli.cli.render import fmt, note, out, progress, render, status, summary_table, warn
 from ldpcli.errors import counted
 from ldpcli.learn.central import DEFAULT_DELTA, central_options
+from ldpcli.learn.model import OWNER_ONLY_STATEMENT
+from ldpcli.learn.reference import REFERENCE_SECONDS
 from ldpcli.learn.sgd import DEFAULT_MECHANISM
 from ldpcli.learn.train import TrainingOptions, train
 from ldpcli.mechanisms import MechanismSpec
@@ -92,6 +96,15 @@ def train_cmd(
     ),
     baseline: bool = typer.Option(False, "--baseline", help="Also run non-private SGD on the same pass (same rows, "
                                   "steps and set) and report it. It is never written to the model file."),
+    reference: bool = typer.Option(
+        True, "--reference/--no-reference", help="Compute θ̂, the exact minimiser of the training loss over the same "
+        "ball, and report ‖θ̄ − θ̂‖ and θ̂'s evaluation: a yardstick computed from the raw rows without privacy, shown "
+        "to you only and never written. --no-reference skips it (and every number that needs it)."
+    ),
+    reference_seconds: float = typer.Option(
+        REFERENCE_SECONDS, "--reference-seconds", metavar="SECONDS", help="Stop θ̂ after this many seconds, with a note "
+        "saying how close it got (its tolerance is below the six digits shown)."
+    ),
     test: Optional[Path] = typer.Option(None, "--test", help="Evaluate on this file (the same feature and label "
                                         "columns): mean loss, and accuracy for a classifier."),
     holdout: Optional[float] = typer.Option(None, "--holdout", metavar="FRACTION", help="Keep this fraction of the "
@@ -160,7 +173,13 @@ def train_cmd(
     ledger records both; `ldp budget` composes the central (ε, δ) with the input's other central ones.
     """
     owner_ledger = Ledger.open(ledger)
-    with progress("training", quiet) as (on_start, on_rows):
+    with status(quiet) as show, contextlib.ExitStack() as bar:
+        on_start, on_rows = bar.enter_context(progress("training", quiet))
+
+        def on_reference(text: str) -> None:
+            bar.close()  # the training bar ends where the reference begins
+            show(f"non-private reference θ̂ (--no-reference skips it): {text}")
+
         result = train(
             data, output, label=label,
             mechanism=MechanismSpec(mechanism, eps, calibration, public_bound(norm_bound, r_max), options),
@@ -169,26 +188,28 @@ def train_cmd(
                 intercept=intercept, classes=split(classes) or None, baseline=baseline, test=test, holdout=holdout,
                 central=central_options(central_radius, sampling_rate, noise_multiplier, central_epsilon,
                                         central_delta),
+                reference=reference, reference_seconds=reference_seconds,
             ),
             options=ReleaseOptions(
                 columns=Columns(column, split(columns) or None), seed=seed, force=force, overwrite=overwrite,
                 budget=Budget(owner_ledger, max_budget), resources=Resources(memory=byte_size(memory, "--memory")),
             ),
-            on_start=on_start, on_rows=on_rows,
+            on_start=on_start, on_rows=on_rows, on_reference=on_reference,
         )
     for text in result.notices:
         warn(text)
     if result.classes_from_data:
         warn(f"the class list ({', '.join(repr(c) for c in (result.classes or ())[:10])}) was read from the data and is "
              "released with the model unprivatized; pass --classes to make it a public choice")
-    if result.clipped:
-        note(f"{result.clipped} of {counted(result.train_rows * result.epochs, 'gradient')} "
-             f"{'was' if result.clipped == 1 else 'were'} clipped to L = "
-             f"{result.mechanism.norm_bound:g}: the model follows the clipped gradients (a larger public L clips less "
-             "but adds noise); this count is shown here only, never stored", quiet)
+    clipping = result.clipping()
+    if clipping is not None:
+        (warn if clipping[1] else lambda text: note(text_in_flags(text), quiet))(clipping[0])
     if result.reproducible:
         warn("seeded run: reproducible by anyone who knows the seed; do not release it")
-    render(result.to_dict(), as_json, None if quiet else lambda: _print_training(result), default=str)
+    report = result.to_dict()
+    if report["minimizer_note"] is not None:
+        report["minimizer_note"] = text_in_flags(report["minimizer_note"])
+    render(report, as_json, None if quiet else lambda: _print_training(result), default=str)
 
 
 def _print_training(result: Any) -> None:
@@ -230,11 +251,13 @@ def _print_training(result: Any) -> None:
     out.print(summary)
     report = result.to_dict()
     if result.metrics or report["baseline_distance"] is not None or report["minimizer"] is not None:
-        table = Table(title="Evaluation" + (f" on the {result.evaluated_on} ({counted(result.evaluation_rows, 'row')})"
-                                            if result.evaluated_on else ""), title_justify="left")
-        for name in ("model", "mean loss", "accuracy", "‖θ − θ̂‖"):
-            table.add_column(name, justify="right" if name != "model" else "left")
         minimizer = report["minimizer"]
+        table = Table(title="Evaluation" + (f" on the {result.evaluated_on} ({counted(result.evaluation_rows, 'row')})"
+                                            if result.evaluated_on else ""), title_justify="left",
+                      caption=f"{OWNER_ONLY_STATEMENT[0].upper()}{OWNER_ONLY_STATEMENT[1:]}.", caption_justify="left")
+        columns = ("model", "mean loss", "accuracy") + (("‖θ − θ̂‖",) if minimizer is not None else ())
+        for name in columns:
+            table.add_column(name, justify="right" if name != "model" else "left")
         distances = {"private": None if minimizer is None else minimizer["distance"],
                      "baseline": None if minimizer is None else minimizer["baseline_distance"], "minimizer": 0.0}
         names = {"private": "private (this model)", "baseline": "non-private SGD, same pass",
@@ -243,12 +266,12 @@ def _print_training(result: Any) -> None:
             if key == "baseline" and result.baseline is None or key == "minimizer" and minimizer is None:
                 continue
             metrics = result.metrics.get(key)
-            table.add_row(names[key], "—" if metrics is None else fmt(metrics.loss),
-                          "—" if metrics is None or metrics.accuracy is None else f"{metrics.accuracy:.2%}",
-                          fmt(distances[key]))
+            cells = ["—" if metrics is None else fmt(metrics.loss),
+                     "—" if metrics is None or metrics.accuracy is None else f"{metrics.accuracy:.2%}"]
+            table.add_row(names[key], *cells, *((fmt(distances[key]),) if minimizer is not None else ()))
         out.print(table)
     if result.minimizer_note:
-        out.print(result.minimizer_note, markup=False)
+        out.print(text_in_flags(result.minimizer_note), markup=False)
     weights = result.theta.reshape(result.outputs, len(result.features))
     shown = min(len(result.features), 10)
     coefficients = Table(title="coefficients" + (f" (first {shown} of {len(result.features)})"
