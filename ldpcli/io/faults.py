@@ -4,7 +4,8 @@ The tests of the commit protocol (``docs/commit-protocol.md``) run real ``ldp`` 
 them fail or die at a chosen step: ``LDP_FAULT=STEP:ACTION`` in the environment, where ``STEP`` is
 one of :data:`STEPS` and ``ACTION`` is ``kill`` (the process sends itself SIGKILL: nothing runs
 after it, as with a power cut or the OOM killer) or ``enospc`` (an ``OSError`` "No space left on
-device" is raised there, as a full disk would). Without the variable :func:`checkpoint` does
+device" is raised there, as a full disk would) or ``touch=PATH`` (the file ``PATH`` is created there and
+the run goes on, as a user saving a file into the output meanwhile would). Without the variable :func:`checkpoint` does
 nothing. It is no security boundary: whoever sets a process's environment can kill it anyway.
 """
 
@@ -41,3 +42,6 @@ def checkpoint(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if action == "enospc":
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if action.startswith("touch="):
+        with open(action.removeprefix("touch="), "a", encoding="utf-8") as handle:
+            handle.write("a file ldp did not write\n")
