@@ -31,6 +31,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -486,7 +487,7 @@ def save_central_release(release: CentralRelease, workload: Workload, output: Pa
     from ldpcli.io.atomic import finished_bytes
     from ldpcli.io.publication import Publication
     from ldpcli.release.commit import Charge, commit_release
-    from ldpcli.release.sidecar import sidecar_path, sidecar_text
+    from ldpcli.release.sidecar import check_replaceable, sidecar_path, sidecar_text
 
     path = Path(output)
     suffix = path.suffix.lower()
@@ -502,6 +503,8 @@ def save_central_release(release: CentralRelease, workload: Workload, output: Pa
         for target in (path, side):
             if target.exists():
                 raise UsageError(f"{target} exists; pass `overwrite=True` to replace it")
+    else:
+        check_replaceable(path, side, ledger_path=ledger.path if ledger is not None else None)
     if max_budget is not None and ledger is None:
         raise UsageError("max_budget needs the privacy-budget ledger (it counts what each input has spent)")
     charges = []
@@ -513,7 +516,8 @@ def save_central_release(release: CentralRelease, workload: Workload, output: Pa
             mechanism=release.to_dict()["mechanism"], epsilon=epsilon, epsilon_exact=epsilon, delta=release.delta,
             created="", tag="", reproducible=release.reproducible,
         ), os.fspath(source)))
-    publication = Publication(overwrite=overwrite)
+    publication = Publication(overwrite=overwrite, replaceable=partial(
+        check_replaceable, path, side, ledger_path=ledger.path if ledger is not None else None))
     with contextlib.ExitStack() as files:
         publication.add_file(files.enter_context(finished_bytes(path, payload)))
 

@@ -11,7 +11,9 @@ where ``STEP`` is one of :data:`STEPS` or :data:`COMMITTED_STEPS` and ``ACTION``
   (at :data:`STEPS` only: after the commit point nothing is left that could fail);
 - ``sigint``, ``sigterm``: the process sends itself that signal, as Ctrl-C or ``kill`` would: to
   the process, so the kernel picks the thread that takes it (any thread that does not block it);
-- ``double``: SIGINT, then SIGTERM at once (a second Ctrl-C, or a ``kill`` after it).
+- ``double``: SIGINT, then SIGTERM at once (a second Ctrl-C, or a ``kill`` after it);
+- ``touch=PATH``: the file ``PATH`` is created there and the run goes on, as a user saving a file into
+  the output meanwhile would.
 
 After sending a signal, :func:`checkpoint` waits (at most :data:`_SIGNAL_WAIT` seconds) until
 :mod:`ldpcli.io.interrupts` has recorded it, so the test knows that its handler ran at this step
@@ -55,7 +57,7 @@ SIGNAL_ACTIONS = {
 }
 
 #: Every action.
-ACTIONS = ("kill", "enospc", *SIGNAL_ACTIONS)
+ACTIONS = ("kill", "enospc", *SIGNAL_ACTIONS, "touch=PATH")
 
 #: Seconds a signal action waits for the handler to record its signals.
 _SIGNAL_WAIT = 10.0
@@ -75,6 +77,9 @@ def checkpoint(step: str) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     if action in SIGNAL_ACTIONS:
         _send(SIGNAL_ACTIONS[action])
+    if action.startswith("touch="):
+        with open(action.removeprefix("touch="), "a", encoding="utf-8") as handle:
+            handle.write("a file ldp did not write\n")
 
 
 def _send(signals: tuple[int, ...]) -> None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,8 @@ class _Move:
     backup: Path | None = None
     #: A directory swapped in place with ``renameat2(RENAME_EXCHANGE)``: the old one is at ``temp`` now.
     exchanged: bool = False
+    #: A directory output: the entries of the old directory that the caller checked ldp wrote.
+    known: frozenset[str] = frozenset()
 
     def to_dict(self) -> dict[str, Any]:
         return {"temp": os.fspath(self.temp), "target": os.fspath(self.target), "directory": self.directory,
@@ -97,9 +100,11 @@ class Publication:
     the commit point on: nothing may then take the release back (its ledger entry included).
     """
 
-    def __init__(self, *, overwrite: bool) -> None:
-        """An empty publication; ``overwrite``: existing targets may be replaced."""
+    def __init__(self, *, overwrite: bool, replaceable: Callable[[], None] | None = None) -> None:
+        """An empty publication; ``overwrite``: existing targets may be replaced, after
+        ``replaceable()`` (the caller's rule, raising to refuse) has run again once they exist."""
         self._overwrite = overwrite
+        self._replaceable = replaceable
         self._moves: list[_Move] = []
         self._sinks: list[AtomicFileSink] = []
         #: True once the journal is removed (the commit point): the release is complete.
@@ -115,9 +120,14 @@ class Publication:
         """The first output, as messages name the publication."""
         return self._moves[0].label if self._moves else "(nothing)"
 
-    def add_directory(self, staging: Path, target: Path, dataset: str) -> None:
-        """Publish the finished directory ``staging`` (a dataset with id ``dataset``) onto ``target``."""
-        self._moves.append(_Move(staging, target, os.fspath(target), directory=True, dataset=dataset))
+    def add_directory(self, staging: Path, target: Path, dataset: str, *, replaces: Collection[str] = ()) -> None:
+        """Publish the finished directory ``staging`` (a dataset with id ``dataset``) onto ``target``.
+
+        ``replaces``: the names of the old directory's entries that the caller checked ldp wrote. Once
+        the old directory is swapped out (before the commit point) it is listed again, and any other
+        entry (added meanwhile) rolls the publication back with a UsageError naming it."""
+        self._moves.append(_Move(staging, target, os.fspath(target), directory=True, dataset=dataset,
+                                 known=frozenset(replaces)))
 
     def run(self, confirm: Callable[[], None] | None = None) -> None:
         """Publish every output, then ``confirm``; on any failure restore the old outputs and re-raise."""
@@ -137,6 +147,8 @@ class Publication:
                     raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.")
                 if move.had_old:
                     move.backup = hidden_name(move.target, "old")
+            if self._replaceable is not None and any(move.had_old for move in self._moves):
+                self._replaceable()  # again now: a file may have appeared, or changed, since the run began
             try:
                 _write_journal(journal, self._moves)
                 checkpoint("journal")
@@ -158,7 +170,7 @@ class Publication:
                 _remove_path(journal)
                 for move in self._moves:
                     if move.directory:
-                        _remove_path(move.temp)
+                        remove_dataset_directory(move.temp, move.dataset)
                     else:
                         _remove(move.temp)
                         if move.backup is not None:
@@ -184,15 +196,68 @@ class Publication:
             if move.had_old:
                 if _renameat2(move.temp, move.target, _RENAME_EXCHANGE):
                     move.exchanged = True
+                    _check_swapped_out(move, move.temp)
                     return
                 assert move.backup is not None
                 os.rename(move.target, move.backup)
+                _check_swapped_out(move, move.backup)
             try:
                 _place_new(move.temp, move.target)
             except FileExistsError as exc:
                 raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.") from exc
             return
         _publish(move.temp, move.target, move.label, move.had_old, lambda: None)
+
+
+def _check_swapped_out(move: _Move, old: Path) -> None:
+    """UsageError naming the entries of the old directory, now at ``old``, that the caller did not
+    check ldp wrote (a file added while the run went on): raised before the commit point, so the
+    publication rolls back and the old directory returns whole."""
+    unknown = unknown_entries(old, move.known)
+    if unknown:
+        raise UsageError(
+            f"{move.label}: {entry_list(unknown)} appeared in it while ldp was writing its replacement; nothing was "
+            "replaced, and `overwrite=True` never deletes a file ldp did not write: move it away, then run again"
+        )
+
+
+def unknown_entries(directory: Path, known: Collection[str]) -> list[str]:
+    """The entries of ``directory`` (hidden ones included) not in ``known`` or not regular files
+    (links, subdirectories), sorted."""
+    with os.scandir(directory) as entries:
+        return sorted(entry.name for entry in entries if entry.name not in known or not entry.is_file(follow_symlinks=False))
+
+
+def entry_list(names: Sequence[str], shown: int = 3) -> str:
+    """The first ``shown`` of ``names``, quoted, and how many more (``'a', 'b', 'c' and 2 more``)."""
+    listed = ", ".join(repr(name) for name in names[:shown])
+    return listed + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+#: The names ldp gives the files of a dataset directory (its manifest, ``part-NNNNN.parquet`` and their
+#: sidecars: :func:`ldpcli.release.dataset._part_name`), which alone it deletes from one.
+_DATASET_ENTRY = re.compile(r"^(_ldp_dataset\.json|part-\d{5,}\.parquet(\.ldp\.json)?)$")
+
+
+def remove_dataset_directory(path: Path, dataset: str | None = None) -> None:
+    """Remove a dataset directory that ldp staged, replaced or swapped out, entry by entry: only
+    the names it gives a dataset's files (:data:`_DATASET_ENTRY`) and its own hidden temporaries;
+    any other entry stays, and with it the directory. With ``dataset``, a directory whose manifest
+    records another dataset (an old one that a failed roll-back left here) stays whole. A file, or
+    a link, is removed as it is."""
+    if path.is_symlink() or not path.is_dir():
+        _remove_path(path)
+        return
+    if dataset is not None and _dataset_id(path) not in (None, dataset):
+        return
+    with contextlib.suppress(OSError):
+        with os.scandir(path) as entries:
+            owned = [entry.path for entry in entries if not entry.is_dir(follow_symlinks=False)
+                     and (_DATASET_ENTRY.match(entry.name) or _HIDDEN.match(entry.name))]
+        for name in owned:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+        os.rmdir(path)
 
 
 def _keep_backup(move: _Move) -> None:
@@ -259,9 +324,9 @@ def _roll_back_directory(move: _Move) -> None:
 def _drop_old(move: _Move) -> None:
     """After the commit point: remove the replaced output (a backup, or a swapped-out directory)."""
     if move.directory and move.exchanged:
-        _remove_path(move.temp)
+        remove_dataset_directory(move.temp)
     elif move.backup is not None:
-        _remove_path(move.backup)
+        remove_dataset_directory(move.backup)
 
 
 def _write_journal(journal: Path, moves: Sequence[_Move]) -> None:
@@ -296,7 +361,7 @@ def sweep_stale(directory: Path) -> None:
         if name.endswith(".journal"):
             _recover(directory / name)
     for name in stale:
-        _remove_path(directory / name)
+        remove_dataset_directory(directory / name)
 
 
 def _recover(journal: Path) -> None:
@@ -310,4 +375,4 @@ def _recover(journal: Path) -> None:
     _roll_back(moves)
     _remove_path(journal)
     for move in moves:
-        _remove_path(move.temp)
+        remove_dataset_directory(move.temp)

@@ -20,6 +20,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.ledger_file import LedgerEntry
-from ldpcli.release.sidecar import REPRODUCIBLE_NOTE, sidecar_path, sidecar_text, utc_now
+from ldpcli.release.sidecar import REPRODUCIBLE_NOTE, check_replaceable, sidecar_path, sidecar_text, utc_now
 
 MODEL_FORMAT = "ldp-model"
 MODEL_SIDECAR_FORMAT = "ldp-model-release"
@@ -395,7 +396,8 @@ def publish_model(result: TrainResult, source: Path, target: Path | None, overwr
             reproducible=result.reproducible, central=result.central_section(),
         ), str(source)))
     published = [replace(result, sidecar=side)]
-    publication = Publication(overwrite=overwrite)
+    publication = Publication(overwrite=overwrite, replaceable=None if target is None or side is None else partial(
+        check_replaceable, target, side, ledger_path=ledger.path if ledger is not None else None))
     with contextlib.ExitStack() as files:
 
         def finish(tags: Sequence[str | None], created: str) -> None:

@@ -47,7 +47,7 @@ from ldpcli.learn.reference import REFERENCE_SECONDS, Minimizer, empirical_minim
 from ldpcli.learn.sgd import DEFAULT_MECHANISM, GEOMETRIES, ITERATES, Iterate, default_step_rule, sgd_pass
 from ldpcli.mechanisms.base import MechanismSpec, check_count, get_mechanism
 from ldpcli.mechanisms.composition import release_cost
-from ldpcli.release.ledger import InputFingerprint
+from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.options import ReleaseOptions, mechanism_spec
 from ldpcli.release.randomness import keyed_generator, root_seed
 from ldpcli.release.safety import check_epsilon
@@ -324,7 +324,7 @@ def train(
     path = Path(data)
     target = Path(output) if output is not None else None
     if target is not None:
-        _check_output(target, overwrite, path)
+        _check_output(target, overwrite, path, ledger)
 
     root = root_seed(seed)
     source = _Source(path, label, column, columns, holdout or 0.0, root, memory, intercept)
@@ -523,9 +523,11 @@ def _test_rows(test: Path, train_source: _Source, labels: Labels, loss: Loss,
     return rows
 
 
-def _check_output(target: Path, overwrite: bool, source: Path) -> None:
+def _check_output(target: Path, overwrite: bool, source: Path, ledger: Ledger | None) -> None:
+    """UsageError unless the model and its sidecar may be written at ``target`` (``overwrite``: only
+    over a model ldp wrote, :func:`ldpcli.release.sidecar.check_replaceable`)."""
     from ldpcli.release.inputs import refuse_output_over_input
-    from ldpcli.release.sidecar import sidecar_path
+    from ldpcli.release.sidecar import check_replaceable, sidecar_path
 
     if target.suffix.lower() not in (".json", ".npz"):
         raise UsageError(f"{target}: save the model as .json or .npz")
@@ -533,6 +535,8 @@ def _check_output(target: Path, overwrite: bool, source: Path) -> None:
     for path in (target, sidecar_path(target)):
         if path.exists() and not overwrite:
             raise UsageError(f"{path} already exists; pass `overwrite=True` to replace it")
+    if overwrite:
+        check_replaceable(target, sidecar_path(target), ledger_path=ledger.path if ledger is not None else None)
 
 
 def _cached_training(state: _Pass, labels: Labels, loss: Loss, intercept: bool, where: str) -> tuple[np.ndarray, np.ndarray]:

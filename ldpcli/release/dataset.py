@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -45,17 +44,31 @@ import pyarrow.parquet as pq
 
 from ldpcli._version import __version__
 from ldpcli.errors import DataError, UsageError, python_text
-from ldpcli.io import AtomicVectorWriter, VectorLayout, atomic_write_text, file_format, interrupts, open_vectors
+from ldpcli.io import (
+    AtomicVectorWriter,
+    VectorLayout,
+    atomic_write_text,
+    file_format,
+    file_sha256,
+    interrupts,
+    open_vectors,
+)
 from ldpcli.io.atomic import hidden_name
 from ldpcli.io.formats import check_codec, data_suffix, file_suffixes
 from ldpcli.io.jsonfile import read_json
-from ldpcli.io.publication import Publication, sweep_stale
+from ldpcli.io.publication import Publication, entry_list, remove_dataset_directory, sweep_stale, unknown_entries
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.engines import DaskEngine, LocalEngine, describe, run_all
 from ldpcli.release.file import _Privatizer, _run, check_threads, ledger_entry, release_checks, released_input_warning
-from ldpcli.release.inputs import MANIFEST_FORMAT, MANIFEST_NAME, expand_inputs, refuse_output_over_input
+from ldpcli.release.inputs import (
+    MANIFEST_FORMAT,
+    MANIFEST_NAME,
+    dataset_parts,
+    expand_inputs,
+    refuse_output_over_input,
+)
 from ldpcli.release.ledger import InputFingerprint, Ledger
 from ldpcli.release.options import ReleaseOptions
 from ldpcli.release.randomness import input_key, key_block_rows, root_seed
@@ -279,8 +292,7 @@ def privatize_dataset(
     if not os.access(out.parent, os.W_OK | os.X_OK):
         raise _unwritable(out, "permission denied")
     check_codec("parquet", options.compression, str(out))
-    if out.exists():
-        check_replaceable_dataset(out, sources, ledger)
+    replaces = check_replaceable_dataset(out, sources, ledger) if out.exists() else frozenset()
     sweep_stale(out.parent)
     signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
     chosen = options.columns
@@ -391,13 +403,12 @@ def privatize_dataset(
             _sync_entries(staging)
 
         publication = Publication(overwrite=overwrite)
-        publication.add_directory(staging, out, dataset_id)
+        publication.add_directory(staging, out, dataset_id, replaces=replaces)
         reservations = commit_release(publication, finish, ledger=ledger, charges=charges, max_budget=max_budget)
         notices.extend(r.notice for r in reservations if r.notice is not None)
         notices.extend(text for text in released if text)
     finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        remove_dataset_directory(staging, dataset_id)
     return DatasetResult(
         output=out, manifest=out / MANIFEST_NAME, parts=tuple(out / file.name for file in files),
         inputs=tuple(sources), n=sum(r.rows for r in kept), d=mech.d, mechanism=mech, layout=layout,
@@ -478,35 +489,36 @@ def _number_parts(staging: Path, written: Sequence[Path]) -> list[Path]:
     return files
 
 
-def check_replaceable_dataset(out: Path, sources: Sequence[Path], ledger: Ledger | None) -> None:
-    """UsageError unless the existing directory ``out`` may be replaced: an ldp dataset directory
-    that holds its manifest and nothing but the parts it lists and their sidecars (hidden ldp
-    temporaries aside), and neither an input nor the ledger."""
-    how = ("`overwrite=True` replaces only a dataset directory written by ldp; choose another -o, or empty or move the "
-           "directory yourself")
+def check_replaceable_dataset(out: Path, sources: Sequence[Path], ledger: Ledger | None) -> frozenset[str]:
+    """UsageError unless ``overwrite=True`` may replace the existing directory ``out``: every entry in it
+    (hidden ones included) is a file ldp wrote for its dataset, its manifest and the parts it lists
+    with their sidecars (:func:`ldpcli.release.inputs.dataset_parts`), each part's bytes still those
+    whose SHA-256 the manifest records; and it holds neither an input nor the ledger. Returns the
+    names of those entries: the publication lists the directory again once it has swapped it out,
+    and rolls back if any other entry appeared meanwhile (:meth:`Publication.add_directory`).
+    """
+    how = ("`overwrite=True` replaces only a dataset directory written by ldp, and never deletes a file ldp did not "
+           "write; choose another -o, or move the directory (or those files) away yourself")
     root = out.resolve()
     for path in [*sources, *([ledger.path] if ledger is not None else [])]:
         if root in Path(os.path.realpath(path)).parents:
             raise UsageError(f"{out}: holds {path}, which `overwrite=True` would delete; {how}")
-    manifest = out / MANIFEST_NAME
     try:
-        listed = read_json(manifest) if manifest.is_file() else None
-    except (OSError, ValueError):
-        listed = None
-    if not isinstance(listed, dict) or listed.get("format") != MANIFEST_FORMAT or not isinstance(
-            listed.get("parts"), list):
-        raise UsageError(f"{out}: is not an ldp dataset directory (no readable {MANIFEST_NAME}); {how}")
-    allowed = {MANIFEST_NAME}
-    for part in listed["parts"]:
-        name = part.get("file") if isinstance(part, dict) else None
-        if isinstance(name, str):
-            allowed.update({name, sidecar_path(Path(name)).name})
-    for entry in os.scandir(out):
-        if entry.name in allowed and entry.is_file(follow_symlinks=False):
-            continue
-        if entry.name.startswith(".") and ".ldp-" in entry.name:
-            continue  # a temporary of an ldp run
-        raise UsageError(f"{out}: holds {entry.name!r}, which is not part of its ldp dataset; {how}")
+        parts = dataset_parts(out)
+        recorded = {part["file"]: part["sha256"] for part in read_json(out / MANIFEST_NAME)["parts"]}
+    except (DataError, OSError, ValueError) as exc:
+        reason = str(exc).split(": ", 1)[-1].split(";")[0].replace("`", "")
+        raise UsageError(f"{out}: is not an ldp dataset directory, or not as ldp wrote it ({reason}); {how}") from exc
+    known = frozenset({MANIFEST_NAME, *(part.name for part in parts), *(sidecar_path(part).name for part in parts)})
+    unknown = unknown_entries(out, known)
+    if unknown:
+        raise UsageError(f"{out}: holds {entry_list(unknown)}, which ldp did not write for its "
+                         f"dataset; {how}")
+    for part in parts:
+        if file_sha256(part) != recorded[part.name]:
+            raise UsageError(f"{part}: its bytes differ from the SHA-256 its manifest records: it was changed after "
+                             f"ldp wrote it; {how}")
+    return known
 
 
 def _sync_entries(directory: Path) -> None:

@@ -31,6 +31,7 @@ import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from queue import Full, Queue
 from typing import Any, Callable, Sequence
@@ -51,7 +52,7 @@ from ldpcli.mechanisms.hooks import spending_note
 from ldpcli.mechanisms.rendering import secured
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.inputs import expand_inputs, refuse_output_over_input
-from ldpcli.release.ledger import InputFingerprint, Ledger
+from ldpcli.release.ledger import InputFingerprint
 from ldpcli.release.ledger_file import LedgerEntry
 from ldpcli.release.options import ReleaseOptions, mechanism_spec
 from ldpcli.release.randomness import DEFAULT_RNG, block_generators, check_rng, input_key, key_block_rows, root_seed
@@ -67,7 +68,14 @@ from ldpcli.release.shuffle import (
     shuffle_delta,
     shuffled_section,
 )
-from ldpcli.release.sidecar import build_sidecar, find_sidecar, load_sidecar, sidecar_path, sidecar_text
+from ldpcli.release.sidecar import (
+    build_sidecar,
+    check_replaceable,
+    find_sidecar,
+    load_sidecar,
+    sidecar_path,
+    sidecar_text,
+)
 from ldpcli.release.signing import signer_for
 from ldpcli.risk.section import reconstruction
 
@@ -232,22 +240,6 @@ def released_input_warning(source: Path) -> str | None:
         "error bars count only that second layer. To release the raw rows at another ε, privatize the raw file: "
         "the ledger then adds the two ε"
     )
-
-
-def check_replaceable(target: Path, side: Path, ledger: Ledger | None) -> None:
-    """UsageError unless an existing ``target`` may be replaced: an ldp output (with its sidecar
-    ``side``), and neither the ledger nor its lock file."""
-    if not target.exists():
-        return
-    if ledger is not None:
-        book = Path(os.path.realpath(ledger.path))
-        if target.resolve() in (book, book.with_name(book.name + ".lock")):
-            raise UsageError(f"{target}: is the privacy-budget ledger; choose another -o")
-    if not side.is_file():
-        raise UsageError(
-            f"{target}: exists and is not an ldp output (no sidecar {side.name} beside it); `overwrite=True` replaces only "
-            "ldp's own outputs: choose another -o, or move the file away yourself"
-        )
 
 
 def default_output_path(input_path: str | os.PathLike[str]) -> Path:
@@ -477,7 +469,7 @@ def privatize_file(
             "pass `overwrite=True` to replace it, or choose another -o"
         )
     if overwrite:
-        check_replaceable(target, side, ledger)
+        check_replaceable(target, side, ledger_path=ledger.path if ledger is not None else None)  # and at the publication
     sweep_stale(target.parent)
     signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
     released = released_input_warning(source)
@@ -550,7 +542,8 @@ def privatize_file(
                     writer.write(rows_out, None)
                 held.close()
             writer.finish()
-            publication = Publication(overwrite=overwrite)
+            publication = Publication(overwrite=overwrite, replaceable=partial(
+                check_replaceable, target, side, ledger_path=ledger.path if ledger is not None else None))
             publication.add_file(writer.sink)
             charges = []
             rows = row_digest.finish() if row_digest is not None else None

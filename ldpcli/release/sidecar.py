@@ -76,8 +76,8 @@ from typing import Any
 import numpy as np
 
 from ldpcli._version import __version__
-from ldpcli.errors import DataError, LdpError, counted, python_text
-from ldpcli.io import VectorLayout, atomic_write_text, file_format
+from ldpcli.errors import DataError, LdpError, UsageError, counted, python_text
+from ldpcli.io import VectorLayout, atomic_write_text, file_format, file_sha256
 from ldpcli.io.formats import binary_format, data_suffix, file_suffixes
 from ldpcli.io.jsonfile import read_json
 from ldpcli.math.kernels import kernel_name
@@ -305,6 +305,66 @@ def sidecar_text(content: dict[str, Any]) -> str:
 def write_sidecar(path: Path, content: dict[str, Any], *, overwrite: bool = False) -> None:
     """Write the sidecar atomically (temporary file, then rename)."""
     atomic_write_text(path, sidecar_text(content), overwrite=overwrite)
+
+
+#: Where the SHA-256 of the data is in the sidecar of each kind of ldp release that has one: a model's
+#: (``ldp train``, :func:`ldpcli.learn.model.model_sidecar`) and a central release's (``ldp answer``,
+#: :func:`ldpcli.analysis.answer.central_sidecar`); a privatized file's is read by :func:`load_sidecar`.
+_OTHER_SIDECARS = {"ldp-model-release": ("model", "sha256"), "ldp-central-release": ("data", "sha256")}
+
+
+def check_replaceable(target: Path, side: Path, *, ledger_path: str | os.PathLike[str] | None = None) -> None:
+    """UsageError unless ``overwrite=True`` may replace ``target`` and its sidecar ``side``: the one rule
+    of every one-file output (``privatize``, ``train``, ``answer``; docs/commit-protocol.md).
+
+    Nothing there: nothing to replace. Otherwise ldp must prove it wrote ``target``: ``side`` beside it is
+    a valid ldp sidecar (:func:`load_sidecar`; a model's or a central release's by its format) and the
+    SHA-256 of the data it records is that of ``target``'s bytes now. A sidecar without its data file,
+    a file without a sidecar (or beside an invalid one, even ``{}``, or one of another file) and a file
+    changed since ldp wrote it are refused, and so are the ledger ``ledger_path`` and its lock.
+    """
+    if ledger_path is not None and target.exists():
+        book = Path(os.path.realpath(ledger_path))
+        if target.resolve() in (book, book.with_name(book.name + ".lock")):
+            raise UsageError(f"{target}: is the privacy-budget ledger; choose another -o")
+    how = ("`overwrite=True` replaces only a file ldp can prove it wrote (its sidecar records the SHA-256 of its "
+           "bytes): move it away yourself, or choose another -o")
+    if not os.path.lexists(target):
+        if os.path.lexists(side):
+            raise UsageError(f"{side}: exists without the data file {target.name} it would describe, so ldp cannot "
+                             f"tell that it wrote it; {how}")
+        return
+    if target.is_symlink() or not target.is_file():
+        raise UsageError(f"{target}: exists and is not an ldp output (not a regular file); {how}")
+    if not side.is_file():
+        raise UsageError(f"{target}: exists and is not an ldp output (not written by ldp: no sidecar {side.name} "
+                         f"beside it); {how}")
+    try:
+        recorded = _recorded_sha256(side)
+    except DataError as exc:
+        reason = exc.template.split(": ", 1)[-1].split(";")[0].replace("`", "")
+        raise UsageError(f"{target}: exists and is not an ldp output (not written by ldp: its sidecar {side.name} is "
+                         f"not valid: {reason}); {how}") from exc
+    if file_sha256(target) != recorded:
+        raise UsageError(f"{target}: exists and its sidecar's hash does not match: it was changed after ldp wrote it, "
+                         f"or {side.name} describes another file; {how}")
+
+
+def _recorded_sha256(side: Path) -> str:
+    """The SHA-256 of the data that the ldp sidecar ``side`` records; DataError if it is none."""
+    try:
+        content = read_json(side)
+    except (OSError, ValueError):
+        content = None  # load_sidecar says what it is
+    kind = content.get("format") if isinstance(content, dict) else None
+    if kind not in _OTHER_SIDECARS:
+        return load_sidecar(side).sha256
+    section, name = _OTHER_SIDECARS[kind]
+    assert isinstance(content, dict)
+    value = content[section].get(name) if isinstance(content.get(section), dict) else None
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise _malformed(side, f"{section}.{name}")
+    return value
 
 
 @dataclass(frozen=True)
