@@ -15,6 +15,7 @@ whatever the row of its first bad cell (:func:`_numbers_read_as_text`).
 from __future__ import annotations
 
 import contextlib
+import csv as stdlib_csv
 import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
@@ -45,6 +46,8 @@ _CSV_SAMPLE = 1 << 20
 _CSV_MAX_SAMPLE = 1 << 28
 #: pyarrow's block size is an int32: the largest block asked for (a line longer than this is refused).
 _CSV_MAX_BLOCK = (1 << 31) - 1
+#: The widest CSV file read (:func:`_check_width`); wider vectors go in a Parquet list column.
+CSV_MAX_COLUMNS = 100_000
 #: Bytes read at the start of a CSV file to tell it from binary or compressed bytes.
 _TEXT_SNIFF = 1 << 16
 # Cells read as missing in a CSV vector column. "nan"/"inf" are not here: they parse as floats
@@ -72,7 +75,9 @@ def _open_csv(
     Batches are pyarrow's blocks cut to at most ``batch_rows`` rows, so they may be smaller.
     """
     _check_text(path, label)
-    block = min(_CSV_MAX_BLOCK, max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(_sample(path, label))))
+    sample = _sample(path, label)
+    _check_width(label, sample)
+    block = min(_CSV_MAX_BLOCK, max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(sample)))
     schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS)).peek()
     _check_header(label, schema.names)
     automatic = choice.layout is None and choice.column is None and choice.columns is None
@@ -228,6 +233,21 @@ def _check_header(label: str, names: Sequence[str]) -> None:
         raise DataError(
             f"{label}: the first line holds only numbers, so it is a row of data, not a header of column "
             "names; add a header row (e.g. x0,x1,...) as the first line."
+        )
+
+
+def _check_width(label: str, sample: bytes) -> None:
+    """:class:`DataError` for a header of more than :data:`CSV_MAX_COLUMNS` columns (counted in the
+    sample, quoted names with commas read as one): pyarrow's CSV reader holds about 6 KB per column
+    whatever the row count (3 rows of 10⁶ columns peaked above 6 GB), where Parquet's list form
+    holds one column."""
+    first = sample.split(b"\n", 1)[0].decode("utf-8", errors="replace")
+    width = len(next(stdlib_csv.reader([first]), []))
+    if width > CSV_MAX_COLUMNS:
+        raise DataError(
+            f"{label}: has more than {CSV_MAX_COLUMNS} columns ({width} or more), which a CSV file is not "
+            "read with in bounded memory; convert it to Parquet with the vectors as one list column "
+            "(e.g. pyarrow: pa.table({'vector': pa.array(list(rows))})) and privatize that."
         )
 
 

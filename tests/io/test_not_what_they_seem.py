@@ -118,3 +118,11 @@ def test_a_line_longer_than_the_largest_block_is_one_line(tmp_path: Path) -> Non
     source.write_text("a,b\n0.1,0." + "1" * 300_000 + "\n0.2,0.1\n")
     run = _privatize(tmp_path, source, prelude="import ldpcli.io.csv as c; c._CSV_MAX_BLOCK = 1 << 16; ")
     _one_line_error(run, source, "a line is longer than 65536 bytes")
+
+
+def test_a_csv_wider_than_the_limit_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    """3 rows of 10⁶ columns peaked above 6 GB in pyarrow's CSV reader."""
+    source = tmp_path / "wide.csv"
+    width = 100_001
+    source.write_text(",".join(f"c{j}" for j in range(width)) + "\n" + ",".join(["0"] * width) + "\n")
+    _one_line_error(_privatize(tmp_path, source), source, "has more than 100000 columns")
