@@ -15,6 +15,7 @@ whatever the row of its first bad cell (:func:`_numbers_read_as_text`).
 from __future__ import annotations
 
 import contextlib
+import csv as stdlib_csv
 import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ import pyarrow.csv as pacsv
 from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io.atomic import Sink
 from ldpcli.io.columns import _Choice, _resolve
-from ldpcli.io.formats import compression_of, register_format
+from ldpcli.io.formats import compression_of, not_text, register_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _clip, _no_rows, _reason, _row
 from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, translated_batches
@@ -43,6 +44,12 @@ _CSV_BLOCK = 1 << 20
 _CSV_BLOCK_LINES = 16
 _CSV_SAMPLE = 1 << 20
 _CSV_MAX_SAMPLE = 1 << 28
+#: pyarrow's block size is an int32: the largest block asked for (a line longer than this is refused).
+_CSV_MAX_BLOCK = (1 << 31) - 1
+#: The widest CSV file read (:func:`_check_width`); wider vectors go in a Parquet list column.
+CSV_MAX_COLUMNS = 100_000
+#: Bytes read at the start of a CSV file to tell it from binary or compressed bytes.
+_TEXT_SNIFF = 1 << 16
 # Cells read as missing in a CSV vector column. "nan"/"inf" are not here: they parse as floats
 # and are then reported as non-finite values rather than as missing ones.
 _CSV_NULLS = ["", "NA", "N/A", "n/a", "NULL", "null", "#N/A"]
@@ -67,8 +74,12 @@ def _open_csv(
 
     Batches are pyarrow's blocks cut to at most ``batch_rows`` rows, so they may be smaller.
     """
-    block = max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(_sample(path, label)))
+    _check_text(path, label)
+    sample = _sample(path, label)
+    _check_width(label, sample)
+    block = min(_CSV_MAX_BLOCK, max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(sample)))
     schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS)).peek()
+    _check_header(label, schema.names)
     automatic = choice.layout is None and choice.column is None and choice.columns is None
     typed = _numbers_read_as_text(path, label, block, schema, choice.keep) if automatic else schema
     kind, vector, keep, _ = _resolve(typed, label, choice, check_types=False)
@@ -200,6 +211,44 @@ def _parse_numbers(cells: pa.Array, label: str, name: str) -> pa.Array:
             f"{label}: column {name!r}: a value could not be read as a number; "
             "fix the value, or read the file without `skip_invalid=True` to find its row."
         ) from exc
+
+
+def _check_text(path: Path, label: str) -> None:
+    """:class:`DataError` for a ``.csv`` file whose first bytes are not text (:func:`not_text`: Parquet,
+    gzip, NUL bytes…), which pyarrow would report as a CSV field-count error or worse. A compressed
+    ``.csv.gz``/``.csv.zst`` is checked by its codec when it is read."""
+    if compression_of(path) is not None:
+        return
+    found = not_text(_open_input(path, label, _TEXT_SNIFF))
+    if found is not None:
+        what, todo = found
+        raise DataError(f"{label}: looks like {what}, not UTF-8 CSV text; {todo}.")
+
+
+def _check_header(label: str, names: Sequence[str]) -> None:
+    """:class:`DataError` for a header whose names are all numbers: a file without a header row, whose
+    first row of data pyarrow would take as column names (dropping that row and publishing its values
+    as names). No name is shown: they are a person's values."""
+    if names and all(re.match(_NUMBER_CELL, name) for name in names):
+        raise DataError(
+            f"{label}: the first line holds only numbers, so it is a row of data, not a header of column "
+            "names; add a header row (e.g. x0,x1,...) as the first line."
+        )
+
+
+def _check_width(label: str, sample: bytes) -> None:
+    """:class:`DataError` for a header of more than :data:`CSV_MAX_COLUMNS` columns (counted in the
+    sample, quoted names with commas read as one): pyarrow's CSV reader holds about 6 KB per column
+    whatever the row count (3 rows of 10⁶ columns peaked above 6 GB), where Parquet's list form
+    holds one column."""
+    first = sample.split(b"\n", 1)[0].decode("utf-8", errors="replace")
+    width = len(next(stdlib_csv.reader([first]), []))
+    if width > CSV_MAX_COLUMNS:
+        raise DataError(
+            f"{label}: has more than {CSV_MAX_COLUMNS} columns ({width} or more), which a CSV file is not "
+            "read with in bounded memory; convert it to Parquet with the vectors as one list column "
+            "(e.g. pyarrow: pa.table({'vector': pa.array(list(rows))})) and privatize that."
+        )
 
 
 def _sample(path: Path, label: str) -> bytes:

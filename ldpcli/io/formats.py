@@ -216,6 +216,35 @@ def binary_format(head: bytes) -> str | None:
     return next((kind for magic, kind in _MAGIC if head.startswith(magic)), None)
 
 
+#: Compressed or archived bytes, which a text format must not be read as (the codec's own magic).
+_COMPRESSED_MAGIC = (
+    (b"\x1f\x8b", "a gzip-compressed file", "decompress it (gunzip) or name it .csv.gz"),
+    (b"\x28\xb5\x2f\xfd", "a zstd-compressed file", "decompress it (unzstd) or name it .csv.zst"),
+    (b"BZh", "a bzip2-compressed file", "decompress it (bunzip2)"),
+    (b"\xfd7zXZ\x00", "an xz-compressed file", "decompress it (unxz)"),
+    (b"PK\x03\x04", "a zip archive", "extract the CSV file from it (unzip)"),
+)
+#: What to do with a binary data file ldp reads that was named as text.
+_RENAME = {"a Parquet file": "rename it to .parquet", "an Arrow IPC stream": "rename it to .arrows",
+           "an Arrow IPC file": "convert it to an Arrow IPC stream (.arrows) or Parquet",
+           "an .npy file": "rename it to .npy"}
+
+
+def not_text(head: bytes) -> tuple[str, str] | None:
+    """(what it is, what to do) for a file whose first bytes ``head`` are not text: a binary data file
+    (:func:`binary_format`), compressed bytes, or any NUL byte (a binary file, or a device such as
+    /dev/zero); None for bytes that may be text."""
+    kind = binary_format(head)
+    if kind is not None:
+        return kind, _RENAME[kind]
+    for magic, what, todo in _COMPRESSED_MAGIC:
+        if head.startswith(magic):
+            return what, todo
+    if b"\x00" in head:
+        return "a binary file (it holds NUL bytes)", "give a CSV text file"
+    return None
+
+
 def data_suffix(path: str | os.PathLike[str]) -> str:
     """The suffix that names a data file's format, compression included: ``.csv.gz``, ``.parquet``."""
     name = Path(path)

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from ldpcli.errors import DataError
 from ldpcli.io.atomic import Sink
 from ldpcli.io.columns import _Choice, _fields, _resolve
-from ldpcli.io.formats import register_format
+from ldpcli.io.formats import not_text, register_format
 from ldpcli.io.layout import VectorLayout
 from ldpcli.io.messages import _missing_vector, _no_rows, _reason, _row
 from ldpcli.io.read import VectorReader, _ArrowFailure, _open_input, source_precision, translated_batches
@@ -36,12 +36,15 @@ def _open_parquet(
     path: Path, label: str, choice: _Choice, batch_rows: Callable[[int], int]
 ) -> VectorReader:
     """Open a Parquet file: read its schema and row count, resolve the layout."""
-    _open_input(path, label)
+    head = _open_input(path, label, 1 << 12)
     try:
         # pre_buffer would read every row group ahead (the whole file in memory); stream instead.
         parquet = pq.ParquetFile(path, pre_buffer=False, buffer_size=_PARQUET_READ_BUFFER)
         schema, num_rows = parquet.schema_arrow, parquet.metadata.num_rows
     except _ArrowFailure as exc:
+        if head and not head.startswith(b"PAR1"):  # not Parquet at all: say what it looks like
+            what, todo = not_text(head) or ("text, such as CSV", "rename a CSV file to .csv")
+            raise DataError(f"{label}: not a valid Parquet file: it looks like {what}; {todo}.") from exc
         raise _not_parquet(label, exc) from exc
     try:
         if num_rows == 0:

@@ -149,11 +149,21 @@ class L2Ball(Domain):
         return sm.row_norms(x) > bound * (1.0 + tolerance)
 
     def nearest(self, x: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
-        """Rows with ‖x‖ > L scaled onto the sphere of radius L (overflow-safe norms)."""
+        """Rows with ‖x‖ > L scaled onto the sphere of radius L (overflow-safe norms).
+
+        A row of norm above 1e150 (whose squares overflow) is first divided by its largest |x_j|
+        (:func:`ldpcli.math.sphere.unit_scaled`): one whose norm exceeds float64's range (‖x‖ = inf,
+        e.g. d coordinates of 1e308) becomes L·x/‖x‖ like any other row, not L·x/inf = 0, whose
+        release would be a random direction, and L/‖x‖ does not lose bits to subnormals.
+        """
         out = np.array(x, dtype=np.float64, copy=True)
         norms = sm.row_norms(out)
         over = norms > bound
         if over.any():
+            huge = over & (norms > 1e150)
+            if huge.any():
+                out[huge] = sm.unit_scaled(out[huge])[0]
+                norms[huge] = sm.row_norms(out[huge])
             out[over] *= (bound / norms[over])[:, None]
         return out
 

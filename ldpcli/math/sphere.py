@@ -423,18 +423,25 @@ def row_norms(x: np.ndarray) -> np.ndarray:
     """‖x_i‖₂ of every row, without overflow (‖x‖ ≳ 1.3e154) or underflow (‖x‖ ≲ 1e−154) in the squares.
 
     Rows whose plain √Σx² is not finite or is tiny are recomputed after dividing by their largest
-    |x_j|, so a row of 1e308s keeps its direction instead of becoming a zero row.
+    |x_j|, so a row of 1e308s keeps its direction instead of becoming a zero row. A norm beyond
+    float64's largest value (e.g. four coordinates of 1e308) is inf, its correct rounding, without a
+    warning; :func:`unit_scaled` gives such rows a finite form with the same direction.
     """
     with np.errstate(over="ignore"):
         norms = np.sqrt(np.vecdot(x, x))
     redo = ~np.isfinite(norms) | (norms < 1e-150)
     if redo.any():
-        rows = x[redo]
-        biggest = np.max(np.abs(rows), axis=1)
-        safe = np.where(biggest > 0.0, biggest, 1.0)
-        scaled = rows / safe[:, None]
-        norms[redo] = biggest * np.sqrt(np.vecdot(scaled, scaled))
+        scaled, biggest = unit_scaled(x[redo])
+        with np.errstate(over="ignore"):  # ‖x‖ > 1.8e308: inf
+            norms[redo] = biggest * np.sqrt(np.vecdot(scaled, scaled))
     return norms
+
+
+def unit_scaled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(x_i/max_j |x_ij|, max_j |x_ij|) for every row (a zero row is kept, with factor 0): rows of the
+    same directions whose largest |value| is 1, so their squares neither overflow nor underflow."""
+    biggest = np.max(np.abs(x), axis=1)
+    return x / np.where(biggest > 0.0, biggest, 1.0)[:, None], biggest
 
 
 def round_to_sphere(x: np.ndarray, radius: float, rng: np.random.Generator) -> np.ndarray:
