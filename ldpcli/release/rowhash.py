@@ -45,7 +45,8 @@ The sketch
     ledger and the sketch.
 
 Memory: a release of n rows holds 8n bytes of row hashes while it is read and committed (10⁷ rows:
-80 MB): one uint64 array, sorted and made distinct in place (:func:`summarize_sorted`), with
+80 MB), and twice that for a moment while the batches' hashes are gathered into one uint64 array,
+sorted and made distinct in place (:func:`summarize_sorted`), with
 temporaries of one chunk (:data:`_SUMMARY_CHUNK` rows) beside it; the ledger's reservation step reads
 each earlier release's row file in turn, memory-mapped, and checks the new rows against it a chunk
 at a time.
