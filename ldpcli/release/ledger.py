@@ -325,12 +325,10 @@ class Ledger:
         DataError when a row file is missing or damaged (the ledger is never guessed at).
         """
         count = rows.hashes.shape[0]
-        held_by: list[tuple[np.ndarray | None, float]] = []  # (the entry's row file, or None when it holds every row, its exact ε)
-        for entry in self._entries:
-            if entry.rows_file:
-                held_by.append((self._load_rows(entry), entry.epsilon_exact))
-            elif entry.fingerprint == fingerprint:
-                held_by.append((None, entry.epsilon_exact))
+        # The entries with a row file, and those (None) that hold every row: row files are mapped one at a time,
+        # a chunk at a time, so that thousands of earlier releases never hold thousands of mappings at once.
+        held_by = [(entry if entry.rows_file else None, entry.epsilon_exact) for entry in self._entries
+                   if entry.rows_file or entry.fingerprint == fingerprint]
         if not held_by:
             return None
         most_spent, most_times, least_times, touched_rows = 0.0, 0, 0, 0
@@ -338,8 +336,9 @@ class Ledger:
             queries = rows.hashes[start:start + _QUERY_CHUNK]
             spent = np.zeros(queries.shape[0])
             times = np.zeros(queries.shape[0], dtype=np.int64)
-            for hashes, epsilon in held_by:
-                held = np.ones(queries.shape[0], dtype=bool) if hashes is None else contains(hashes, queries)
+            for holder, epsilon in held_by:
+                held = (np.ones(queries.shape[0], dtype=bool) if holder is None
+                        else contains(self._load_rows(holder), queries))
                 spent[held] += epsilon
                 times[held] += 1
             touched = times > 0
