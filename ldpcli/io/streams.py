@@ -9,6 +9,8 @@ from the moment it is created: the operating system frees it when the process en
 (even by ``kill -9``). The output is written, hashed and committed like any file, then copied to
 stdout (:func:`copy_to_stdout`), so its sidecar binds exactly the bytes that went down the pipe.
 What a release of standard input records as its input is :data:`STDIN_LABEL`, not the copy's path.
+Both live in a temporary folder (:func:`stdio_directory`) named by host and pid, so that a run killed
+outright, whose folder nothing removed, has it removed by the next run on that host.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ldpcli.errors import DataError, LdpError
+from ldpcli.io.atomic import HOST_TAG, process_alive
 from ldpcli.io.formats import ARROW_STREAM_MAGIC, MAGIC_BYTES, binary_format
 
 #: The name that means standard input or output.
@@ -36,6 +40,30 @@ STDOUT_LABEL = "<stdout>"
 #: Where Linux shows a process its own open files; opening ``/proc/self/fd/N`` opens the file anew.
 _OWN_FILES = Path("/proc/self/fd")
 _CHUNK = 8 * 2**20
+#: The folders of :func:`stdio_directory`: ``ldp-stdio-HOST-PID-RANDOM``.
+_STDIO_PREFIX = "ldp-stdio-"
+_STDIO_FOLDER = re.compile(rf"^{_STDIO_PREFIX}(?P<host>[0-9a-f]{{6}})-(?P<pid>\d+)-")
+
+
+@contextlib.contextmanager
+def stdio_directory() -> Iterator[Path]:
+    """A new private folder in the temporary directory for one run's standard input and output
+    (:func:`spool_stdin`, the output before :func:`copy_to_stdout`), removed on leaving the block.
+
+    It is named ``ldp-stdio-HOST-PID-RANDOM`` (the host tag and pid of the hidden temporaries of
+    :mod:`ldpcli.io.atomic`): a process killed outright cannot remove its folder, so each call first
+    removes the folders of this host's processes that no longer run (a reused pid reads as alive and
+    is kept). Folders of other hosts sharing the temporary directory are never touched.
+    """
+    parent = Path(tempfile.gettempdir())
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            match = _STDIO_FOLDER.match(entry.name)
+            if (match and match["host"] == HOST_TAG and int(match["pid"]) != os.getpid()
+                    and entry.is_dir(follow_symlinks=False) and not process_alive(int(match["pid"]))):
+                shutil.rmtree(entry.path, ignore_errors=True)  # never follows the dangling link inside
+    with tempfile.TemporaryDirectory(prefix=f"{_STDIO_PREFIX}{HOST_TAG}-{os.getpid()}-", dir=parent) as folder:
+        yield Path(folder)
 
 
 @contextlib.contextmanager

@@ -64,7 +64,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import io
 import math
 import os
 import secrets
@@ -79,7 +78,7 @@ import numpy as np
 
 from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import faults
-from ldpcli.io.atomic import atomic_write_bytes, atomic_write_text
+from ldpcli.io.atomic import AtomicFileSink, atomic_write_text
 from ldpcli.io.hashing import Sha256
 from ldpcli.io.messages import _reason
 from ldpcli.release.ledger_file import (
@@ -107,6 +106,8 @@ _FINGERPRINT_PREFIX = b"ldp-input-fingerprint-v1\0"
 #: Relative slack of the budget comparison, so that e.g. three releases at ε = 0.1 fit a cap of
 #: 0.3 although 0.1 + 0.1 + 0.1 > 0.3 in floating point. It is far below any meaningful ε.
 _BUDGET_SLACK = 1e-9
+#: Rows of a new release checked against the earlier releases' row files at a time (bounds the temporaries).
+_QUERY_CHUNK = 1 << 18
 
 
 class BudgetError(DataError):
@@ -324,22 +325,31 @@ class Ledger:
         DataError when a row file is missing or damaged (the ledger is never guessed at).
         """
         count = rows.hashes.shape[0]
-        spent = np.zeros(count)
-        times = np.zeros(count, dtype=np.int64)
-        for entry in self._entries:
-            if entry.rows_file:
-                held = contains(self._load_rows(entry), rows.hashes)
-            elif entry.fingerprint == fingerprint:
-                held = np.ones(count, dtype=bool)
-            else:
-                continue
-            spent[held] += entry.epsilon_exact
-            times[held] += 1
-        touched = times > 0
-        if not touched.any():
+        # The entries with a row file, and those (None) that hold every row: row files are mapped one at a time,
+        # a chunk at a time, so that thousands of earlier releases never hold thousands of mappings at once.
+        held_by = [(entry if entry.rows_file else None, entry.epsilon_exact) for entry in self._entries
+                   if entry.rows_file or entry.fingerprint == fingerprint]
+        if not held_by:
             return None
-        return RowSpend(float(spent.max()), int(times.max()), int(times[touched].min()), int(np.count_nonzero(touched)),
-                        count)
+        most_spent, most_times, least_times, touched_rows = 0.0, 0, 0, 0
+        for start in range(0, count, _QUERY_CHUNK):  # a chunk at a time: temporaries of its size, whatever n
+            queries = rows.hashes[start:start + _QUERY_CHUNK]
+            spent = np.zeros(queries.shape[0])
+            times = np.zeros(queries.shape[0], dtype=np.int64)
+            for holder, epsilon in held_by:
+                held = (np.ones(queries.shape[0], dtype=bool) if holder is None
+                        else contains(self._load_rows(holder), queries))
+                spent[held] += epsilon
+                times[held] += 1
+            touched = times > 0
+            if touched.any():
+                most_spent, most_times = max(most_spent, float(spent.max())), max(most_times, int(times.max()))
+                fewest = int(times[touched].min())
+                least_times = fewest if not touched_rows else min(least_times, fewest)
+                touched_rows += int(np.count_nonzero(touched))
+        if not touched_rows:
+            return None
+        return RowSpend(most_spent, most_times, least_times, touched_rows, count)
 
     def _rows_name(self, release: str) -> str:
         """The row file of ``release``, relative to the ledger's directory: ``<ledger stem>-rows/<release>.npy``
@@ -364,12 +374,13 @@ class Ledger:
         """Write the row file of ``entry`` (its directory 0700, the file 0600, atomically)."""
         path = Path(os.path.realpath(self._path)).parent / entry.rows_file
         directory = path.parent
-        buffer = io.BytesIO()
-        np.save(buffer, np.ascontiguousarray(rows.hashes, dtype="<u8"), allow_pickle=False)
         try:
             with private_umask():
                 directory.mkdir(mode=0o700, exist_ok=True)
-                atomic_write_bytes(path, buffer.getvalue())
+                with AtomicFileSink(path) as sink:  # streamed in numpy's buffered chunks: no copy of the hashes
+                    np.lib.format.write_array(sink, np.ascontiguousarray(rows.hashes, dtype="<u8"),
+                                              allow_pickle=False)
+                    sink.commit()
         except (OSError, DataError, UsageError) as exc:
             raise DataError(f"{self._label}: cannot write the release's row file {str(path)!r} "
                             f"({_reason(exc) if isinstance(exc, OSError) else exc}); free space or fix the "

@@ -45,7 +45,11 @@ The sketch
     ledger and the sketch.
 
 Memory: a release of n rows holds 8n bytes of row hashes while it is read and committed (10⁷ rows:
-80 MB), and the ledger's reservation step reads each earlier release's row file in turn.
+80 MB), and twice that for a moment while the batches' hashes are gathered into one uint64 array,
+sorted and made distinct in place (:func:`summarize_sorted`), with
+temporaries of one chunk (:data:`_SUMMARY_CHUNK` rows) beside it; the ledger's reservation step reads
+each earlier release's row file in turn, memory-mapped, and checks the new rows against it a chunk
+at a time.
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ _U64 = np.uint64
 _MASK64 = (1 << 64) - 1
 #: Values hashed per chunk (bounds the temporaries: a few MB whatever the batch).
 _CHUNK_VALUES = 1 << 18
+#: Sorted row hashes summarized per chunk (:func:`summarize_sorted`; its temporaries are a few times this, in bytes ×8).
+_SUMMARY_CHUNK = 1 << 16
 #: Batches a threaded :class:`RowDigest` lets wait.
 _MAX_PENDING = 4
 
@@ -139,24 +145,49 @@ def summarize(hashes: np.ndarray, sketch_key: bytes) -> tuple[np.ndarray, np.nda
     ``hashes``: the ledger row hash (:class:`RowHasher`) of each row released, in any order.
     ``sketch_key``: :func:`derived_key` of the ledger's key and :data:`SKETCH_LABEL`. The sketch
     hashes each (row hash, repeat number) pair with that key (a keyed bijection of the row hash
-    for a row's first occurrence) and keeps the :data:`SKETCH_SIZE` smallest, ascending.
+    for a row's first occurrence) and keeps the :data:`SKETCH_SIZE` smallest, ascending. Works on
+    one sorted copy of ``hashes`` (8 bytes a row) and temporaries of a chunk's size.
     """
-    ordered = np.sort(np.asarray(hashes, dtype=_U64), kind="stable")
+    return summarize_sorted(np.sort(np.asarray(hashes, dtype=_U64)), sketch_key)
+
+
+def summarize_sorted(ordered: np.ndarray, sketch_key: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`summarize` of ``ordered``, an ascending uint64 array that it takes over: the distinct
+    values are compacted into its front and it is shrunk to them in place, so no temporary larger
+    than a chunk's (:data:`_SUMMARY_CHUNK`) is made, whatever n."""
     n = ordered.shape[0]
     if n == 0:
-        empty = np.empty(0, dtype=_U64)
-        return empty, empty
-    first = np.empty(n, dtype=bool)
-    first[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-    positions = np.arange(n, dtype=np.int64)
-    repeat = (positions - np.maximum.accumulate(np.where(first, positions, 0))).astype(_U64)
+        return ordered, np.empty(0, dtype=_U64)
     mix, step = np.frombuffer(sketch_key[:16], dtype="<u8").astype(_U64)
     step |= _U64(1)
-    values = fmix64(fmix64(ordered ^ mix) ^ (repeat * step))
-    if n > SKETCH_SIZE:
-        values = np.partition(values, SKETCH_SIZE - 1)[:SKETCH_SIZE]
-    return ordered[first], np.sort(values)
+    best = np.empty(0, dtype=_U64)
+    kept = 0  # distinct values moved to the front so far
+    run_start = 0  # position of the first occurrence of the value ending the previous chunk
+    last = _U64(0)
+    for start in range(0, n, _SUMMARY_CHUNK):
+        chunk = ordered[start:start + _SUMMARY_CHUNK]
+        first = np.empty(chunk.shape[0], dtype=bool)
+        first[0] = start == 0 or chunk[0] != last
+        np.not_equal(chunk[1:], chunk[:-1], out=first[1:])
+        positions = np.arange(start, start + chunk.shape[0], dtype=np.int64)
+        starts = np.where(first, positions, 0)
+        if not first[0]:
+            starts[0] = run_start
+        np.maximum.accumulate(starts, out=starts)
+        run_start = int(starts[-1])
+        repeat = (positions - starts).astype(_U64)
+        values = fmix64(fmix64(chunk ^ mix) ^ (repeat * step))
+        best = np.concatenate([best, values])
+        if best.shape[0] > SKETCH_SIZE:
+            best = np.partition(best, SKETCH_SIZE - 1)[:SKETCH_SIZE]
+        last = chunk[-1]
+        distinct = chunk[first]  # a copy: the chunk may be overwritten below
+        ordered[kept:kept + distinct.shape[0]] = distinct
+        kept += distinct.shape[0]
+    del chunk  # no view of the buffer may outlive its resize
+    if kept < n:
+        ordered.resize((kept,), refcheck=False)  # in place: no second buffer (no view of it is alive)
+    return ordered, np.sort(best)
 
 
 def contains(sorted_values: np.ndarray, queries: np.ndarray) -> np.ndarray:
@@ -262,8 +293,17 @@ class RowDigest:
     def finish(self) -> ReleaseRows:
         """The :class:`ReleaseRows` of every row passed to :meth:`update`."""
         parts = [part.result() if isinstance(part, Future) else part for part in self._parts]
+        self._parts.clear()
         self.close()
-        return self.summarize(np.concatenate(parts) if parts else np.empty(0, dtype=_U64))
+        buffer = np.empty(sum(part.shape[0] for part in parts), dtype=_U64)
+        at = 0
+        while parts:  # each batch's hashes are freed as copied: 8 bytes a row at most, once
+            part = parts.pop(0)
+            buffer[at:at + part.shape[0]] = part
+            at += part.shape[0]
+        buffer.sort()
+        distinct, sketch = summarize_sorted(buffer, self._sketch_key)
+        return ReleaseRows(distinct, sketch, self._check)
 
     def close(self) -> None:
         """Stop the background thread, if any, after the pending batches."""

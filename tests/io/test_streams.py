@@ -256,3 +256,47 @@ def test_a_pipe_release_is_recorded_under_stable_names(tmp_path: Path) -> None:
     again = ldp_pipe(["privatize", "-", "--eps", "1", "--keep", "id", "-o", "-", "--sidecar", str(tmp_path / "b.json")],
                      data, tmp_path)
     assert b"<stdin> was already released 1 time (" in again.stderr
+
+
+def test_a_run_killed_while_reading_stdin_leaves_nothing_after_the_next_run(tmp_path: Path) -> None:
+    """Issue 36: a stdin run killed outright left an empty ``ldp-stdio-*`` folder (with a dangling link)
+    that nothing removed. Its folder names its host and pid, so the next stdin run removes it; folders
+    of live processes, and of other hosts, are kept."""
+    from ldpcli.io.atomic import HOST_TAG
+
+    spool_dir = tmp_path / "tmp"
+    spool_dir.mkdir()
+    env = {**os.environ, "TMPDIR": str(spool_dir), "LDP_LEDGER": str(tmp_path / "ledger.json")}
+    data = arrow_stream(unit_rows(2_000, 8, seed=3))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ldpcli", "privatize", "-", "--eps", "1", "-o", str(tmp_path / "out.arrows")],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )
+    assert proc.stdin is not None
+    proc.stdin.write(data[:len(data) // 2])  # stdin stays open: the run is still reading it
+    proc.stdin.flush()
+    try:
+        for _ in range(6000):  # until the spool's link exists (the run is copying stdin), 60 s at most
+            if any(folder.is_dir() and any(folder.iterdir()) for folder in spool_dir.iterdir()):
+                break
+            proc.poll()
+            assert proc.returncode is None, "the run ended before it was killed"
+            threading.Event().wait(0.01)
+        else:
+            pytest.fail("the run never spooled stdin")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert [p.name for p in spool_dir.iterdir()][0].startswith("ldp-stdio-")  # the dead run's folder was left
+    live = spool_dir / f"ldp-stdio-{HOST_TAG}-{os.getpid()}-kept"  # this test's own pid: alive
+    other_host = spool_dir / f"ldp-stdio-{'0' * 6 if HOST_TAG != '0' * 6 else '1' * 6}-{proc.pid}-kept"
+    live.mkdir()
+    other_host.mkdir()
+
+    done = subprocess.run([sys.executable, "-m", "ldpcli", "privatize", "-", "--eps", "1", "-o",
+                           str(tmp_path / "again.arrows")], input=data, capture_output=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in spool_dir.iterdir()) == sorted([live.name, other_host.name])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -39,7 +38,7 @@ from ldpcli.cli.pipes import closed_stdout
 from ldpcli.cli.render import err, fmt, fmt_bound, note, progress, render, warn
 from ldpcli.errors import UsageError, counted
 from ldpcli.io.formats import suffix_words
-from ldpcli.io.streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdout_suffix
+from ldpcli.io.streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdio_directory, stdout_suffix
 from ldpcli.io.vectors import dropped_note
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost
@@ -241,9 +240,7 @@ def privatize(
                                         part_rows=part_rows, on_start=on_start, on_rows=on_rows)
         _report_dataset(written, quiet, as_json)
         return
-    with progress("privatizing", quiet) as (on_start, on_rows), tempfile.TemporaryDirectory(
-        prefix="ldp-stdio-"
-    ) as spool, ExitStack() as held:
+    with progress("privatizing", quiet) as (on_start, on_rows), stdio_directory() as spool, ExitStack() as held:
         sources: list[str] = [str(held.enter_context(spool_stdin(Path(spool))))] if streams[0] else inputs
         target = str(Path(spool) / ("stdout" + stdout_suffix(Path(sources[0])))) if streams[1] else output
         results = privatize_files(
