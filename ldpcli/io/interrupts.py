@@ -92,9 +92,9 @@ def held(*, commit: bool = False) -> Iterator[None]:
 
     When the outermost block ends normally, a signal it held is raised then (:class:`Interrupted`),
     unless an earlier one is already unwinding the run; when it ends with an exception, that
-    exception goes on and the signal stays recorded (:func:`check` raises it). With ``commit``, a signal held by a block that ends normally came too
-    late to cancel it: it is recorded as :func:`late` and not raised (the run stops at its next
-    :func:`check`). Outside the main thread, where no Python signal handler runs, it does nothing.
+    exception goes on and the signal stays recorded (:func:`check` raises it). With ``commit``, a
+    signal held by a block that ends normally came too late to cancel it: it is recorded as
+    :func:`late` and not raised (the run stops at its next :func:`check`). Outside the main thread, where no Python signal handler runs, it does nothing.
 
     The signals are also blocked in the main thread (``pthread_sigmask``) for a process whose
     handlers are not :func:`handler` (a library user's); one still pending at the end is taken off
