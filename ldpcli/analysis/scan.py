@@ -416,6 +416,9 @@ def _check_binding(path: Path, meta: Sidecar, rows: int, sha256: str) -> None:
     if _written_for_another(path, meta):
         remedy = (f"its sidecar {meta.path} describes another file, {meta.data_file!r} (n = {meta.n}, d = {meta.d}); "
                   "pass this file's own sidecar with `sidecar` (by default the FILE.ldp.json beside it)")
+        if rows < meta.n:  # fewer rows of the same layout: possibly rows the analyst filtered from that release
+            remedy += (f", or, if you made this file yourself from rows of {meta.data_file!r} (filtered or "
+                       "re-encoded), `verify=False`")
     else:
         remedy = ("the file was changed after privatization or the sidecar belongs to another file "
                   "(pass `verify=False` to estimate from a file you filtered or re-encoded yourself)")

@@ -241,8 +241,11 @@ def _check_width(label: str, sample: bytes) -> None:
     sample, quoted names with commas read as one): pyarrow's CSV reader holds about 6 KB per column
     whatever the row count (3 rows of 10⁶ columns peaked above 6 GB), where Parquet's list form
     holds one column."""
-    first = sample.split(b"\n", 1)[0].decode("utf-8", errors="replace")
-    width = len(next(stdlib_csv.reader([first]), []))
+    first = re.split(rb"\r\n|\r|\n", sample, maxsplit=1)[0].decode("utf-8", errors="replace")
+    try:
+        width = len(next(stdlib_csv.reader([first]), []))
+    except stdlib_csv.Error:  # not a line the csv module reads (a stray NUL, say): pyarrow's reader says what
+        return
     if width > CSV_MAX_COLUMNS:
         raise DataError(
             f"{label}: has more than {CSV_MAX_COLUMNS} columns ({width} or more), which a CSV file is not "

@@ -74,7 +74,8 @@ def refuse_output_over_input(source: Path, target: Path, what: str = "output") -
                          f"choose another `output` file")
     if target.is_dir() and any(same_file(target, parent) for parent in source.parents):
         raise UsageError(f"{target}: the {what} directory holds the input {source}, and replacing it would delete "
-                         f"the input: choose another `output` directory")
+                         "the input (`overwrite=True` replaces only a dataset directory written by ldp): choose "
+                         "another `output` directory")
 
 
 def expand_inputs(inputs: Inputs, *, privatized: bool) -> list[Path]:

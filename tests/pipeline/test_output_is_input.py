@@ -52,5 +52,6 @@ def test_a_dataset_directory_that_holds_the_input_is_refused(tmp_path: Path, ove
                   cwd=tmp_path)
     assert result.returncode == 2
     assert "the output directory holds the input d/a.parquet" in result.stderr
-    assert "choose another --output directory" in result.stderr and "--overwrite" not in result.stderr
+    assert "choose another --output directory" in result.stderr and "pass --overwrite" not in result.stderr
+    assert "--overwrite replaces only a dataset directory written by ldp" in result.stderr  # why it cannot help
     assert data.read_bytes() == before and sorted(os.listdir(tmp_path / "d")) == ["a.parquet"]
