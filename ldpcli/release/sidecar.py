@@ -339,6 +339,9 @@ def check_replaceable(target: Path, side: Path, *, ledger_path: str | os.PathLik
     if not side.is_file():
         raise UsageError(f"{target}: exists and is not an ldp output (not written by ldp: no sidecar {side.name} "
                          f"beside it); {how}")
+    key, seen = (os.path.realpath(target), os.path.realpath(side)), (_identity(target), _identity(side))
+    if _PROVEN.get(key) == seen:
+        return  # proven earlier in this run (the re-check at the commit), and neither file changed since
     try:
         recorded = _recorded_sha256(side)
     except DataError as exc:
@@ -348,6 +351,19 @@ def check_replaceable(target: Path, side: Path, *, ledger_path: str | os.PathLik
     if file_sha256(target) != recorded:
         raise UsageError(f"{target}: exists and its sidecar's hash does not match: it was changed after ldp wrote it, "
                          f"or {side.name} describes another file; {how}")
+    _PROVEN[key] = seen
+
+
+#: (target, sidecar) → their :func:`_identity` when :func:`check_replaceable` last proved the pair, so the
+#: re-check just before the commit does not read and hash an unchanged old output a second time.
+_PROVEN: dict[tuple[str, str], tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+
+def _identity(path: Path) -> tuple[int, ...]:
+    """What changes whenever a file is replaced or written: device, inode, size, mtime and ctime (the
+    ctime is set by the kernel on every write and cannot be set back by a user)."""
+    info = os.stat(path)
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
 def _recorded_sha256(side: Path) -> str:

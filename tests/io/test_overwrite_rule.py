@@ -148,3 +148,29 @@ def test_a_models_overwrite_follows_the_rule(tmp_path: Path) -> None:
     for _ in range(2):  # new, then over its own model
         trained = run(*args)
         assert trained.returncode == 0, trained.stderr
+
+
+def test_the_re_check_at_the_commit_does_not_hash_an_unchanged_old_output_again(small: Path, tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule runs twice per overwrite (at the start and just before the journal); the old output is read
+    and hashed once when it did not change in between (its device, inode, size, mtime and ctime)."""
+    import ldpcli
+    from ldpcli.release import sidecar as sidecar_module
+
+    out = tmp_path / "out.parquet"
+    options = ldpcli.ReleaseOptions(overwrite=True)
+    ldpcli.privatize_file(small, out, epsilon=2.0, options=options)
+    hashed: list[Path] = []
+    real = sidecar_module.file_sha256
+
+    def counting(path: Path) -> str:
+        hashed.append(Path(path))
+        return real(path)
+
+    monkeypatch.setattr(sidecar_module, "file_sha256", counting)
+    ldpcli.privatize_file(small, out, epsilon=2.0, options=options)
+    assert hashed.count(out) == 1
+    before = sha(out)
+    out.write_bytes(out.read_bytes())  # the same bytes written again: a new ctime, so proven afresh
+    ldpcli.privatize_file(small, out, epsilon=2.0, options=options)
+    assert hashed.count(out) == 2 and sha(out) != before
