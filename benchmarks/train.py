@@ -49,8 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ldpcli.learn._reference import empirical_minimizer
 from ldpcli.learn.losses import make_loss
-from ldpcli.learn.reference import empirical_minimizer
 from ldpcli.learn.sgd import (
     DEFAULT_MECHANISM,
     EuclideanIterate,

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ldpcli.analysis.lawcheck import Dispersion
+from ldpcli.analysis._lawcheck import Dispersion
 from ldpcli.analysis.scan import Condition, Scan, scan
 from ldpcli.errors import DataError, UsageError
 from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
@@ -286,7 +286,7 @@ def project_mean(estimate: MeanEstimate, convex: ConvexSet, mechanism: Mechanism
 def _bind(result: MeanEstimate, source: Scan) -> MeanEstimate:
     """The estimate with the files it came from, whether they were verified, who signed them, the shuffle
     claim each one's sidecar records (from the sidecars the scan read: none is read again) and the files
-    whose rows are noisier than their sidecars allow (:mod:`ldpcli.analysis.lawcheck`)."""
+    whose rows are noisier than their sidecars allow (:mod:`ldpcli.analysis._lawcheck`)."""
     return dataclasses.replace(
         result, files=source.files, sidecars=tuple(meta.path for meta in source.sidecars), verified=source.verified,
         signature=source.signature_summary(), shuffled=tuple(meta.shuffled for meta in source.sidecars),

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ldpcli.analysis.lawcheck import FALSE_ALARM, Dispersion, LawCheck, stored_precision
+from ldpcli.analysis._lawcheck import FALSE_ALARM, Dispersion, LawCheck, stored_precision
 from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import file_format, file_sha256, open_vectors
 from ldpcli.mechanisms import Mechanism
@@ -138,7 +138,7 @@ class Scan:
     ) -> None:
         """``signatures``: each file's sidecar signature (:func:`ldpcli.release.signing.check_signatures`),
         checked against ``trusted`` when given. ``false_alarm``: each file's level of the dispersion test
-        (:mod:`ldpcli.analysis.lawcheck`; default :data:`~ldpcli.analysis.lawcheck.FALSE_ALARM` over the files)."""
+        (:mod:`ldpcli.analysis._lawcheck`; default :data:`~ldpcli.analysis._lawcheck.FALSE_ALARM` over the files)."""
         self.files = tuple(files)
         self.sidecars = tuple(sidecars)
         self.verified = verify
@@ -149,7 +149,7 @@ class Scan:
         self.signatures = tuple(signatures)
         self.trusted = trusted
         self.false_alarm = FALSE_ALARM / max(1, len(self.files)) if false_alarm is None else false_alarm
-        #: The files read so far whose rows are noisier than their sidecars allow (:class:`~ldpcli.analysis.lawcheck.Dispersion`).
+        #: The files read so far whose rows are noisier than their sidecars allow (:class:`~ldpcli.analysis._lawcheck.Dispersion`).
         self.dispersions: list[Dispersion] = []
 
     def signature_summary(self) -> dict[str, object]:

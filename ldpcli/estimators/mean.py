@@ -79,7 +79,7 @@ class MeanEstimate:
     #: read), else None; empty for an estimate not made from files. Not in :meth:`to_dict`.
     shuffled: tuple[Any, ...] = ()
     #: The files whose rows are noisier than their sidecars' mechanism allows
-    #: (:class:`ldpcli.analysis.lawcheck.Dispersion`): for them the guaranteed error understates the real one.
+    #: (:class:`ldpcli.analysis._lawcheck.Dispersion`): for them the guaranteed error understates the real one.
     dispersions: tuple[Any, ...] = ()
     #: Bonferroni intervals (each at level 1 − (1 − confidence)/d): all d coordinates at once with probability
     #: ≥ confidence (None when n = 1). See the module docstring.

@@ -30,9 +30,9 @@ from ldpcli._version import __version__
 from ldpcli.errors import counted
 from ldpcli.io.atomic import finished_bytes
 from ldpcli.io.publication import Publication
+from ldpcli.learn._reference import Minimizer
 from ldpcli.learn.central import CentralLayer
 from ldpcli.learn.losses import Loss, make_loss
-from ldpcli.learn.reference import Minimizer
 from ldpcli.learn.sgd import DEFAULT_MECHANISM, StepRule, gradient_moment_bounds
 from ldpcli.mechanisms.base import Mechanism
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost

@@ -22,7 +22,7 @@ public bound on the second moment E‖ĝ‖² of one step's averaged releases; `
 Sec. 2.3, per step).
 
 A non-private twin (:class:`Iterate` fed the exact mean gradient of the same rows, same steps, same
-set) runs on the same pass as the baseline; :mod:`ldpcli.learn.reference` computes θ̂, the minimiser
+set) runs on the same pass as the baseline; :mod:`ldpcli.learn._reference` computes θ̂, the minimiser
 of the empirical loss over the same set, for the distance ‖θ̄ − θ̂‖.
 """
 

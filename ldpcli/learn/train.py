@@ -39,11 +39,11 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import DataError, UsageError, counted, require_extras
+from ldpcli.learn._reference import REFERENCE_SECONDS, Minimizer, empirical_minimizer
 from ldpcli.learn.central import CentralLayer, CentralOptions, central_steps, most_uses, poisson_schedule
 from ldpcli.learn.labels import Labels, check_label_type, parse_classes
 from ldpcli.learn.losses import LOSSES, Loss, make_loss
 from ldpcli.learn.model import Metrics, TrainResult, publish_model
-from ldpcli.learn.reference import REFERENCE_SECONDS, Minimizer, empirical_minimizer
 from ldpcli.learn.sgd import DEFAULT_MECHANISM, GEOMETRIES, ITERATES, Iterate, default_step_rule, sgd_pass
 from ldpcli.mechanisms.base import MechanismSpec, check_count, get_mechanism
 from ldpcli.mechanisms.composition import release_cost
@@ -102,7 +102,7 @@ class TrainingOptions:
         ρ and Gaussian noise, with a central (ε, δ). None: the local protocol alone.
     reference : bool
         Also compute θ̂, the exact minimiser of the training loss over the same ball
-        (:mod:`ldpcli.learn.reference`), for the distance ‖θ̄ − θ̂‖ and θ̂'s evaluation: a statistic
+        (:mod:`ldpcli.learn._reference`), for the distance ‖θ̄ − θ̂‖ and θ̂'s evaluation: a statistic
         of the raw rows without privacy, for the operator only, never written. False skips it.
     reference_seconds : float or None
         The most wall-clock seconds θ̂ may take (None: no limit); past them it stops with a note

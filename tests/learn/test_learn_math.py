@@ -18,8 +18,8 @@ import pytest
 from helpers import bonferroni_z
 from scipy.optimize import minimize
 
+from ldpcli.learn._reference import empirical_minimizer
 from ldpcli.learn.losses import LOSSES, make_loss
-from ldpcli.learn.reference import empirical_minimizer
 from ldpcli.learn.sgd import (
     EntropicIterate,
     EuclideanIterate,

@@ -1,4 +1,4 @@
-"""The non-private reference θ̂ of ``ldp train`` (ldpcli.learn.reference) and the public gradient bounds.
+"""The non-private reference θ̂ of ``ldp train`` (ldpcli.learn._reference) and the public gradient bounds.
 
 - the default tolerance agrees with a tight solve to the six digits printed, on the sphere, inside
   the ball and on the ℓ1 ball; a problem with no minimiser (separable classes) costs a few hundred
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from ldpcli.cli.render import fmt
+from ldpcli.learn._reference import REFERENCE_TOL, empirical_minimizer
 from ldpcli.learn.losses import make_loss
-from ldpcli.learn.reference import REFERENCE_TOL, empirical_minimizer
 from ldpcli.learn.sgd import project_l2
 
 

@@ -1,6 +1,6 @@
 """A release that lies about itself (issue 36): a self-consistent but edited sidecar, ε = 1 data relabelled
 ε = 8, was accepted by ``estimate-mean`` with error bars far too small. The rows are now checked against the
-law their sidecar claims, in the pass that reads them (ldpcli.analysis.lawcheck): a row that the law
+law their sidecar claims, in the pass that reads them (ldpcli.analysis._lawcheck): a row that the law
 excludes (PrivUnit2's constant norm, the hypercube's ±c, the scalar grid) is refused, and rows noisier
 than the claim allows are warned about. Every release is made by the real ``ldp privatize``, every
 estimate by the real ``ldp estimate-mean``, in subprocesses.
@@ -199,7 +199,7 @@ def test_honest_privunit2_releases_in_every_form_are_accepted(tmp_path: Path, ar
 
 
 def test_the_critical_count_is_the_exact_binomial_quantile() -> None:
-    from ldpcli.analysis.lawcheck import FALSE_ALARM, critical_count
+    from ldpcli.analysis._lawcheck import FALSE_ALARM, critical_count
 
     def tail(m: int, k: int) -> float:
         return sum(math.comb(m, i) for i in range(k, m + 1)) / 2**m

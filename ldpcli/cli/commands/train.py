@@ -24,9 +24,9 @@ from ldpcli.cli.options import (
 )
 from ldpcli.cli.render import fmt, note, out, progress, render, status, summary_table, warn
 from ldpcli.errors import counted
+from ldpcli.learn._reference import REFERENCE_SECONDS
 from ldpcli.learn.central import DEFAULT_DELTA, central_options
 from ldpcli.learn.model import OWNER_ONLY_STATEMENT
-from ldpcli.learn.reference import REFERENCE_SECONDS
 from ldpcli.learn.sgd import DEFAULT_MECHANISM
 from ldpcli.learn.train import TrainingOptions, train
 from ldpcli.mechanisms import MechanismSpec

@@ -77,7 +77,7 @@ Objective = Callable[..., tuple[float, np.ndarray]]
 class Minimizer:
     """θ̂ = argmin over the parameter set of the mean loss, and how it was found.
 
-    ``gap`` bounds F(θ) − min F for the returned θ (the Frank–Wolfe gap, :mod:`ldpcli.learn.reference`);
+    ``gap`` bounds F(θ) − min F for the returned θ (the Frank–Wolfe gap, :mod:`ldpcli.learn._reference`);
     ``distance_bound`` bounds ‖θ − θ̂‖ on the sphere (None inside the ball, where F need not be strongly
     convex). ``stopped`` is None, or why the solve ended before its tolerance: ``"time"`` or
     ``"iterations"``. ``iterations`` counts every L-BFGS and FISTA iteration.
