@@ -143,7 +143,7 @@ class LawCheck:
         if rows == 0:
             return
         each = values.reshape(rows * self.copies, self.d)
-        squares = np.einsum("ij,ij->i", each, each)
+        squares = np.vecdot(each, each)  # the row dots as the samplers take them (ldpcli.math.sphere)
         if self.law.norm is not None and self.violation is None:
             norms = np.sqrt(squares)
             wrong = ~(np.abs(norms - self.law.norm) <= self.tolerance * self.law.norm + self.law.norm_slack)
