@@ -73,3 +73,12 @@ def _private_ledger(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     user's ledger by default): no test sees another's releases. (Fixtures of a wider scope run before
     this one: they see the run's scratch ledger of :func:`pytest_configure`, and should name their own.)"""
     monkeypatch.setenv("LDP_LEDGER", str(tmp_path_factory.mktemp("ledger") / "ledger.json"))
+
+
+@pytest.fixture()
+def named_temporaries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs are written to named hidden temporaries, as where ``O_TMPFILE`` is missing (issue 36:
+    on Linux they have no name until they are finished), in this process and the ``ldp`` it starts."""
+    from ldpcli.io.faults import NAMED_TEMPORARIES_ENV
+
+    monkeypatch.setenv(NAMED_TEMPORARIES_ENV, "1")

@@ -156,3 +156,25 @@ def files_under(folder: Path, *, depth: int = 1) -> set[str]:
         if depth > 1 and path.is_dir():
             found |= {f"{path.name}/{name}" for name in files_under(path, depth=depth - 1)}
     return found
+
+
+def files_open_for_writing(pid: int, directory: Path) -> dict[str, int]:
+    """The files in ``directory`` that process ``pid`` holds open for writing, named as Linux shows them
+    (``/proc/PID/fd``: a file without a name, ``O_TMPFILE``, reads ``DIR/#INODE (deleted)``), with their sizes.
+    How a test sees that a run is writing its output, whether the temporary has a name or not (issue 36)."""
+    found: dict[str, int] = {}
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        entries = list(fds.iterdir())
+    except OSError:  # the process is gone
+        return found
+    for entry in entries:
+        try:
+            target = os.readlink(entry)
+            flags = int((fds.parent / "fdinfo" / entry.name).read_text().split("flags:")[1].split()[0], 8)
+            size = entry.stat().st_size
+        except (OSError, IndexError, ValueError):  # closed meanwhile
+            continue
+        if Path(target).parent == directory and flags & os.O_ACCMODE != os.O_RDONLY:
+            found[target] = size
+    return found

@@ -1,6 +1,15 @@
-"""Temporary files and crash safety: every output is written to a hidden temporary file next to
-its target and renamed onto it only when complete, so an interrupted run never leaves a partial
-file behind.
+"""Temporary files and crash safety: every output is written to a temporary file next to its
+target and renamed onto it only when complete, so an interrupted run never leaves a partial file
+behind.
+
+On Linux the temporary has no name while it is written (``O_TMPFILE``): a run killed outright
+(``kill -9``, the OOM killer) leaves nothing, where a named temporary stayed, as large as the
+output, until the next run in that directory swept it (issue 36). It gets its hidden name only once
+it is finished, just before the renames of the commit (``linkat`` of ``/proc/self/fd/N``:
+:meth:`AtomicFileSink.name`), so the journal and the renames of ``docs/commit-protocol.md`` are the
+same from there on. Where the directory's file system, the kernel or ``/proc`` lacks that, the
+temporary is named from the start as before (found out per temporary, so per directory; forced by
+``$LDP_NAMED_TEMPORARIES`` for the tests: :mod:`ldpcli.io.faults`).
 
 :class:`AtomicFileSink` is that temporary file as a write-only binary sink (hashing its bytes on
 the way); it is the one :class:`Sink` so far, the place where a remote-filesystem or stream sink
@@ -36,14 +45,24 @@ from types import TracebackType
 from typing import BinaryIO, Protocol
 
 from ldpcli.errors import DataError, UsageError
+from ldpcli.io.faults import named_temporaries
 from ldpcli.io.hashing import Sha256
 from ldpcli.io.interrupts import held
 from ldpcli.io.messages import _reason, _write_failed
 
-#: Temporary files created and neither renamed nor removed yet. A signal can interrupt the
+#: Temporary files named and neither renamed nor removed yet. A signal can interrupt the
 #: program between creating one and entering the ``with`` block that would remove it; the
-#: top-level handler then calls :func:`remove_temporaries`.
+#: top-level handler then calls :func:`remove_temporaries`. (One without a name needs nothing:
+#: the kernel frees it with its last descriptor.)
 _LIVE_TEMPORARIES: set[Path] = set()
+
+#: Where Linux shows a process its own open files: ``/proc/self/fd/N`` is the file of descriptor N (opening it opens that file anew),
+#: also one that has no name, which ``linkat`` through it can then give one.
+OWN_FILES = Path("/proc/self/fd")
+
+#: What ``open(O_TMPFILE)`` fails with where it is not supported: the file system (EOPNOTSUPP),
+#: a kernel before 3.11 (EISDIR: it reads the flag as ``O_DIRECTORY``), or the combination (EINVAL).
+_NO_TMPFILE = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EISDIR, errno.EINVAL})
 
 
 def _signals_deferred() -> contextlib.AbstractContextManager[None]:
@@ -97,7 +116,8 @@ class Sink(Protocol):
 class AtomicFileSink:
     """A temporary file next to ``path``, renamed onto ``path`` by :meth:`commit`.
 
-    A write-only binary sink that feeds every byte it passes on to a SHA-256: the sidecar
+    It has no name while it is written where the system allows (see the module); :meth:`name`
+    gives it its hidden name :attr:`temporary` once it is finished. A write-only binary sink that feeds every byte it passes on to a SHA-256: the sidecar
     records the hash of the data file it describes, computed while the file is written rather
     than by reading it back. A context manager: leaving the ``with`` block without
     :meth:`commit` removes the temporary file.
@@ -117,7 +137,7 @@ class AtomicFileSink:
         self._committed = False
         self._finished = False  # complete and closed (finish), and not discarded since
         _check_output(self.path, self.label, overwrite)
-        descriptor, self._temp = _create_temp(self.path, self.label)
+        descriptor, self._temp, self._anonymous = _create_temp(self.path, self.label)
         self._file: BinaryIO = os.fdopen(descriptor, "wb")
         #: True once ``path`` holds this file (set atomically with the rename).
         self.published = False
@@ -157,7 +177,7 @@ class AtomicFileSink:
 
     @property
     def closed(self) -> bool:
-        """Whether the temporary file is closed (after commit or discard)."""
+        """Whether the temporary file is closed (after commit or discard; after finish once it is named)."""
         return self._file.closed
 
     def writable(self) -> bool:
@@ -171,21 +191,36 @@ class AtomicFileSink:
     def commit(self) -> None:
         """Flush the file to disk, close it and rename it onto ``path``."""
         self.finish()
+        self.name()
         _publish(self._temp, self.path, self.label, self._overwrite, self._mark_published)
         self._committed = True
 
     def finish(self) -> None:
-        """Flush the file to disk and close it, leaving it at its temporary name: :class:`Publication`
-        renames it together with other outputs (:meth:`commit` does both for one output)."""
+        """Flush the file to disk, leaving it at its temporary name (closed) or, without one yet,
+        open until :meth:`name`: :class:`Publication` names and renames it together with other
+        outputs (:meth:`commit` does both for one output)."""
         if not self._file.closed:
             _sync(self._file)
-            self._file.close()
+            if not self._anonymous:
+                self._file.close()
         self._digest.close()
         self._finished = True
 
+    def name(self) -> Path:
+        """Give the finished file its hidden name :attr:`temporary` if it has none yet, close it, and
+        return that name. Done as late as possible (just before the journal of the commit): until
+        then a kill leaves nothing behind."""
+        if not self._finished:
+            raise RuntimeError(f"{self.label}: a temporary file is named only once it is finished")
+        if self._anonymous:
+            _give_name(self._file.fileno(), self._temp)
+            self._anonymous = False
+            self._file.close()
+        return self._temp
+
     @property
     def temporary(self) -> Path:
-        """The temporary file (its name until it is published)."""
+        """The temporary file's hidden name (held by it once :meth:`name` ran, until it is published)."""
         return self._temp
 
     def _mark_published(self) -> None:
@@ -197,12 +232,14 @@ class AtomicFileSink:
         self.published = True
 
     def discard(self) -> None:
-        """Abandon the output: close and remove the temporary file (safe to call more than once)."""
+        """Abandon the output: close and remove the temporary file (safe to call more than once).
+        One without a name is gone with its descriptor."""
         self._finished = False
         with contextlib.suppress(OSError):
             self._file.close()
         self._digest.close()
-        _remove(self._temp)
+        if not self._anonymous:
+            _remove(self._temp)
 
     @property
     def sha256(self) -> str:
@@ -276,10 +313,17 @@ def _check_output(target: Path, label: str, overwrite: bool) -> None:
         raise UsageError(f"{label}: already exists; pass `overwrite=True` to replace it.")
 
 
-def _create_temp(target: Path, label: str) -> tuple[int, Path]:
-    """Create the hidden temporary file next to ``target``: ``(descriptor, path)``, registered."""
+def _create_temp(target: Path, label: str) -> tuple[int, Path, bool]:
+    """Create the temporary file next to ``target``: ``(descriptor, hidden name, anonymous)``.
+
+    Without a name where the system allows (``anonymous``: the hidden name is only reserved, for
+    :func:`_give_name`), else at that name and registered in :data:`_LIVE_TEMPORARIES`.
+    """
     try:
         with _signals_deferred():
+            descriptor = _open_anonymous(target.parent)
+            if descriptor is not None:
+                return descriptor, hidden_name(target), True
             descriptor, name = _make_temp(target)
             _LIVE_TEMPORARIES.add(Path(name))
     except OSError as exc:
@@ -287,7 +331,37 @@ def _create_temp(target: Path, label: str) -> tuple[int, Path]:
             f"{label}: cannot create a file in {str(target.parent)!r} ({_reason(exc)}); "
             "choose a writable output directory."
         ) from exc
-    return descriptor, Path(name)
+    return descriptor, Path(name), False
+
+
+def _open_anonymous(directory: Path) -> int | None:
+    """A private (0600) file without a name in ``directory`` (``O_TMPFILE``, linkable later), or
+    None where the kernel, the file system or ``/proc`` lacks what that takes (or the tests force
+    the named fallback: :func:`~ldpcli.io.faults.named_temporaries`). Another failure is raised."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or named_temporaries() or not OWN_FILES.is_dir():
+        return None
+    try:
+        return os.open(directory, flag | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno in _NO_TMPFILE:
+            return None
+        raise
+
+
+def _give_name(descriptor: int, name: Path) -> None:
+    """Give the nameless file of ``descriptor`` the name ``name`` (registered as a temporary).
+
+    ``linkat(AT_SYMLINK_FOLLOW)`` of ``/proc/self/fd/N``: os.link makes that call only with a
+    directory descriptor (plain ``link(2)`` would link the ``/proc`` entry itself and fail, EXDEV).
+    """
+    own = os.open(OWN_FILES, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with _signals_deferred():
+            os.link(str(descriptor), name, src_dir_fd=own, follow_symlinks=True)
+            _LIVE_TEMPORARIES.add(name)
+    finally:
+        os.close(own)
 
 
 def _sync(file: BinaryIO) -> None:
@@ -309,7 +383,7 @@ def _publish(
     exists = os.path.lexists(target)
     if exists and not overwrite:
         raise UsageError(f"{label}: already exists; pass `overwrite=True` to replace it.")
-    # mkstemp makes the file private (0600); use the replaced file's mode or the usual 0666 - umask.
+    # The temporary is made private (0600); use the replaced file's mode or the usual 0666 - umask.
     os.chmod(temp, stat.S_IMODE(target.stat().st_mode) if exists else 0o666 & ~_umask())
     with _signals_deferred():
         if exists:

@@ -19,6 +19,10 @@ After sending a signal, :func:`checkpoint` waits (at most :data:`_SIGNAL_WAIT` s
 :mod:`ldpcli.io.interrupts` has recorded it, so the test knows that its handler ran at this step
 and not later. Without the variable :func:`checkpoint` does nothing. It is no security boundary:
 whoever sets a process's environment can kill it anyway.
+
+``LDP_NAMED_TEMPORARIES=1`` (:data:`NAMED_TEMPORARIES_ENV`) is the other test knob here: it makes every
+output's temporary a named file from the start, as on systems without ``O_TMPFILE``
+(:mod:`ldpcli.io.atomic`), so the tests can show what that fallback leaves behind and who removes it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ import time
 
 #: The environment variable that arms a fault.
 FAULT_ENV = "LDP_FAULT"
+
+#: Set to a non-empty value: outputs are written to named temporaries, never anonymous ones (:func:`named_temporaries`).
+NAMED_TEMPORARIES_ENV = "LDP_NAMED_TEMPORARIES"
 
 #: The named steps before the commit point, in the order a release passes them: a failure at any of
 #: them rolls the release back.
@@ -80,6 +87,11 @@ def checkpoint(step: str) -> None:
     if action.startswith("touch="):
         with open(action.removeprefix("touch="), "a", encoding="utf-8") as handle:
             handle.write("a file ldp did not write\n")
+
+
+def named_temporaries() -> bool:
+    """Whether ``$LDP_NAMED_TEMPORARIES`` forces the named-temporary fallback of :mod:`ldpcli.io.atomic`."""
+    return bool(os.environ.get(NAMED_TEMPORARIES_ENV))
 
 
 def _send(signals: tuple[int, ...]) -> None:

@@ -9,7 +9,8 @@ the journal as its commit point. ``docs/commit-protocol.md`` states the protocol
 
 The outputs are the finished temporaries of :mod:`ldpcli.io.atomic` (an
 :class:`~ldpcli.io.atomic.AtomicFileSink` after ``finish``, or a staging directory), named and
-renamed with its hidden names and renames.
+renamed with its hidden names and renames. A file without a name yet (``O_TMPFILE``) gets its hidden
+name right before the journal is written, so a kill before that leaves nothing of it.
 
 Standard library only (no pyarrow).
 """
@@ -150,6 +151,8 @@ class Publication:
             if self._replaceable is not None and any(move.had_old for move in self._moves):
                 self._replaceable()  # again now: a file may have appeared, or changed, since the run began
             try:
+                for sink in self._sinks:
+                    sink.name()  # a file without a name until now: a kill before this left nothing
                 _write_journal(journal, self._moves)
                 checkpoint("journal")
                 for move in self._moves:

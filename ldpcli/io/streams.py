@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ldpcli.errors import DataError, LdpError
-from ldpcli.io.atomic import HOST_TAG, process_alive
+from ldpcli.io.atomic import HOST_TAG, OWN_FILES, process_alive
 from ldpcli.io.formats import ARROW_STREAM_MAGIC, MAGIC_BYTES, binary_format
 
 #: The name that means standard input or output.
@@ -37,8 +37,6 @@ STDIO = "-"
 STDIN_LABEL = "<stdin>"
 #: How a release written to standard output names its output (the sidecar's path follows it).
 STDOUT_LABEL = "<stdout>"
-#: Where Linux shows a process its own open files; opening ``/proc/self/fd/N`` opens the file anew.
-_OWN_FILES = Path("/proc/self/fd")
 _CHUNK = 8 * 2**20
 #: The folders of :func:`stdio_directory`: ``ldp-stdio-HOST-PID-RANDOM``.
 _STDIO_PREFIX = "ldp-stdio-"
@@ -96,11 +94,11 @@ def spool_stdin(directory: Path, stream: BinaryIO | None = None) -> Iterator[Pat
             "there; give the file's path instead of -, or pipe one of those"
         )
     path = directory / ("stdin.arrows" if arrow else "stdin.csv")
-    anonymous = _OWN_FILES.is_dir()
+    anonymous = OWN_FILES.is_dir()
     if anonymous:
         descriptor, name = tempfile.mkstemp(dir=directory)
         os.unlink(name)  # before the first byte is written: the raw data never has a name
-        os.symlink(_OWN_FILES / str(descriptor), path)
+        os.symlink(OWN_FILES / str(descriptor), path)
     else:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
     try:

@@ -184,7 +184,7 @@ def test_a_kill_or_a_full_disk_during_the_shuffle_leaves_no_output_and_no_tempor
     killed = run(*args, env={"LDP_FAULT": f"{SCATTERED}:kill"})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not out.exists() and not out.with_name("out.parquet.ldp.json").exists()
-    # the bucket files never had names; the one hidden file is the output's temporary, tagged with the dead pid
+    # the bucket files never had names, nor (Linux) the output's temporary; else it is the one hidden file, of the dead pid
     left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
     assert all(name.startswith(".out.parquet.ldp-") and name.endswith(".tmp") for name in left), left
     assert json.loads(ledger.read_text())["entries"] == []  # killed before its reservation: nothing counted

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import unit_rows, write_list
+from helpers import files_open_for_writing, unit_rows, write_list
 
 from ldpcli.errors import DataError
+from ldpcli.io.atomic import HOST_TAG
+from ldpcli.io.faults import NAMED_TEMPORARIES_ENV
 from ldpcli.release.file import privatize_file
 from ldpcli.release.options import ReleaseOptions, Resources
 
@@ -33,6 +35,13 @@ def big_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def small_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("small") / "small.parquet"
+    write_list(path, unit_rows(200, 4, seed=1))
+    return path
+
+
 @pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_killing_privatize_mid_run_leaves_nothing(tmp_path: Path, big_input: Path, signum: int, threads: str) -> None:
@@ -44,7 +53,7 @@ def test_killing_privatize_mid_run_leaves_nothing(tmp_path: Path, big_input: Pat
                              "--memory", "8MB"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     # the data file is being written (the sidecar's temporary file appears only at the very end)
-    while not any(p.name.startswith(".out.parquet.") for p in tmp_path.iterdir()):
+    while not files_open_for_writing(proc.pid, tmp_path):
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "privatize never started writing"
         time.sleep(0.005)
@@ -54,6 +63,52 @@ def test_killing_privatize_mid_run_leaves_nothing(tmp_path: Path, big_input: Pat
     assert "interrupted" in stderr and "Traceback" not in stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
     assert digest(src) == before
+
+
+def stopped_mid_write(proc: subprocess.Popen[str], directory: Path) -> int:
+    """Wait until ``proc`` has written bytes to its output's temporary in ``directory``, freeze it
+    (SIGSTOP) and return those bytes: it is then certainly mid-write, with nothing published."""
+    deadline = time.monotonic() + 60
+    while not any(files_open_for_writing(proc.pid, directory).values()):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "privatize never started writing"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGSTOP)
+    writing = files_open_for_writing(proc.pid, directory)
+    assert len(writing) == 1, writing  # the data file's temporary only: no sidecar yet
+    return max(writing.values())
+
+
+@pytest.mark.parametrize("temporaries", ["anonymous", "named"])
+def test_kill_9_mid_write_leaves_no_file_and_a_named_temporary_is_swept_by_the_next_run(
+    tmp_path: Path, big_input: Path, small_input: Path, monkeypatch: pytest.MonkeyPatch, temporaries: str
+) -> None:
+    """Issue 36: a run killed outright while it wrote its output left a hidden temporary as large as
+    what it had written (617 MB in the report) until the next run in that directory. Now the
+    temporary has no name until it is finished, so nothing is left at all; where it must have one
+    (no ``O_TMPFILE``: forced here), the next run still sweeps it."""
+    if temporaries == "named":
+        monkeypatch.setenv(NAMED_TEMPORARIES_ENV, "1")
+    src = tmp_path / "in.parquet"
+    src.write_bytes(big_input.read_bytes())
+    out = tmp_path / "out.parquet"
+    proc = subprocess.Popen([LDP, "privatize", str(src), "--eps", "4", "-o", str(out), "--memory", "8MB", "-q"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    written = stopped_mid_write(proc, tmp_path)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    left = {p.name: p.stat().st_size for p in tmp_path.iterdir() if p.name != "in.parquet"}
+    if temporaries == "anonymous":
+        assert left == {}, left  # the kernel freed the nameless temporary with the process
+        return
+    (name, size), = left.items()
+    assert name.startswith(f".out.parquet.ldp-{HOST_TAG}-{proc.pid}-") and name.endswith(".tmp")
+    assert size >= written > 0
+    later = subprocess.run([LDP, "privatize", str(small_input), "--eps", "1", "-o", str(tmp_path / "later.parquet"),
+                            "-q"], capture_output=True, text=True, timeout=300)
+    assert later.returncode == 0, later.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "later.parquet", "later.parquet.ldp.json"]
 
 
 def test_a_bad_row_late_in_the_file_leaves_nothing(tmp_path: Path) -> None:

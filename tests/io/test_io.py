@@ -5,6 +5,7 @@ from __future__ import annotations
 import decimal
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from ldpcli.io import (
     open_vectors,
     table_bytes,
 )
+from ldpcli.io.faults import NAMED_TEMPORARIES_ENV
 
 # --------------------------------------------------------------------------- helpers
 
@@ -633,6 +635,7 @@ def test_csv_keep_column_that_is_not_utf8(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- writing
 
 
+@pytest.mark.usefixtures("named_temporaries")  # it looks at the temporary's name (issue 36: none on Linux)
 def test_writer_removes_temp_file_on_exception(tmp_path: Path) -> None:
     before = listing(tmp_path)
     layout = VectorLayout("list", ("v",), 2)
@@ -642,6 +645,44 @@ def test_writer_removes_temp_file_on_exception(tmp_path: Path) -> None:
         assert any(name.startswith(".out.parquet.") and name.endswith(".tmp") for name in listing(tmp_path))
         1 / 0
     assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "csv", "npy", "arrows"])
+def test_an_output_has_no_name_while_it_is_written_and_is_published_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """Issue 36: on Linux an output's temporary has no name while it is written (a kill -9 leaves
+    nothing), yet each format's writer publishes the same bytes with the same permissions as through
+    a named temporary: 0666 less the umask for a new file, the replaced file's mode for an overwrite."""
+    layout = VectorLayout("columns", ("a", "b", "c"), 3)
+    rows = np.random.default_rng(7).standard_normal((600, 3))
+    seen: dict[str, tuple[list[str], bytes, int, bytes, int]] = {}
+    mask = os.umask(0o027)
+    try:
+        for way in ("anonymous", "named"):
+            if way == "named":
+                monkeypatch.setenv(NAMED_TEMPORARIES_ENV, "1")
+            folder = tmp_path / way
+            folder.mkdir()
+            target = folder / f"out.{suffix}"
+            with AtomicVectorWriter(target, layout) as writer:
+                writer.write(rows[:300])
+                writer.write(rows[300:])
+                during = listing(folder)
+                writer.commit()
+            first, first_mode = target.read_bytes(), stat.S_IMODE(os.stat(target).st_mode)
+            os.chmod(target, 0o604)  # replaced next: the new file takes this mode
+            with AtomicVectorWriter(target, layout, overwrite=True) as writer:
+                writer.write(rows[::-1].copy())
+                writer.commit()
+            seen[way] = (during, first, first_mode, target.read_bytes(), stat.S_IMODE(os.stat(target).st_mode))
+            assert listing(folder) == [target.name]
+    finally:
+        os.umask(mask)
+    assert seen["anonymous"][0] == []  # nothing beside the target while it is written
+    assert len(seen["named"][0]) == 1 and seen["named"][0][0].startswith(f".out.{suffix}.ldp-")
+    assert seen["anonymous"][1:] == seen["named"][1:]
+    assert (seen["anonymous"][2], seen["anonymous"][4]) == (0o640, 0o604)
 
 
 def test_writer_removes_temp_file_on_keyboard_interrupt_and_without_commit(tmp_path: Path) -> None:

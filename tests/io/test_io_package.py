@@ -104,6 +104,7 @@ def test_a_name_or_suffix_is_registered_once(vec_format: formats.Format) -> None
         register_format("other", [".pq"], vec_format.open_reader, vec_format.encoder)
 
 
+@pytest.mark.usefixtures("named_temporaries")  # it looks at the temporary's name (issue 36: none on Linux)
 def test_a_discarded_file_sink_leaves_no_temporary_file(tmp_path: Path) -> None:
     sink = AtomicFileSink(tmp_path / "out.bin")
     sink.write(b"partial")
