@@ -39,6 +39,7 @@ from ldpcli.accounting import (
     optimal_homogeneous_epsilon,
     pld_epsilon,
 )
+from ldpcli.accounting._compose import GAUSSIAN_PLD
 from ldpcli.accounting._pld import PLD_DELTA_MARGIN, pld_interval
 from ldpcli.accounting._theorems import BASIC, DRV, KOV_HETEROGENEOUS, KOV_OPTIMAL
 from ldpcli.errors import DataError
@@ -52,8 +53,7 @@ __all__ = [
 ]
 
 RECORDED = "amplification by shuffling (Feldman, McMillan & Talwar 2021), as the release recorded it"
-TRAINED = ("the PLD accountant of the Poisson-subsampled Gaussian (Abadi et al. 2016; dp-accounting), as the training "
-           "run recorded it")
+TRAINED = f"{GAUSSIAN_PLD}, as the training run recorded it"
 
 
 @dataclass(frozen=True)
