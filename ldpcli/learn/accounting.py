@@ -1,50 +1,40 @@
-"""The central accountant of ``ldp train``: dp-accounting for the Poisson-subsampled Gaussian.
+"""The central layer's noise: the smallest noise multiplier z for a central ε, and the layer's claim.
 
-The central layer (:mod:`ldpcli.learn.central`) runs T steps of one mechanism: each step includes
-each row independently with probability q (Poisson sampling) and adds N(0, (zρ)² I) to the sum of
-the step's rows' contributions, each of norm at most ρ. Under add/remove-one-row neighbours that
-sum has ℓ2 sensitivity ρ, so one step is the Poisson-subsampled Gaussian mechanism with noise
-multiplier z (Abadi et al. 2016, Sec. 3.1; Bhowmick et al. 2018, Sec. 3.1 and eq. (13)), and T
-steps are its T-fold self-composition:
-``SelfComposedDpEvent(PoissonSampledDpEvent(q, GaussianDpEvent(z)), T)``.
-
-Google's ``dp-accounting`` (imported on first use: the optional extra ``central``) turns that event
-into (ε, δ) two ways, both upper bounds on the ε the run achieves at δ:
-
-- **PLD** (``dp_accounting.pld.PLDAccountant``; Koskela, Jälkö, Honkela 2020; Doroshenko et al.
-  2022, "Connect the Dots"): the privacy loss distribution, discretised pessimistically, so its ε is
-  an upper bound that is close to exact. It is the headline claim.
-- **RDP** (``dp_accounting.rdp.RdpAccountant``; Mironov 2017; Mironov, Talwar, Zhang 2019 for the
-  subsampled Gaussian): Rényi DP at a set of orders, converted to (ε, δ) by the improved conversion
-  of Canonne, Kamath, Steinke 2020 (Prop. 12 of arXiv:2004.00010 v4). Also an upper bound, looser.
-
-:func:`moments_accountant_epsilon` is the conversion of Abadi et al.'s moments accountant (their
-Thm. 2's tail bound; Mironov 2017, Prop. 3): ε = min_α RDP_α + log(1/δ)/(α − 1), over the same RDP
-values. It is the bound Bhowmick et al. (2018, Sec. 5) state their ε_cent with (docs/errata.md §21).
+The central layer (:mod:`ldpcli.learn.central`) runs T steps of the Poisson-subsampled Gaussian
+mechanism (Abadi et al. 2016, Sec. 3.1; Bhowmick et al. 2018, Sec. 3.1 and eq. (13)): the accounting
+event :class:`ldpcli.accounting.SubsampledGaussian`. Its (ε, δ) is :func:`ldpcli.accounting.compose`'s:
+dp-accounting's PLD accountant (the claim) and its RDP accountant beside it
+(:mod:`ldpcli.accounting._pld` cites both). This module finds the z a target ε needs
+(:func:`solve_noise_multiplier`) and states the claim at a z (:func:`central_epsilon`).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.metadata
-import logging
 import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
+from ldpcli.accounting import ADD_OR_REMOVE_ONE, SubsampledGaussian, compose
+from ldpcli.accounting._pld import (
+    HEADLINE,
+    MIN_NOISE_MULTIPLIER,
+    CentralEpsilon,
+    accountant_name,
+    check_gaussian,
+    epsilon_pld,
+    epsilon_rdp,
+    gaussian_account,
+    moments_accountant_epsilon,
+)
 from ldpcli.errors import UsageError, counted
-from ldpcli.release.accounting import ADD_OR_REMOVE_ONE, PLD_DELTA_MARGIN
-from ldpcli.release.accounting import dp_accounting as load_dp_accounting
+
+__all__ = [
+    "HEADLINE", "MIN_NOISE_MULTIPLIER", "NEIGHBOURING", "CentralEpsilon", "accountant_name", "central_epsilon",
+    "epsilon_pld", "epsilon_rdp", "moments_accountant_epsilon", "solve_noise_multiplier", "solved_central_epsilon",
+]
 
 #: The neighbouring relation of every claim here (dp-accounting's ``ADD_OR_REMOVE_ONE``), as the sidecar and the
 #: ledger record it (``ldp budget`` reads it back to compose the claim).
 NEIGHBOURING = ADD_OR_REMOVE_ONE
-#: The accountant whose ε a claim states.
-HEADLINE = "pld"
-#: The smallest noise multiplier the layer takes: below it ε is in the hundreds (z = 0.3, q = 0.1, 100
-#: steps, δ = 1e-6: ε = 117), no protection, and the PLD's grid of losses grows like 1/z² (38 GiB at z = 10⁻³).
-MIN_NOISE_MULTIPLIER = 0.3
 #: Smallest and largest noise multipliers the solver searches.
 _Z_RANGE = (MIN_NOISE_MULTIPLIER, 1e4)
 #: The solver stops when its bracket [lo, hi] has hi/lo below 1 + this.
@@ -53,120 +43,11 @@ _Z_RTOL = 5e-4
 _PATIENCE = 3
 
 
-def dp_accounting() -> Any:
-    """The ``dp_accounting`` package, or :class:`~ldpcli.errors.MissingDependency` naming the install line."""
-    return load_dp_accounting("the central layer's accountant")
-
-
-def accountant_name() -> str:
-    """``dp-accounting <version>``: the accountant a claim was computed with."""
-    dp_accounting()
-    return f"dp-accounting {importlib.metadata.version('dp-accounting')}"
-
-
-def _event(sampling_rate: float, noise_multiplier: float, steps: int) -> Any:
-    dp = dp_accounting()
-    step = dp.PoissonSampledDpEvent(sampling_rate, dp.GaussianDpEvent(noise_multiplier))
-    return dp.SelfComposedDpEvent(step, steps)
-
-
-def _check(sampling_rate: float, noise_multiplier: float, steps: int, delta: float,
-           floor: float = MIN_NOISE_MULTIPLIER) -> None:
-    if not (isinstance(sampling_rate, (int, float)) and 0.0 < sampling_rate <= 1.0):
-        raise UsageError(f"`sampling_rate` must be in (0, 1], got {sampling_rate!r}")
-    if not (isinstance(noise_multiplier, (int, float)) and math.isfinite(noise_multiplier)
-            and noise_multiplier >= floor and noise_multiplier > 0):
-        least = (f"≥ {floor:g} (below it the central ε is in the hundreds)" if floor > 0
-                 else "> 0")
-        raise UsageError(f"`noise_multiplier` must be a finite number {least}, got {noise_multiplier!r}")
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise UsageError(f"the central layer needs at least one step, got {steps!r}")
-    if not (isinstance(delta, (int, float)) and 0.0 < delta < 1.0):
-        raise UsageError(f"`central_delta` must be in (0, 1), got {delta!r}")
-
-
-def epsilon_pld(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> float:
-    """ε at δ of T Poisson-subsampled Gaussian steps by the PLD accountant (pessimistic: an upper bound).
-
-    ε is read at (1 − :data:`~ldpcli.release.accounting.PLD_DELTA_MARGIN`)·δ: the accountant's floating-point δ is
-    not exactly pessimistic (it can come out 3.5e-7 relative below the exact δ), and the margin covers that.
-    """
-    _check(sampling_rate, noise_multiplier, steps, delta)
-    dp = dp_accounting()
-    accountant = dp.pld.PLDAccountant()
-    accountant.compose(_event(sampling_rate, noise_multiplier, steps))
-    return float(accountant.get_epsilon(delta * (1.0 - PLD_DELTA_MARGIN)))
-
-
-@contextlib.contextmanager
-def _quiet_orders() -> Iterator[None]:
-    """dp-accounting logs (through absl) each fractional RDP order whose series does not converge and
-    leaves it out; the bound over the remaining orders is still an upper bound, so those lines are kept quiet."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
-def _rdp_accountant(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> Any:
-    """The RDP accountant after the T steps; any z > 0 (the RDP of a small z costs no more than a large one's)."""
-    _check(sampling_rate, noise_multiplier, steps, delta, floor=0.0)
-    accountant = dp_accounting().rdp.RdpAccountant()
-    with _quiet_orders():
-        accountant.compose(_event(sampling_rate, noise_multiplier, steps))
-    return accountant
-
-
-def epsilon_rdp(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> tuple[float, float]:
-    """(ε, the optimal order α) at δ by the RDP accountant and its improved conversion (an upper bound)."""
-    epsilon, order = _rdp_accountant(sampling_rate, noise_multiplier, steps, delta).get_epsilon_and_optimal_order(delta)
-    return float(epsilon), float(order)
-
-
-def moments_accountant_epsilon(sampling_rate: float, noise_multiplier: float, steps: int,
-                               delta: float) -> tuple[float, float]:
-    """(ε, α) by the moments accountant's conversion: min over the RDP orders α of
-    RDP_α + log(1/δ)/(α − 1) (Abadi et al. 2016, Thm. 2; Mironov 2017, Prop. 3), dp-accounting's
-    RDP values at its default orders. Looser than :func:`epsilon_rdp`; for the paper's settings."""
-    accountant = _rdp_accountant(sampling_rate, noise_multiplier, steps, delta)
-    bounds = [(float(r) + math.log(1.0 / delta) / (float(a) - 1.0), float(a))
-              for a, r in zip(accountant.orders, accountant.rdp) if a > 1]
-    return min(bounds)
-
-
-@dataclass(frozen=True)
-class CentralEpsilon:
-    """The two accountants' ε at δ for T Poisson-subsampled Gaussian steps, and which one is claimed."""
-
-    sampling_rate: float
-    noise_multiplier: float
-    steps: int
-    delta: float
-    epsilon_pld: float
-    epsilon_rdp: float
-    rdp_order: float
-    accountant: str
-
-    @property
-    def epsilon(self) -> float:
-        """The claimed ε: the PLD accountant's (:data:`HEADLINE`)."""
-        return self.epsilon_pld
-
-
 def central_epsilon(sampling_rate: float, noise_multiplier: float, steps: int, delta: float) -> CentralEpsilon:
-    """Both accountants' ε at δ (:func:`epsilon_pld`, :func:`epsilon_rdp`)."""
-    return _account(sampling_rate, noise_multiplier, steps, delta,
-                    epsilon_pld(sampling_rate, noise_multiplier, steps, delta))
-
-
-def _account(sampling_rate: float, noise_multiplier: float, steps: int, delta: float, pld: float) -> CentralEpsilon:
-    """:class:`CentralEpsilon` at z = ``noise_multiplier`` given its PLD ε ``pld`` (:func:`epsilon_pld` of the
-    same arguments, computed by the caller), with the RDP accountant's ε computed here."""
-    rdp, order = epsilon_rdp(sampling_rate, noise_multiplier, steps, delta)
-    return CentralEpsilon(sampling_rate, float(noise_multiplier), steps, delta, pld, rdp, order, accountant_name())
+    """Both accountants' ε at δ for T steps at z = ``noise_multiplier``:
+    :func:`ldpcli.accounting.compose` of one :class:`~ldpcli.accounting.SubsampledGaussian`."""
+    (account,) = compose([SubsampledGaussian(noise_multiplier, sampling_rate, steps)], delta).gaussians
+    return account
 
 
 def _smallest(gap: Callable[[float], float], lo: float, hi: float, gap_hi: float, tol: float,
@@ -218,7 +99,7 @@ def _solve(epsilon: float, sampling_rate: float, steps: int, delta: float) -> tu
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon > 0):
         raise UsageError(f"`central_epsilon` must be a finite number > 0, got {epsilon!r}")
     floor, ceiling = _Z_RANGE
-    _check(sampling_rate, ceiling, steps, delta)
+    check_gaussian(sampling_rate, ceiling, steps, delta)
     at_ceiling = epsilon_rdp(sampling_rate, ceiling, steps, delta)[0]
     if at_ceiling > epsilon:
         raise UsageError(f"`central_epsilon` {epsilon:g} at `central_delta` {delta:g} needs a noise multiplier above "
@@ -269,4 +150,4 @@ def solved_central_epsilon(epsilon: float, sampling_rate: float, steps: int, del
     """:func:`central_epsilon` at the z :func:`solve_noise_multiplier` finds for ``epsilon``, reusing the PLD ε
     the search computed at that z (no evaluation twice)."""
     z, pld = _solve(epsilon, sampling_rate, steps, delta)
-    return _account(sampling_rate, z, steps, delta, pld)
+    return gaussian_account(sampling_rate, z, steps, delta, pld)

@@ -1,7 +1,8 @@
 """The central ε of a mechanism's reports when n of them are shuffled: the data behind `ldp params --shuffle`.
 
 A pure ε0-LDP mechanism's n reports, published in a uniformly random order by an honest shuffler, are
-(ε, δ)-DP centrally with ε bracketed by :func:`ldpcli.math.shuffling.shuffle_bound` (Feldman, McMillan &
+(ε, δ)-DP centrally with ε bracketed by :func:`ldpcli.accounting.compose` of a
+:class:`~ldpcli.accounting.ShuffledRelease` (:func:`ldpcli.math.shuffling.shuffle_bound`: Feldman, McMillan &
 Talwar 2021, Thm 3.2; closed form Thm 3.1). ε0 is the mechanism's exact ε (``epsilon_exact``). An
 (ε0, δ0)-LDP mechanism with δ0 > 0 (the Gaussian baseline) gets no claim from this bound: its proof
 decomposes each report's law using e^{−ε0} ≤ P/Q ≤ e^{ε0} everywhere, which δ0 > 0 does not give.
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ldpcli.math.shuffling import default_central_delta, shuffle_bound
+from ldpcli.accounting import ShuffledRelease, compose
+from ldpcli.math.shuffling import default_central_delta
 from ldpcli.mechanisms.base import check_count
 
 NO_CLAIM = "no shuffle claim: the bound needs pure ε0-LDP"
@@ -26,12 +28,14 @@ def central_delta(shuffle: int, shuffle_delta: float | None = None) -> float:
 
 
 def shuffle_claim(epsilon0: float, delta0: float, shuffle: int, delta: float) -> dict[str, Any]:
-    """``{"shuffle": …}`` for a mechanism that is (epsilon0, delta0)-LDP: the bound's ``to_dict()`` at
-    (shuffle, delta) when delta0 = 0, else ``None`` with a ``shuffle_reason``."""
+    """``{"shuffle": …}`` for a mechanism that is (epsilon0, delta0)-LDP: the shuffle bound's ``to_dict()`` at
+    (shuffle, delta) when delta0 = 0 (the composition of one :class:`~ldpcli.accounting.ShuffledRelease`), else
+    ``None`` with a ``shuffle_reason``."""
     if delta0 > 0:
         return {"shuffle": None,
                 "shuffle_reason": f"{NO_CLAIM}; this mechanism is (ε, δ)-LDP with δ = {delta0:.3g} > 0"}
-    return {"shuffle": shuffle_bound(epsilon0, shuffle, delta).to_dict()}
+    (bound,) = compose([ShuffledRelease(epsilon0, shuffle, delta)]).shuffles
+    return {"shuffle": bound.to_dict()}
 
 
 def add_shuffle_claims(rows: list[dict[str, Any]], shuffle: int, delta: float) -> None:

@@ -57,12 +57,13 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
+from ldpcli.accounting import ShuffledRelease, compose
 from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import interrupts
 from ldpcli.io.faults import checkpoint
 from ldpcli.io.messages import _reason
 from ldpcli.math.bitgen import require_randomgen
-from ldpcli.math.shuffling import default_central_delta, shuffle_bound
+from ldpcli.math.shuffling import default_central_delta
 from ldpcli.mechanisms import Mechanism
 from ldpcli.mechanisms.composition import release_cost
 from ldpcli.release.randomness import block_generators, root_seed
@@ -425,13 +426,15 @@ def shuffle_assumptions(reproducible: bool, n: int, epsilon: float) -> list[str]
 def shuffled_section(epsilon0: float, n: int, delta: float, *, reproducible: bool) -> dict[str, Any]:
     """``release.shuffled``: the central (ε, δ) of ``n`` shuffled ε0-LDP reports and what it rests on.
 
-    The numbers and the theorem are :func:`ldpcli.math.shuffling.shuffle_bound`'s (Feldman, McMillan and
+    The numbers and the theorem are :func:`ldpcli.accounting.compose`'s of one
+    :class:`~ldpcli.accounting.ShuffledRelease`, :func:`ldpcli.math.shuffling.shuffle_bound`'s (Feldman, McMillan and
     Talwar 2021, Thm 3.2 evaluated numerically; Thm 3.1's closed form): ``epsilon_central_upper`` is a
     certified upper bound on the central ε at ``delta`` (the claim); ``epsilon_central_lower`` is a value
     the reduction's exact ε is at least (how much tighter the method could not be, never a claim);
     ``epsilon_central_closed_form`` is None where Thm 3.1's condition fails. ``epsilon_local`` is ε0.
     """
-    bound = shuffle_bound(epsilon0, n, delta).to_dict()
+    (shuffled,) = compose([ShuffledRelease(epsilon0, n, delta)]).shuffles
+    bound = shuffled.to_dict()
     return {
         "n": n,
         "delta": delta,

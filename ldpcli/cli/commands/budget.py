@@ -10,10 +10,11 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
+from ldpcli.accounting import Guarantee
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import LEDGER_OPTION, command_app
 from ldpcli.cli.render import err, fmt, fmt_bound, out, render
-from ldpcli.release.accounting import Guarantee, compose_central, compose_local
+from ldpcli.release.accounting import compose_central, compose_local
 from ldpcli.release.commit import pending_releases, release_reservation
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.ledger_file import spend_of
