@@ -3,13 +3,14 @@
 ``ldp privatize`` (a file or a dataset directory), ``ldp train`` and ``ldp queries release`` all
 end in :func:`commit_release`, so a release is counted the same way whatever wrote it:
 
-1. **reserve**: for each input, :meth:`ldpcli.release.ledger.Ledger.reserve` checks ``max_budget`` under
-   the ledger's lock, against every release and every reservation of other runs (per row when the
-   charge carries the release's row hashes), and appends this release as a reservation (with its
-   row file); its input tag comes from the key the ledger file holds;
+1. **reserve**: :meth:`ldpcli.release.ledger.Ledger.reserve_all` checks ``max_budget`` for every input
+   under the ledger's lock, against every release and every reservation of other runs and the inputs
+   before it (per row when the charge carries the release's row hashes), and appends every input as
+   a reservation (with its row file) in one rewrite; the input tags come from the key the ledger
+   file holds;
 2. **finish**: the caller's ``finish(tags, created)`` writes the sidecars (they carry the tags and the
    release time) as finished temporaries and adds them to the :class:`ldpcli.io.publication.Publication`;
-3. **publish** the outputs together and **confirm** the reservations before the commit point
+3. **publish** the outputs together and **confirm** the reservations (one rewrite) before the commit point
    (:meth:`ldpcli.io.publication.Publication.run`).
 
 A failure before the commit point restores the previous outputs and takes the reservations out

@@ -50,7 +50,8 @@ Concurrency and crashes: reserve, publish, confirm
     row when the release's row hashes are given), writes the release's row file and appends the
     release as a *reservation* (``"state": "reserved"``) before anything is published. The outputs are then published, and :meth:`Ledger.confirm` marks the entry
     ``"confirmed"``; a release that fails before it is published is taken out again
-    (:meth:`Ledger.cancel`). A reservation counts like a release, so overlapping runs can never
+    (:meth:`Ledger.cancel`). A release of many inputs does each step for all of them in one
+    rewrite (:meth:`Ledger.reserve_all`, :meth:`Ledger.confirm_all`, :meth:`Ledger.cancel_all`). A reservation counts like a release, so overlapping runs can never
     spend past a cap, and a run killed at any moment leaves the ledger over-counting, never
     under-counting: its reservation stays, :meth:`Ledger.pending` lists it (``ldp budget``, with what became of it:
     :func:`ldpcli.release.commit.pending_releases`), and the owner removes it with :func:`ldpcli.release.commit.release_reservation` once its release is known never to

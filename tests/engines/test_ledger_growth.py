@@ -17,8 +17,8 @@ import pytest
 from helpers import unit_rows, write_list
 
 from ldpcli.release import ledger as ledger_module
-from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.commit import Charge
+from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.ledger import Ledger, LedgerEntry
 from ldpcli.release.options import Budget, ReleaseOptions
 from ldpcli.release.rowhash import ReleaseRows
