@@ -3,13 +3,14 @@
 ``ldp privatize`` (a file or a dataset directory), ``ldp train`` and ``ldp queries release`` all
 end in :func:`commit_release`, so a release is counted the same way whatever wrote it:
 
-1. **reserve**: for each input, :meth:`ldpcli.release.ledger.Ledger.reserve` checks ``max_budget`` under
-   the ledger's lock, against every release and every reservation of other runs (per row when the
-   charge carries the release's row hashes), and appends this release as a reservation (with its
-   row file); its input tag comes from the key the ledger file holds;
+1. **reserve**: :meth:`ldpcli.release.ledger.Ledger.reserve_all` checks ``max_budget`` for every input
+   under the ledger's lock, against every release and every reservation of other runs and the inputs
+   before it (per row when the charge carries the release's row hashes), and appends every input as
+   a reservation (with its row file) in one rewrite; the input tags come from the key the ledger
+   file holds;
 2. **finish**: the caller's ``finish(tags, created)`` writes the sidecars (they carry the tags and the
    release time) as finished temporaries and adds them to the :class:`ldpcli.io.publication.Publication`;
-3. **publish** the outputs together and **confirm** the reservations before the commit point
+3. **publish** the outputs together and **confirm** the reservations (one rewrite) before the commit point
    (:meth:`ldpcli.io.publication.Publication.run`).
 
 A failure before the commit point restores the previous outputs and takes the reservations out
@@ -32,22 +33,9 @@ from ldpcli.io.atomic import process_alive
 from ldpcli.io.messages import _reason
 from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.release.inputs import MANIFEST_NAME
-from ldpcli.release.ledger import BudgetError, Ledger, LedgerEntry, Reservation
-from ldpcli.release.rowhash import ReleaseRows
+from ldpcli.release.ledger import BudgetError, Charge, Ledger, LedgerEntry, Reservation
 from ldpcli.release.sidecar import SUFFIX as SIDECAR_SUFFIX
 from ldpcli.release.sidecar import sidecar_path, utc_now
-
-
-@dataclass(frozen=True)
-class Charge:
-    """What one input of a release costs: its ledger entry (tag and time are set at the reservation)."""
-
-    entry: LedgerEntry
-    #: The input as messages name it.
-    label: str
-    #: The release's row hashes (:meth:`ldpcli.release.ledger.Ledger.row_digest`): the budget is then checked per
-    #: row and the rows are kept in the ledger; None: per input (by the entry's fingerprint).
-    rows: ReleaseRows | None = None
 
 
 def commit_release(
@@ -75,23 +63,24 @@ def commit_release(
     try:
         if ledger is not None:
             with interrupts.held():  # a reservation written is one this run knows of, to take out again
-                for charge in charges:
-                    reservations.append(ledger.reserve(replace(charge.entry, created=created), max_budget=max_budget,
-                                                       input_label=charge.label, rows=charge.rows))
+                # every input in one rewrite of the ledger: a run of thousands of inputs stays linear (issue 36)
+                reservations = ledger.reserve_all(
+                    [replace(charge, entry=replace(charge.entry, created=created)) for charge in charges],
+                    max_budget=max_budget)
             faults.checkpoint("reserved")
         finish([reservation.tag for reservation in reservations] if ledger is not None else [None] * len(charges),
                created)
 
         def confirm() -> None:
-            for reservation in reservations:
-                reservation.confirm()
+            if ledger is not None and reservations:
+                ledger.confirm_all([reservation.release for reservation in reservations])
 
         publication.run(confirm=confirm)
     except BaseException as exc:
         if publication.committed:  # past the commit point: the release is complete and counted, nothing takes it back
             raise
         with interrupts.held():  # a signal now must not cut the cancellation short
-            kept = _cancel(reservations)
+            kept = _cancel(ledger, reservations)
         if isinstance(exc, OSError):  # a full disk, a lost permission: one line, saying what was kept
             raise DataError(f"{publication.label}: cannot publish the release ({_reason(exc)})"
                             f"{_after_failure(kept)}") from exc
@@ -101,15 +90,15 @@ def commit_release(
     return reservations
 
 
-def _cancel(reservations: Sequence[Reservation]) -> list[str]:
-    """Take the reservations out; the ids of those the ledger would not let go (they stay counted)."""
-    kept = []
-    for reservation in reservations:
-        try:
-            reservation.cancel()
-        except (LdpError, OSError):
-            kept.append(reservation.release)
-    return kept
+def _cancel(ledger: Ledger | None, reservations: Sequence[Reservation]) -> list[str]:
+    """Take the reservations out, in one rewrite; the ids of those the ledger would not let go (they stay counted)."""
+    if ledger is None or not reservations:
+        return []
+    try:
+        ledger.cancel_all([reservation.release for reservation in reservations])
+    except (LdpError, OSError):
+        return [reservation.release for reservation in reservations]
+    return []
 
 
 def _after_failure(kept: Sequence[str]) -> str:

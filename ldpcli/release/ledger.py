@@ -50,7 +50,8 @@ Concurrency and crashes: reserve, publish, confirm
     row when the release's row hashes are given), writes the release's row file and appends the
     release as a *reservation* (``"state": "reserved"``) before anything is published. The outputs are then published, and :meth:`Ledger.confirm` marks the entry
     ``"confirmed"``; a release that fails before it is published is taken out again
-    (:meth:`Ledger.cancel`). A reservation counts like a release, so overlapping runs can never
+    (:meth:`Ledger.cancel`). A release of many inputs does each step for all of them in one
+    rewrite (:meth:`Ledger.reserve_all`, :meth:`Ledger.confirm_all`, :meth:`Ledger.cancel_all`). A reservation counts like a release, so overlapping runs can never
     spend past a cap, and a run killed at any moment leaves the ledger over-counting, never
     under-counting: its reservation stays, :meth:`Ledger.pending` lists it (``ldp budget``, with what became of it:
     :func:`ldpcli.release.commit.pending_releases`), and the owner removes it with :func:`ldpcli.release.commit.release_reservation` once its release is known never to
@@ -69,7 +70,7 @@ import os
 import secrets
 import socket
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,13 @@ _FINGERPRINT_PREFIX = b"ldp-input-fingerprint-v1\0"
 _BUDGET_SLACK = 1e-9
 #: Rows of a new release checked against the earlier releases' row files at a time (bounds the temporaries).
 _QUERY_CHUNK = 1 << 18
+#: Row hashes of earlier releases that a budget check merges into one sorted index in memory (16 bytes a row:
+#: the hash and its release), from the row files of at most :data:`_QUERY_CHUNK` rows, smallest first; the
+#: other row files are mapped one at a time for each chunk of rows checked, as every row file was before
+#: issue 36 (thousands of tiny releases checked one file at a time made a run of many inputs quadratic).
+_MERGED_ROWS = 1 << 24
+#: (row, release) matches added up at a time while a chunk of rows is charged (bounds the temporaries).
+_PAIRS = 1 << 22
 
 
 class BudgetError(DataError):
@@ -174,6 +182,28 @@ class InputFingerprint:
     def close(self) -> None:
         """Stop the background thread, if any, after the pending batches (:meth:`hexdigest` still works)."""
         self._stream.close()
+
+
+def _check_arguments(epsilon: float, max_budget: float | None) -> None:
+    """UsageError unless ``epsilon`` is a positive finite ε and ``max_budget`` None or positive."""
+    if max_budget is not None and not max_budget > 0:
+        raise UsageError(f"`max_budget` must be a positive ε, got {max_budget!r}; give the largest total ε to allow")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise UsageError(f"`epsilon` must be a positive finite number, got {epsilon!r}")
+
+
+def _tag(key: bytes, fingerprint: str) -> str:
+    """The input tag of ``fingerprint`` under ``key`` (:meth:`Ledger.tag`)."""
+    return TAG_PREFIX + hmac.new(key, fingerprint.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def _input_spend(entries: Sequence[LedgerEntry], fingerprint: str) -> RowSpend | None:
+    """What the entries of ``fingerprint`` spent, counted per input (a release without row hashes)."""
+    own = [entry for entry in entries if entry.fingerprint == fingerprint]
+    if not own:
+        return None
+    spend = spend_of(own)
+    return RowSpend(spend.epsilon, spend.releases, spend.releases, 0, 0)
 
 
 def _fmt(value: float) -> str:
@@ -258,7 +288,7 @@ class Ledger:
 
     def tag(self, fingerprint: str) -> str:
         """The input tag for a sidecar: ``"ldptag1-"`` + HMAC-SHA256(key, fingerprint), hex."""
-        return TAG_PREFIX + hmac.new(self._secret(), fingerprint.encode("utf-8"), hashlib.sha256).hexdigest()
+        return _tag(self._secret(), fingerprint)
 
     def spent(self, fingerprint: str) -> Spend | None:
         """What the releases of the input with this fingerprint spent; None if it was never released."""
@@ -280,15 +310,16 @@ class Ledger:
         shares some rows with one, is charged for what its rows spent. Without, per input: the
         releases of this fingerprint.
         """
-        if max_budget is not None and not max_budget > 0:
-            raise UsageError(f"`max_budget` must be a positive ε, got {max_budget!r}; give the largest total ε to allow")
-        if not (math.isfinite(epsilon) and epsilon > 0):
-            raise UsageError(f"`epsilon` must be a positive finite number, got {epsilon!r}")
+        _check_arguments(epsilon, max_budget)
         if rows is None:
-            spend = self.spent(fingerprint)
-            used = None if spend is None else RowSpend(spend.epsilon, spend.releases, spend.releases, 0, 0)
+            used = _input_spend(self._entries, fingerprint)
         else:
             used = self.rowspend_of(fingerprint, rows)
+        return self._judge(used, epsilon, max_budget=max_budget, input_label=input_label)
+
+    def _judge(self, used: RowSpend | None, epsilon: float, *, max_budget: float | None,
+               input_label: str) -> str | None:
+        """:meth:`check`'s verdict once what the earlier releases spent (``used``) is known."""
         spent = used.epsilon if used is not None else 0.0
         total = spent + epsilon
         if max_budget is not None and total > max_budget * (1 + _BUDGET_SLACK):
@@ -321,49 +352,30 @@ class Ledger:
 
         A row's spend is the sum of the exact ε of every entry (confirmed or reserved) whose row
         file holds its hash, plus every entry without a row file (older ledgers) of the same
-        fingerprint. Reads each row file in turn (memory-mapped); vectorized, no per-row Python.
-        DataError when a row file is missing or damaged (the ledger is never guessed at).
+        fingerprint, added in ledger order. Reads each row file once (:class:`_RowIndex`);
+        vectorized, no per-row Python. DataError when a row file is missing or damaged (the ledger
+        is never guessed at).
         """
-        count = rows.hashes.shape[0]
-        # The entries with a row file, and those (None) that hold every row: row files are mapped one at a time,
-        # a chunk at a time, so that thousands of earlier releases never hold thousands of mappings at once.
-        held_by = [(entry if entry.rows_file else None, entry.epsilon_exact) for entry in self._entries
-                   if entry.rows_file or entry.fingerprint == fingerprint]
-        if not held_by:
-            return None
-        most_spent, most_times, least_times, touched_rows = 0.0, 0, 0, 0
-        for start in range(0, count, _QUERY_CHUNK):  # a chunk at a time: temporaries of its size, whatever n
-            queries = rows.hashes[start:start + _QUERY_CHUNK]
-            spent = np.zeros(queries.shape[0])
-            times = np.zeros(queries.shape[0], dtype=np.int64)
-            for holder, epsilon in held_by:
-                held = (np.ones(queries.shape[0], dtype=bool) if holder is None
-                        else contains(self._load_rows(holder), queries))
-                spent[held] += epsilon
-                times[held] += 1
-            touched = times > 0
-            if touched.any():
-                most_spent, most_times = max(most_spent, float(spent.max())), max(most_times, int(times.max()))
-                fewest = int(times[touched].min())
-                least_times = fewest if not touched_rows else min(least_times, fewest)
-                touched_rows += int(np.count_nonzero(touched))
-        if not touched_rows:
-            return None
-        return RowSpend(most_spent, most_times, least_times, touched_rows, count)
+        return _RowIndex(self, self._entries).spend(rows.hashes, len(self._entries), fingerprint)
 
     def _rows_name(self, release: str) -> str:
         """The row file of ``release``, relative to the ledger's directory: ``<ledger stem>-rows/<release>.npy``
         (the stem of the file a link at the ledger's path points to)."""
         return f"{Path(os.path.realpath(self._path)).stem}-rows/{release}.npy"
 
-    def _load_rows(self, entry: LedgerEntry) -> np.ndarray:
-        """The sorted distinct row hashes of ``entry`` (memory-mapped), DataError if they cannot be used."""
+    def _map_rows(self, entry: LedgerEntry) -> np.ndarray:
+        """The row hashes of ``entry`` as stored (memory-mapped), DataError if the file cannot be read."""
         path = Path(os.path.realpath(self._path)).parent / entry.rows_file
         try:
-            hashes = np.load(path, mmap_mode="r", allow_pickle=False)
+            return np.load(path, mmap_mode="r", allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise unreadable(self._label, f"the row file {str(path)!r} of release {entry.release}: "
                                            f"{_reason(exc) if isinstance(exc, OSError) else exc}") from exc
+
+    def _load_rows(self, entry: LedgerEntry) -> np.ndarray:
+        """The sorted distinct row hashes of ``entry`` (memory-mapped), DataError if they cannot be used."""
+        path = Path(os.path.realpath(self._path)).parent / entry.rows_file
+        hashes = self._map_rows(entry)
         if hashes.dtype != np.dtype("<u8") or hashes.ndim != 1 or (
                 hashes.shape[0] > 1 and not bool(np.all(hashes[1:] > hashes[:-1]))):
             raise unreadable(self._label, f"the row file {str(path)!r} of release {entry.release} is not an "
@@ -441,33 +453,57 @@ class Ledger:
         that share rows with this one are charged for it. DataError when the ledger's key is no
         longer the one the rows were hashed with (the ledger was replaced meanwhile).
         """
-        release = secrets.token_hex(8)
-        outcome: dict[str, Any] = {}
+        return self.reserve_all([Charge(entry, input_label, rows)], max_budget=max_budget)[0]
+
+    def reserve_all(self, charges: Sequence[Charge], *, max_budget: float | None) -> list[Reservation]:
+        """:meth:`reserve` every input of one release at once: one read and one write of the ledger.
+
+        Each charge is checked as if the ones before it had been reserved one by one (a row two
+        inputs share is charged for both), against one merged index of every row file
+        (:class:`_RowIndex`, each file read once), so a release of many inputs costs the ledger
+        linear work, not one rewrite and one pass over every earlier row file per input (issue 36).
+        Every row file is written, then every entry, in one atomic rewrite: a kill leaves either
+        none of the reservations or all of them (and perhaps row files no entry names, never read).
+        :class:`BudgetError` for the first charge past ``max_budget``, and nothing is written.
+        """
+        releases = [secrets.token_hex(8) for _ in charges]
+        reserved: list[LedgerEntry] = []
+        notices: list[str | None] = []
+
+        for charge in charges:
+            _check_arguments(charge.entry.epsilon_exact, max_budget)
 
         def add(key: bytes, entries: list[LedgerEntry]) -> None:
-            if rows is not None and rows.key_check != key_check(key):
-                raise DataError(f"{self._label}: the ledger's key changed while {input_label} was read (was the "
-                                "ledger replaced?); nothing was written: run again")
-            snapshot = Ledger(self._path, self._label, key, list(entries))
-            notice = snapshot.check(entry.fingerprint, entry.epsilon_exact, max_budget=max_budget,
-                                    input_label=input_label, rows=rows)
-            tag = snapshot.tag(entry.fingerprint)
-            reserved = replace(entry, tag=tag, state=RESERVED, release=release, owner=_this_process(),
-                               rows_file=self._rows_name(release) if rows is not None else "")
-            problem = entry_problem(reserved.to_dict())
-            if problem is not None:
-                raise ValueError(f"not a valid ledger entry: {problem}")
-            if rows is not None:
-                self._write_rows(reserved, rows)
-            entries.append(reserved)
-            outcome.update(tag=tag, notice=notice, entry=reserved)
+            for charge in charges:
+                if charge.rows is not None and charge.rows.key_check != key_check(key):
+                    raise DataError(f"{self._label}: the ledger's key changed while {charge.label} was read (was the "
+                                    "ledger replaced?); nothing was written: run again")
+            index = _RowIndex(self, entries, charges) if any(c.rows is not None for c in charges) else None
+            for charge, release in zip(charges, releases):
+                if charge.rows is None:
+                    used = _input_spend([*entries, *reserved], charge.entry.fingerprint)
+                else:
+                    assert index is not None
+                    used = index.spend(charge.rows.hashes, len(entries) + len(reserved), charge.entry.fingerprint)
+                entry = replace(charge.entry, tag=_tag(key, charge.entry.fingerprint), state=RESERVED,
+                                release=release, owner=_this_process(),
+                                rows_file=self._rows_name(release) if charge.rows is not None else "")
+                notices.append(self._judge(used, charge.entry.epsilon_exact, max_budget=max_budget,
+                                           input_label=charge.label))
+                problem = entry_problem(entry.to_dict())
+                if problem is not None:
+                    raise ValueError(f"not a valid ledger entry: {problem}")
+                reserved.append(entry)
+            for charge, entry in zip(charges, reserved):
+                if charge.rows is not None:
+                    written.append(entry)
+                    self._write_rows(entry, charge.rows)
+            entries.extend(reserved)
 
-        def undo() -> None:  # the row file was written, the entry was not
-            if "entry" in outcome:
-                self._remove_rows([outcome["entry"]])
-
-        self._update(add, step="reserve-write", undo=undo)
-        return Reservation(self, release, outcome["tag"], outcome["notice"], outcome["entry"])
+        written: list[LedgerEntry] = []
+        # The row files were written (some of them), the entries were not.
+        self._update(add, step="reserve-write", undo=lambda: self._remove_rows(written))
+        return [Reservation(self, entry.release, entry.tag, notice, entry) for entry, notice in zip(reserved, notices)]
 
     def confirm(self, release: str, **changes: Any) -> None:
         """Step 3: mark the reservation ``release`` confirmed (its outputs are published).
@@ -476,15 +512,24 @@ class Ledger:
         reservation is no longer in the file (removed by hand meanwhile): the release stays
         published and the owner is told to record it.
         """
+        self.confirm_all([release], **changes)
+
+    def confirm_all(self, releases: Sequence[str], **changes: Any) -> None:
+        """:meth:`confirm` every reservation in ``releases`` in one rewrite (all, or none when one is missing)."""
+        wanted = set(releases)
+
         def mark(key: bytes, entries: list[LedgerEntry]) -> None:
+            found = set()
             for index, entry in enumerate(entries):
-                if entry.release == release and entry.state == RESERVED:
+                if entry.release in wanted and entry.state == RESERVED:
                     entries[index] = replace(entry, state=CONFIRMED, owner=None, **changes)
-                    return
-            raise DataError(
-                f"{self._label}: the reservation {release} of a release that is now published is no longer in the "
-                "ledger (was it removed by hand?); the release's ε is not counted: record it again"
-            )
+                    found.add(entry.release)
+            missing = [release for release in releases if release not in found]
+            if missing:
+                raise DataError(
+                    f"{self._label}: the reservation {missing[0]} of a release that is now published is no longer in "
+                    "the ledger (was it removed by hand?); the release's ε is not counted: record it again"
+                )
 
         self._update(mark, step="confirm-write")
 
@@ -494,9 +539,15 @@ class Ledger:
         For the run that reserved it (the id is its own): the entry goes whether reserved or
         already confirmed, since that run knows its outputs are not in place.
         """
+        self.cancel_all([release])
+
+    def cancel_all(self, releases: Sequence[str]) -> None:
+        """:meth:`cancel` every entry in ``releases`` in one rewrite, and their row files after it."""
+        wanted = set(releases)
+
         def drop(key: bytes, entries: list[LedgerEntry]) -> None:
-            removed.extend(e for e in entries if e.release == release)
-            entries[:] = [e for e in entries if e.release != release]
+            removed.extend(e for e in entries if e.release in wanted)
+            entries[:] = [e for e in entries if e.release not in wanted]
 
         removed: list[LedgerEntry] = []
         self._update(drop, then=lambda: self._remove_rows(removed))
@@ -614,6 +665,118 @@ class Ledger:
             if self.tag(fingerprint) == tag:
                 return self.spent(fingerprint)
         return None
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one input of a release costs: its ledger entry (tag and time are set at the reservation)."""
+
+    entry: LedgerEntry
+    #: The input as messages name it.
+    label: str
+    #: The release's row hashes (:meth:`Ledger.row_digest`): the budget is then checked per row and the
+    #: rows are kept in the ledger; None: per input (by the entry's fingerprint).
+    rows: ReleaseRows | None = None
+
+
+class _RowIndex:
+    """The row files of a ledger's entries, and the rows of the releases being reserved after them, read
+    once to charge many new releases (:meth:`Ledger.reserve_all`, :meth:`Ledger.rowspend_of`).
+
+    Each holder of rows has a *position*: an entry's index in the ledger, and ``len(entries) + j`` for
+    the j-th charge, where its reservation will stand. The row files of at most :data:`_QUERY_CHUNK`
+    rows (and the charges' rows of that size), smallest first up to :data:`_MERGED_ROWS` rows in
+    all, are merged into one array sorted by hash, then position; the others are kept to be mapped
+    (row files, checked once here) or searched (charges) one at a time. :meth:`spend` charges a row
+    with the ε of every holder before a given position that holds it, in ledger order, so its sum is
+    the one adding each earlier release in turn gives, to the last bit.
+    """
+
+    def __init__(self, ledger: Ledger, entries: Sequence[LedgerEntry], charges: Sequence[Charge] = ()) -> None:
+        """Read every row file of ``entries`` once (DataError if one cannot be used)."""
+        self._ledger = ledger
+        self._epsilon = np.array([e.epsilon_exact for e in entries] + [c.entry.epsilon_exact for c in charges])
+        #: The positions of the holders without row hashes (they hold every row of their input), per fingerprint.
+        self._whole: dict[str, list[int]] = {}
+        holders: list[tuple[int, int, LedgerEntry | np.ndarray]] = []  # (size bound, position, its rows)
+        for at, entry in enumerate(entries):
+            if entry.rows_file:
+                holders.append((entry.rows, at, entry))
+            else:
+                self._whole.setdefault(entry.fingerprint, []).append(at)
+        for j, charge in enumerate(charges):
+            if charge.rows is not None:
+                holders.append((charge.rows.hashes.shape[0], len(entries) + j, charge.rows.hashes))
+            else:
+                self._whole.setdefault(charge.entry.fingerprint, []).append(len(entries) + j)
+        merged: list[tuple[int, np.ndarray]] = []
+        #: The holders searched one at a time: (position, its rows: an entry to map, or the hashes).
+        self._apart: list[tuple[int, LedgerEntry | np.ndarray]] = []
+        total = 0
+        for _, at, source in sorted(holders, key=lambda holder: holder[0]):
+            hashes = ledger._load_rows(source) if isinstance(source, LedgerEntry) else source
+            if hashes.shape[0] <= _QUERY_CHUNK and total + hashes.shape[0] <= _MERGED_ROWS:
+                merged.append((at, np.array(hashes, dtype=np.uint64)))  # a copy: the file's mapping is let go
+                total += hashes.shape[0]
+            else:
+                self._apart.append((at, source))
+        merged.sort(key=lambda holder: holder[0])
+        self._apart.sort(key=lambda holder: holder[0])
+        hashes = np.concatenate([h for _, h in merged]) if merged else np.empty(0, np.uint64)
+        positions = np.repeat(np.array([at for at, _ in merged], dtype=np.int64), [h.shape[0] for _, h in merged])
+        order = np.argsort(hashes, kind="stable")  # stable: the positions of one hash stay ascending
+        self._hashes, self._positions = hashes[order], positions[order]
+
+    def spend(self, queries: np.ndarray, before: int, fingerprint: str) -> RowSpend | None:
+        """What the holders before position ``before`` spent on the distinct row hashes ``queries`` (of an
+        input with ``fingerprint``); None when none of them held any."""
+        whole = [at for at in self._whole.get(fingerprint, ()) if at < before]
+        apart = [(at, source) for at, source in self._apart if at < before]
+        most_spent, most_times, least_times, touched_rows = 0.0, 0, 0, 0
+        for start in range(0, queries.shape[0], _QUERY_CHUNK):  # a chunk at a time: temporaries of its size
+            block = queries[start:start + _QUERY_CHUNK]
+            low = np.searchsorted(self._hashes, block, "left")
+            high = np.searchsorted(self._hashes, block, "right")
+            ends = np.cumsum(high - low)
+            at = 0
+            while at < block.shape[0]:  # pieces of at most _PAIRS matches (and at least one row)
+                stop = max(at + 1, int(np.searchsorted(ends, (ends[at - 1] if at else 0) + _PAIRS, "right")))
+                spent, times = self._add(block[at:stop], low[at:stop], high[at:stop], before, apart, whole)
+                touched = times > 0
+                if touched.any():
+                    most_spent, most_times = max(most_spent, float(spent.max())), max(most_times, int(times.max()))
+                    fewest = int(times[touched].min())
+                    least_times = fewest if not touched_rows else min(least_times, fewest)
+                    touched_rows += int(np.count_nonzero(touched))
+                at = stop
+        if not touched_rows:
+            return None
+        return RowSpend(most_spent, most_times, least_times, touched_rows, queries.shape[0])
+
+    def _add(self, queries: np.ndarray, low: np.ndarray, high: np.ndarray, before: int,
+             apart: Sequence[tuple[int, LedgerEntry | np.ndarray]], whole: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(ε spent, releases) of each of ``queries`` (whose matches in the merged index are ``low:high``)."""
+        n = queries.shape[0]
+        counts = high - low
+        rows = np.repeat(np.arange(n), counts)
+        owners = self._positions[np.repeat(low - (np.cumsum(counts) - counts), counts) + np.arange(rows.shape[0])]
+        keep = owners < before
+        row_parts, owner_parts = [rows[keep]], [owners[keep]]
+        for at, source in apart:  # one mapping at a time
+            hashes = self._ledger._map_rows(source) if isinstance(source, LedgerEntry) else source
+            held = np.flatnonzero(contains(hashes, queries))
+            del hashes
+            row_parts.append(held)
+            owner_parts.append(np.full(held.shape[0], at, dtype=np.int64))
+        for at in whole:
+            row_parts.append(np.arange(n))
+            owner_parts.append(np.full(n, at, dtype=np.int64))
+        rows, owners = np.concatenate(row_parts), np.concatenate(owner_parts)
+        spent = np.zeros(n)
+        if rows.shape[0]:
+            ledger_order = np.argsort(owners, kind="stable")  # each row's ε added in ledger order, as one by one
+            np.add.at(spent, rows[ledger_order], self._epsilon[owners[ledger_order]])
+        return spent, np.bincount(rows, minlength=n)
 
 
 # --- reservations ------------------------------------------------------------------------------------
