@@ -33,7 +33,8 @@ from ldpcli.io.atomic import process_alive
 from ldpcli.io.messages import _reason
 from ldpcli.io.publication import Publication, sweep_stale
 from ldpcli.release.inputs import MANIFEST_NAME
-from ldpcli.release.ledger import BudgetError, Charge, Ledger, LedgerEntry, Reservation
+from ldpcli.release.ledger import BudgetError, Ledger, LedgerEntry, Reservation
+from ldpcli.release.rowindex import Charge
 from ldpcli.release.sidecar import SUFFIX as SIDECAR_SUFFIX
 from ldpcli.release.sidecar import sidecar_path, utc_now
 

@@ -98,7 +98,8 @@ from ldpcli.release.ledger_file import (
     spend_of,
     unreadable,
 )
-from ldpcli.release.rowhash import ReleaseRows, RowDigest, contains, key_check
+from ldpcli.release.rowhash import ReleaseRows, RowDigest, key_check
+from ldpcli.release.rowindex import Charge, RowIndex
 
 #: The prefix of every input tag (the 1 is the tag's version: HMAC-SHA256 of the fingerprint).
 TAG_PREFIX = "ldptag1-"
@@ -107,15 +108,6 @@ _FINGERPRINT_PREFIX = b"ldp-input-fingerprint-v1\0"
 #: Relative slack of the budget comparison, so that e.g. three releases at ε = 0.1 fit a cap of
 #: 0.3 although 0.1 + 0.1 + 0.1 > 0.3 in floating point. It is far below any meaningful ε.
 _BUDGET_SLACK = 1e-9
-#: Rows of a new release checked against the earlier releases' row files at a time (bounds the temporaries).
-_QUERY_CHUNK = 1 << 18
-#: Row hashes of earlier releases that a budget check merges into one sorted index in memory (16 bytes a row:
-#: the hash and its release), from the row files of at most :data:`_QUERY_CHUNK` rows, smallest first; the
-#: other row files are mapped one at a time for each chunk of rows checked, as every row file was before
-#: issue 36 (thousands of tiny releases checked one file at a time made a run of many inputs quadratic).
-_MERGED_ROWS = 1 << 24
-#: (row, release) matches added up at a time while a chunk of rows is charged (bounds the temporaries).
-_PAIRS = 1 << 22
 
 
 class BudgetError(DataError):
@@ -352,11 +344,11 @@ class Ledger:
 
         A row's spend is the sum of the exact ε of every entry (confirmed or reserved) whose row
         file holds its hash, plus every entry without a row file (older ledgers) of the same
-        fingerprint, added in ledger order. Reads each row file once (:class:`_RowIndex`);
+        fingerprint, added in ledger order. Reads each row file once (:class:`RowIndex`);
         vectorized, no per-row Python. DataError when a row file is missing or damaged (the ledger
         is never guessed at).
         """
-        return _RowIndex(self, self._entries).spend(rows.hashes, len(self._entries), fingerprint)
+        return RowIndex(self._load_rows, self._map_rows, self._entries).spend(rows.hashes, len(self._entries), fingerprint)
 
     def _rows_name(self, release: str) -> str:
         """The row file of ``release``, relative to the ledger's directory: ``<ledger stem>-rows/<release>.npy``
@@ -460,7 +452,7 @@ class Ledger:
 
         Each charge is checked as if the ones before it had been reserved one by one (a row two
         inputs share is charged for both), against one merged index of every row file
-        (:class:`_RowIndex`, each file read once), so a release of many inputs costs the ledger
+        (:class:`RowIndex`, each file read once), so a release of many inputs costs the ledger
         linear work, not one rewrite and one pass over every earlier row file per input (issue 36).
         Every row file is written, then every entry, in one atomic rewrite: a kill leaves either
         none of the reservations or all of them (and perhaps row files no entry names, never read).
@@ -478,7 +470,7 @@ class Ledger:
                 if charge.rows is not None and charge.rows.key_check != key_check(key):
                     raise DataError(f"{self._label}: the ledger's key changed while {charge.label} was read (was the "
                                     "ledger replaced?); nothing was written: run again")
-            index = _RowIndex(self, entries, charges) if any(c.rows is not None for c in charges) else None
+            index = RowIndex(self._load_rows, self._map_rows, entries, charges) if any(c.rows is not None for c in charges) else None
             for charge, release in zip(charges, releases):
                 if charge.rows is None:
                     used = _input_spend([*entries, *reserved], charge.entry.fingerprint)
@@ -665,118 +657,6 @@ class Ledger:
             if self.tag(fingerprint) == tag:
                 return self.spent(fingerprint)
         return None
-
-
-@dataclass(frozen=True)
-class Charge:
-    """What one input of a release costs: its ledger entry (tag and time are set at the reservation)."""
-
-    entry: LedgerEntry
-    #: The input as messages name it.
-    label: str
-    #: The release's row hashes (:meth:`Ledger.row_digest`): the budget is then checked per row and the
-    #: rows are kept in the ledger; None: per input (by the entry's fingerprint).
-    rows: ReleaseRows | None = None
-
-
-class _RowIndex:
-    """The row files of a ledger's entries, and the rows of the releases being reserved after them, read
-    once to charge many new releases (:meth:`Ledger.reserve_all`, :meth:`Ledger.rowspend_of`).
-
-    Each holder of rows has a *position*: an entry's index in the ledger, and ``len(entries) + j`` for
-    the j-th charge, where its reservation will stand. The row files of at most :data:`_QUERY_CHUNK`
-    rows (and the charges' rows of that size), smallest first up to :data:`_MERGED_ROWS` rows in
-    all, are merged into one array sorted by hash, then position; the others are kept to be mapped
-    (row files, checked once here) or searched (charges) one at a time. :meth:`spend` charges a row
-    with the ε of every holder before a given position that holds it, in ledger order, so its sum is
-    the one adding each earlier release in turn gives, to the last bit.
-    """
-
-    def __init__(self, ledger: Ledger, entries: Sequence[LedgerEntry], charges: Sequence[Charge] = ()) -> None:
-        """Read every row file of ``entries`` once (DataError if one cannot be used)."""
-        self._ledger = ledger
-        self._epsilon = np.array([e.epsilon_exact for e in entries] + [c.entry.epsilon_exact for c in charges])
-        #: The positions of the holders without row hashes (they hold every row of their input), per fingerprint.
-        self._whole: dict[str, list[int]] = {}
-        holders: list[tuple[int, int, LedgerEntry | np.ndarray]] = []  # (size bound, position, its rows)
-        for at, entry in enumerate(entries):
-            if entry.rows_file:
-                holders.append((entry.rows, at, entry))
-            else:
-                self._whole.setdefault(entry.fingerprint, []).append(at)
-        for j, charge in enumerate(charges):
-            if charge.rows is not None:
-                holders.append((charge.rows.hashes.shape[0], len(entries) + j, charge.rows.hashes))
-            else:
-                self._whole.setdefault(charge.entry.fingerprint, []).append(len(entries) + j)
-        merged: list[tuple[int, np.ndarray]] = []
-        #: The holders searched one at a time: (position, its rows: an entry to map, or the hashes).
-        self._apart: list[tuple[int, LedgerEntry | np.ndarray]] = []
-        total = 0
-        for _, at, source in sorted(holders, key=lambda holder: holder[0]):
-            hashes = ledger._load_rows(source) if isinstance(source, LedgerEntry) else source
-            if hashes.shape[0] <= _QUERY_CHUNK and total + hashes.shape[0] <= _MERGED_ROWS:
-                merged.append((at, np.array(hashes, dtype=np.uint64)))  # a copy: the file's mapping is let go
-                total += hashes.shape[0]
-            else:
-                self._apart.append((at, source))
-        merged.sort(key=lambda holder: holder[0])
-        self._apart.sort(key=lambda holder: holder[0])
-        hashes = np.concatenate([h for _, h in merged]) if merged else np.empty(0, np.uint64)
-        positions = np.repeat(np.array([at for at, _ in merged], dtype=np.int64), [h.shape[0] for _, h in merged])
-        order = np.argsort(hashes, kind="stable")  # stable: the positions of one hash stay ascending
-        self._hashes, self._positions = hashes[order], positions[order]
-
-    def spend(self, queries: np.ndarray, before: int, fingerprint: str) -> RowSpend | None:
-        """What the holders before position ``before`` spent on the distinct row hashes ``queries`` (of an
-        input with ``fingerprint``); None when none of them held any."""
-        whole = [at for at in self._whole.get(fingerprint, ()) if at < before]
-        apart = [(at, source) for at, source in self._apart if at < before]
-        most_spent, most_times, least_times, touched_rows = 0.0, 0, 0, 0
-        for start in range(0, queries.shape[0], _QUERY_CHUNK):  # a chunk at a time: temporaries of its size
-            block = queries[start:start + _QUERY_CHUNK]
-            low = np.searchsorted(self._hashes, block, "left")
-            high = np.searchsorted(self._hashes, block, "right")
-            ends = np.cumsum(high - low)
-            at = 0
-            while at < block.shape[0]:  # pieces of at most _PAIRS matches (and at least one row)
-                stop = max(at + 1, int(np.searchsorted(ends, (ends[at - 1] if at else 0) + _PAIRS, "right")))
-                spent, times = self._add(block[at:stop], low[at:stop], high[at:stop], before, apart, whole)
-                touched = times > 0
-                if touched.any():
-                    most_spent, most_times = max(most_spent, float(spent.max())), max(most_times, int(times.max()))
-                    fewest = int(times[touched].min())
-                    least_times = fewest if not touched_rows else min(least_times, fewest)
-                    touched_rows += int(np.count_nonzero(touched))
-                at = stop
-        if not touched_rows:
-            return None
-        return RowSpend(most_spent, most_times, least_times, touched_rows, queries.shape[0])
-
-    def _add(self, queries: np.ndarray, low: np.ndarray, high: np.ndarray, before: int,
-             apart: Sequence[tuple[int, LedgerEntry | np.ndarray]], whole: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """(ε spent, releases) of each of ``queries`` (whose matches in the merged index are ``low:high``)."""
-        n = queries.shape[0]
-        counts = high - low
-        rows = np.repeat(np.arange(n), counts)
-        owners = self._positions[np.repeat(low - (np.cumsum(counts) - counts), counts) + np.arange(rows.shape[0])]
-        keep = owners < before
-        row_parts, owner_parts = [rows[keep]], [owners[keep]]
-        for at, source in apart:  # one mapping at a time
-            hashes = self._ledger._map_rows(source) if isinstance(source, LedgerEntry) else source
-            held = np.flatnonzero(contains(hashes, queries))
-            del hashes
-            row_parts.append(held)
-            owner_parts.append(np.full(held.shape[0], at, dtype=np.int64))
-        for at in whole:
-            row_parts.append(np.arange(n))
-            owner_parts.append(np.full(n, at, dtype=np.int64))
-        rows, owners = np.concatenate(row_parts), np.concatenate(owner_parts)
-        spent = np.zeros(n)
-        if rows.shape[0]:
-            ledger_order = np.argsort(owners, kind="stable")  # each row's ε added in ledger order, as one by one
-            np.add.at(spent, rows[ledger_order], self._epsilon[owners[ledger_order]])
-        return spent, np.bincount(rows, minlength=n)
 
 
 # --- reservations ------------------------------------------------------------------------------------

@@ -17,7 +17,8 @@ import pytest
 from helpers import unit_rows, write_list
 
 from ldpcli.release import ledger as ledger_module
-from ldpcli.release.commit import Charge
+from ldpcli.release import rowindex
+from ldpcli.release.rowindex import Charge
 from ldpcli.release.dataset import privatize_dataset
 from ldpcli.release.ledger import Ledger, LedgerEntry
 from ldpcli.release.options import Budget, ReleaseOptions
@@ -89,7 +90,7 @@ def test_reserving_inputs_together_charges_each_row_to_the_bit_what_one_by_one_d
     """Overlapping inputs at ε whose sums depend on their order, an old entry without row file among
     them: the batch's notices (ε to 6 digits, the counts) and its row spends (exact) are those of
     reserving the inputs one after the other."""
-    monkeypatch.setattr(ledger_module, "_MERGED_ROWS", merged)
+    monkeypatch.setattr(rowindex, "_MERGED_ROWS", merged)
     pool = unit_rows(60, 3, seed=21)
     picks = [np.random.default_rng(seed).choice(60, size=40, replace=False) for seed in range(6)]
     epsilons = [0.1, 0.7, 0.3, 0.2, 0.9, 0.6]
