@@ -8,7 +8,7 @@ into parts: row ranges that start on key-block boundaries (:mod:`ldpcli.release.
 Parquet row groups (any other input is one range), cut further where a range holds more than 64 MB of
 vectors (:func:`part_starts`). Each part is one task (:func:`privatize_part`) that
 reads its rows with the local engine's reader, privatizes them with the local engine's
-``_Privatizer`` (the same generators for the same rows) and writes one Parquet part file. The driver
+``Privatizer`` (:mod:`ldpcli.release.batches`) (the same generators for the same rows) and writes one Parquet part file. The driver
 then writes each part's sidecar (a complete sidecar of that file, with ``release.part`` naming the
 dataset and the part) and the dataset's manifest (``_ldp_dataset.json``: every part, its rows and
 SHA-256), and renames the staging directory onto ``DIR`` only when everything succeeded.
@@ -59,9 +59,10 @@ from ldpcli.io.jsonfile import read_json
 from ldpcli.io.publication import Publication, entry_list, remove_dataset_directory, sweep_stale, unknown_entries
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms.composition import release_cost
+from ldpcli.release.batches import Privatizer, run_batches
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.engines import DaskEngine, LocalEngine, describe, run_all
-from ldpcli.release.file import _Privatizer, _run, check_threads, ledger_entry, release_checks, released_input_warning
+from ldpcli.release.file import check_threads, ledger_entry, release_checks, released_input_warning
 from ldpcli.release.inputs import (
     MANIFEST_FORMAT,
     MANIFEST_NAME,
@@ -150,7 +151,7 @@ def privatize_part(task: PartTask, on_rows: Callable[[int], None] | None = None)
             task.target, reader.layout, format="parquet", keep_schema=reader.keep_schema, dtype=task.dtype,
             like=reader, codec=task.codec,
         ) as writer:
-            rows, clipped = _run(reader, writer, _Privatizer(mech, root, task.key, reader.precision, rng=task.rng), 1,
+            rows, clipped = run_batches(reader, writer, Privatizer(mech, root, task.key, reader.precision, rng=task.rng), 1,
                                on_rows)
             writer.commit()
     return PartResult(task, rows, clipped, writer.sha256, writer.dtype, reader.skipped, tuple(reader.skipped_rows))

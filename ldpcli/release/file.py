@@ -28,19 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from queue import Full, Queue
 from typing import Any, Callable, Sequence
 
-import numpy as np
-import pyarrow as pa
-
 from ldpcli.errors import DataError, LdpError, UsageError, counted, python_text
-from ldpcli.io import AtomicVectorWriter, VectorBatch, VectorLayout, VectorReader, file_format, interrupts, open_vectors
+from ldpcli.io import AtomicVectorWriter, VectorLayout, file_format, interrupts, open_vectors
 from ldpcli.io.atomic import finished_text
 from ldpcli.io.formats import check_codec, check_local, data_suffix
 from ldpcli.io.publication import Publication, sweep_stale
@@ -50,18 +44,17 @@ from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms.composition import ReleaseCost, release_cost
 from ldpcli.mechanisms.hooks import spending_note
 from ldpcli.mechanisms.rendering import secured
+from ldpcli.release.batches import Privatizer, run_batches
 from ldpcli.release.commit import Charge, commit_release
 from ldpcli.release.inputs import expand_inputs, refuse_output_over_input
 from ldpcli.release.ledger import InputFingerprint
 from ldpcli.release.ledger_file import LedgerEntry
 from ldpcli.release.options import ReleaseOptions, mechanism_spec
-from ldpcli.release.randomness import DEFAULT_RNG, block_generators, check_rng, input_key, key_block_rows, root_seed
-from ldpcli.release.rowhash import RowDigest
+from ldpcli.release.randomness import check_rng, input_key, key_block_rows, root_seed
 from ldpcli.release.safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
 from ldpcli.release.shuffle import (
     ExternalShuffle,
     OrderKeys,
-    Privatize,
     check_pure,
     check_shuffle,
     order_root,
@@ -82,8 +75,6 @@ from ldpcli.risk.section import reconstruction
 #: A batch gets 1/8 of the budget when 6 threads or fewer privatize (one batch being read, one per
 #: thread, one being written), and 1/(threads + 2) beyond, so the budget holds whatever the thread count.
 _MIN_BATCHES_PER_BUDGET = 8
-#: Seconds between two looks at a recorded cancellation while :func:`_run` waits for its writer thread.
-_JOIN_POLL = 0.05
 
 
 def available_cores() -> int:
@@ -517,9 +508,9 @@ def privatize_file(
             shuffler = held.enter_context(ExternalShuffle(
                 mech.d, memory=memory // 2, directory=target.parent,
             )) if options.shuffle else None
-            privatize = _Privatizer(mech, root, key, reader.precision, copies, options.rng)
+            privatize = Privatizer(mech, root, key, reader.precision, copies, options.rng)
             try:
-                n, n_clipped = _run(
+                n, n_clipped = run_batches(
                     reader, writer if shuffler is None else shuffler, privatize if shuffler is None else
                     OrderKeys(order_root(root, seed is not None), key).keyed(privatize, mech.d), threads, on_rows,
                     fingerprint, row_digest,
@@ -579,138 +570,3 @@ def privatize_file(
         signed_by=signer.public_key.text if signer is not None else None, dropped_columns=reader.dropped_columns,
         shuffled=shuffled,
     )
-
-
-@dataclass(frozen=True)
-class _Privatizer:
-    """The work on one batch: move rows onto the domain, then privatize each key block with its
-    own generator (:func:`ldpcli.release.randomness.block_generators`)."""
-
-    mech: Mechanism
-    root: np.random.SeedSequence
-    key: tuple[int, ...]
-    precision: float  # unit roundoff of the input's values (the domain's slack depends on it)
-    copies: int = 1  # independent outputs per row, side by side, drawn one after the other per block
-    rng: str = DEFAULT_RNG  # the key blocks' generator: "pcg64" or "secure" (ChaCha20)
-
-    def __call__(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
-        """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``."""
-        values, moved = self.mech.project(values, self.precision)
-        blocks = list(block_generators(self.root, self.key, first_row, values.shape[0], self.mech.d, rng=self.rng))
-        if len(blocks) == 1 and self.copies == 1:
-            return self.mech.privatize(values, blocks[0][1]), moved
-        d = self.mech.d
-        out = np.empty((values.shape[0], self.copies * d), dtype=np.float64)
-        for rows, rng in blocks:
-            for copy in range(self.copies):
-                out[rows, copy * d: (copy + 1) * d] = self.mech.privatize(values[rows], rng)
-        return out, moved
-
-
-def _feed(batch: VectorBatch, fingerprint: InputFingerprint | None, row_digest: RowDigest | None) -> None:
-    """Give a batch as read to the ledger's fingerprint (every row) and row digest (the valid rows)."""
-    if fingerprint is not None:
-        fingerprint.update(batch.values)
-    if row_digest is not None:
-        row_digest.update(batch.values, batch.valid)
-
-
-def _run(
-    reader: VectorReader,
-    writer: AtomicVectorWriter | ExternalShuffle,
-    privatize: Privatize,
-    threads: int,
-    on_rows: Callable[[int], None] | None,
-    fingerprint: InputFingerprint | None = None,
-    row_digest: RowDigest | None = None,
-) -> tuple[int, int]:
-    """Privatize every batch of ``reader`` into ``writer`` in order; return (rows, clipped rows).
-
-    ``writer`` is the output, or the shuffle that holds the rows until all are privatized. ``fingerprint`` (the ledger's) is fed every batch's values as read, in file order; ``row_digest``
-    (the ledger's row hashes) the rows released (those ``skip_invalid`` left out excepted).
-
-    With several threads, the calling thread only reads and submits batches to the pool, and a writer thread
-    takes the results in file order and encodes, hashes and writes them, so that reading,
-    privatizing and writing overlap. At most ``threads`` batches wait between reader and writer.
-    The one writer is the bound on many cores (see the module's docstring); a dataset directory's
-    parts each run this loop on one thread, side by side (:func:`ldpcli.release.dataset.privatize_part`).
-    """
-    counts = [0, 0]  # rows, clipped rows
-
-    def write(result: tuple[np.ndarray, int], keep: Any, valid: np.ndarray | None) -> None:
-        values, clipped = result
-        rows = values.shape[0]
-        if valid is not None:  # --skip-invalid: privatized by position, then the invalid rows left out
-            values = values[valid]
-            keep = None if keep is None else keep.filter(pa.array(valid))
-        writer.write(values, keep)
-        counts[0] += values.shape[0]
-        counts[1] += clipped
-        if on_rows is not None:
-            on_rows(rows)
-
-    if threads == 1:
-        for batch in reader:
-            interrupts.check()
-            _feed(batch, fingerprint, row_digest)
-            write(privatize(batch.values, batch.first_row), batch.keep, batch.valid)
-        return counts[0], counts[1]
-
-    queue: Queue[tuple[Future[tuple[np.ndarray, int]], Any, np.ndarray | None] | None] = Queue(maxsize=threads)
-    stop = threading.Event()  # set by the reader on failure or interrupt: discard what is queued
-    failure: list[BaseException] = []
-
-    def drain() -> None:
-        while (item := queue.get()) is not None:
-            if stop.is_set() or failure:
-                continue  # keep taking items so that the reader never blocks on a full queue
-            try:
-                write(item[0].result(), item[1], item[2])
-            except BaseException as exc:  # re-raised by the reader below
-                failure.append(exc)
-
-    pool = ThreadPoolExecutor(max_workers=threads)
-    writing = threading.Thread(target=drain, name="ldp-writer", daemon=True)
-    writing.start()
-    try:
-        for batch in reader:
-            interrupts.check()
-            if failure:
-                break
-            _feed(batch, fingerprint, row_digest)
-            queue.put((pool.submit(privatize, batch.values, batch.first_row), batch.keep, batch.valid))
-    except BaseException:
-        stop.set()
-        raise
-    finally:
-        # Never leave the writer running: the output's encoder and file go away once this returns, and a
-        # thread still inside pyarrow when the interpreter exits crashes it. A signal meanwhile is
-        # recorded (raised once the threads are joined) and tells the writer to skip what is queued.
-        with interrupts.held():
-            _join_writer(queue, writing, stop)
-            pool.shutdown(wait=True, cancel_futures=True)
-    interrupts.check()
-    if failure:
-        raise failure[0]
-    return counts[0], counts[1]
-
-
-def _join_writer(queue: Queue[Any], writing: threading.Thread, stop: threading.Event) -> None:
-    """Hand the writer thread of :func:`_run` its end mark and wait until it has ended.
-
-    The waits are short and repeated so that a cancellation recorded meanwhile (a signal, held back
-    here) sets ``stop`` at once: the writer then finishes only the batch it is writing and skips
-    the queued ones, instead of writing them all first.
-    """
-    while True:
-        if interrupts.requested() is not None:
-            stop.set()
-        try:
-            queue.put(None, timeout=_JOIN_POLL)
-            break
-        except Full:
-            continue
-    while writing.is_alive():
-        writing.join(_JOIN_POLL)
-        if interrupts.requested() is not None:
-            stop.set()
