@@ -6,7 +6,7 @@
 - an iteration cap stops it early, with a feasible point, its gap and a note;
 - the data-independent gradient bound covers every gradient, and the norm at θ = 0 is exact.
 
-What ``ldp train`` does with it, in real processes: tests/pipeline/test_train_reference_cli.py.
+What ``ldp train`` does with it, in real processes: tests/learn/test_train_reference_cli.py.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from ldpcli.release.file import privatize_file
 from ldpcli.release.options import Columns, ReleaseOptions, Resources
 from ldpcli.release.sidecar import load_sidecar, sidecar_path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "ldpcli"
+PACKAGE = Path(__file__).resolve().parents[1] / "ldpcli"
 
 
 # This file's inputs keep their vectors in a column named "v" (the helpers' default is "vec").
