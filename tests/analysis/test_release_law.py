@@ -10,31 +10,25 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ldp_process, unit_rows, write_list
 
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.sidecar import build_sidecar, load_sidecar, sidecar_path
 from ldpcli.risk.section import reconstruction
 
-LDP = str(Path(sys.executable).with_name("ldp"))
 N, D = 2000, 16
 
 
 def ldp_run(*args: Any) -> subprocess.CompletedProcess[str]:
     """The real ``ldp`` script, with this worktree's package first on the path."""
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
+    return ldp_process(*args, env={"COLUMNS": "200", "NO_COLOR": "1"}, timeout=300)
 
 
 def privatize(tmp_path: Path, name: str, *args: Any, rows: np.ndarray | None = None, suffix: str = "parquet") -> Path:

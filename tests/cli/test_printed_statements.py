@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import bonferroni_z, ldp, unit_rows, write_list
+from helpers import bonferroni_z, ldp, ldp_process, unit_rows, write_list
 
 import ldpcli
 from ldpcli.analysis.estimate import estimate_mean
@@ -38,13 +36,10 @@ from ldpcli.mechanisms import MechanismSpec
 from ldpcli.planning.plot import plot_sweep, select_rows
 from ldpcli.planning.sweep import save_sweep, sweep
 
-LDP = Path(sys.executable).with_name("ldp")
-
 
 def run(*args: Any, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """``ldp ARGS…`` as a user runs it: the console script in a subprocess, 400 columns wide."""
-    env = {**os.environ, "COLUMNS": "400"}
-    return subprocess.run([str(LDP), *map(str, args)], input=stdin, capture_output=True, env=env, check=False)
+    return ldp_process(*args, env={"COLUMNS": "400"}, input=stdin, text=False, timeout=None)
 
 
 def text(stream: bytes) -> str:

@@ -11,17 +11,15 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import unit_rows
+from helpers import LDP, ldp_process, unit_rows
 
 from ldpcli.errors import UsageError
 from ldpcli.io.faults import STEPS
@@ -30,7 +28,6 @@ from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, ReleaseOptions
 
-LDP = str(Path(sys.executable).with_name("ldp"))
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
 
 
@@ -42,8 +39,7 @@ def write(path: Path, rows: np.ndarray) -> Path:
 
 
 def run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, timeout=180,
-                          env={**os.environ, **(env or {})})
+    return ldp_process(*args, env=env, timeout=180)
 
 
 def tree(directory: Path) -> dict[str, str]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ldp
+from helpers import LDP, ldp
 
 from ldpcli.analysis.answer import encode_queries, read_workload
 from ldpcli.errors import DataError
@@ -29,7 +29,6 @@ from ldpcli.release.file import privatize_file
 from ldpcli.release.options import ReleaseOptions
 
 ROWS = 50_000  # 40,000 is far beyond the first block of the CSV reader
-LDP = str(Path(sys.executable).with_name("ldp"))
 
 
 def vectors_csv(path: Path, row: int, cell: bytes, column: int = 2) -> Path:

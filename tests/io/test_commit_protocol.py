@@ -19,17 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import unit_rows, write_list
+from helpers import LDP, ldp_process, unit_rows, write_list
 
 from ldpcli.io.faults import STEPS
-
-LDP = str(Path(sys.executable).with_name("ldp"))
 
 
 def run(*args: object, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``ldp ARGS…`` as a process (the test's environment, plus ``env``)."""
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return ldp_process(*args, env=env, timeout=timeout)
 
 
 def start(*args: object, env: dict[str, str] | None = None) -> subprocess.Popen[str]:

@@ -6,19 +6,16 @@ from __future__ import annotations
 import hashlib
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import unit_rows, write_list
+from helpers import LDP, unit_rows, write_list
 
 from ldpcli.errors import DataError
 from ldpcli.release.file import privatize_file
 from ldpcli.release.options import ReleaseOptions, Resources
-
-LDP = str(Path(sys.executable).with_name("ldp"))
 
 
 def digest(path: Path) -> str:

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ldp_process, unit_rows, write_list
 
 
 def run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ldpcli", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, **(env or {})})
+    return ldp_process(*args, env=env, module=True)
 
 
 def sha(path: Path) -> str:

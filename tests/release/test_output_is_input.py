@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ldp_process, unit_rows, write_list
 
 
 def _ldp(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ldpcli", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, check=False, cwd=cwd)
+    return ldp_process(*args, cwd=cwd, module=True)
 
 
 @pytest.mark.parametrize("spelling", ["same", "dot", "parent", "absolute", "symlink", "hardlink"])

@@ -9,7 +9,6 @@ run the ``ldp`` console script as a process, on real CSV and Parquet files.
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from helpers import unit_rows
+from helpers import ldp_process, unit_rows
 
 from ldpcli.analysis.scan import scan
 from ldpcli.errors import DataError
@@ -32,13 +31,12 @@ from ldpcli.release.options import Budget, ReleaseOptions
 from ldpcli.release.rowhash import SKETCH_SIZE, RowDigest, RowHasher, estimate_overlap, summarize
 from ldpcli.release.sidecar import load_sidecar, sidecar_path, sidecar_schema
 
-LDP = str(Path(sys.executable).with_name("ldp"))
 KEY = bytes(range(32))
 
 
 def run(*args: object) -> subprocess.CompletedProcess[str]:
     """``ldp ARGS…`` as a process."""
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    return ldp_process(*args, timeout=300)
 
 
 def write_parquet(path: Path, rows: np.ndarray) -> Path:

@@ -21,15 +21,15 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
-from helpers import ldp_without, unit_rows, write_list
+from helpers import ldp_process, ldp_without, unit_rows, write_list
 
 from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.file import privatize_file
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, ReleaseOptions
 from ldpcli.release.sidecar import build_sidecar, load_sidecar, sidecar_path, sidecar_schema
@@ -48,18 +48,13 @@ from ldpcli.release.signing import (
     verify_paths,
 )
 
-LDP = str(Path(sys.executable).with_name("ldp"))
 N, D = 3000, 8
 
 
 def ldp_run(*args: Any, ledger: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The real ``ldp`` script, with this worktree's package first on the path."""
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    if ledger is not None:
-        env["LDP_LEDGER"] = str(ledger)
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    owner = {} if ledger is None else {"LDP_LEDGER": str(ledger)}
+    return ldp_process(*args, env={"COLUMNS": "200", "NO_COLOR": "1", **owner})
 
 
 def resign(path: Path, signer: Signer) -> dict[str, Any]:
