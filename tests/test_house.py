@@ -214,6 +214,7 @@ def test_domains_compare_as_their_names() -> None:
     assert L2_BALL.describe(1.0) == "ℓ2 ball of radius L = 1"
 
 
+@pytest.mark.slow
 def test_unit_float32_embeddings_are_on_the_sphere_not_outside() -> None:
     """16398 of 50000 unit-norm float32 embeddings were reported as moved."""
     rng = np.random.default_rng(0)

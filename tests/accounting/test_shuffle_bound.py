@@ -86,6 +86,7 @@ def assert_brackets_exact(bound: ShuffleBound) -> None:
     assert bound.epsilon_lower == 0 or exact_delta(n, epsilon0, bound.epsilon_lower) >= delta
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n", "epsilon0", "delta"), CASES)
 def test_bracket_holds_the_independent_exact_epsilon(n: int, epsilon0: float, delta: float) -> None:
     bound = shuffle_bound(epsilon0, n, delta)
@@ -107,6 +108,7 @@ def test_grouping_c_into_intervals_keeps_the_bracket(n: int, epsilon0: float, de
     assert exact_window <= 6  # the window really was grouped (4 intervals and at most 2 tails)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n", "epsilon0"), [(40, 1.0), (200, 2.5)])
 def test_delta_bounds_hold_the_exact_delta_on_a_fine_grid(n: int, epsilon0: float) -> None:
     grid = grid_of(epsilon0, n, 1e-6)

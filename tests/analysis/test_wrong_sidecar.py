@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from helpers import ldp_process, unit_rows, write_list
+
+pytestmark = pytest.mark.slow
 
 
 def ldp_run(*args: Any) -> subprocess.CompletedProcess[str]:

@@ -264,6 +264,7 @@ def test_gaussian_classic_sigma_is_not_private_at_large_eps(eps: float) -> None:
 # --- the whole audit ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d, eps", [(9, 2.0), (500, 8.0)])
 @pytest.mark.parametrize("name", VECTOR + SCALAR)
 def test_audit_passes(name: str, d: int, eps: float) -> None:

@@ -44,6 +44,7 @@ def half_outside(path: Path, n: int, outside: int) -> Path:
 # --- (a) refused past half the rows, unless accepted ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_default_refuses_a_release_that_clips_most_rows_and_leaves_nothing(tmp_path: Path) -> None:
     src = half_outside(tmp_path / "grads.parquet", 40, 40)
     out = tmp_path / "grads.privatized.parquet"
@@ -175,6 +176,7 @@ def test_a_piped_table_of_80_columns_cuts_no_name_and_no_number() -> None:
         assert f" {fmt(row['expected_error_max'] / 100000)} " in res.stdout  # on one line, whole
 
 
+@pytest.mark.slow
 def test_a_narrow_terminal_still_shows_every_path_whole(tmp_path: Path) -> None:
     folder = tmp_path / "a_directory_with_a_rather_long_name" / "and_another_level_below_it"
     folder.mkdir(parents=True)

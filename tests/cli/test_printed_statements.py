@@ -63,6 +63,7 @@ def small_mean(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_the_reading_quantifies_the_inflation_and_reads_the_error_against_the_debiased_norm(small_mean: Path) -> None:
     res = run("estimate-mean", small_mean, "--json")
     assert res.returncode == 0, text(res.stderr)
@@ -158,6 +159,7 @@ def test_the_progress_bar_is_given_the_rows_to_read(small_mean: Path, monkeypatc
 # --- item 11: -q in pipe mode, plot along a single d, the bound row, help texts, counts ---------------
 
 
+@pytest.mark.slow
 def test_quiet_silences_the_summary_when_the_rows_go_to_stdout(tmp_path: Path) -> None:
     csv = b"a,b\n0.1,0.2\n0.3,0.1\n0.0,0.5\n"
     loud = run("privatize", "-", "-o", "-", "--sidecar", tmp_path / "loud.ldp.json", "--eps", 1, "--columns", "a,b",
@@ -172,6 +174,7 @@ def test_quiet_silences_the_summary_when_the_rows_go_to_stdout(tmp_path: Path) -
     assert "warning: seeded run" in text(seeded.stderr)  # what the user must see still shows
 
 
+@pytest.mark.slow
 def test_plot_along_d_refuses_a_table_with_one_d(tmp_path: Path) -> None:
     table = tmp_path / "one-d.json"
     save_sweep(sweep(16, "1,4,16", 1000, mechanisms=["privunit2", "duchi-l2"]), table)
@@ -227,6 +230,7 @@ def central(tmp_path: Path) -> tuple[Path, Path]:
     return workload, data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("rho", "by"), [(0.5, "noise"), (1e-5, "width")])
 def test_the_bound_row_names_the_bound_it_prints(tmp_path: Path, central: tuple[Path, Path], rho: float,
                                                  by: str) -> None:
@@ -247,6 +251,7 @@ def test_the_bound_row_names_the_bound_it_prints(tmp_path: Path, central: tuple[
         assert "√(σ·g(K)/m), g bounded by R√(2 log N) (Lemma 5.3): below √(σ²)" in row
 
 
+@pytest.mark.slow
 def test_help_texts_say_each_thing_once_and_completely() -> None:
     shown = text(run("privatize", "--help").stdout)
     assert "bcdp: bcdp" not in shown and "bcdp with" not in shown
@@ -262,6 +267,7 @@ def test_help_texts_say_each_thing_once_and_completely() -> None:
     assert "Parquet or CSV file" not in root and "ldp privatize --help lists the formats read" in root
 
 
+@pytest.mark.slow
 def test_counts_take_the_number_of_their_noun(tmp_path: Path) -> None:
     assert (counted(1, "row"), counted(0, "row"), counted(2, "query", "queries")) == ("1 row", "0 rows", "2 queries")
     src = tmp_path / "two.csv"

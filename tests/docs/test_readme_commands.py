@@ -494,6 +494,7 @@ def check_synopsis(step: Step, result: Result) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "step", [pytest.param(step, id=step.id, marks=pytest.mark.xdist_group(f"replay {step.doc}")) for step in STEPS]
 )

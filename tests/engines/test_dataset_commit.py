@@ -57,6 +57,7 @@ def source(tmp_path: Path) -> Path:
     return write(tmp_path / "input.parquet", unit_rows(3000, 8, seed=4))
 
 
+@pytest.mark.slow
 @needs_dask
 def test_overwrite_never_deletes_a_directory_that_is_not_an_ldp_dataset(tmp_path: Path, source: Path) -> None:
     """The probe's case: -o victim/ holding the input, other files, a subdirectory and the ledger."""
@@ -79,6 +80,7 @@ def test_overwrite_never_deletes_a_directory_that_is_not_an_ldp_dataset(tmp_path
     assert len(json.loads(ledger.read_text())["entries"]) == 1
 
 
+@pytest.mark.slow
 @needs_dask
 def test_overwrite_replaces_an_ldp_dataset(tmp_path: Path, source: Path) -> None:
     out = tmp_path / "release"
@@ -99,6 +101,7 @@ def test_overwrite_replaces_an_ldp_dataset(tmp_path: Path, source: Path) -> None
     assert refused.returncode == 2 and "stray.txt" in refused.stderr
 
 
+@pytest.mark.slow
 @needs_dask
 def test_two_dask_runs_to_one_directory_publish_one(tmp_path: Path, source: Path) -> None:
     out = tmp_path / "release"
@@ -136,6 +139,7 @@ def test_a_directory_that_appears_before_publishing_is_not_replaced(tmp_path: Pa
                                                           "release"]
 
 
+@pytest.mark.slow
 @needs_dask
 @pytest.mark.parametrize("action", ["kill", "enospc"])
 @pytest.mark.parametrize("step", STEPS)

@@ -240,6 +240,7 @@ def test_a_sidecar_that_is_no_small_regular_file_is_one_line(dataset: Path, kind
     assert_one_line(run_ldp("estimate-mean", target), 1, fragment)
 
 
+@pytest.mark.slow
 def test_npy_with_the_dask_engine_through_the_cli(tmp_path: Path) -> None:
     pytest.importorskip("dask")
     source = tmp_path / "in.npy"

@@ -16,6 +16,8 @@ from helpers import ldp_process, unit_rows, write_list
 
 from ldpcli.release.inputs import MANIFEST_NAME
 
+pytestmark = pytest.mark.slow
+
 ENGINES = ["local", pytest.param("dask", marks=pytest.mark.skipif(
     importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'"))]
 

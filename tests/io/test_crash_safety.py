@@ -30,6 +30,7 @@ def big_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_killing_privatize_mid_run_leaves_nothing(tmp_path: Path, big_input: Path, signum: int, threads: str) -> None:

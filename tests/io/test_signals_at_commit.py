@@ -30,6 +30,8 @@ from helpers import ldp_process, unit_rows, write_list
 
 from ldpcli.io.faults import COMMITTED_STEPS, STEPS
 
+pytestmark = pytest.mark.slow
+
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
 
 #: Where a signal cancels the run (before the publication holds signals back).

@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from helpers import LDP, unit_rows, write_list
 
+pytestmark = pytest.mark.slow
+
 #: (seed of the delay, signal) of each run.
 RUNS = [(seed, sig) for seed in range(3) for sig in (signal.SIGINT, signal.SIGTERM)]
 

@@ -37,6 +37,7 @@ def _shown(loss, X, t, found, other: np.ndarray) -> tuple[str, str]:
     return fmt(float(np.sqrt(gap @ gap))), fmt(float(loss.losses(found.theta, X, t).mean()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("geometry", "radius", "separable"), [
     ("l2", 3.0, False),   # the ball binds
     ("l2", 1e4, False),   # interior

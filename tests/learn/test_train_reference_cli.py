@@ -23,7 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from helpers import ldp_process, write_list
+
+pytestmark = pytest.mark.slow
 
 
 def _embeddings(path: Path, n: int = 400, d: int = 16, k: int = 5, scale: float = 1.0) -> Path:

@@ -33,6 +33,7 @@ def _privatize(tmp_path: Path, row: list[str], mechanism: str) -> tuple[subproce
     return run, z
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [["1e308"] * 4, ["1e308", "-1e308", "5e307", "0"],
                                  ["3e200", "-4e200", "1.2e201", "0"]])
 @pytest.mark.parametrize("mechanism", ["privunit2", "laplace"])

@@ -183,6 +183,7 @@ def test_errors_scale_as_norm_bound_squared(name: str, calibration: str, data: s
         assert same_number(got, expected), (quantity, got, expected, got / expected - 1 if expected else None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, calibration", CASES, ids=CASE_IDS)
 @PROPERTY_SETTINGS
 @given(data=st.data())

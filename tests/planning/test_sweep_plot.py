@@ -314,6 +314,7 @@ def test_a_table_without_the_sweep_columns_is_bad_data(tmp_path: Path) -> None:
 # --- figures -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_png_renders(tmp_path: Path, small_sweep: list[dict]) -> None:
     table = tmp_path / "sweep.parquet"
     save_sweep(small_sweep, table)

@@ -16,6 +16,7 @@ def _ldp(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
     return ldp_process(*args, cwd=cwd, module=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spelling", ["same", "dot", "parent", "absolute", "symlink", "hardlink"])
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_privatize_refuses_its_input_as_output_without_suggesting_overwrite(tmp_path: Path, spelling: str,

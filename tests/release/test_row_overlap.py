@@ -278,6 +278,7 @@ def split(tmp_path: Path) -> dict[str, Path]:
     }
 
 
+@pytest.mark.slow
 def test_released_shards_are_charged_and_refused_as_shards_of_the_first_release(
         tmp_path: Path, split: dict[str, Path]) -> None:
     ledger = tmp_path / "owner" / "ledger.json"
@@ -306,6 +307,7 @@ def test_released_shards_are_charged_and_refused_as_shards_of_the_first_release(
     assert side.row_sketch is not None and len(side.row_sketch) == SKETCH_SIZE
 
 
+@pytest.mark.slow
 def test_a_partial_overlap_is_charged_exactly_and_found_by_the_sketches(tmp_path: Path, split: dict[str, Path]) -> None:
     """b_plus holds shard b and 150 rows of shard a: 150 shared rows of a union of 1350 (a 700, b_plus
     850), so the sketches miss it with probability about (1 − 150/1350)^256 < 1e-13."""

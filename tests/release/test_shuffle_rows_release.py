@@ -171,6 +171,7 @@ def run(*args: object, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return ldp_process(*args, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_kill_or_a_full_disk_during_the_shuffle_leaves_no_output_and_no_temporary_file(tmp_path: Path) -> None:
     source = write_list(tmp_path / "in.parquet", unit_rows(ROWS, D, seed=4))
     out = tmp_path / "out.parquet"

@@ -17,6 +17,8 @@ from helpers import ldp_process, unit_rows, write_list
 
 from ldpcli.release.sidecar import load_sidecar, sidecar_path
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("cryptography")
 
 

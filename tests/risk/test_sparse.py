@@ -106,6 +106,7 @@ def test_underflow_below_1e300_stays_finite_and_matches_the_closed_form() -> Non
     assert cut == pytest.approx(deep, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_exact_never_above_the_lemma_bound() -> None:
     """sup_v P(success) ≤ max(B_prec(γ), B_rec(γ)) at the γ lemma23_bound picks (the proof's constants)."""
     nontrivial = 0
