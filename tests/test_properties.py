@@ -127,6 +127,7 @@ def same_number(a: float, b: float, rel: float = REL) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, calibration", CASES, ids=CASE_IDS)
 @PROPERTY_SETTINGS
 @given(data=st.data())
@@ -164,6 +165,7 @@ def test_calibration_is_finite_private_and_reproducible(name: str, calibration: 
     assert again.describe() == info
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, calibration", CASES, ids=CASE_IDS)
 @PROPERTY_SETTINGS
 @given(data=st.data())

@@ -148,6 +148,7 @@ def test_monotone_in_n_epsilon0_and_delta() -> None:
     assert all(a < b for a, b in zip(by_delta, by_delta[1:]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [10**3, 10**4, 10**5, 10**6, 10**9])
 @pytest.mark.parametrize("epsilon0", [0.01, 0.5, 1.0, 2.0, 4.0, 8.0])
 @pytest.mark.parametrize("delta", [1e-6, 1e-9])
@@ -214,6 +215,7 @@ def endpoint_delta(n: int, epsilon0: float, epsilon: float, step: int, end: str)
     return total
 
 
+@pytest.mark.slow
 def test_the_reference_codes_upper_end_only_evaluation_is_optimistic() -> None:
     """The defect, built here: with D(Q‖P) taken at each interval's upper end, the δ(ε) found is below the
     exact δ(ε), so a binary search on it certifies an ε below the exact one. The left end, which this

@@ -109,6 +109,7 @@ def test_a_relabelled_hypercube_release_is_refused(tmp_path: Path, mechanism: st
     assert f"a {mechanism} release at ε = 8, d = {D}, L = 1" in line
 
 
+@pytest.mark.slow
 def test_a_relabelled_scalar_release_is_refused_naming_its_grid(tmp_path: Path) -> None:
     rows = np.random.default_rng(4).uniform(0, 1, size=(N, 1))
     release = privatize(tmp_path, "out", "--eps", 1, "-m", "scalar", rows=rows)

@@ -228,6 +228,7 @@ class L2SensitivityLaplace(Laplace):
         return 2.0 * self.norm_bound
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [9, 500])
 def test_laplace_calibrated_to_the_l2_sensitivity(d: int) -> None:
     broken = L2SensitivityLaplace(d, 2.0, 1.0, "classic", 2.0 / 2.0)  # b = 2L/ε

@@ -508,6 +508,7 @@ def test_documented_step(step: Step, documents) -> None:
         pytest.fail(_report(step, result, "the Python block fails"), pytrace=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "doc", [pytest.param(doc, marks=pytest.mark.xdist_group(f"replay {doc}")) for doc in DOCUMENTS]
 )

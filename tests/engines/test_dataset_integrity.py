@@ -269,6 +269,7 @@ def _unwritable_parent(tmp_path: Path, kind: str) -> Path:
     pytest.skip("/sys accepts new directories here")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["read-only bits", "sysfs"])
 def test_an_unwritable_output_parent_with_the_dask_engine_is_one_line(tmp_path: Path, kind: str) -> None:
     pytest.importorskip("dask")

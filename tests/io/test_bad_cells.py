@@ -63,6 +63,7 @@ def test_a_bad_cell_keeps_its_column_and_is_reported_by_row(tmp_path: Path, kind
         assert reader.skipped_rows == [row] and n == ROWS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [3, 300, 40_000])
 def test_the_cli_refuses_the_file_in_one_line_and_writes_nothing(tmp_path: Path, row: int) -> None:
     path = vectors_csv(tmp_path / "x.csv", row, b"hello")
@@ -100,6 +101,7 @@ def test_a_column_of_text_is_still_left_out(tmp_path: Path) -> None:
 SECRET = "alice@example.com"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [(), ("--columns", "a,b,c,e")])
 @pytest.mark.parametrize("row", [3, 40_000])
 def test_a_message_names_row_and_column_never_the_value(tmp_path: Path, row: int, columns: tuple[str, ...]) -> None:

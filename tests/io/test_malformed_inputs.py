@@ -630,6 +630,7 @@ def test_fuzz_mutated_csv(steps: list[tuple[str, float, bytes]], keep: bool) -> 
     privatize_never_crashes(mutate(VALID_CSV, steps), ".csv", ("--keep", "id") if keep else ())
 
 
+@pytest.mark.slow
 @settings(derandomize=True, deadline=None, max_examples=60, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=3000), suffix=st.sampled_from([".parquet", ".csv"]))
 def test_fuzz_random_bytes(data: bytes, suffix: str) -> None:

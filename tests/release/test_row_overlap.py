@@ -122,6 +122,7 @@ def test_the_sketch_has_min_n_k_distinct_values_that_do_not_count_equal_rows() -
     assert small.size == 7
 
 
+@pytest.mark.slow
 def test_the_sketch_detects_an_overlap_as_the_bottom_k_bound_says() -> None:
     """Two releases sharing m of a union of N rows have no common sketch value with probability
     about (1 − m/N)^k. At m/N = 1/99 that is 0.074: over 400 keys (fixed, so the test is
@@ -343,6 +344,7 @@ def test_a_dataset_directory_is_one_release_even_with_repeated_rows(tmp_path: Pa
         scan([tmp_path / "ds", tmp_path / "ds2"])
 
 
+@pytest.mark.slow
 def test_the_sidecars_row_sketch_is_checked_and_in_the_schema(tmp_path: Path, split: dict[str, Path]) -> None:
     assert run("privatize", split["b"], "--eps", "1", "-o", tmp_path / "b.out.parquet").returncode == 0
     side = sidecar_path(tmp_path / "b.out.parquet")
