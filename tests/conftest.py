@@ -1,8 +1,13 @@
 """Shared test setup. The shared helpers live in tests/helpers.py (``from helpers import …``).
 
-The test files sit in one folder per room of the package (mechanisms/, io/, pipeline/, audit/, docs/),
-without ``__init__.py``: pytest's default ("prepend") import mode puts each file's own folder on
-sys.path, and this conftest's folder, tests/, too. The line below makes ``import helpers`` work
+The test files sit in one folder per layer of the package (math/, io/, mechanisms/, estimators/, risk/,
+release/, audit/, analysis/, planning/, learn/, cli/; docs/architecture.md), plus accounting/, engines/
+(Dask), arrays/ (the device path) and docs/ (the README replayed); the few that check the whole package
+(test_house.py, test_counts.py) or the suite itself (test_home_untouched.py) sit in tests/, and so does
+test_properties.py: Hypothesis derives a parametrized test's derandomized examples from its node id, so a
+move would change the examples CI has always run. There is no ``__init__.py``: pytest's default
+("prepend") import mode puts each file's own folder on sys.path, and this conftest's folder, tests/,
+too. The line below makes ``import helpers`` work
 under ``--import-mode=importlib`` as well, which puts nothing on sys.path.
 
 The suite never touches the real home directory. :func:`pytest_configure` (before any test module is

@@ -1,8 +1,9 @@
 """Helpers shared by the test files: ``from helpers import …`` (tests/conftest.py puts tests/ on sys.path).
 
 - ``bonferroni_z``: the one critical z of the Monte Carlo mean tests;
-- ``ldp``: the command line in process, through one typer ``CliRunner``; ``ldp_without``: in a
-  subprocess where an optional package cannot be imported;
+- ``ldp``: the command line in process, through one typer ``CliRunner``; ``ldp_process``: in a process
+  of its own, as a user runs it (``LDP``, the console script; or ``python -m ldpcli``); ``ldp_without``: in
+  a subprocess where an optional package cannot be imported;
 - the (d, ε) grids the mechanism and audit tests sweep;
 - ``unit_rows``, ``write_list`` and ``read_list``: rows on the sphere, and Parquet files that hold
   them as one fixed-size list column;
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -75,10 +76,33 @@ def ldp(*args: Any, **invoke_options: Any) -> Result:
     return RUNNER.invoke(app, [str(a) for a in args], **invoke_options)
 
 
+#: This checkout: first on every subprocess's path, so a subprocess runs the ldpcli under test.
+ROOT = Path(__file__).resolve().parents[1]
+#: The ``ldp`` console script beside this interpreter: the command a user types.
+LDP = str(Path(sys.executable).with_name("ldp"))
+#: ``python -m ldpcli`` (ldpcli/__main__.py): the same entry, started through the interpreter.
+LDP_MODULE = (sys.executable, "-m", "ldpcli")
+
+
+def ldp_process(*args: Any, env: Mapping[str, str] | None = None, timeout: float | None = 120,
+                module: bool = False, cwd: Path | None = None, input: str | bytes | None = None,
+                text: bool = True) -> subprocess.CompletedProcess[Any]:
+    """``ldp ARGS…`` in a process of its own, as a user runs it: what a test needs where the behaviour is at
+    the process's edges (exit codes, signals, kills, pipes, the files left behind), which ``ldp`` in process
+    cannot show. The console script ``LDP`` (``module=True``: ``python -m ldpcli``), every argument through
+    ``str``; stdout and stderr captured (``text=False``: as bytes); this test's environment (its own ledger,
+    conftest's scratch home) plus ``env``, with this checkout first on ``PYTHONPATH``; ``input`` on stdin;
+    never checked (the test reads ``returncode``). One helper, so every test starts ldp the same way."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    command = [*(LDP_MODULE if module else (LDP,)), *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=text, timeout=timeout, cwd=cwd, input=input,
+                          env={**os.environ, "PYTHONPATH": path, **(env or {})}, check=False)
+
+
 def ldp_without(package: str | tuple[str, ...], *args: Any, ledger: Path) -> subprocess.CompletedProcess[str]:
     """``ldp ARGS…`` in a fresh interpreter where ``import package`` raises ImportError (``sys.modules[package]
     = None``; a tuple: each of them), with this checkout first on the path and ``ledger`` as the owner's ledger."""
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "LDP_LEDGER": str(ledger)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LDP_LEDGER": str(ledger)}
     hidden = "".join(f"sys.modules[{name!r}] = None; " for name in ((package,) if isinstance(package, str) else package))
     code = (f"import sys; {hidden}from ldpcli.cli.app import main; "
             f"sys.argv = ['ldp', *{[str(a) for a in args]!r}]; main()")

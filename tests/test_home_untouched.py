@@ -15,12 +15,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 INNER = (
     "tests/accounting/test_shuffle_rows_claim.py",
     "tests/accounting/test_shuffle_claim_readers.py",
-    "tests/pipeline/test_signing.py::test_keys_init_and_show_through_the_real_script",
-    "tests/risk/test_release_budget.py::test_a_second_release_of_one_input_warns_and_carries_the_same_tag",
+    "tests/release/test_signing.py::test_keys_init_and_show_through_the_real_script",
+    "tests/release/test_release_budget.py::test_a_second_release_of_one_input_warns_and_carries_the_same_tag",
 )
 
 

@@ -127,6 +127,7 @@ def same_number(a: float, b: float, rel: float = REL) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, calibration", CASES, ids=CASE_IDS)
 @PROPERTY_SETTINGS
 @given(data=st.data())
@@ -164,6 +165,7 @@ def test_calibration_is_finite_private_and_reproducible(name: str, calibration: 
     assert again.describe() == info
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, calibration", CASES, ids=CASE_IDS)
 @PROPERTY_SETTINGS
 @given(data=st.data())
@@ -183,6 +185,7 @@ def test_errors_scale_as_norm_bound_squared(name: str, calibration: str, data: s
         assert same_number(got, expected), (quantity, got, expected, got / expected - 1 if expected else None)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, calibration", CASES, ids=CASE_IDS)
 @PROPERTY_SETTINGS
 @given(data=st.data())

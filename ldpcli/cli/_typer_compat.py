@@ -4,7 +4,7 @@ Typer 0.29 vendors its own click as the private ``typer._click``; its public API
 the usage errors that ``ldp`` prints as one ``ldp: error: …`` line, nor for the running command's
 context (whose parameters turn a library parameter into its flag: :mod:`ldpcli.cli.flags`), nor for the hook that shows a
 positional argument by its metavar. ``click`` itself is not a dependency (only dask brings it).
-``tests/pipeline/test_typer_compat.py`` checks these names and hooks, so a Typer upgrade that
+``tests/cli/test_typer_compat.py`` checks these names and hooks, so a Typer upgrade that
 removes them fails there with a message instead of changing the help or the exit codes silently.
 """
 

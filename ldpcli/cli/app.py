@@ -30,7 +30,7 @@ from ldpcli.io import interrupts
 
 #: Every command, in the order ``ldp --help`` lists them: its name → the first paragraph of its help,
 #: which that listing shows without importing the command's module, ``ldpcli.cli.commands.<name>``
-#: (``-`` read as ``_``). tests/pipeline/test_cli_package.py checks that each is its command's own.
+#: (``-`` read as ``_``). tests/cli/test_cli_package.py checks that each is its command's own.
 COMMANDS: dict[str, str] = {
     "params": "Show a mechanism's calibrated parameters, its exact ε and its expected error, for (d, ε).",
     "privatize": "Privatize every row of each INPUT (files, directories, quoted globs, or - for stdin) and write each "

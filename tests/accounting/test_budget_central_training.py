@@ -37,6 +37,7 @@ def _data(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_central_training_run_shows_its_central_claim_in_the_budget(tmp_path: Path) -> None:
     """``ldp train`` with the central flags, then ``ldp budget --json``: the input's central guarantee is the
     (ε, δ) the model's sidecar claims, for add/remove-one neighbours; a second run composes with it."""

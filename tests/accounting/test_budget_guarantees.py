@@ -98,6 +98,7 @@ def test_budget_delta_json_states_each_inputs_local_and_central_guarantees(ledge
     assert shuffled["epsilon"] <= 0.8 and shuffled["delta"] <= 2e-7 + 1e-6
 
 
+@pytest.mark.slow
 def test_the_console_command_prints_the_same_document(ledger_path: Path) -> None:
     """``ldp budget --ledger PATH --delta 1e-6 --json`` as a user runs it (a new process) prints what the
     in-process command prints."""

@@ -86,6 +86,7 @@ def assert_brackets_exact(bound: ShuffleBound) -> None:
     assert bound.epsilon_lower == 0 or exact_delta(n, epsilon0, bound.epsilon_lower) >= delta
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n", "epsilon0", "delta"), CASES)
 def test_bracket_holds_the_independent_exact_epsilon(n: int, epsilon0: float, delta: float) -> None:
     bound = shuffle_bound(epsilon0, n, delta)
@@ -107,6 +108,7 @@ def test_grouping_c_into_intervals_keeps_the_bracket(n: int, epsilon0: float, de
     assert exact_window <= 6  # the window really was grouped (4 intervals and at most 2 tails)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n", "epsilon0"), [(40, 1.0), (200, 2.5)])
 def test_delta_bounds_hold_the_exact_delta_on_a_fine_grid(n: int, epsilon0: float) -> None:
     grid = grid_of(epsilon0, n, 1e-6)
@@ -146,6 +148,7 @@ def test_monotone_in_n_epsilon0_and_delta() -> None:
     assert all(a < b for a, b in zip(by_delta, by_delta[1:]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [10**3, 10**4, 10**5, 10**6, 10**9])
 @pytest.mark.parametrize("epsilon0", [0.01, 0.5, 1.0, 2.0, 4.0, 8.0])
 @pytest.mark.parametrize("delta", [1e-6, 1e-9])
@@ -212,6 +215,7 @@ def endpoint_delta(n: int, epsilon0: float, epsilon: float, step: int, end: str)
     return total
 
 
+@pytest.mark.slow
 def test_the_reference_codes_upper_end_only_evaluation_is_optimistic() -> None:
     """The defect, built here: with D(Q‖P) taken at each interval's upper end, the δ(ε) found is below the
     exact δ(ε), so a binary search on it certifies an ε below the exact one. The left end, which this

@@ -251,6 +251,7 @@ def test_without_array_api_compat_a_device_array_names_the_extra(monkeypatch: py
         ldpcli.privatize(on_device(np.eye(3)), eps=1.0)
 
 
+@pytest.mark.slow
 def test_numpy_rows_load_no_array_api_package() -> None:
     code = ("import sys, numpy as np, ldpcli; ldpcli.privatize(np.eye(3), eps=1.0, rng=1); "
             "print(sorted(m for m in sys.modules if m.startswith(('array_api', 'torch', 'jax', 'cupy'))))")

@@ -45,6 +45,7 @@ def test_no_false_alarm_where_outputs_are_discrete_choices(name: str, d: int, ep
     assert bound.bits and bound.epsilon <= mech.epsilon_exact, bound.event
 
 
+@pytest.mark.slow
 def test_the_choice_among_bit_events_keeps_the_confidence() -> None:
     """A simulated null: every input is rendered as u's output, so the inputs have one law (true
     privacy loss 0) and any ε_lb > 0 is a false alarm, which the bound allows with probability at most

@@ -145,6 +145,7 @@ class LeakyCap(PrivUnitG):
         return self.output_scale * g
 
 
+@pytest.mark.slow
 def test_a_wrong_cap_probability_is_caught_by_the_counts_alone() -> None:
     """Before the hook this audit passed (the mean, error and law tests miss a shift of p by 0.011 at d = 800:
     checked on the code without it); the branch counts (z ≈ 7 at 40000 rows) fail it."""

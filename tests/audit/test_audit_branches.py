@@ -201,6 +201,7 @@ def test_effect_too_small_is_capped_with_a_note(monkeypatch: pytest.MonkeyPatch)
     assert "above the cap of 3000: auditing with 3000" in result.trials_note
 
 
+@pytest.mark.slow
 def test_power_reaches_its_target() -> None:
     """A 10% error bias of PrivUnitG at d = 1, ε = 8: ≥ 19 of 20 seeded audits catch it at the trials that
     --effect 0.1 --power 0.99 chooses (84021 here, from σ/μ ≈ 4.4); at the default 20000 none of the 20 does."""

@@ -253,6 +253,7 @@ def _calibrate(name: str, calibration: str, d: int, eps: float) -> Mechanism:
 HONEST = _honest_cases()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, calibration, d, eps", HONEST)
 def test_honest_mechanisms_pass_the_whole_audit(name: str, calibration: str, d: int, eps: float) -> None:
     """Every registered mechanism and calibration, law tests and lower bound included.

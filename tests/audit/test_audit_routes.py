@@ -228,6 +228,7 @@ class L2SensitivityLaplace(Laplace):
         return 2.0 * self.norm_bound
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [9, 500])
 def test_laplace_calibrated_to_the_l2_sensitivity(d: int) -> None:
     broken = L2SensitivityLaplace(d, 2.0, 1.0, "classic", 2.0 / 2.0)  # b = 2L/ε
@@ -264,6 +265,7 @@ def test_gaussian_classic_sigma_is_not_private_at_large_eps(eps: float) -> None:
 # --- the whole audit ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d, eps", [(9, 2.0), (500, 8.0)])
 @pytest.mark.parametrize("name", VECTOR + SCALAR)
 def test_audit_passes(name: str, d: int, eps: float) -> None:

@@ -494,6 +494,7 @@ def check_synopsis(step: Step, result: Result) -> None:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "step", [pytest.param(step, id=step.id, marks=pytest.mark.xdist_group(f"replay {step.doc}")) for step in STEPS]
 )
@@ -507,6 +508,7 @@ def test_documented_step(step: Step, documents) -> None:
         pytest.fail(_report(step, result, "the Python block fails"), pytrace=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "doc", [pytest.param(doc, marks=pytest.mark.xdist_group(f"replay {doc}")) for doc in DOCUMENTS]
 )

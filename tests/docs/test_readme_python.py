@@ -79,6 +79,7 @@ def test_blocks_use_only_the_public_api(line: int, code: str) -> None:
 RUNS = 3  # an owner's ledger kept between runs refused the third (2 + 2 + 2 > 5): each run must start afresh
 
 
+@pytest.mark.slow
 def test_blocks_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The blocks, as a reader runs them again and again from a clone: every run succeeds, and none leaves a
     file in the directory it runs in (a copy of examples/ here; the repository root for a reader) nor in

@@ -11,17 +11,15 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import unit_rows
+from helpers import LDP, ldp_process, unit_rows
 
 from ldpcli.errors import UsageError
 from ldpcli.io.faults import STEPS
@@ -30,7 +28,6 @@ from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, ReleaseOptions
 
-LDP = str(Path(sys.executable).with_name("ldp"))
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
 
 
@@ -42,8 +39,7 @@ def write(path: Path, rows: np.ndarray) -> Path:
 
 
 def run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, timeout=180,
-                          env={**os.environ, **(env or {})})
+    return ldp_process(*args, env=env, timeout=180)
 
 
 def tree(directory: Path) -> dict[str, str]:
@@ -61,6 +57,7 @@ def source(tmp_path: Path) -> Path:
     return write(tmp_path / "input.parquet", unit_rows(3000, 8, seed=4))
 
 
+@pytest.mark.slow
 @needs_dask
 def test_overwrite_never_deletes_a_directory_that_is_not_an_ldp_dataset(tmp_path: Path, source: Path) -> None:
     """The probe's case: -o victim/ holding the input, other files, a subdirectory and the ledger."""
@@ -83,6 +80,7 @@ def test_overwrite_never_deletes_a_directory_that_is_not_an_ldp_dataset(tmp_path
     assert len(json.loads(ledger.read_text())["entries"]) == 1
 
 
+@pytest.mark.slow
 @needs_dask
 def test_overwrite_replaces_an_ldp_dataset(tmp_path: Path, source: Path) -> None:
     out = tmp_path / "release"
@@ -103,6 +101,7 @@ def test_overwrite_replaces_an_ldp_dataset(tmp_path: Path, source: Path) -> None
     assert refused.returncode == 2 and "stray.txt" in refused.stderr
 
 
+@pytest.mark.slow
 @needs_dask
 def test_two_dask_runs_to_one_directory_publish_one(tmp_path: Path, source: Path) -> None:
     out = tmp_path / "release"
@@ -140,6 +139,7 @@ def test_a_directory_that_appears_before_publishing_is_not_replaced(tmp_path: Pa
                                                           "release"]
 
 
+@pytest.mark.slow
 @needs_dask
 @pytest.mark.parametrize("action", ["kill", "enospc"])
 @pytest.mark.parametrize("step", STEPS)

@@ -20,16 +20,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import keys_anywhere, unit_rows
+from helpers import keys_anywhere, ldp_process, unit_rows
 
 from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError
 from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.file import privatize_file
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.options import ReleaseOptions
 
-LDP = str(Path(sys.executable).with_name("ldp"))
 D = 16  # key blocks of 512 rows
 ROWS = (4600, 1300)  # two inputs; parts of 1024 rows: 5 + 2 parts
 
@@ -199,8 +198,7 @@ def test_an_npy_input_is_cut_into_parts_that_equal_the_local_output(tmp_path: Pa
 
 
 def run_ldp(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    return ldp_process(*args, env={"PYTHONPATH": os.pathsep.join(sys.path)})
 
 
 def assert_one_line(result: subprocess.CompletedProcess[str], code: int, fragment: str) -> None:
@@ -242,6 +240,7 @@ def test_a_sidecar_that_is_no_small_regular_file_is_one_line(dataset: Path, kind
     assert_one_line(run_ldp("estimate-mean", target), 1, fragment)
 
 
+@pytest.mark.slow
 def test_npy_with_the_dask_engine_through_the_cli(tmp_path: Path) -> None:
     pytest.importorskip("dask")
     source = tmp_path / "in.npy"
@@ -270,6 +269,7 @@ def _unwritable_parent(tmp_path: Path, kind: str) -> Path:
     pytest.skip("/sys accepts new directories here")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["read-only bits", "sysfs"])
 def test_an_unwritable_output_parent_with_the_dask_engine_is_one_line(tmp_path: Path, kind: str) -> None:
     pytest.importorskip("dask")

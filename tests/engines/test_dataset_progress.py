@@ -57,6 +57,7 @@ def test_the_callbacks_count_every_row_once_and_only_grow(inputs: list[Path], tm
     assert len(result.parts) == 12 and len(callers) > 1  # 9 + 3 parts of 512 rows, reported from the pool's threads
 
 
+@pytest.mark.slow
 def test_the_cli_shows_the_bar_on_a_terminal_and_not_with_quiet(inputs: list[Path], tmp_path: Path) -> None:
     # A real run of ldp in a fresh interpreter, its stderr taken for a terminal (TTY_COMPATIBLE,
     # FORCE_COLOR); the bar waits for a job's first second, so the bar's clock (only it) runs 1 s a call.

@@ -8,23 +8,22 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ldp_process, unit_rows, write_list
 
 from ldpcli.release.inputs import MANIFEST_NAME
+
+pytestmark = pytest.mark.slow
 
 ENGINES = ["local", pytest.param("dask", marks=pytest.mark.skipif(
     importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'"))]
 
 
 def run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ldpcli", *map(str, args)], capture_output=True, text=True,
-                          timeout=180, env={**os.environ, **(env or {})})
+    return ldp_process(*args, env=env, timeout=180, module=True)
 
 
 def tree(directory: Path) -> dict[str, str]:

@@ -23,9 +23,9 @@ from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, MissingDependency
 from ldpcli.io.atomic import file_sha256
 from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.engines import DaskEngine, make_engine
 from ldpcli.release.file import privatize_file
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, ReleaseOptions
 
@@ -151,6 +151,7 @@ def test_without_dask_the_engine_says_how_to_install_it(monkeypatch: pytest.Monk
         make_engine("dask")
 
 
+@pytest.mark.slow
 @needs_dask
 def test_dask_threads_synchronous_processes_and_a_two_worker_cluster_write_the_same_bytes(
     inputs: list[Path], tmp_path: Path
@@ -247,6 +248,7 @@ def _running(pid: int, started: str) -> bool:
     return values[19] == started and values[0] not in ("Z", "X")
 
 
+@pytest.mark.slow
 @needs_dask
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
 def test_dask_process_workers_end_with_a_killed_driver(tmp_path: Path) -> None:

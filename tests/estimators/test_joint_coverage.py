@@ -52,6 +52,7 @@ def test_joint_regions_cover_the_whole_mean_where_the_per_coordinate_intervals_d
     assert ball / TRIALS >= CONFIDENCE - SLACK
 
 
+@pytest.mark.slow
 def test_estimate_mean_says_its_intervals_are_per_coordinate_and_reports_the_joint_regions(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -36,6 +36,7 @@ def test_in_the_set_idempotent_and_obtuse(convex) -> None:  # type: ignore[no-un
             assert np.linalg.norm(p - z) <= np.linalg.norm(y - z) + 1e-9
 
 
+@pytest.mark.slow
 def test_ball_and_box_against_a_grid_in_the_plane() -> None:
     rng = np.random.default_rng(2)
     grid = np.stack(np.meshgrid(np.linspace(-3, 3, 601), np.linspace(-3, 3, 601)), -1).reshape(-1, 2)
@@ -70,6 +71,7 @@ def test_simplex_against_bisection_and_slsqp() -> None:
     assert np.allclose(Simplex().project(np.array([-5.0, -5.0, -5.0])), 1 / 3)  # ties, all negative
 
 
+@pytest.mark.slow
 def test_hull_against_slsqp_and_the_polygon() -> None:
     rng = np.random.default_rng(5)
     for _ in range(150):

@@ -33,6 +33,7 @@ def test_two_way_marginals_of_eight_bits() -> None:
     assert w.diameter == pytest.approx(math.sqrt(2 * 28))  # complementary records share no cell
 
 
+@pytest.mark.slow
 def test_diameter_nearest_rows_and_cover_against_brute_force() -> None:
     rng = np.random.default_rng(2)
     for n, m in ((1, 3), (2, 1), (7, 4), (600, 9)):

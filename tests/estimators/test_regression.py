@@ -472,4 +472,4 @@ def test_theorem3_rate_argument_checks(bad: dict[str, Any]) -> None:
         theorem3_rate(**{"n": 10, "d": 3, "r_squared": 1.0, "theta_radius": 1.0, **bad})
 
 
-# End to end (privatize --copies 2, then ldp regress): tests/pipeline/test_regress_cli.py.
+# End to end (privatize --copies 2, then ldp regress): tests/analysis/test_regress_cli.py.

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ldp
+from helpers import LDP, ldp
 
 from ldpcli.analysis.answer import encode_queries, read_workload
 from ldpcli.errors import DataError
@@ -29,7 +29,6 @@ from ldpcli.release.file import privatize_file
 from ldpcli.release.options import ReleaseOptions
 
 ROWS = 50_000  # 40,000 is far beyond the first block of the CSV reader
-LDP = str(Path(sys.executable).with_name("ldp"))
 
 
 def vectors_csv(path: Path, row: int, cell: bytes, column: int = 2) -> Path:
@@ -64,6 +63,7 @@ def test_a_bad_cell_keeps_its_column_and_is_reported_by_row(tmp_path: Path, kind
         assert reader.skipped_rows == [row] and n == ROWS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", [3, 300, 40_000])
 def test_the_cli_refuses_the_file_in_one_line_and_writes_nothing(tmp_path: Path, row: int) -> None:
     path = vectors_csv(tmp_path / "x.csv", row, b"hello")
@@ -101,6 +101,7 @@ def test_a_column_of_text_is_still_left_out(tmp_path: Path) -> None:
 SECRET = "alice@example.com"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", [(), ("--columns", "a,b,c,e")])
 @pytest.mark.parametrize("row", [3, 40_000])
 def test_a_message_names_row_and_column_never_the_value(tmp_path: Path, row: int, columns: tuple[str, ...]) -> None:

@@ -19,17 +19,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import unit_rows, write_list
+from helpers import LDP, ldp_process, unit_rows, write_list
 
 from ldpcli.io.faults import STEPS
-
-LDP = str(Path(sys.executable).with_name("ldp"))
 
 
 def run(*args: object, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """``ldp ARGS…`` as a process (the test's environment, plus ``env``)."""
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return ldp_process(*args, env=env, timeout=timeout)
 
 
 def start(*args: object, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -74,6 +71,7 @@ def small(tmp_path: Path) -> Path:
 # --- kills and failures at each step of an overwrite (data loss, items 2 and 5) ----------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("action", ["kill", "enospc"])
 @pytest.mark.parametrize("step", STEPS)
 def test_a_failed_overwrite_is_fully_old_or_fully_new_and_never_uncounted(
@@ -112,6 +110,7 @@ def test_a_failed_overwrite_is_fully_old_or_fully_new_and_never_uncounted(
     assert hidden(tmp_path) == [], hidden(tmp_path)
 
 
+@pytest.mark.slow
 def test_a_kill_at_the_commit_leaves_a_reservation_that_budget_shows_and_the_owner_can_release(
     tmp_path: Path, small: Path
 ) -> None:
@@ -134,6 +133,7 @@ def test_a_kill_at_the_commit_leaves_a_reservation_that_budget_shows_and_the_own
     assert ledger_entries(ledger) == []
 
 
+@pytest.mark.slow
 def test_a_published_but_unconfirmed_release_cannot_be_released(tmp_path: Path, small: Path) -> None:
     """Killed after the commit point of the files but before the ledger's confirmation is durable:
     the files are rolled back; killed after the confirmation: the release stays, confirmed."""
@@ -160,6 +160,7 @@ def test_overwrite_refuses_a_file_that_is_not_an_ldp_output(tmp_path: Path, smal
     assert sha(precious) == before
 
 
+@pytest.mark.slow
 def test_overwrite_refuses_the_ledger(tmp_path: Path, small: Path) -> None:
     ledger = tmp_path / "ledger.parquet"
     assert run("privatize", small, "--eps", "1", "-o", tmp_path / "a.parquet", "--ledger", ledger, "-q").returncode == 0
@@ -173,6 +174,7 @@ def test_overwrite_refuses_the_ledger(tmp_path: Path, small: Path) -> None:
 # --- concurrency on one ledger (items 4 and 6) -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_concurrent_runs_never_spend_past_the_cap(tmp_path: Path, small: Path) -> None:
     ledger = tmp_path / "ledger.json"
     runs = [start("privatize", small, "--eps", "1", "--max-budget", "3", "-o", tmp_path / f"out{i}.parquet",
@@ -185,6 +187,7 @@ def test_concurrent_runs_never_spend_past_the_cap(tmp_path: Path, small: Path) -
     assert len(published) == 3 and {Path(str(e["output"])).name for e in entries} == set(published)
 
 
+@pytest.mark.slow
 def test_concurrent_first_releases_of_one_input_get_one_tag(tmp_path: Path, small: Path) -> None:
     ledger = tmp_path / "new" / "ledger.json"
     runs = [start("privatize", small, "--eps", "1", "-o", tmp_path / f"out{i}.parquet", "--ledger", ledger, "-q")
@@ -197,6 +200,7 @@ def test_concurrent_first_releases_of_one_input_get_one_tag(tmp_path: Path, smal
     assert merged.returncode != 0 and "same" in merged.stderr.lower(), merged.stderr
 
 
+@pytest.mark.slow
 def test_two_runs_to_one_output_publish_one(tmp_path: Path, small: Path) -> None:
     ledger = tmp_path / "ledger.json"
     out = tmp_path / "out.parquet"
@@ -218,6 +222,7 @@ def medium(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_signal_at_any_moment_either_cancels_everything_or_comes_after_a_complete_release(
     tmp_path: Path, medium: Path
 ) -> None:
@@ -261,6 +266,7 @@ def test_a_signal_at_any_moment_either_cancels_everything_or_comes_after_a_compl
     assert "cancelled" in outcomes
 
 
+@pytest.mark.slow
 def test_the_next_run_removes_what_a_killed_run_left(tmp_path: Path, medium: Path) -> None:
     out = tmp_path / "out.parquet"
     proc = start("privatize", medium, "--eps", "4", "-o", out, "--threads", "1", "--memory", "8MB", "-q")

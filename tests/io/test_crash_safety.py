@@ -6,21 +6,18 @@ from __future__ import annotations
 import hashlib
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import files_open_for_writing, unit_rows, write_list
+from helpers import LDP, files_open_for_writing, unit_rows, write_list
 
 from ldpcli.errors import DataError
 from ldpcli.io.atomic import HOST_TAG
 from ldpcli.io.faults import NAMED_TEMPORARIES_ENV
 from ldpcli.release.file import privatize_file
 from ldpcli.release.options import ReleaseOptions, Resources
-
-LDP = str(Path(sys.executable).with_name("ldp"))
 
 
 def digest(path: Path) -> str:
@@ -42,6 +39,7 @@ def small_input(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_killing_privatize_mid_run_leaves_nothing(tmp_path: Path, big_input: Path, signum: int, threads: str) -> None:
@@ -79,6 +77,7 @@ def stopped_mid_write(proc: subprocess.Popen[str], directory: Path) -> int:
     return max(writing.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("temporaries", ["anonymous", "named"])
 def test_kill_9_mid_write_leaves_no_file_and_a_named_temporary_is_swept_by_the_next_run(
     tmp_path: Path, big_input: Path, small_input: Path, monkeypatch: pytest.MonkeyPatch, temporaries: str

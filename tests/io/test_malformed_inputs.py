@@ -616,18 +616,21 @@ def privatize_never_crashes(data: bytes, suffix: str, extra: tuple[str, ...]) ->
             assert path.read_bytes() == data
 
 
+@pytest.mark.slow
 @FUZZ_SETTINGS
 @given(steps=st.lists(mutation, min_size=1, max_size=4), keep=st.booleans())
 def test_fuzz_mutated_parquet(steps: list[tuple[str, float, bytes]], keep: bool) -> None:
     privatize_never_crashes(mutate(VALID_PARQUET, steps), ".parquet", ("--keep", "id") if keep else ())
 
 
+@pytest.mark.slow
 @FUZZ_SETTINGS
 @given(steps=st.lists(mutation, min_size=1, max_size=4), keep=st.booleans())
 def test_fuzz_mutated_csv(steps: list[tuple[str, float, bytes]], keep: bool) -> None:
     privatize_never_crashes(mutate(VALID_CSV, steps), ".csv", ("--keep", "id") if keep else ())
 
 
+@pytest.mark.slow
 @settings(derandomize=True, deadline=None, max_examples=60, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.binary(max_size=3000), suffix=st.sampled_from([".parquet", ".csv"]))
 def test_fuzz_random_bytes(data: bytes, suffix: str) -> None:

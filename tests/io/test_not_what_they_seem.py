@@ -55,6 +55,7 @@ def test_every_numeric_header_is_refused(tmp_path: Path, header: str) -> None:
     _one_line_error(_privatize(tmp_path, source), source, "not a header of column names")
 
 
+@pytest.mark.slow
 def test_a_header_with_one_name_is_still_a_header(tmp_path: Path) -> None:
     source = tmp_path / "x.csv"
     source.write_text("1,2,b\n0.1,0.2,0.3\n0.0,0.1,0.2\n")
@@ -76,6 +77,7 @@ def _zip_bytes(tmp_path: Path) -> bytes:
 TEXT = b"a,b\n0.1,0.2\n0.2,0.1\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make, fragment", [
     (_parquet_bytes, "looks like a Parquet file, not UTF-8 CSV text; rename it to .parquet"),
     (lambda _: gzip.compress(TEXT), "looks like a gzip-compressed file, not UTF-8 CSV text; decompress it"),
@@ -95,7 +97,7 @@ def test_binary_bytes_named_csv_say_what_they_are(tmp_path: Path, make: object, 
 
 @pytest.mark.parametrize("content, fragment", [
     (TEXT, "not a valid Parquet file: it looks like text, such as CSV; rename a CSV file to .csv"),
-    (gzip.compress(TEXT), "not a valid Parquet file: it looks like a gzip-compressed file"),
+    (gzip.compress(TEXT, mtime=0), "not a valid Parquet file: it looks like a gzip-compressed file"),
 ])
 def test_other_bytes_named_parquet_say_what_they_are(tmp_path: Path, content: bytes, fragment: str) -> None:
     source = tmp_path / "data.parquet"

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ldp_process, unit_rows, write_list
 
 
 def run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ldpcli", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, **(env or {})})
+    return ldp_process(*args, env=env, module=True)
 
 
 def sha(path: Path) -> str:
@@ -55,6 +52,7 @@ def test_a_foreign_file_beside_an_empty_sidecar_is_not_replaced(tmp_path: Path, 
     assert (sha(mine), sha(side)) == before
 
 
+@pytest.mark.slow
 def test_a_foreign_file_beside_another_files_valid_sidecar_is_not_replaced(tmp_path: Path, small: Path) -> None:
     other = tmp_path / "other.parquet"
     assert run("privatize", small, "--eps", "1", "-o", other, "-q").returncode == 0
@@ -67,6 +65,7 @@ def test_a_foreign_file_beside_another_files_valid_sidecar_is_not_replaced(tmp_p
     assert (sha(mine), sha(side)) == before
 
 
+@pytest.mark.slow
 def test_a_tampered_output_is_not_replaced(tmp_path: Path, small: Path) -> None:
     out = tmp_path / "out.parquet"
     assert run("privatize", small, "--eps", "1", "-o", out, "-q").returncode == 0
@@ -86,6 +85,7 @@ def test_a_sidecar_without_its_data_file_is_not_replaced(tmp_path: Path, small: 
     assert sha(side) == before and not (tmp_path / "out.parquet").exists()
 
 
+@pytest.mark.slow
 def test_the_default_output_name_follows_the_rule(tmp_path: Path, small: Path) -> None:
     mine = tmp_path / "in.privatized.parquet"
     write_list(mine, unit_rows(10, 8, seed=9))
@@ -99,6 +99,7 @@ def test_the_default_output_name_follows_the_rule(tmp_path: Path, small: Path) -
     assert run("privatize", small, "--eps", "2", "--overwrite", "-q").returncode == 0  # its own output
 
 
+@pytest.mark.slow
 def test_ldps_own_output_is_replaced_new_and_again(tmp_path: Path, small: Path) -> None:
     out = tmp_path / "out.parquet"
     side = tmp_path / "out.parquet.ldp.json"
@@ -112,6 +113,7 @@ def test_ldps_own_output_is_replaced_new_and_again(tmp_path: Path, small: Path) 
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+@pytest.mark.slow
 def test_a_file_that_appears_at_the_target_during_the_run_is_not_replaced(tmp_path: Path, small: Path) -> None:
     """The rule runs again at the publication: a file saved at the target meanwhile stays (fault point
     ``reserved``: after the rows are written, before anything is published)."""
@@ -125,6 +127,7 @@ def test_a_file_that_appears_at_the_target_during_the_run_is_not_replaced(tmp_pa
     assert json.loads(ledger.read_text())["entries"] == []
 
 
+@pytest.mark.slow
 def test_a_models_overwrite_follows_the_rule(tmp_path: Path) -> None:
     import numpy as np
     import pyarrow as pa

@@ -21,18 +21,17 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ldp_process, unit_rows, write_list
 
 from ldpcli.io.faults import COMMITTED_STEPS, STEPS
 
-LDP = str(Path(sys.executable).with_name("ldp"))
+pytestmark = pytest.mark.slow
+
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
 
 #: Where a signal cancels the run (before the publication holds signals back).
@@ -51,8 +50,7 @@ KINDS = {
 
 
 def run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, timeout=180,
-                          env={**os.environ, **(env or {})})
+    return ldp_process(*args, env=env, timeout=180)
 
 
 def snapshot(out: Path) -> dict[str, str] | None:

@@ -16,14 +16,14 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from helpers import unit_rows, write_list
+from helpers import LDP, unit_rows, write_list
 
-LDP = str(Path(sys.executable).with_name("ldp"))
+pytestmark = pytest.mark.slow
+
 #: (seed of the delay, signal) of each run.
 RUNS = [(seed, sig) for seed in range(3) for sig in (signal.SIGINT, signal.SIGTERM)]
 

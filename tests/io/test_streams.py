@@ -41,6 +41,7 @@ def ldp_pipe(args: list[str], data: bytes, tmp_path: Path) -> subprocess.Complet
                           env={**os.environ, **env_ledger}, check=False, timeout=120)
 
 
+@pytest.mark.slow
 def test_arrow_stream_through_a_pipe_is_the_file_run_byte_for_byte(tmp_path: Path) -> None:
     data = arrow_stream(unit_rows(1000, 6, seed=1))
     side = tmp_path / "release.ldp.json"
@@ -62,6 +63,7 @@ def test_arrow_stream_through_a_pipe_is_the_file_run_byte_for_byte(tmp_path: Pat
     assert estimate.n == 1000 and estimate.verified
 
 
+@pytest.mark.slow
 def test_csv_through_a_pipe_stays_csv(tmp_path: Path) -> None:
     rows = unit_rows(300, 3, seed=2)
     text = "a,b,c\n" + "".join(",".join(repr(float(v)) for v in row) + "\n" for row in rows)
@@ -84,6 +86,7 @@ def test_the_spool_is_read_by_its_suffixed_path_and_has_no_name_of_its_own(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_no_copy_of_standard_input(tmp_path: Path) -> None:
     """The spooled raw input has no name: a run killed outright leaves none of its bytes on disk.
 
@@ -244,6 +247,7 @@ def test_npy_output_refuses_kept_columns(tmp_path: Path) -> None:
     assert not (tmp_path / "x.npy").exists()
 
 
+@pytest.mark.slow
 def test_a_pipe_release_is_recorded_under_stable_names(tmp_path: Path) -> None:
     """The ledger names a pipe release <stdin> and <stdout> (with its sidecar), not the spool's temporary paths."""
     data = arrow_stream(unit_rows(200, 4, seed=3))
@@ -258,6 +262,7 @@ def test_a_pipe_release_is_recorded_under_stable_names(tmp_path: Path) -> None:
     assert b"<stdin> was already released 1 time (" in again.stderr
 
 
+@pytest.mark.slow
 def test_a_run_killed_while_reading_stdin_leaves_nothing_after_the_next_run(tmp_path: Path) -> None:
     """Issue 36: a stdin run killed outright left an empty ``ldp-stdio-*`` folder (with a dangling link)
     that nothing removed. Its folder names its host and pid, so the next stdin run removes it; folders

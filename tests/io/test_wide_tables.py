@@ -39,6 +39,7 @@ def wide_file(path: Path, names: list[str]) -> np.ndarray:
     return x
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("suffix", [".csv", ".parquet"])
 def test_thirty_thousand_columns_end_to_end(tmp_path: Path, suffix: str) -> None:
     names = [f"c{j}" for j in range(D)]
@@ -55,6 +56,7 @@ def test_thirty_thousand_columns_end_to_end(tmp_path: Path, suffix: str) -> None
     assert estimate_mean(output).mean.shape == (D,)
 
 
+@pytest.mark.slow
 def test_a_range_of_thirty_thousand_columns_with_a_kept_column(tmp_path: Path) -> None:
     names = ["id", *(f"c{j}" for j in range(D))]
     source = tmp_path / "wide.parquet"

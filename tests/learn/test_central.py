@@ -73,6 +73,7 @@ def test_the_accountants_are_dp_accounting_called_directly(q: float, z: float, s
     assert account.accountant.startswith("dp-accounting ")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("target", "q", "steps", "delta"), [(2.0, 0.05, 100, 1e-6), (0.8, 0.01, 500, 1e-9)])
 def test_the_noise_solver_inverts_the_pld_accountant(target: float, q: float, steps: int, delta: float) -> None:
     z = solve_noise_multiplier(target, q, steps, delta)
@@ -191,6 +192,7 @@ def _small(tmp_path: Path) -> Path:
     return write_list(tmp_path / "small.parquet", X, column="x", label=pa.array(y))
 
 
+@pytest.mark.slow
 def test_sidecar_has_the_central_section_beside_the_local_one(tmp_path: Path) -> None:
     data = _small(tmp_path)
     central = CentralOptions(central_radius=1.5, sampling_rate=0.1, noise_multiplier=1.2, central_delta=1e-6)
@@ -218,6 +220,7 @@ def test_sidecar_has_the_central_section_beside_the_local_one(tmp_path: Path) ->
     assert "order" in side["training"] and "Poisson" in side["training"]["order"]
 
 
+@pytest.mark.slow
 def test_central_epsilon_target_solves_z(tmp_path: Path) -> None:
     data = _small(tmp_path)
     central = CentralOptions(central_radius=1.0, sampling_rate=0.25, central_epsilon=3.0, central_delta=1e-6)
@@ -252,6 +255,7 @@ def test_without_randomgen_the_error_names_the_secure_extra(tmp_path: Path, monk
               training=TrainingOptions(central=CentralOptions(1.0, 0.1, noise_multiplier=1.0)))
 
 
+@pytest.mark.slow
 def test_without_the_central_layer_training_is_the_local_protocol_bit_for_bit() -> None:
     """No central options: the model is exactly the seeded local protocol (the training stream drives
     sgd_pass once per epoch, untouched by the layer's streams), and ``central=None`` is the default."""
@@ -281,6 +285,7 @@ def test_without_the_central_layer_training_is_the_local_protocol_bit_for_bit() 
     assert private.average.tobytes() == result.theta.tobytes()
 
 
+@pytest.mark.slow
 def test_cli_central_layer_end_to_end(tmp_path: Path) -> None:
     model = tmp_path / "digits_central.json"
     run = ldp("train", DIGITS, "--label", "label", "--loss", "softmax", "--eps", "1000", "-L", "2",

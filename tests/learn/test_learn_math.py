@@ -115,6 +115,7 @@ class _Recorder(Iterate):
         self.seen.append(g.copy())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TRAIN_MECHANISMS)
 @pytest.mark.parametrize("scale", [10.0, 0.4])
 def test_privatized_clipped_gradient_is_unbiased(name: str, scale: float) -> None:
@@ -258,6 +259,7 @@ def test_minimizer_on_the_l1_ball_matches_slsqp() -> None:
     np.testing.assert_allclose(found.theta, ref.x[:4] - ref.x[4:], atol=1e-4)
 
 
+@pytest.mark.slow
 def test_private_sgd_at_large_eps_is_next_to_non_private_sgd() -> None:
     """Same pass, same steps: the averaged private iterate differs from the non-private one by the
     averaged noise, whose covariance is about H⁻¹CH⁻¹/T (Polyak–Juditsky), and tr(C) ≤ the

@@ -32,6 +32,7 @@ def _counted(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     return calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("target", "q", "steps", "delta"), [(2.0, 0.05, 100, 1e-6), (3.0, 0.25, 4, 1e-6)])
 def test_the_solver_makes_few_pld_evaluations_and_its_answer_is_certified(
         monkeypatch: pytest.MonkeyPatch, target: float, q: float, steps: int, delta: float) -> None:
@@ -46,6 +47,7 @@ def test_the_solver_makes_few_pld_evaluations_and_its_answer_is_certified(
     assert epsilon_pld(q, z * (1 - 1e-3), steps, delta) > target
 
 
+@pytest.mark.slow
 def test_the_layer_reuses_the_solvers_evaluation_at_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     """``--central-epsilon`` accounts the solved z without evaluating the PLD there again, and states the ε the
     search evaluated at that z."""
@@ -59,6 +61,7 @@ def test_the_layer_reuses_the_solvers_evaluation_at_the_answer(monkeypatch: pyte
     assert layer.account.epsilon_pld == epsilon_pld(0.05, z, 100, 1e-6) <= 2.0
 
 
+@pytest.mark.slow
 def test_the_solver_stops_at_the_floor_when_the_floor_is_enough() -> None:
     assert solve_noise_multiplier(200.0, 1.0, 3, 1e-6) == MIN_NOISE_MULTIPLIER
 

@@ -6,7 +6,7 @@
 - an iteration cap stops it early, with a feasible point, its gap and a note;
 - the data-independent gradient bound covers every gradient, and the norm at θ = 0 is exact.
 
-What ``ldp train`` does with it, in real processes: tests/pipeline/test_train_reference_cli.py.
+What ``ldp train`` does with it, in real processes: tests/learn/test_train_reference_cli.py.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ def _shown(loss, X, t, found, other: np.ndarray) -> tuple[str, str]:
     return fmt(float(np.sqrt(gap @ gap))), fmt(float(loss.losses(found.theta, X, t).mean()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("geometry", "radius", "separable"), [
     ("l2", 3.0, False),   # the ball binds
     ("l2", 1e4, False),   # interior

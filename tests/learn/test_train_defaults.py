@@ -97,6 +97,7 @@ def test_step_second_moment_bounds_the_mean_release() -> None:
 SPREAD_DIFFERENCE, SPREAD_ERROR = 0.137, 0.165
 
 
+@pytest.mark.slow
 def test_default_training_improves_with_eps_and_beats_theta_zero(tmp_path: Path) -> None:
     """Fig. 3's problem (Bhowmick et al. Sec. 5.1: x uniform on the sphere, θ* uniform on τ·S^{d−1},
     τ = 4, one pass) at d = 50, N = 1000, through ``train`` with its defaults: averaged over 6 data

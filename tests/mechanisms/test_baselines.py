@@ -138,6 +138,7 @@ def test_laplace_monte_carlo(d: int, eps: float, radius: float, n: int) -> None:
 # --- analytic Gaussian ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eps", [0.01, 0.1, 0.5, 1.0, 4.0, 8.0])
 @pytest.mark.parametrize("delta", [1e-2, 1e-6, 1e-12])
 def test_gaussian_delta_by_quadrature(eps: float, delta: float) -> None:

@@ -80,6 +80,7 @@ def test_every_registered_calibration_is_classified() -> None:
     assert set(TIGHT) == set(CASES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, calibration", CASES, ids=CASE_IDS)
 def test_epsilon_exact_is_never_above_epsilon_on_the_grid(name: str, calibration: str) -> None:
     cls = get_mechanism(name)

@@ -50,6 +50,7 @@ def test_unrepresentable_parameters_are_usage_errors(args: list[str], fragment: 
     assert res.stderr.startswith("ldp: error: ") and fragment in res.stderr and res.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_hypercube_limit_is_documented_in_the_error() -> None:
     with pytest.raises(UsageError, match="above the 1e"):
         PrivUnitInf.calibrate(10**7 + 1, 1.0)

@@ -61,6 +61,7 @@ def hard_rows(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 Z_VALUES = [0.0, 1e-300, -2.5e-7, 1.0, -3.75, 41.0, 1e150]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [2, 3, 5, 64, 257])
 def test_each_step_within_its_bound(d: int) -> None:
     """‖Ẑ − Z‖₂ ≤ s·(along·|z| + across·‖g‖) (GaussianBounds) row by row, Z = s·(z·u + g − ⟨g, u⟩u) at 400

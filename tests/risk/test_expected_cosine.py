@@ -60,6 +60,7 @@ def test_the_formula_agrees_with_a_seeded_monte_carlo_of_the_attack(name: str, d
     assert abs(cosines.mean() - expected.value) <= error + 1e-12, (cosines.mean(), expected.value, error)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d, eps", [(2, 1.0), (16, 8.0), (64, 100.0), (1000, 50.0), (10**5, 1e4)])
 def test_privunitg_integral_equals_its_closed_form(d: int, eps: float) -> None:
     """E cos = μ/√2 · U(½, 1 − d/2, c²/2): the integral ∫₀^∞ t^{−1/2}(1 + 2t)^{−(d+1)/2}e^{−tc²} dt is

@@ -47,6 +47,7 @@ def _cases(d: int) -> list[tuple[int, float, float]]:
     return [(m, p, r) for m in ms for p in (0.1, 0.5, 2 / 3, 1.0) for r in (0.25, 0.5, 0.7, 1.0)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("d", [2, 4, 7, 10])
 def test_exact_matches_brute_force(d: int) -> None:
     """Per size (so the prefix {1..s} is the best guess of its size) and overall, to 1e-12 relative."""
@@ -106,6 +107,7 @@ def test_underflow_below_1e300_stays_finite_and_matches_the_closed_form() -> Non
     assert cut == pytest.approx(deep, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_exact_never_above_the_lemma_bound() -> None:
     """sup_v P(success) ≤ max(B_prec(γ), B_rec(γ)) at the γ lemma23_bound picks (the proof's constants)."""
     nontrivial = 0
@@ -124,6 +126,7 @@ PRECISION_GRID_M = [1, 2, 3, 5, 8, 13, 20]
 GAMMAS = [2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 5.0, 6.5, 8.0, 10.0]
 
 
+@pytest.mark.slow
 def test_precision_half_of_lemma_23_holds_and_the_printed_constant_is_not_contradicted() -> None:
     """sup_{|v| ≥ γm} P(precision ≥ p) against the proof's bound (must hold) and the printed one (observed).
 
@@ -169,6 +172,7 @@ def test_printed_precision_constant_is_strictly_tighter_than_the_proof_gives() -
 RECALL_GRID = [(1, 10), (1, 100), (1, 1000), (2, 20), (2, 400), (3, 300), (5, 50), (5, 1000), (8, 800), (20, 1000)]
 
 
+@pytest.mark.slow
 def test_recall_half_of_lemma_23_holds_for_guesses_of_at_most_gamma_m_words() -> None:
     nontrivial = 0
     for m, d in RECALL_GRID:

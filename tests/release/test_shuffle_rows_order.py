@@ -20,6 +20,8 @@ from ldpcli.release.file import privatize_file
 from ldpcli.release.options import Columns, ReleaseOptions, Resources
 from ldpcli.release.shuffle import ExternalShuffle
 
+pytestmark = pytest.mark.slow
+
 ROWS, D = 20_000, 256
 MB = 2**20
 

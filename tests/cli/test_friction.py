@@ -10,16 +10,14 @@ paths whole in a pipe of 80 columns. Each test failed on the code before the cha
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from helpers import ldp, unit_rows, write_list
+from helpers import ldp, ldp_process, unit_rows, write_list
 
 import ldpcli
 from ldpcli.cli.render import fmt
@@ -33,11 +31,7 @@ from ldpcli.release.safety import CLIP_REFUSE_FRACTION
 
 def run_ldp(*args: object, columns: int | None = None) -> subprocess.CompletedProcess[str]:
     """``ldp ARGS…`` in its own process, its output piped (so not a terminal), the ledger the test's own."""
-    env = dict(os.environ)
-    if columns is not None:
-        env["COLUMNS"] = str(columns)
-    return subprocess.run([sys.executable, "-m", "ldpcli", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
+    return ldp_process(*args, env=None if columns is None else {"COLUMNS": str(columns)}, module=True)
 
 
 def half_outside(path: Path, n: int, outside: int) -> Path:
@@ -50,6 +44,7 @@ def half_outside(path: Path, n: int, outside: int) -> Path:
 # --- (a) refused past half the rows, unless accepted ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_default_refuses_a_release_that_clips_most_rows_and_leaves_nothing(tmp_path: Path) -> None:
     src = half_outside(tmp_path / "grads.parquet", 40, 40)
     out = tmp_path / "grads.privatized.parquet"
@@ -181,6 +176,7 @@ def test_a_piped_table_of_80_columns_cuts_no_name_and_no_number() -> None:
         assert f" {fmt(row['expected_error_max'] / 100000)} " in res.stdout  # on one line, whole
 
 
+@pytest.mark.slow
 def test_a_narrow_terminal_still_shows_every_path_whole(tmp_path: Path) -> None:
     folder = tmp_path / "a_directory_with_a_rather_long_name" / "and_another_level_below_it"
     folder.mkdir(parents=True)

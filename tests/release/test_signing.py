@@ -21,15 +21,15 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
-from helpers import ldp_without, unit_rows, write_list
+from helpers import ldp_process, ldp_without, unit_rows, write_list
 
 from ldpcli.analysis.estimate import estimate_mean
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.file import privatize_file
+from ldpcli.release.inputs import MANIFEST_NAME
 from ldpcli.release.ledger import Ledger
 from ldpcli.release.options import Budget, ReleaseOptions
 from ldpcli.release.sidecar import build_sidecar, load_sidecar, sidecar_path, sidecar_schema
@@ -48,18 +48,13 @@ from ldpcli.release.signing import (
     verify_paths,
 )
 
-LDP = str(Path(sys.executable).with_name("ldp"))
 N, D = 3000, 8
 
 
 def ldp_run(*args: Any, ledger: Path | None = None) -> subprocess.CompletedProcess[str]:
     """The real ``ldp`` script, with this worktree's package first on the path."""
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    if ledger is not None:
-        env["LDP_LEDGER"] = str(ledger)
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    owner = {} if ledger is None else {"LDP_LEDGER": str(ledger)}
+    return ldp_process(*args, env={"COLUMNS": "200", "NO_COLOR": "1", **owner})
 
 
 def resign(path: Path, signer: Signer) -> dict[str, Any]:
@@ -223,6 +218,7 @@ def test_changed_data_under_a_valid_signature_is_invalid(release: Path) -> None:
     assert found.status is Status.INVALID and "bytes differ" in found.reason
 
 
+@pytest.mark.slow
 def test_a_release_signed_by_another_key_is_untrusted(release: Path, tmp_path: Path, owner: tuple[Path, Signer]) -> None:
     mallory = create_key(tmp_path / "mallory" / "ledger.json")
     sidecar_path(release).write_text(json.dumps(mallory.sign(forged_epsilon(release)), indent=2))
@@ -241,6 +237,7 @@ def test_a_release_signed_by_another_key_is_untrusted(release: Path, tmp_path: P
 # --------------------------------------------------------------------------- readers
 
 
+@pytest.mark.slow
 def test_signed_and_unsigned_releases_through_estimate_mean(tmp_path: Path, release: Path,
                                                             owner: tuple[Path, Signer]) -> None:
     ledger, signer = owner
@@ -285,6 +282,7 @@ def dataset(tmp_path: Path, owner: tuple[Path, Signer]) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_a_signed_dataset_verifies_and_a_tampered_part_sidecar_is_invalid(dataset: Path,
                                                                           owner: tuple[Path, Signer]) -> None:
     key = owner[1].public_key
@@ -326,6 +324,7 @@ def test_a_tampered_or_unsigned_manifest_is_refused_under_trust(dataset: Path, o
 # --------------------------------------------------------------------------- the command line
 
 
+@pytest.mark.slow
 def test_keys_init_and_show_through_the_real_script(tmp_path: Path) -> None:
     ledger = tmp_path / "books" / "ledger.json"
     made = ldp_run("keys", "init", ledger=ledger)
@@ -341,6 +340,7 @@ def test_keys_init_and_show_through_the_real_script(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "ldp keys init" in missing.stderr
 
 
+@pytest.mark.slow
 def test_without_cryptography_signing_names_the_extra_and_unsigned_files_stay_readable(tmp_path: Path,
                                                                                         release: Path) -> None:
     unsigned = tmp_path / "unsigned.parquet"
@@ -370,6 +370,7 @@ def test_estimates_are_unchanged_by_signing(tmp_path: Path, release: Path, owner
     assert np.array_equal(signed.mean, unsigned.mean) and signed.n == unsigned.n
 
 
+@pytest.mark.slow
 def test_regress_takes_trust_too(tmp_path: Path, owner: tuple[Path, Signer]) -> None:
     ledger, signer = owner
     rows = unit_rows(2000, 4, seed=8)
@@ -393,6 +394,7 @@ def test_trust_needs_the_data_checked_against_the_signed_hash(release: Path, own
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
 
 
+@pytest.mark.slow
 def test_privatize_signs_with_the_owners_key_and_verify_trusts_it(tmp_path: Path) -> None:
     """The wired path: once the owner has a key beside the ledger, every release is signed (a file
     and a dataset directory), and `ldp verify --trust` accepts them; before that they are unsigned."""

@@ -6,7 +6,7 @@ randomized response at ε/m, debiased and scaled by d/m. The sampled set does no
 each sign costs ε/m, so the mechanism is ε-LDP exactly; E[Z] = x; ‖Z‖ = L·(d/m)·c·√m with
 c = (e^{ε/m} + 1)/(e^{ε/m} − 1), so E‖Z − x‖² = L²d²c²/m − ‖x‖².
 
-Importing it registers it; ``tests/pipeline/test_house.py`` then finds it in every command.
+Importing it registers it; ``tests/test_house.py`` then finds it in every command.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ def test_one_missing_extra_of_the_central_layer_is_named_alone(data: Path, tmp_p
     assert f"the central layer needs {named}, which is not installed: pip install 'ldp[{extra}]'" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["privatize", "estimate-mean"])
 def test_dask_missing_exits_1_like_every_other_extra(data: Path, tmp_path: Path, command: str) -> None:
     args = ("--eps", 2, "-o", tmp_path / "out/") if command == "privatize" else ()

@@ -175,6 +175,7 @@ def test_bad_inputs_of_the_comparison_are_usage_errors() -> None:
         epsilons_for_error(d=10, n=0, target_error=0.1)
 
 
+@pytest.mark.slow
 def test_the_solver_s_work_does_not_grow_with_d() -> None:
     """The solve costs the same work at d = 500 as at d = 50 (measured: 2.26 and 2.16 million calls,
     about 0.3 s for separated at d = 500), so it stays fast as d grows."""

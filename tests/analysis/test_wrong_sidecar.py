@@ -5,23 +5,19 @@ sidecar was written for, its n and d, and asks for this file's own sidecar. Real
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from helpers import unit_rows, write_list
+import pytest
+from helpers import ldp_process, unit_rows, write_list
 
-LDP = str(Path(sys.executable).with_name("ldp"))
+pytestmark = pytest.mark.slow
 
 
 def ldp_run(*args: Any) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    return ldp_process(*args, env={"COLUMNS": "250", "NO_COLOR": "1"})
 
 
 def release(tmp_path: Path, name: str, d: int, csv: bool = False) -> Path:

@@ -8,26 +8,22 @@ releases (``ldp privatize``) and real ``ldp verify`` processes.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ldp_process, unit_rows, write_list
 
 from ldpcli.release.sidecar import load_sidecar, sidecar_path
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("cryptography")
-LDP = str(Path(sys.executable).with_name("ldp"))
 
 
 def ldp_run(*args: Any, ledger: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1", "LDP_LEDGER": str(ledger)}
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, env=env, timeout=120)
+    return ldp_process(*args, env={"COLUMNS": "250", "NO_COLOR": "1", "LDP_LEDGER": str(ledger)})
 
 
 def test_a_release_signed_by_an_attackers_key_is_not_verified_without_trust(tmp_path: Path) -> None:

@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ldp_process, unit_rows, write_list
 
 
 def _ldp(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ldpcli", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, check=False, cwd=cwd)
+    return ldp_process(*args, cwd=cwd, module=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spelling", ["same", "dot", "parent", "absolute", "symlink", "hardlink"])
 @pytest.mark.parametrize("overwrite", [False, True])
 def test_privatize_refuses_its_input_as_output_without_suggesting_overwrite(tmp_path: Path, spelling: str,

@@ -9,7 +9,6 @@ run the ``ldp`` console script as a process, on real CSV and Parquet files.
 from __future__ import annotations
 
 import json
-import os
 import stat
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from helpers import unit_rows
+from helpers import ldp_process, unit_rows
 
 from ldpcli.analysis.scan import scan
 from ldpcli.errors import DataError
@@ -32,13 +31,12 @@ from ldpcli.release.options import Budget, ReleaseOptions
 from ldpcli.release.rowhash import SKETCH_SIZE, RowDigest, RowHasher, estimate_overlap, summarize
 from ldpcli.release.sidecar import load_sidecar, sidecar_path, sidecar_schema
 
-LDP = str(Path(sys.executable).with_name("ldp"))
 KEY = bytes(range(32))
 
 
 def run(*args: object) -> subprocess.CompletedProcess[str]:
     """``ldp ARGS…`` as a process."""
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    return ldp_process(*args, timeout=300)
 
 
 def write_parquet(path: Path, rows: np.ndarray) -> Path:
@@ -124,6 +122,7 @@ def test_the_sketch_has_min_n_k_distinct_values_that_do_not_count_equal_rows() -
     assert small.size == 7
 
 
+@pytest.mark.slow
 def test_the_sketch_detects_an_overlap_as_the_bottom_k_bound_says() -> None:
     """Two releases sharing m of a union of N rows have no common sketch value with probability
     about (1 − m/N)^k. At m/N = 1/99 that is 0.074: over 400 keys (fixed, so the test is
@@ -280,6 +279,7 @@ def split(tmp_path: Path) -> dict[str, Path]:
     }
 
 
+@pytest.mark.slow
 def test_released_shards_are_charged_and_refused_as_shards_of_the_first_release(
         tmp_path: Path, split: dict[str, Path]) -> None:
     ledger = tmp_path / "owner" / "ledger.json"
@@ -308,6 +308,7 @@ def test_released_shards_are_charged_and_refused_as_shards_of_the_first_release(
     assert side.row_sketch is not None and len(side.row_sketch) == SKETCH_SIZE
 
 
+@pytest.mark.slow
 def test_a_partial_overlap_is_charged_exactly_and_found_by_the_sketches(tmp_path: Path, split: dict[str, Path]) -> None:
     """b_plus holds shard b and 150 rows of shard a: 150 shared rows of a union of 1350 (a 700, b_plus
     850), so the sketches miss it with probability about (1 − 150/1350)^256 < 1e-13."""
@@ -343,6 +344,7 @@ def test_a_dataset_directory_is_one_release_even_with_repeated_rows(tmp_path: Pa
         scan([tmp_path / "ds", tmp_path / "ds2"])
 
 
+@pytest.mark.slow
 def test_the_sidecars_row_sketch_is_checked_and_in_the_schema(tmp_path: Path, split: dict[str, Path]) -> None:
     assert run("privatize", split["b"], "--eps", "1", "-o", tmp_path / "b.out.parquet").returncode == 0
     side = sidecar_path(tmp_path / "b.out.parquet")

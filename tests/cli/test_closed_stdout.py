@@ -41,6 +41,7 @@ def released(tmp_path: Path) -> Path:
     return tmp_path / "out.parquet"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ("estimate-mean", "out.parquet"),
     ("estimate-mean", "out.parquet", "--json"),
@@ -60,6 +61,7 @@ def test_an_error_is_still_an_error_when_stdout_is_closed(tmp_path: Path) -> Non
     assert result.returncode == 2 and result.stderr.startswith("ldp: error: ")
 
 
+@pytest.mark.slow
 def test_a_release_on_stdout_cut_off_by_its_reader_says_so_and_stays_in_the_ledger(tmp_path: Path) -> None:
     """``ldp privatize big.csv -o - | head -c 100``: the release is committed (ledger, sidecar) before its bytes
     are copied to stdout, so the rows that went out are released and stay counted; ldp warns that the reader

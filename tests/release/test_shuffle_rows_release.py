@@ -10,17 +10,15 @@ d = 8) makes 20000 rows go through the bucket files.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import numpy as np
 import pytest
-from helpers import ldp, ldp_without, read_list, unit_rows, write_list
+from helpers import ldp, ldp_process, ldp_without, read_list, unit_rows, write_list
 
 from ldpcli.errors import Interrupted
 from ldpcli.io import interrupts
@@ -29,7 +27,6 @@ from ldpcli.release.options import Columns, ReleaseOptions, Resources
 from ldpcli.release.shuffle import SCATTERED, ExternalShuffle
 from ldpcli.release.sidecar import sidecar_schema
 
-LDP = str(Path(sys.executable).with_name("ldp"))
 ROWS, D = 20_000, 8
 
 
@@ -171,10 +168,10 @@ def test_without_randomgen_a_shuffle_is_refused_before_a_row_is_read(tmp_path: P
 
 
 def run(*args: object, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **env})
+    return ldp_process(*args, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_kill_or_a_full_disk_during_the_shuffle_leaves_no_output_and_no_temporary_file(tmp_path: Path) -> None:
     source = write_list(tmp_path / "in.parquet", unit_rows(ROWS, D, seed=4))
     out = tmp_path / "out.parquet"

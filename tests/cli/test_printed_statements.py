@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import bonferroni_z, ldp, unit_rows, write_list
+from helpers import bonferroni_z, ldp, ldp_process, unit_rows, write_list
 
 import ldpcli
 from ldpcli.analysis.estimate import estimate_mean
@@ -38,13 +36,10 @@ from ldpcli.mechanisms import MechanismSpec
 from ldpcli.planning.plot import plot_sweep, select_rows
 from ldpcli.planning.sweep import save_sweep, sweep
 
-LDP = Path(sys.executable).with_name("ldp")
-
 
 def run(*args: Any, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     """``ldp ARGS…`` as a user runs it: the console script in a subprocess, 400 columns wide."""
-    env = {**os.environ, "COLUMNS": "400"}
-    return subprocess.run([str(LDP), *map(str, args)], input=stdin, capture_output=True, env=env, check=False)
+    return ldp_process(*args, env={"COLUMNS": "400"}, input=stdin, text=False, timeout=None)
 
 
 def text(stream: bytes) -> str:
@@ -68,6 +63,7 @@ def small_mean(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_the_reading_quantifies_the_inflation_and_reads_the_error_against_the_debiased_norm(small_mean: Path) -> None:
     res = run("estimate-mean", small_mean, "--json")
     assert res.returncode == 0, text(res.stderr)
@@ -163,6 +159,7 @@ def test_the_progress_bar_is_given_the_rows_to_read(small_mean: Path, monkeypatc
 # --- item 11: -q in pipe mode, plot along a single d, the bound row, help texts, counts ---------------
 
 
+@pytest.mark.slow
 def test_quiet_silences_the_summary_when_the_rows_go_to_stdout(tmp_path: Path) -> None:
     csv = b"a,b\n0.1,0.2\n0.3,0.1\n0.0,0.5\n"
     loud = run("privatize", "-", "-o", "-", "--sidecar", tmp_path / "loud.ldp.json", "--eps", 1, "--columns", "a,b",
@@ -177,6 +174,7 @@ def test_quiet_silences_the_summary_when_the_rows_go_to_stdout(tmp_path: Path) -
     assert "warning: seeded run" in text(seeded.stderr)  # what the user must see still shows
 
 
+@pytest.mark.slow
 def test_plot_along_d_refuses_a_table_with_one_d(tmp_path: Path) -> None:
     table = tmp_path / "one-d.json"
     save_sweep(sweep(16, "1,4,16", 1000, mechanisms=["privunit2", "duchi-l2"]), table)
@@ -232,6 +230,7 @@ def central(tmp_path: Path) -> tuple[Path, Path]:
     return workload, data
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("rho", "by"), [(0.5, "noise"), (1e-5, "width")])
 def test_the_bound_row_names_the_bound_it_prints(tmp_path: Path, central: tuple[Path, Path], rho: float,
                                                  by: str) -> None:
@@ -252,6 +251,7 @@ def test_the_bound_row_names_the_bound_it_prints(tmp_path: Path, central: tuple[
         assert "√(σ·g(K)/m), g bounded by R√(2 log N) (Lemma 5.3): below √(σ²)" in row
 
 
+@pytest.mark.slow
 def test_help_texts_say_each_thing_once_and_completely() -> None:
     shown = text(run("privatize", "--help").stdout)
     assert "bcdp: bcdp" not in shown and "bcdp with" not in shown
@@ -267,6 +267,7 @@ def test_help_texts_say_each_thing_once_and_completely() -> None:
     assert "Parquet or CSV file" not in root and "ldp privatize --help lists the formats read" in root
 
 
+@pytest.mark.slow
 def test_counts_take_the_number_of_their_noun(tmp_path: Path) -> None:
     assert (counted(1, "row"), counted(0, "row"), counted(2, "query", "queries")) == ("1 row", "0 rows", "2 queries")
     src = tmp_path / "two.csv"

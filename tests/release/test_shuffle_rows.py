@@ -61,6 +61,7 @@ def chi_square_p(counts: np.ndarray) -> float:
 ALPHA = 1e-4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("memory", "fanout"), [(RECORD, 2), (2 * RECORD, 2), (3 * RECORD, 3), (1024, 2)],
                          ids=["one-row-K2", "two-rows-K2", "three-rows-K3", "in-memory"])
 def test_every_order_of_four_rows_is_equally_likely(tmp_path: Path, memory: int, fanout: int) -> None:
@@ -71,6 +72,7 @@ def test_every_order_of_four_rows_is_equally_likely(tmp_path: Path, memory: int,
     assert chi_square_p(counts) > ALPHA, counts
 
 
+@pytest.mark.slow
 def test_the_uniformity_test_sees_buckets_left_in_their_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the order within buckets (rows keep their input order inside each bucket) the orders are
     far from uniform, and the test above would fail. (With a budget of one row every bucket is split

@@ -108,6 +108,7 @@ def test_numba_matches_numpy_to_rounding(monkeypatch: pytest.MonkeyPatch, name: 
     np.testing.assert_allclose(outputs["numba"], outputs["numpy"], rtol=0, atol=1e-11 * size)
 
 
+@pytest.mark.slow
 @numba_only
 @pytest.mark.parametrize("d", [1, 2, 8, 9])
 def test_the_compiled_subset_is_uniform_among_subsets_of_its_size(d: int) -> None:

@@ -111,6 +111,7 @@ def test_seed_reproduces_the_model_and_os_entropy_does_not(data: Path, tmp_path:
     assert c.reproducible is False and b.reproducible is True
 
 
+@pytest.mark.slow
 def test_windows_when_the_rows_do_not_fit_use_every_row_once_per_epoch(tmp_path: Path) -> None:
     """A file larger than --memory is re-read each epoch in windows; the step count is exact and the
     holdout split is the same on every pass (evaluation sees exactly the holdout rows)."""
@@ -136,6 +137,7 @@ def test_holdout_rows_are_not_trained_on(data: Path) -> None:
     assert set(result.metrics) == {"private", "baseline", "minimizer"}
 
 
+@pytest.mark.slow
 def test_large_eps_model_classifies_like_the_non_private_one(tmp_path: Path) -> None:
     data = _logistic_file(tmp_path / "t.parquet", n=20_000, d=4, seed=9)
     result = train(data, label="label", mechanism="separated", epsilon=5000.0, norm_bound=1.5, training=TrainingOptions(loss="logistic", holdout=0.2, baseline=True), options=ReleaseOptions(seed=4))
@@ -182,6 +184,7 @@ def test_mirror_descent_with_a_box_mechanism(data: Path) -> None:
     assert "(14a)" in result.rate()["statement"]
 
 
+@pytest.mark.slow
 def test_squared_loss_on_a_numeric_label(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     X = rng.uniform(-1, 1, (3000, 3))

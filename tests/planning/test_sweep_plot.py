@@ -314,6 +314,7 @@ def test_a_table_without_the_sweep_columns_is_bad_data(tmp_path: Path) -> None:
 # --- figures -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_png_renders(tmp_path: Path, small_sweep: list[dict]) -> None:
     table = tmp_path / "sweep.parquet"
     save_sweep(small_sweep, table)
@@ -326,6 +327,7 @@ def test_the_png_renders(tmp_path: Path, small_sweep: list[dict]) -> None:
     assert ldp("plot", table, "-o", figure, "--overwrite").exit_code == 0
 
 
+@pytest.mark.slow
 def test_one_line_per_mechanism_in_the_figure_and_the_svg(tmp_path: Path, small_sweep: list[dict]) -> None:
     names = vector_mechanisms()
     predicted_only = [dict(row, inputs=None, trials=None, empirical_error=None, empirical_se=None,
@@ -361,6 +363,7 @@ def test_one_line_per_mechanism_in_the_figure_and_the_svg(tmp_path: Path, small_
                == 1 for group in groups)
 
 
+@pytest.mark.slow
 def test_a_pdf_renders(tmp_path: Path, small_sweep: list[dict]) -> None:
     pdf = tmp_path / "f.pdf"
     plot_sweep(small_sweep, pdf)

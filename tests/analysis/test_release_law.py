@@ -10,31 +10,25 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ldp_process, unit_rows, write_list
 
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release.sidecar import build_sidecar, load_sidecar, sidecar_path
 from ldpcli.risk.section import reconstruction
 
-LDP = str(Path(sys.executable).with_name("ldp"))
 N, D = 2000, 16
 
 
 def ldp_run(*args: Any) -> subprocess.CompletedProcess[str]:
     """The real ``ldp`` script, with this worktree's package first on the path."""
-    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([LDP, *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
+    return ldp_process(*args, env={"COLUMNS": "200", "NO_COLOR": "1"}, timeout=300)
 
 
 def privatize(tmp_path: Path, name: str, *args: Any, rows: np.ndarray | None = None, suffix: str = "parquet") -> Path:
@@ -76,6 +70,7 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
 # --------------------------------------------------------------------------- the pinned law: refused
 
 
+@pytest.mark.slow
 def test_the_issues_case_privunit2_eps_1_relabelled_eps_8_is_refused(tmp_path: Path) -> None:
     release = privatize(tmp_path, "out", "--eps", 1)
     before = json.loads(ldp_run("estimate-mean", release, "--json").stdout)
@@ -94,6 +89,7 @@ def test_the_issues_case_privunit2_eps_1_relabelled_eps_8_is_refused(tmp_path: P
         estimate_mean(release)
 
 
+@pytest.mark.slow
 def test_privunit2_eps_8_relabelled_eps_1_is_refused_too(tmp_path: Path) -> None:
     """Less noise than claimed would only make the error bars conservative, but the norm is pinned: these rows
     are not a privunit2 release at ε = 1, and the sidecar does not describe them."""
@@ -102,6 +98,7 @@ def test_privunit2_eps_8_relabelled_eps_1_is_refused_too(tmp_path: Path) -> None
     assert "has norm" in one_error_line(ldp_run("estimate-mean", release))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mechanism", ["duchi-linf", "privunit-inf"])
 def test_a_relabelled_hypercube_release_is_refused(tmp_path: Path, mechanism: str) -> None:
     rows = np.clip(np.random.default_rng(2).normal(size=(N, D)), -1, 1)
@@ -112,6 +109,7 @@ def test_a_relabelled_hypercube_release_is_refused(tmp_path: Path, mechanism: st
     assert f"a {mechanism} release at ε = 8, d = {D}, L = 1" in line
 
 
+@pytest.mark.slow
 def test_a_relabelled_scalar_release_is_refused_naming_its_grid(tmp_path: Path) -> None:
     rows = np.random.default_rng(4).uniform(0, 1, size=(N, 1))
     release = privatize(tmp_path, "out", "--eps", 1, "-m", "scalar", rows=rows)
@@ -120,6 +118,7 @@ def test_a_relabelled_scalar_release_is_refused_naming_its_grid(tmp_path: Path) 
     assert "at coordinate 0 (counting from 0) but a scalar release at ε = 2, d = 1, L = 1 has every coordinate in {" in line
 
 
+@pytest.mark.slow
 def test_a_relabelled_float32_csv_release_is_refused(tmp_path: Path) -> None:
     release = privatize(tmp_path, "out", "--eps", 1, "--dtype", "float32", suffix="csv")
     relabel(release, 8.0)
@@ -129,6 +128,7 @@ def test_a_relabelled_float32_csv_release_is_refused(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the dispersion: warned
 
 
+@pytest.mark.slow
 def test_privunitg_eps_1_relabelled_eps_8_warns_that_the_error_bars_are_too_small(tmp_path: Path) -> None:
     """PrivUnitG's norm is not pinned; the dispersion test sees the rows far noisier than ε = 8 allows."""
     release = privatize(tmp_path, "out", "--eps", 1, "-m", "privunitg")
@@ -145,6 +145,7 @@ def test_privunitg_eps_1_relabelled_eps_8_warns_that_the_error_bars_are_too_smal
     assert table.returncode == 0 and "noisier than its sidecar" in table.stderr
 
 
+@pytest.mark.slow
 def test_privunitg_eps_8_relabelled_eps_1_is_conservative_and_not_reported(tmp_path: Path) -> None:
     """Rows less noisy than the claim: the guaranteed error is then an overestimate (conservative), and the
     one-sided test says nothing."""
@@ -165,6 +166,7 @@ HONEST = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mechanism", "extra"), HONEST, ids=[m for m, _ in HONEST])
 @pytest.mark.parametrize("epsilon", [1.0, 8.0])
 def test_honest_releases_of_every_mechanism_are_never_flagged(tmp_path: Path, mechanism: str, extra: tuple[str, ...],
@@ -184,6 +186,7 @@ def test_honest_releases_of_every_mechanism_are_never_flagged(tmp_path: Path, me
     assert json.loads(result.stdout)["dispersion_warnings"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [("--secure",), ("--copies", "3"), ("--dtype", "float32"), ("-o-csv",)],
                          ids=["secure-grid", "copies", "float32", "csv"])
 def test_honest_privunit2_releases_in_every_form_are_accepted(tmp_path: Path, args: tuple[str, ...]) -> None:

@@ -23,7 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from helpers import write_list
+import pytest
+from helpers import ldp_process, write_list
+
+pytestmark = pytest.mark.slow
 
 
 def _embeddings(path: Path, n: int = 400, d: int = 16, k: int = 5, scale: float = 1.0) -> Path:
@@ -36,9 +39,8 @@ def _embeddings(path: Path, n: int = 400, d: int = 16, k: int = 5, scale: float 
     return write_list(path, X * scale, column="embedding", label=pa.array(labels))
 
 
-def _ldp(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "ldpcli", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, check=False, env=env)
+def _ldp(*args: object) -> subprocess.CompletedProcess[str]:
+    return ldp_process(*args, timeout=300, module=True)
 
 
 def test_no_reference_skips_it_and_leaves_its_numbers_out(tmp_path: Path) -> None:

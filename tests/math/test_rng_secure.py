@@ -201,6 +201,7 @@ def test_the_cli_records_the_secure_generator_in_the_sidecar(tmp_path: Path) -> 
     assert bad.exit_code == 2 and "--rng must be one of pcg64, secure" in bad.stderr
 
 
+@pytest.mark.slow
 def test_without_randomgen_rng_secure_names_the_extra_and_pcg64_still_runs(tmp_path: Path) -> None:
     src = tmp_path / "in.parquet"
     write_list(src, unit_rows(20, 3))
