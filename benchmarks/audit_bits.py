@@ -4,12 +4,12 @@ mechanism, d and ε, in one run.
 For each mechanism with a secure rendering (privunit2, duchi-l2, separated, gaussian-sign, privunit-inf,
 duchi-linf, scalar, scalar-rel; the scalar ones at d = 1 only) and privunitg (which has none: its secure
 column says so), d ∈ {1, 2, 3, 16} and ε ∈ {0.5, 2, 8}, the audit ``ldp audit`` runs
-(``ldpcli.audit.claims.audit``) three times, with the same ``--seed`` and the same trials:
+(``ldpcli.audit._claims.audit``) three times, with the same ``--seed`` and the same trials:
 
 - ``rounded``: the default rendering, the lower bound's events on the outputs rounded to a relative
   1e−9 (``ldp audit``): it checks the mechanism's law, not its doubles;
 - ``default``: the default rendering, with the bit-level events (``ldp audit --bits``);
-- ``secure``: the secure rendering at its default target δ (``ldpcli.mechanisms.rendering.secured``), with
+- ``secure``: the secure rendering at its default target δ (``ldpcli.mechanisms._rendering.secured``), with
   the bit-level events (``ldp audit --bits --secure``).
 
 So every cell is what this command prints as ``epsilon_lower_bound``:
@@ -44,11 +44,11 @@ import sys
 import time
 from typing import Any
 
-from ldpcli.audit.claims import LOWER_BOUND_BETA, MIN_TRIALS, AuditResult, audit
-from ldpcli.audit.lower_bound import LowerBound
+from ldpcli.audit._claims import LOWER_BOUND_BETA, MIN_TRIALS, AuditResult, audit
+from ldpcli.audit._lower_bound import LowerBound
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import Mechanism, MechanismSpec
-from ldpcli.mechanisms.rendering import secured
+from ldpcli.mechanisms._rendering import secured
 
 MECHANISMS = ("privunit2", "duchi-l2", "separated", "gaussian-sign", "privunit-inf", "duchi-linf", "scalar",
               "scalar-rel", "privunitg")

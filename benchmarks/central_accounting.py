@@ -6,7 +6,7 @@ The paper states (ε_cent, δ = 1e-9) after T rounds "via the moments accountant
 collections of m = 1000; σ not stated): 3. It does not say how σ maps to the noise multiplier z
 and the sampling rate q of the Poisson-subsampled Gaussian. This prints, for each reading, the ε of
 the moments accountant's conversion (Abadi et al. 2016, Thm. 2; Mironov 2017, Prop. 3) and of
-dp-accounting's RDP and PLD accountants (``ldpcli.learn.accounting``; PLD only for z ≥ 0.3, where
+dp-accounting's RDP and PLD accountants (``ldpcli.learn._accounting``; PLD only for z ≥ 0.3, where
 its grid of losses stays small); docs/errata.md §21 explains them. No timing: every number is a function of its arguments.
 
     python benchmarks/central_accounting.py            # about 10 s
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from ldpcli.learn.accounting import (
+from ldpcli.learn._accounting import (
     MIN_NOISE_MULTIPLIER,
     epsilon_pld,
     epsilon_rdp,

@@ -19,9 +19,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from ldpcli.learn import accounting
-from ldpcli.learn.accounting import MIN_NOISE_MULTIPLIER, central_epsilon, epsilon_rdp
-from ldpcli.learn.central import CentralOptions
+from ldpcli.learn import _accounting as accounting
+from ldpcli.learn._accounting import MIN_NOISE_MULTIPLIER, central_epsilon, epsilon_rdp
+from ldpcli.learn._central import CentralOptions
 
 #: (target ε, q, T, δ)
 SETTINGS = [(2.0, 0.05, 100, 1e-6), (0.8, 0.01, 500, 1e-9), (3.0, 0.25, 4, 1e-6), (1.0, 0.02, 50, 1e-9),

@@ -4,9 +4,9 @@
     python benchmarks/dask_scaling.py --rows 200000 --repeat 1
 
 Side by side in one run, on the same file (seconds, medians of --repeat, the cluster started
-beforehand and not counted): the local engine on 1 and 2 threads (`privatize_file`), and the
-dataset engine (`privatize_dataset`) on a LocalCluster of 1 and of 2 single-threaded worker
-processes, then `estimate_mean` of the dataset locally and on the 2-worker cluster. Ratios are
+beforehand and not counted): the local engine on 1 and 2 threads (`write_file_release`), and the
+dataset engine (`write_dataset_release`) on a LocalCluster of 1 and of 2 single-threaded worker
+processes, then `estimate_file_mean` of the dataset locally and on the 2-worker cluster. Ratios are
 against the 1-worker cluster (and the local engine's one thread). Needs `pip install 'ldp[dask]'`.
 """
 
@@ -24,11 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ldpcli.analysis.estimate import estimate_mean
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.engines import DaskEngine
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions, Resources
+from ldpcli.analysis._estimate import estimate_file_mean
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._engines import DaskEngine
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions, Resources
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:
@@ -58,17 +58,17 @@ def main() -> None:
         del x, table
         rows: list[tuple[str, float]] = []
         for threads in (1, 2):
-            rows.append((f"local engine, {threads} thread(s)", timed(lambda: privatize_file(
+            rows.append((f"local engine, {threads} thread(s)", timed(lambda: write_file_release(
                 src, tmp / "local.parquet", epsilon=8.0, options=ReleaseOptions(overwrite=True, resources=Resources(threads=threads))), args.repeat)))
         for workers in (1, 2):
             with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cl:
                 engine = DaskEngine(cl.scheduler_address)
-                rows.append((f"dask, {workers} worker(s)", timed(lambda: privatize_dataset(
+                rows.append((f"dask, {workers} worker(s)", timed(lambda: write_dataset_release(
                     src, tmp / "release", engine=engine, epsilon=8.0, options=ReleaseOptions(overwrite=True)), args.repeat)))
                 if workers == 2:
                     rows.append(("estimate-mean, dask 2 workers", timed(
-                        lambda: estimate_mean(tmp / "release", engine=engine), args.repeat)))
-        rows.append(("estimate-mean, local", timed(lambda: estimate_mean(tmp / "release"), args.repeat)))
+                        lambda: estimate_file_mean(tmp / "release", engine=engine), args.repeat)))
+        rows.append(("estimate-mean, local", timed(lambda: estimate_file_mean(tmp / "release"), args.repeat)))
     base = dict(rows)
     print(f"# --engine dask scaling, {args.rows}×{args.d}, {sys.platform}, 16 row groups\n")
     print("| run | seconds | ratio |")

@@ -1,7 +1,7 @@
 """Time ``ldpcli.privatize`` on an array where it lives against the device's own normals, side by side.
 
 Floor: the n·d standard normals of the same shape and dtype, drawn on the array's device by the
-generator the device path uses (``ldpcli.math.devices.device_normals``: torch.randn, cupy's or
+generator the device path uses (``ldpcli.math._devices.device_normals``: torch.randn, cupy's or
 jax's normals). PrivUnit2 needs at least those (one Gaussian per coordinate for the direction
 orthogonal to u). Also timed: the host's share, the per-row draws alone (the rounding's uniforms, the
 cap events and cosines: ``cap_cosines``), which the device path makes with numpy and sends over,
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import side_by_side  # noqa: E402
 
 import ldpcli  # noqa: E402
-from ldpcli.math.devices import device_namespace, device_normals, device_of  # noqa: E402
+from ldpcli.math._devices import device_namespace, device_normals, device_of  # noqa: E402
 from ldpcli.mechanisms import get_mechanism  # noqa: E402
 
 

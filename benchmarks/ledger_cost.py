@@ -1,4 +1,4 @@
-"""What the privacy-budget ledger costs `privatize_file`: the same file with and without a ledger, one run.
+"""What the privacy-budget ledger costs `write_file_release`: the same file with and without a ledger, one run.
 
 With a ledger, every batch's values are also hashed (SHA-256, in a background thread) for the
 input's fingerprint, and the ledger file is read, locked and rewritten once. The ratio is
@@ -17,14 +17,14 @@ from pathlib import Path
 
 from privatize_vs_baseline import make_input
 
-from ldpcli.release.file import privatize_file
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.options import Budget, ReleaseOptions, Resources
+from ldpcli.release._file import write_file_release
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import Budget, ReleaseOptions, Resources
 
 
 def timed(src: Path, out: Path, threads: int, ledger: Ledger | None) -> float:
     start = time.perf_counter()
-    privatize_file(src, out, epsilon=4.0, options=ReleaseOptions(
+    write_file_release(src, out, epsilon=4.0, options=ReleaseOptions(
         overwrite=True, budget=Budget(ledger=ledger), resources=Resources(threads=threads)))
     return time.perf_counter() - start
 

@@ -1,4 +1,4 @@
-"""Time `privatize_file` against the work it cannot avoid, side by side in one run.
+"""Time `write_file_release` against the work it cannot avoid, side by side in one run.
 
 Baseline, on the same Parquet file: pyarrow reads it batch by batch, numpy draws n·d standard
 normals, pyarrow writes them as a FixedSizeList<float64> column. PrivUnit2 needs at least that
@@ -21,10 +21,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ldpcli.io import default_batch_rows
-from ldpcli.io.layout import VectorLayout
-from ldpcli.io.parquet import writer_settings
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions
+from ldpcli.io._layout import VectorLayout
+from ldpcli.io._parquet import writer_settings
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions
 
 
 def make_input(path: Path, n: int, d: int, seed: int = 0) -> None:
@@ -72,7 +72,7 @@ def main() -> None:
             base, priv = [], []
             for i in range(args.repeat):
                 base.append(timed(lambda: baseline(src, Path(tmp) / "base.parquet", d)))
-                priv.append(timed(lambda: privatize_file(src, Path(tmp) / "out.parquet", epsilon=args.eps, options=ReleaseOptions(seed=i, overwrite=True))))
+                priv.append(timed(lambda: write_file_release(src, Path(tmp) / "out.parquet", epsilon=args.eps, options=ReleaseOptions(seed=i, overwrite=True))))
             b, p = statistics.median(base), statistics.median(priv)
             print(f"{n:>8}×{d:<5} {b:>11.2f} {p:>12.2f} {p / b:>6.2f}")
 

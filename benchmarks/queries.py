@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-from ldpcli.estimators.projection import Hull
-from ldpcli.estimators.queries import (
+from ldpcli.estimators._projection import Hull
+from ldpcli.estimators._queries import (
     central_sigma,
     diameter,
     greedy_cover,

@@ -8,11 +8,11 @@ drift in the machine's speed hits every column (``run.side_by_side``); seconds a
 --repeat rounds and ratios are against PCG64 measured in the same rounds:
 
 - normals: ``generator.standard_normal(n)`` for n = --values, with PCG64, ChaCha20 (20 rounds: what
-  ``ldpcli.math.bitgen.secure_generator`` makes) and randomgen's AES-128-CTR (``AESCounter``, the other
-  candidate: the measurement behind the choice of ChaCha20 is in ``ldpcli.math.bitgen``'s docstring);
+  ``ldpcli.math._bitgen.secure_generator`` makes) and randomgen's AES-128-CTR (``AESCounter``, the other
+  candidate: the measurement behind the choice of ChaCha20 is in ``ldpcli.math._bitgen``'s docstring);
 - api: PrivUnit2 (ε = 8) on an n × d batch in memory (``Mechanism.privatize``), with a PCG64 and a
   ChaCha20 generator: the noise alone, without reading or writing;
-- file: ``privatize_file`` (Parquet → Parquet, one thread) with ``rng="pcg64"`` and ``rng="secure"``: what
+- file: ``write_file_release`` (Parquet → Parquet, one thread) with ``rng="pcg64"`` and ``rng="secure"``: what
   `ldp privatize --rng secure` costs end to end (every key block gets its own generator).
 
 The load of the machine (``uptime``) is printed before and after: on a shared machine the ratios
@@ -34,10 +34,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import input_file, side_by_side, table  # noqa: E402
 
-from ldpcli.math.bitgen import require_randomgen, secure_generator  # noqa: E402
+from ldpcli.math._bitgen import require_randomgen, secure_generator  # noqa: E402
 from ldpcli.mechanisms import MechanismSpec  # noqa: E402
-from ldpcli.release.file import privatize_file  # noqa: E402
-from ldpcli.release.options import ReleaseOptions, Resources  # noqa: E402
+from ldpcli.release._file import write_file_release  # noqa: E402
+from ldpcli.release._options import ReleaseOptions, Resources  # noqa: E402
 
 
 def load() -> str:
@@ -73,12 +73,12 @@ def api(n: int, d: int, repeat: int) -> dict[str, float]:
 
 
 def file(tmp: Path, n: int, d: int, repeat: int) -> dict[str, float]:
-    """Median seconds of ``privatize_file`` (one thread) with ``rng="pcg64"`` and ``rng="secure"``."""
+    """Median seconds of ``write_file_release`` (one thread) with ``rng="pcg64"`` and ``rng="secure"``."""
     src = input_file(tmp, n, d)
 
     def run(rng: str) -> Callable[[], object]:
         options = ReleaseOptions(rng=rng, overwrite=True, resources=Resources(threads=1))
-        return lambda: privatize_file(src, tmp / f"out-{rng}.parquet", epsilon=8.0, options=options)
+        return lambda: write_file_release(src, tmp / f"out-{rng}.parquet", epsilon=8.0, options=options)
 
     return side_by_side({"pcg64": run("pcg64"), "secure": run("secure")}, repeat)
 
@@ -95,7 +95,7 @@ def main() -> None:
     table(["bit generator", "median s", "÷ PCG64"], ratio_rows(normals(args.values, args.repeat), "PCG64"))
     print(f"## api: privunit2 ε = 8, privatize on {n}×{d} in memory\n")
     table(["generator", "median s", "÷ PCG64"], ratio_rows(api(n, d, args.repeat), "PCG64"))
-    print(f"## file: privatize_file, privunit2 ε = 8, {n}×{d} float64 Parquet → Parquet, one thread\n")
+    print(f"## file: write_file_release, privunit2 ε = 8, {n}×{d} float64 Parquet → Parquet, one thread\n")
     with tempfile.TemporaryDirectory() as name:
         table(["--rng", "median s", "÷ pcg64"], ratio_rows(file(Path(name), n, d, args.repeat), "pcg64"))
     print(f"load after: {load()}")

@@ -8,7 +8,7 @@ Sections (ratios are against a baseline measured in the same run, on the same fi
 runs of the two sides alternate, so drift in the machine's speed hits both):
 - privatize: PrivUnit2 at ε = 8, Parquet → Parquet, against read + n·d numpy normals + write with
   ldp's writer settings (``privatize_vs_baseline.baseline``), with each sampler kernel
-  (``ldpcli.math.kernels``: numba when installed, and the numpy reference) on 1 and 2 threads. Targets
+  (``ldpcli.math._kernels``: numba when installed, and the numpy reference) on 1 and 2 threads. Targets
   (issue 14): ≤ 1.25× on one thread, ≤ 0.7× of the one-thread baseline on two. ``--before PATH``
   adds the same run of the ldp checkout at PATH (e.g. a ``git worktree`` of an older commit).
 - api: each vector mechanism's ``privatize`` on an n × d batch with n·d = 10⁷ (2·10⁶ with
@@ -20,7 +20,7 @@ runs of the two sides alternate, so drift in the machine's speed hits both):
   sorts or selects within each row; those draws, ``rng.random((n, d))`` and n·d/2 raw 64-bit words,
   are timed in the same run as their own row (0.27–0.31× the normals on 2 cores; the sort or
   selection adds 0.05–0.2× more), and the reference is held to the same ≤ 1.2× of the normals.
-- mechanisms: `privatize_file` with every registered vector mechanism at one shape.
+- mechanisms: `write_file_release` with every registered vector mechanism at one shape.
 - memory: peak resident memory of `ldp privatize` on a ~400 MB and a ~2 GB file (target
   < 400 MB and flat).
 - params: calibration time after import for d ∈ {10, 10⁴, 10⁷}, ε ∈ {0.1, 4, 1000} (target
@@ -47,12 +47,12 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from privatize_vs_baseline import baseline, make_input  # noqa: E402
 
-from ldpcli.analysis.estimate import estimate_mean  # noqa: E402
+from ldpcli.analysis._estimate import estimate_file_mean  # noqa: E402
 from ldpcli.errors import UsageError  # noqa: E402
-from ldpcli.math.kernels import KERNEL_ENV, _numba_installed  # noqa: E402
+from ldpcli.math._kernels import KERNEL_ENV, _numba_installed  # noqa: E402
 from ldpcli.mechanisms import MechanismSpec, get_mechanism, mechanism_names  # noqa: E402
-from ldpcli.release.file import privatize_file  # noqa: E402
-from ldpcli.release.options import ReleaseOptions, Resources  # noqa: E402
+from ldpcli.release._file import write_file_release  # noqa: E402
+from ldpcli.release._options import ReleaseOptions, Resources  # noqa: E402
 
 LDP = str(Path(sys.executable).with_name("ldp"))
 
@@ -74,7 +74,7 @@ def side_by_side(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str,
 
 
 def with_kernel(kernel: str, fn: Callable[[], object]) -> Callable[[], object]:
-    """``fn`` run with ``LDP_KERNEL=kernel`` (ldpcli.math.kernels reads it at every call)."""
+    """``fn`` run with ``LDP_KERNEL=kernel`` (ldpcli.math._kernels reads it at every call)."""
 
     def run() -> object:
         previous = os.environ.get(KERNEL_ENV)
@@ -98,11 +98,11 @@ def kernels_here() -> list[str]:
 _BEFORE_PROBE = (
     "import sys, time\n"
     "sys.path.insert(0, sys.argv[1])\n"
-    "from ldpcli.release.file import privatize_file\n"
+    "from ldpcli.release._file import write_file_release\n"
     "args = dict(epsilon=8.0, threads=int(sys.argv[4]), overwrite=True)\n"
-    "privatize_file(sys.argv[2], sys.argv[3], **args)\n"
+    "write_file_release(sys.argv[2], sys.argv[3], **args)\n"
     "t0 = time.perf_counter()\n"
-    "privatize_file(sys.argv[2], sys.argv[3], **args)\n"
+    "write_file_release(sys.argv[2], sys.argv[3], **args)\n"
     "print(time.perf_counter() - t0)\n"
 )
 
@@ -148,7 +148,7 @@ def bench_privatize(tmp: Path, shapes: list[tuple[int, int]], repeat: int, befor
         fns: dict[str, Callable[[], object]] = {"base": lambda: baseline(src, tmp / "base.parquet", d)}
         for kernel in kernels:
             for threads in (1, 2):
-                fns[f"{kernel} {threads}"] = with_kernel(kernel, lambda threads=threads: privatize_file(
+                fns[f"{kernel} {threads}"] = with_kernel(kernel, lambda threads=threads: write_file_release(
                     src, tmp / "out.parquet", epsilon=8.0,
                     options=ReleaseOptions(overwrite=True, resources=Resources(threads=threads))))
         times = side_by_side(fns, repeat)
@@ -216,7 +216,7 @@ def bench_mechanisms(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
         if not cls.vector:
             continue
         options = {"delta": 1e-6} if "delta" in cls.options else {}
-        t = median_time(lambda: privatize_file(
+        t = median_time(lambda: write_file_release(
             src, tmp / "out.parquet", mechanism=MechanismSpec(name, 8.0, options=options),
             options=ReleaseOptions(overwrite=True, resources=Resources(threads=2))), repeat)
         rows.append([name, f"{t:.2f}", f"{t / base:.2f}"])
@@ -287,7 +287,7 @@ def bench_estimate(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
     n, d = shape
     print(f"## estimate-mean vs a plain pyarrow scan, {n}×{d} (target ≤ 1.2×)\n")
     src = input_file(tmp, n, d)
-    out = privatize_file(src, tmp / "est.parquet", epsilon=8.0, options=ReleaseOptions(overwrite=True)).output
+    out = write_file_release(src, tmp / "est.parquet", epsilon=8.0, options=ReleaseOptions(overwrite=True)).output
 
     def scan() -> None:
         total = np.zeros(d)
@@ -295,7 +295,7 @@ def bench_estimate(tmp: Path, shape: tuple[int, int], repeat: int) -> None:
             total += np.asarray(batch.column(0).flatten()).reshape(-1, d).sum(axis=0)
 
     base = median_time(scan, repeat)
-    est = median_time(lambda: estimate_mean(out), repeat)
+    est = median_time(lambda: estimate_file_mean(out), repeat)
     table(["scan s", "estimate-mean s", "ratio"], [[f"{base:.2f}", f"{est:.2f}", f"{est / base:.2f}"]])
 
 

@@ -2,7 +2,7 @@
 plain rendering of the same mechanism, in one run.
 
 Each row times ``privatize`` of an n × d batch with the plain mechanism and with its secure rendering
-(``ldpcli.mechanisms.rendering.secured``), the two alternating (``run.side_by_side``), and prints the
+(``ldpcli.mechanisms._rendering.secured``), the two alternating (``run.side_by_side``), and prints the
 time ratio beside the rendering's grid, its δ and its error ratio (worst-case E‖Z − x‖², secure over
 plain). The plain side runs with the kernel ``LDP_KERNEL`` selects (numba when installed).
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import side_by_side  # noqa: E402
 
 from ldpcli.mechanisms import get_mechanism  # noqa: E402
-from ldpcli.mechanisms.rendering import secured  # noqa: E402
+from ldpcli.mechanisms._rendering import secured  # noqa: E402
 
 MECHANISMS = ("privunit2", "duchi-l2", "privunitg", "separated", "gaussian-sign", "privunit-inf")
 

@@ -3,7 +3,7 @@
 Baseline, in the same process and alternating with the measured runs: one evaluation of the reduction's
 δ(ε) (Feldman, McMillan & Talwar 2021, Thm 3.2) at one ε, with every c of the window evaluated on its
 own (no grouping into intervals): what each step of a binary search costs without the grouping of
-ldpcli.math.shuffling. Measured: the whole ``shuffle_bound`` (both binary searches, about 40 steps on
+ldpcli.math._shuffling. Measured: the whole ``shuffle_bound`` (both binary searches, about 40 steps on
 at most 1026 values of c). The ratio says how many ungrouped evaluations the whole bound costs.
 
     python benchmarks/shuffle_bound.py                           # n = 10⁵, 10⁷, 10⁹ at ε0 = 1, 4
@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ldpcli.math.shuffling import Grid, closed_form_epsilon, delta_upper, grid_of, shuffle_bound
+from ldpcli.math._shuffling import Grid, closed_form_epsilon, delta_upper, grid_of, shuffle_bound
 
 TABLE_N = (10**3, 10**4, 10**5, 10**6)
 TABLE_DELTA = (1e-6, 1e-9)

@@ -1,7 +1,7 @@
-"""What ``--shuffle`` costs `privatize_file`: the same file with and without the shuffle, in one run.
+"""What ``--shuffle`` costs `write_file_release`: the same file with and without the shuffle, in one run.
 
 With ``shuffle=True`` the privatized rows are held in memory while they fit half of ``--memory``, and
-otherwise go through 64 bucket files beside the output (:mod:`ldpcli.release.shuffle`: bucketed by the
+otherwise go through 64 bucket files beside the output (:mod:`ldpcli.release._shuffle`: bucketed by the
 leading digit of each row's 128-bit ChaCha20 order key, each bucket then sorted by key) before they are
 written. The run times both sides interleaved
 (plain, shuffled, plain, …; one untimed round first), for the default budget (256 MB: rows of a file
@@ -28,13 +28,13 @@ from pathlib import Path
 
 from privatize_vs_baseline import make_input
 
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import DEFAULT_MEMORY, ReleaseOptions, Resources
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import DEFAULT_MEMORY, ReleaseOptions, Resources
 
 
 def timed(src: Path, out: Path, memory: int, shuffle: bool) -> float:
     start = time.perf_counter()
-    privatize_file(src, out, epsilon=4.0, options=ReleaseOptions(
+    write_file_release(src, out, epsilon=4.0, options=ReleaseOptions(
         overwrite=True, shuffle=shuffle, resources=Resources(memory=memory)))
     return time.perf_counter() - start
 

@@ -5,7 +5,7 @@
 
 Side by side in one run, on the same Parquet file (PrivUnit2, ε = 8): the one-thread baseline (read
 + n·d numpy normals + write with ldp's writer settings, ``privatize_vs_baseline.baseline``), then
-for each thread count `privatize_file` into one file and `privatize_dataset` with the local engine
+for each thread count `write_file_release` into one file and `write_dataset_release` with the local engine
 into a dataset directory of parts (what `ldp privatize -o DIR/` runs). The timed runs alternate
 (baseline, file 1, dir 1, file 2, dir 2, …) after one untimed round, so drift in the machine's
 speed hits every column; the seconds are medians of --repeat rounds. Ratios are against the
@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from privatize_vs_baseline import baseline  # noqa: E402
 from run import input_file, kernels_here, side_by_side, table, with_kernel  # noqa: E402
 
-from ldpcli.release.dataset import privatize_dataset  # noqa: E402
-from ldpcli.release.file import available_cores, privatize_file  # noqa: E402
-from ldpcli.release.ledger import Ledger  # noqa: E402
-from ldpcli.release.options import Budget, ReleaseOptions, Resources  # noqa: E402
+from ldpcli.release._dataset import write_dataset_release  # noqa: E402
+from ldpcli.release._file import available_cores, write_file_release  # noqa: E402
+from ldpcli.release._ledger import Ledger  # noqa: E402
+from ldpcli.release._options import Budget, ReleaseOptions, Resources  # noqa: E402
 
 
 def thread_counts(cores: int) -> list[int]:
@@ -49,11 +49,11 @@ def thread_counts(cores: int) -> list[int]:
 
 
 def charged(src: Path, tmp: Path, options: ReleaseOptions) -> object:
-    """``privatize_dataset`` of ``src`` charged to a new ledger (so no earlier round's charge counts)."""
+    """``write_dataset_release`` of ``src`` charged to a new ledger (so no earlier round's charge counts)."""
     path = tmp / "ledger.json"
     path.unlink(missing_ok=True)
     budget = Budget(ledger=Ledger.open(path))
-    return privatize_dataset(src, tmp / "out", engine=None, epsilon=8.0, options=replace(options, budget=budget))
+    return write_dataset_release(src, tmp / "out", engine=None, epsilon=8.0, options=replace(options, budget=budget))
 
 
 def runs(src: Path, tmp: Path, d: int, counts: list[int], memory: int, kernel: str,
@@ -63,9 +63,9 @@ def runs(src: Path, tmp: Path, d: int, counts: list[int], memory: int, kernel: s
     fns: dict[str, Callable[[], object]] = {"baseline": lambda: baseline(src, tmp / "base.parquet", d)}
     for threads in counts:
         options = ReleaseOptions(overwrite=True, resources=Resources(threads=threads, memory=memory))
-        fns[f"file {threads}"] = with_kernel(kernel, lambda options=options: privatize_file(
+        fns[f"file {threads}"] = with_kernel(kernel, lambda options=options: write_file_release(
             src, tmp / "out.parquet", epsilon=8.0, options=options))
-        fns[f"dir {threads}"] = with_kernel(kernel, lambda options=options: privatize_dataset(
+        fns[f"dir {threads}"] = with_kernel(kernel, lambda options=options: write_dataset_release(
             src, tmp / "out", engine=None, epsilon=8.0, options=options))
         if ledger:
             fns[f"ledger {threads}"] = with_kernel(kernel, lambda options=options: charged(src, tmp, options))

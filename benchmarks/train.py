@@ -6,8 +6,8 @@ private SGD (batch 1, β = 0.51, averaged iterate, gradients clipped to L = 1, w
 exceed since ‖x‖ = 1, ball radius R = 10) for each ε. Reported: ‖θ̄ − θ*‖₂, mean ± standard
 deviation over ``--reps`` data sets, for
 
-- ``default``: what ``ldp train`` does by default (:data:`ldpcli.learn.sgd.DEFAULT_MECHANISM`,
-  ``separated`` with its error-minimising split, and :func:`ldpcli.learn.sgd.default_step_rule`,
+- ``default``: what ``ldp train`` does by default (:data:`ldpcli.learn._sgd.DEFAULT_MECHANISM`,
+  ``separated`` with its error-minimising split, and :func:`ldpcli.learn._sgd.default_step_rule`,
   η₀ = 1/(G·M));
 - ``paper``: the paper's choices, ``separated`` with ε₂ = ε/8 for the magnitude
   (``eps_split`` 0.875; the direction's 7ε/8 with the optimal cap, since the paper's 13ε/16 and
@@ -49,16 +49,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ldpcli.learn._losses import make_loss
 from ldpcli.learn._reference import empirical_minimizer
-from ldpcli.learn.losses import make_loss
-from ldpcli.learn.sgd import (
+from ldpcli.learn._sgd import (
     DEFAULT_MECHANISM,
     EuclideanIterate,
     StepRule,
     default_step_rule,
     sgd_pass,
 )
-from ldpcli.math.domains import L2_BALL
+from ldpcli.math._domains import L2_BALL
 from ldpcli.mechanisms import MechanismSpec
 
 #: Figure 3's ε grid as multiples of d (ε = 10 … 5000 at d = 500).
@@ -192,11 +192,11 @@ def timing(n: int, d: int, eps: float, batch: int) -> None:
 
 
 def central_timing(n: int, d: int, eps: float, rate: float, reps: int) -> None:
-    """The central layer's steps (:func:`ldpcli.learn.central.central_steps` over a Poisson schedule from
+    """The central layer's steps (:func:`ldpcli.learn._central.central_steps` over a Poisson schedule from
     ChaCha20) against :func:`sgd_pass` with batch qN (the same expected rows per step, the same ⌈1/q⌉
     steps), alternating ``reps`` times in this process; and the one-off accounting (PLD and RDP)."""
-    from ldpcli.learn.central import CentralOptions, central_steps, poisson_schedule
-    from ldpcli.release.randomness import keyed_generator, root_seed
+    from ldpcli.learn._central import CentralOptions, central_steps, poisson_schedule
+    from ldpcli.release._randomness import keyed_generator, root_seed
 
     X, y, _ = logistic_data(n, d, 4.0, np.random.default_rng(0))
     loss = make_loss("logistic", d, 2)
@@ -231,8 +231,8 @@ def central_timing(n: int, d: int, eps: float, rate: float, reps: int) -> None:
 
 
 def digits(reps: int, eps_grid: list[float], epochs_grid: list[int]) -> None:
-    from ldpcli.learn.train import TrainingOptions, train
-    from ldpcli.release.options import ReleaseOptions
+    from ldpcli.learn._train import TrainingOptions, train
+    from ldpcli.release._options import ReleaseOptions
 
     data = Path(__file__).resolve().parent.parent / "examples" / "digits_unit.parquet"
     classes = [str(c) for c in range(10)]

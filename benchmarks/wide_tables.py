@@ -1,9 +1,9 @@
-"""Time `privatize_file` on wide tables (one column per coordinate) against pyarrow reading and
+"""Time `write_file_release` on wide tables (one column per coordinate) against pyarrow reading and
 writing the same table, side by side in one run, up to d = 10⁶ columns.
 
 Baseline, on the same file: pyarrow streams it batch by batch (``pyarrow.csv.open_csv``, which
 infers the columns' types, or ``ParquetFile.iter_batches``) and writes the batches back with its own
-writer. privatize_file does that plus choosing the columns, checking every value and the
+writer. write_file_release does that plus choosing the columns, checking every value and the
 mechanism. Both should grow linearly with d, so the ratio and the time per column should stay
 about flat from 10⁴ to 10⁶ columns; a step that is quadratic in d (a column looked up by a
 linear search, once per column) shows as a ratio that grows tenfold with d.
@@ -26,10 +26,10 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from ldpcli.io.layout import VectorLayout
-from ldpcli.io.parquet import writer_settings
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions
+from ldpcli.io._layout import VectorLayout
+from ldpcli.io._parquet import writer_settings
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions
 
 
 def make_input(path: Path, n: int, d: int, seed: int = 0) -> None:
@@ -86,7 +86,7 @@ def main() -> None:
                 make_input(src, args.n, d)
                 times = side_by_side({
                     "baseline": lambda: baseline(src, Path(tmp) / f"base.{fmt}"),
-                    "privatize": lambda: privatize_file(src, Path(tmp) / f"out.{fmt}", epsilon=1.0, options=ReleaseOptions(overwrite=True)),
+                    "privatize": lambda: write_file_release(src, Path(tmp) / f"out.{fmt}", epsilon=1.0, options=ReleaseOptions(overwrite=True)),
                 }, args.repeat)
                 base, priv = times["baseline"], times["privatize"]
                 print(f"{fmt:>8} {d:>9} {base:>11.2f} {priv:>12.2f} {priv / base:>6.2f} {1e6 * priv / d:>10.1f}",

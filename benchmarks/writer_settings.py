@@ -27,14 +27,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ldpcli.io.layout import VectorLayout
-from ldpcli.io.parquet import PARQUET_CODECS, writer_settings
+from ldpcli.io._layout import VectorLayout
+from ldpcli.io._parquet import PARQUET_CODECS, writer_settings
 from ldpcli.mechanisms import get_mechanism
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from privatize_vs_baseline import timed  # noqa: E402
 
-#: name → ParquetWriter keywords; ldp's own rows (``ldpcli.io.parquet.writer_settings``) are added per dtype.
+#: name → ParquetWriter keywords; ldp's own rows (``ldpcli.io._parquet.writer_settings``) are added per dtype.
 CANDIDATES: dict[str, dict[str, Any]] = {
     "pyarrow default (snappy, stats, dict)": {},
     "snappy, no dict": {"use_dictionary": False},

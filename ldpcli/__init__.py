@@ -46,43 +46,31 @@ subpackages: ``ldpcli.math``, ``io``, ``mechanisms``, ``estimators``, ``risk``, 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ldpcli._version import __version__
-from ldpcli.errors import DataError, LdpError, UsageError
+from ldpcli import _compat
+from ldpcli._lazy import attach
+from ldpcli._version import __version__ as __version__
+from ldpcli.errors import DataError as DataError
+from ldpcli.errors import LdpError as LdpError
+from ldpcli.errors import UsageError as UsageError
 
-#: Each lazily loaded public name and the module that defines it.
-_LAZY = {
-    "privatize": "ldpcli.analysis.release",
-    "privatize_file": "ldpcli.analysis.release",
-    "privatize_dataset": "ldpcli.analysis.release",
-    "open_release": "ldpcli.analysis.release",
-    "Release": "ldpcli.analysis.release",
-    "estimate_mean": "ldpcli.release.arrays",
-    "LdpWarning": "ldpcli.release.arrays",
-    "MechanismSpec": "ldpcli.mechanisms",
-    "ReleaseOptions": "ldpcli.release.options",
-    "Columns": "ldpcli.release.options",
-    "RiskSection": "ldpcli.release.options",
-    "Budget": "ldpcli.release.options",
-    "Resources": "ldpcli.release.options",
-    "Ledger": "ldpcli.release.ledger",
-}
+if TYPE_CHECKING:
+    from ldpcli.analysis._handle import Release as Release
+    from ldpcli.analysis._handle import open_release as open_release
+    from ldpcli.analysis._handle import privatize as privatize
+    from ldpcli.analysis._handle import privatize_dataset as privatize_dataset
+    from ldpcli.analysis._handle import privatize_file as privatize_file
+    from ldpcli.mechanisms._base import MechanismSpec as MechanismSpec
+    from ldpcli.release._arrays import LdpWarning as LdpWarning
+    from ldpcli.release._arrays import estimate_mean as estimate_mean
+    from ldpcli.release._ledger import Ledger as Ledger
+    from ldpcli.release._options import Budget as Budget
+    from ldpcli.release._options import Columns as Columns
+    from ldpcli.release._options import ReleaseOptions as ReleaseOptions
+    from ldpcli.release._options import Resources as Resources
+    from ldpcli.release._options import RiskSection as RiskSection
 
-
-def __getattr__(name: str) -> Any:
-    """A public name, imported from its module when first asked for (PEP 562)."""
-    if name not in _LAZY:
-        raise AttributeError(f"module 'ldpcli' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value  # asked once: later lookups find it without this hook
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's names with the public ones not loaded yet (PEP 562)."""
-    return sorted({*globals(), *_LAZY})
-
-
-__all__ = ["__version__", "LdpError", "UsageError", "DataError", *_LAZY]
+_compat.install()
+__getattr__, __dir__, _lazy_names = attach(__name__, __file__)
+__all__ = ["DataError", "LdpError", "UsageError", "__version__", *_lazy_names]

@@ -14,7 +14,7 @@ The suite never touches the real home directory. :func:`pytest_configure` (befor
 imported, any fixture of any scope runs or any subprocess starts, and in every pytest-xdist worker, which
 runs this conftest too) points ``HOME``, the XDG base directories and ``$LDP_LEDGER`` into a scratch
 folder of this process, removed when the run ends: ``ldp``'s default ledger and the signing key beside
-it (:func:`ldpcli.release.ledger_file.default_ledger_path`, :func:`ldpcli.release.signing.key_path`),
+it (:func:`ldpcli.release._ledger_file.default_ledger_path`, :func:`ldpcli.release._signing.key_path`),
 and the caches of the libraries the tests load (matplotlib, numba), land there. On top of that,
 :func:`_private_ledger` gives each test a ledger of its own.
 """
@@ -84,6 +84,6 @@ def _private_ledger(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
 def named_temporaries(monkeypatch: pytest.MonkeyPatch) -> None:
     """Outputs are written to named hidden temporaries, as where ``O_TMPFILE`` is missing (issue 36:
     on Linux they have no name until they are finished), in this process and the ``ldp`` it starts."""
-    from ldpcli.io.faults import NAMED_TEMPORARIES_ENV
+    from ldpcli.io._faults import NAMED_TEMPORARIES_ENV
 
     monkeypatch.setenv(NAMED_TEMPORARIES_ENV, "1")

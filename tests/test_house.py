@@ -18,15 +18,15 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp, read_list, write_list
 
-from ldpcli.analysis.estimate import estimate, estimate_mean
-from ldpcli.analysis.scan import scan
-from ldpcli.audit.claims import audit
+from ldpcli.analysis._estimate import estimate, estimate_file_mean
+from ldpcli.analysis._scan import scan
+from ldpcli.audit._claims import audit
 from ldpcli.errors import UsageError
-from ldpcli.math.domains import FLOAT32_PRECISION, INTERVAL, L2_BALL, LINF_BOX, get_domain
+from ldpcli.math._domains import FLOAT32_PRECISION, INTERVAL, L2_BALL, LINF_BOX, get_domain
 from ldpcli.mechanisms import MechanismSpec, PrivUnit2, get_mechanism, mechanism_names, unregister
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions, Resources
-from ldpcli.release.sidecar import load_sidecar, sidecar_path
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions, Resources
+from ldpcli.release._sidecar import load_sidecar, sidecar_path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "ldpcli"
 
@@ -40,9 +40,9 @@ read_v = functools.partial(read_list, column="v")
 
 
 @pytest.mark.parametrize(
-    "module", ["ldpcli.mechanisms", "ldpcli.audit.claims", "ldpcli.math.domains", "ldpcli.math.sphere", "ldpcli.estimators.moments",
-               "ldpcli.io.layout", "ldpcli.io.atomic", "ldpcli.release.randomness", "ldpcli.risk.diffuse", "ldpcli.risk.sparse",
-               "ldpcli.risk.section", "ldpcli.planning.solvers", "ldpcli.planning.compare", "ldpcli.release.ledger"],
+    "module", ["ldpcli.mechanisms", "ldpcli.audit._claims", "ldpcli.math._domains", "ldpcli.math._sphere", "ldpcli.estimators._moments",
+               "ldpcli.io._layout", "ldpcli.io._atomic", "ldpcli.release._randomness", "ldpcli.risk._diffuse", "ldpcli.risk._sparse",
+               "ldpcli.risk._section", "ldpcli.planning._solvers", "ldpcli.planning._compare", "ldpcli.release._ledger"],
 )
 def test_math_modules_do_not_load_pyarrow(module: str) -> None:
     code = f"import sys, {module}; sys.exit('pyarrow' in sys.modules)"
@@ -145,10 +145,10 @@ class RowCount:
 def test_an_estimator_from_one_class(tmp_path: Path) -> None:
     src = tmp_path / "in.parquet"
     write_v(src, np.random.default_rng(0).standard_normal((300, 4)) * 0.1)
-    result = privatize_file(src, epsilon=3.0, options=ReleaseOptions(seed=2))
+    result = write_file_release(src, epsilon=3.0, options=ReleaseOptions(seed=2))
     (n, first), rows = estimate(scan(result.output), RowCount())
     assert n == rows == 300
-    assert first == pytest.approx(estimate_mean(result.output).mean[0], rel=1e-12)
+    assert first == pytest.approx(estimate_file_mean(result.output).mean[0], rel=1e-12)
 
 
 # --------------------------------------------------------------------------- keyed randomness
@@ -160,7 +160,7 @@ def test_a_seed_gives_one_output_whatever_threads_and_memory(tmp_path: Path) -> 
     outputs = []
     for threads, memory in ((1, 2**20), (2, 2**20), (1, 64 * 2**20), (2, 256 * 2**20)):
         out = tmp_path / f"out-{threads}-{memory}.parquet"
-        privatize_file(src, out, epsilon=4.0, options=ReleaseOptions(seed=11, resources=Resources(threads=threads, memory=memory)))
+        write_file_release(src, out, epsilon=4.0, options=ReleaseOptions(seed=11, resources=Resources(threads=threads, memory=memory)))
         outputs.append(read_v(out))
     for other in outputs[1:]:
         assert np.array_equal(outputs[0], other)
@@ -170,7 +170,7 @@ def test_a_seed_gives_one_output_whatever_the_file_name(tmp_path: Path) -> None:
     rows = np.random.default_rng(0).standard_normal((200, 8)) * 0.1
     for name in ("a.parquet", "b.parquet"):
         write_v(tmp_path / name, rows)
-        privatize_file(tmp_path / name, epsilon=2.0, options=ReleaseOptions(seed=5))
+        write_file_release(tmp_path / name, epsilon=2.0, options=ReleaseOptions(seed=5))
     assert np.array_equal(read_v(tmp_path / "a.privatized.parquet"), read_v(tmp_path / "b.privatized.parquet"))
 
 
@@ -182,7 +182,7 @@ def test_one_seed_on_two_inputs_gives_uncorrelated_noise(tmp_path: Path) -> None
     for i, rows in enumerate(shards):
         src = tmp_path / f"part-{i}.parquet"
         write_v(src, rows)
-        noise.append((read_v(privatize_file(src, epsilon=2.0, options=ReleaseOptions(seed=7)).output) - rows).ravel())
+        noise.append((read_v(write_file_release(src, epsilon=2.0, options=ReleaseOptions(seed=7)).output) - rows).ravel())
     corr = float(np.corrcoef(noise[0], noise[1])[0, 1])
     # 10^5 pairs: independent noise gives |corr| ~ 0.003; 6 standard deviations
     assert abs(corr) < 6.0 / np.sqrt(noise[0].size), corr
@@ -192,7 +192,7 @@ def test_one_seed_with_two_epsilons_gives_uncorrelated_noise(tmp_path: Path) -> 
     rows = np.random.default_rng(1).standard_normal((2000, 50)) * 0.01
     src = tmp_path / "in.parquet"
     write_v(src, rows)
-    noise = [(read_v(privatize_file(src, tmp_path / f"o{e}.parquet", epsilon=e, options=ReleaseOptions(seed=7)).output) - rows).ravel()
+    noise = [(read_v(write_file_release(src, tmp_path / f"o{e}.parquet", epsilon=e, options=ReleaseOptions(seed=7)).output) - rows).ravel()
              for e in (2.0, 3.0)]
     assert abs(float(np.corrcoef(*noise)[0, 1])) < 6.0 / np.sqrt(noise[0].size)
 
@@ -200,7 +200,7 @@ def test_one_seed_with_two_epsilons_gives_uncorrelated_noise(tmp_path: Path) -> 
 def test_the_seed_is_written_nowhere(tmp_path: Path) -> None:
     src = tmp_path / "in.parquet"
     write_v(src, np.eye(3))
-    result = privatize_file(src, epsilon=1.0, options=ReleaseOptions(seed=987654321))
+    result = write_file_release(src, epsilon=1.0, options=ReleaseOptions(seed=987654321))
     for path in (result.output, result.sidecar):
         assert b"987654321" not in path.read_bytes()
 
@@ -234,7 +234,7 @@ def test_float32_files_are_read_with_float32_slack(tmp_path: Path) -> None:
     src = tmp_path / "emb.parquet"
     flat = pa.array(unit.reshape(-1), type=pa.float32())
     pq.write_table(pa.table({"v": pa.FixedSizeListArray.from_arrays(flat, 64)}), src)
-    assert privatize_file(src, epsilon=4.0, options=ReleaseOptions(seed=0)).n_clipped == 0
+    assert write_file_release(src, epsilon=4.0, options=ReleaseOptions(seed=0)).n_clipped == 0
 
 
 @pytest.mark.parametrize("name", mechanism_names())
@@ -311,7 +311,7 @@ def labelled_release(tmp_path: Path) -> tuple[Path, np.ndarray, np.ndarray]:
     rows = centres[labels] + rng.standard_normal((6000, 4)) * 0.05
     src = tmp_path / "in.parquet"
     write_v(src, rows, label=pa.array(labels))
-    return privatize_file(src, epsilon=6.0, options=ReleaseOptions(columns=Columns(keep=["label"]), seed=4)).output, rows, labels
+    return write_file_release(src, epsilon=6.0, options=ReleaseOptions(columns=Columns(keep=["label"]), seed=4)).output, rows, labels
 
 
 def test_group_by_gives_one_mean_per_label(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.math.domains import LINF_BOX
+from ldpcli.math._domains import LINF_BOX
 from ldpcli.mechanisms import Mechanism, OptionSpec, declare, register
 
 

@@ -1,6 +1,6 @@
 """One composition for every caller: :func:`compose` of accounting events at a δ, with the theorem that proves it.
 
-``ldp budget`` (the ledger's releases, :mod:`ldpcli.release.accounting`), ``ldp params --shuffle``, the
+``ldp budget`` (the ledger's releases, :mod:`ldpcli.release._accounting`), ``ldp params --shuffle``, the
 sidecar's shuffle claim and ``ldp train``'s central layer all ask :func:`compose`; each number it states
 carries the theorem behind it, and it is never above basic composition (docs/composition.md).
 
@@ -52,9 +52,9 @@ from ldpcli.accounting._theorems import (
     replace_one,
 )
 from ldpcli.errors import MissingDependency, UsageError
-from ldpcli.math.shuffling import THEOREM as SHUFFLING
-from ldpcli.math.shuffling import ShuffleBound, shuffle_bound
-from ldpcli.mechanisms.composition import SPENT_RTOL
+from ldpcli.math._shuffling import THEOREM as SHUFFLING
+from ldpcli.math._shuffling import ShuffleBound, shuffle_bound
+from ldpcli.mechanisms._composition import SPENT_RTOL
 
 #: The result a subsampled Gaussian's claim rests on.
 GAUSSIAN_PLD = "the PLD accountant of the Poisson-subsampled Gaussian (Abadi et al. 2016; dp-accounting)"
@@ -83,7 +83,7 @@ class Composition:
     ``guarantee``: the smallest valid (ε, δ) and its theorem (None when nothing can be stated: ``note`` says why);
     ``basic``: basic composition (None for a subsampled Gaussian, which has no pure ε); ``bounds``: every finite
     bound computed at the δ asked; ``note``: what was left out and why (empty when nothing was). Where a theorem
-    says more than a pair: ``shuffles``, each shuffled release's :class:`~ldpcli.math.shuffling.ShuffleBound` (with
+    says more than a pair: ``shuffles``, each shuffled release's :class:`~ldpcli.math._shuffling.ShuffleBound` (with
     its lower end and closed form), and ``gaussians``, a subsampled Gaussian's
     :class:`~ldpcli.accounting.CentralEpsilon` (with the RDP ε and its order).
     """
@@ -142,7 +142,7 @@ def _compose_local(events: Sequence[LocalRelease], delta: float | None) -> Compo
 
 
 def _smaller(bound: Guarantee, basic: Guarantee) -> Guarantee:
-    """``bound`` when its ε is below basic composition's by more than :data:`~ldpcli.mechanisms.composition.SPENT_RTOL`
+    """``bound`` when its ε is below basic composition's by more than :data:`~ldpcli.mechanisms._composition.SPENT_RTOL`
     relative, else ``basic``: closer is rounding (and the six digits ldp prints would show the same ε at a
     larger δ), while basic composition holds at the smaller δ Σδ_i."""
     return bound if bound.epsilon < basic.epsilon * (1.0 - SPENT_RTOL) else basic

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Union
 from ldpcli.accounting._pld import check_gaussian
 from ldpcli.accounting._theorems import ADD_OR_REMOVE_ONE, REPLACE_ONE
 from ldpcli.errors import UsageError
-from ldpcli.math.shuffling import check_shuffle_arguments
+from ldpcli.math._shuffling import check_shuffle_arguments
 
 
 def _number(value: Any, name: str, *, low: float = 0.0, high: float = math.inf, closed: bool = True) -> float:

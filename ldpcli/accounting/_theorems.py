@@ -22,15 +22,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from ldpcli.errors import UsageError
-from ldpcli.math.lazy import special
+from ldpcli.math._lazy import special
 
 BASIC = "basic composition (Dwork & Roth 2014, Thm 3.16)"
 KOV_OPTIMAL = "optimal composition (Kairouz, Oh & Viswanath 2015, Thm 3.3)"
 KOV_HETEROGENEOUS = "heterogeneous composition (Kairouz, Oh & Viswanath 2015, Thm 3.5)"
 DRV = "advanced composition (Dwork, Rothblum & Vadhan 2010, Thm III.3)"
-#: The neighbouring relations of the central guarantees: a shuffled release's (n reports, one person's replaced)
-#: and a Poisson-subsampled Gaussian's, a training run's with the central layer (dp-accounting's ``ADD_OR_REMOVE_ONE``).
+#: The neighbouring relation of a shuffled release's central guarantee (n reports, one person's replaced).
 REPLACE_ONE = "replace one row"
+#: The neighbouring relation of a Poisson-subsampled Gaussian's, a training run's with the central layer
+#: (dp-accounting's ``ADD_OR_REMOVE_ONE``).
 ADD_OR_REMOVE_ONE = "add/remove one row"
 #: The largest ε_i the PLD accountant is given: dp-accounting computes e^ε_i, which overflows a double past 709.78
 #: (``ldp budget --delta`` on releases at ε = 1000 stopped with an OverflowError); above it the PLD states no bound.

@@ -3,10 +3,10 @@
 A sidecar can be edited consistently (ε = 1 data relabelled ε = 8, every derived number recomputed):
 its own checks and the SHA-256 of the data then pass, and the guaranteed error of an estimate is the
 claimed mechanism's, far below the data's real noise. The rows themselves say otherwise, and
-:class:`LawCheck` reads them in the pass that already streams them (:class:`ldpcli.analysis.scan.Scan`),
+:class:`LawCheck` reads them in the pass that already streams them (:class:`ldpcli.analysis._scan.Scan`),
 with numpy on each batch (no per-row Python, no second read):
 
-1. **What the law pins** (:func:`ldpcli.mechanisms.hooks.pinned_law`): every output row of PrivUnit2,
+1. **What the law pins** (:func:`ldpcli.mechanisms._hooks.pinned_law`): every output row of PrivUnit2,
    duchi-l2 and the hypercube mechanisms has one exact norm L·scale; every coordinate of the hypercube
    and scalar mechanisms is one of finitely many public doubles. A row that breaks it cannot come
    from the claimed release: a :class:`~ldpcli.errors.DataError` names the file, the first such row
@@ -20,7 +20,7 @@ with numpy on each batch (no per-row Python, no second read):
    rendering (``privatize --secure``).
 
 2. **The dispersion**, for every mechanism: an honest row has E‖Z‖² ≤ B, the mechanism's
-   :func:`~ldpcli.mechanisms.hooks.second_moment_max` (times the copies of each row). The rows are
+   :func:`~ldpcli.mechanisms._hooks.second_moment_max` (times the copies of each row). The rows are
    dealt into m = min(n, 128) blocks (row i to block i mod m), disjoint sets of independent rows;
    by Markov's inequality an honest block's mean squared norm is ≥ 2B with probability ≤ 1/2, so
    the number of such blocks is stochastically below Binomial(m, 1/2), whatever the inputs and the
@@ -44,11 +44,11 @@ from pathlib import Path
 import numpy as np
 
 from ldpcli.errors import DataError
-from ldpcli.io.messages import _row
-from ldpcli.math.domains import FLOAT32_PRECISION, FLOAT64_PRECISION
+from ldpcli.io._messages import _row
+from ldpcli.math._domains import FLOAT32_PRECISION, FLOAT64_PRECISION
 from ldpcli.mechanisms import Mechanism
-from ldpcli.mechanisms.hooks import pinned_law, second_moment_max
-from ldpcli.release.sidecar import Sidecar
+from ldpcli.mechanisms._hooks import pinned_law, second_moment_max
+from ldpcli.release._sidecar import Sidecar
 
 #: The false-alarm rate of the dispersion test over all the files of one scan.
 FALSE_ALARM = 1e-6
@@ -91,7 +91,7 @@ class Dispersion:
     claim: str
     #: The observed mean of ‖Z‖² over the file's rows (a row: its copies side by side).
     mean_sq_norm: float
-    #: The claimed bound on E‖Z‖² for every input (:func:`~ldpcli.mechanisms.hooks.second_moment_max`, × copies).
+    #: The claimed bound on E‖Z‖² for every input (:func:`~ldpcli.mechanisms._hooks.second_moment_max`, × copies).
     bound: float
     blocks: int
     #: Blocks whose mean squared norm is at least FACTOR·bound, and how many an honest release reaches with
@@ -143,7 +143,7 @@ class LawCheck:
         if rows == 0:
             return
         each = values.reshape(rows * self.copies, self.d)
-        squares = np.vecdot(each, each)  # the row dots as the samplers take them (ldpcli.math.sphere)
+        squares = np.vecdot(each, each)  # the row dots as the samplers take them (ldpcli.math._sphere)
         if self.law.norm is not None and self.violation is None:
             norms = np.sqrt(squares)
             wrong = ~(np.abs(norms - self.law.norm) <= self.tolerance * self.law.norm + self.law.norm_slack)

@@ -26,7 +26,7 @@ from ldpcli.cli._typer_compat import ClickException, ClickUsageError, Command, G
 from ldpcli.cli.flags import in_flags
 from ldpcli.cli.render import err, out
 from ldpcli.errors import Interrupted, LdpError
-from ldpcli.io import interrupts
+from ldpcli.io import _interrupts as interrupts
 
 #: Every command, in the order ``ldp --help`` lists them: its name → the first paragraph of its help,
 #: which that listing shows without importing the command's module, ``ldpcli.cli.commands.<name>``
@@ -201,7 +201,7 @@ def _main(
 
 def main() -> None:
     """Run the command line (the console script is :func:`ldpcli.cli.entry.main`, which routes
-    SIGINT and SIGTERM to :mod:`ldpcli.io.interrupts` first).
+    SIGINT and SIGTERM to :mod:`ldpcli.io._interrupts` first).
 
     SIGTERM (and SIGINT) become an exception in the main thread, so every ``with`` block unwinds:
     temporary outputs are removed and the input is untouched (by default SIGTERM would kill the

@@ -1,6 +1,6 @@
 """The ``ldp`` console script: cancellation first, then the command line.
 
-SIGINT and SIGTERM are routed to :func:`ldpcli.io.interrupts.handler` before the command-line
+SIGINT and SIGTERM are routed to :func:`ldpcli.io._interrupts.handler` before the command-line
 framework is imported, so a signal during start-up ends the run with one line instead of a
 ``KeyboardInterrupt`` traceback, and a signal that some library swallows later is still honoured
 at the next batch boundary or before the commit. ``python -m ldpcli`` runs the same.
@@ -15,7 +15,7 @@ def main() -> None:
     """Console-script entry point (see the module)."""
     import faulthandler
 
-    from ldpcli.io import interrupts
+    from ldpcli.io import _interrupts as interrupts
 
     faulthandler.enable()  # a crash in native code prints every thread's stack (for a bug report), not nothing
     interrupts.install()
@@ -45,7 +45,7 @@ def main() -> None:
 def _remove_temporaries() -> None:
     """Remove this run's temporary outputs after an interrupt that escaped the command's own handling
     (the command's handler does the same; this is the last place a signal can be caught)."""
-    atomic = sys.modules.get("ldpcli.io.atomic")  # loaded if anything was being written
+    atomic = sys.modules.get("ldpcli.io._atomic")  # loaded if anything was being written
     if atomic is not None:
         atomic.remove_temporaries()
 

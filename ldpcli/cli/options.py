@@ -17,7 +17,7 @@ import typer
 from ldpcli.cli._typer_compat import Group
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import OptionSpec, get_mechanism, mechanism_names
-from ldpcli.risk.diffuse import DEFAULT_THRESHOLD
+from ldpcli.risk._diffuse import DEFAULT_THRESHOLD
 
 
 def command_app(help: str | None = None) -> typer.Typer:

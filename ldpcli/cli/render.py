@@ -76,7 +76,7 @@ err = _Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 class Encoded:
     """A result that encodes itself as JSON, when --json asks (``ldp sweep``'s table, by
-    :func:`ldpcli.planning.sweep.to_json`)."""
+    :func:`ldpcli.planning._sweep.to_json`)."""
 
     def __init__(self, encode: Callable[[], str]) -> None:
         self.encode = encode

@@ -8,12 +8,12 @@ from typing import Any
 from rich.table import Table
 
 from ldpcli.cli.render import fmt, fmt_logp, out
-from ldpcli.risk.diffuse import AT_RISK, NO_GUARANTEE, PROTECTED
+from ldpcli.risk._diffuse import AT_RISK, NO_GUARANTEE, PROTECTED
 
 
 def verdict_text(bound: dict[str, Any], threshold: float) -> str:
     """A bound's verdict in words with its number: ``protected (≤ 0.001)``, ``at risk (0.3755 > 0.001)``,
-    ``no guarantee (bound ≥ 1)`` (:func:`ldpcli.risk.diffuse.verdict`)."""
+    ``no guarantee (bound ≥ 1)`` (:func:`ldpcli.risk._diffuse.verdict`)."""
     word = bound["verdict"]
     if word == PROTECTED:
         return f"{PROTECTED} (≤ {fmt(threshold)})"

@@ -20,27 +20,27 @@ coordinate of a list ("coordinate 5, counting from 0").
 
 Columns are chosen safely: automatic detection refuses numeric columns that look like an
 identifier or a label, ``columns`` takes exact names, ``A:B`` ranges and globs, and kept text
-columns that look like free text are refused unless ``keep_unsafe`` (:mod:`~ldpcli.io.columns`).
+columns that look like free text are refused unless ``keep_unsafe`` (:mod:`~ldpcli.io._columns`).
 ``skip_invalid`` marks bad rows in :attr:`VectorBatch.valid` instead of raising.
 
 The modules (``layout``, ``messages``, ``atomic``, ``publication`` and ``formats`` load no pyarrow):
 
-- :mod:`~ldpcli.io.layout`: :class:`VectorLayout`, where the vectors live in a file.
-- :mod:`~ldpcli.io.messages`: one-line error messages shared by the other modules.
-- :mod:`~ldpcli.io.atomic`: temporary files and crash safety: the :class:`Sink` protocol,
+- :mod:`~ldpcli.io._layout`: :class:`VectorLayout`, where the vectors live in a file.
+- :mod:`~ldpcli.io._messages`: one-line error messages shared by the other modules.
+- :mod:`~ldpcli.io._atomic`: temporary files and crash safety: the :class:`Sink` protocol,
   :class:`AtomicFileSink`, :func:`atomic_write_bytes`, :func:`remove_temporaries`.
-- :mod:`~ldpcli.io.publication`: several outputs published as one (:class:`Publication`, with its
+- :mod:`~ldpcli.io._publication`: several outputs published as one (:class:`Publication`, with its
   journal and backups) and :func:`sweep_stale`, which finishes what dead runs left.
-- :mod:`~ldpcli.io.formats`: the format registry: :func:`register_format`, :func:`file_format`
+- :mod:`~ldpcli.io._formats`: the format registry: :func:`register_format`, :func:`file_format`
   (by suffix), :func:`get_format`, ``FORMATS``.
-- :mod:`~ldpcli.io.columns`: choosing the vector and keep columns from a file's schema, and the
+- :mod:`~ldpcli.io._columns`: choosing the vector and keep columns from a file's schema, and the
   checks that keep identifiers out of the vectors and free text out of the kept columns.
-- :mod:`~ldpcli.io.vectors`: :func:`open_vectors`, the entry to reading a file in any format.
-- :mod:`~ldpcli.io.read`: :class:`VectorReader`, :class:`VectorBatch` and
+- :mod:`~ldpcli.io._vectors`: :func:`open_vectors`, the entry to reading a file in any format.
+- :mod:`~ldpcli.io._read`: :class:`VectorReader`, :class:`VectorBatch` and
   the checks of every batch's values; :func:`open_table`, the same rules for an in-memory table.
-- :mod:`~ldpcli.io.parquet`: reading and writing Parquet (``.parquet``, ``.pq``).
-- :mod:`~ldpcli.io.csv`: reading and writing CSV (``.csv``).
-- :mod:`~ldpcli.io.write`: :class:`VectorWriter` (batches encoded into a sink),
+- :mod:`~ldpcli.io._parquet`: reading and writing Parquet (``.parquet``, ``.pq``).
+- :mod:`~ldpcli.io._csv`: reading and writing CSV (``.csv``).
+- :mod:`~ldpcli.io._write`: :class:`VectorWriter` (batches encoded into a sink),
   :class:`AtomicVectorWriter` (that writer over an :class:`AtomicFileSink`), :func:`table_bytes`.
 
 Importing this package loads no pyarrow: the names below are imported from their modules when
@@ -49,98 +49,33 @@ first asked for (PEP 562).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ldpcli._lazy import attach
 
 if TYPE_CHECKING:
-    from ldpcli.io.atomic import (
-        AtomicFileSink,
-        Sink,
-        atomic_write_bytes,
-        atomic_write_text,
-        file_sha256,
-        remove_temporaries,
-    )
-    from ldpcli.io.atomic import (
-        _publish as _publish,
-    )
-    from ldpcli.io.formats import (
-        FORMATS,
-        Format,
-        file_format,
-        get_format,
-        register_format,
-    )
-    from ldpcli.io.layout import VectorLayout
-    from ldpcli.io.read import (
-        DEFAULT_BATCH_MEMORY,
-        VectorBatch,
-        VectorReader,
-        default_batch_rows,
-        open_table,
-    )
-    from ldpcli.io.vectors import open_vectors
-    from ldpcli.io.write import AtomicVectorWriter, VectorWriter, table_bytes
+    from ldpcli.io._atomic import AtomicFileSink as AtomicFileSink
+    from ldpcli.io._atomic import Sink as Sink
+    from ldpcli.io._atomic import atomic_write_bytes as atomic_write_bytes
+    from ldpcli.io._atomic import atomic_write_text as atomic_write_text
+    from ldpcli.io._atomic import file_sha256 as file_sha256
+    from ldpcli.io._atomic import remove_temporaries as remove_temporaries
+    from ldpcli.io._formats import FORMATS as FORMATS
+    from ldpcli.io._formats import Format as Format
+    from ldpcli.io._formats import file_format as file_format
+    from ldpcli.io._formats import get_format as get_format
+    from ldpcli.io._formats import register_format as register_format
+    from ldpcli.io._layout import VectorLayout as VectorLayout
+    from ldpcli.io._parquet import PARQUET_CODECS as PARQUET_CODECS
+    from ldpcli.io._parquet import writer_settings as writer_settings
+    from ldpcli.io._read import DEFAULT_BATCH_MEMORY as DEFAULT_BATCH_MEMORY
+    from ldpcli.io._read import VectorBatch as VectorBatch
+    from ldpcli.io._read import VectorReader as VectorReader
+    from ldpcli.io._read import default_batch_rows as default_batch_rows
+    from ldpcli.io._read import open_table as open_table
+    from ldpcli.io._vectors import open_vectors as open_vectors
+    from ldpcli.io._write import AtomicVectorWriter as AtomicVectorWriter
+    from ldpcli.io._write import VectorWriter as VectorWriter
+    from ldpcli.io._write import table_bytes as table_bytes
 
-#: Each name this package re-exports, and the module that holds it.
-_EXPORTS: dict[str, str] = {
-    "VectorLayout": "layout",
-    "Sink": "atomic",
-    "AtomicFileSink": "atomic",
-    "atomic_write_bytes": "atomic",
-    "atomic_write_text": "atomic",
-    "file_sha256": "atomic",
-    "remove_temporaries": "atomic",
-    "_publish": "atomic",
-    "FORMATS": "formats",
-    "Format": "formats",
-    "file_format": "formats",
-    "get_format": "formats",
-    "register_format": "formats",
-    "DEFAULT_BATCH_MEMORY": "read",
-    "VectorBatch": "read",
-    "VectorReader": "read",
-    "default_batch_rows": "read",
-    "open_table": "read",
-    "open_vectors": "vectors",
-    "AtomicVectorWriter": "write",
-    "VectorWriter": "write",
-    "table_bytes": "write",
-}
-
-__all__ = [
-    "DEFAULT_BATCH_MEMORY",
-    "FORMATS",
-    "AtomicFileSink",
-    "AtomicVectorWriter",
-    "Format",
-    "Sink",
-    "VectorBatch",
-    "VectorLayout",
-    "VectorReader",
-    "VectorWriter",
-    "atomic_write_bytes",
-    "atomic_write_text",
-    "default_batch_rows",
-    "file_format",
-    "file_sha256",
-    "get_format",
-    "open_table",
-    "open_vectors",
-    "register_format",
-    "remove_temporaries",
-    "table_bytes",
-]
-
-
-def __getattr__(name: str) -> Any:
-    """Import the module that holds ``name`` and return the name's current value there."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
-
-
-def __dir__() -> list[str]:
-    """The module's own names and the lazily re-exported ones."""
-    return sorted({*globals(), *_EXPORTS})
+__getattr__, __dir__, __all__ = attach(__name__, __file__)

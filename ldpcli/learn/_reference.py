@@ -3,7 +3,7 @@
 θ̂ = argmin_{θ ∈ Θ} F(θ), F(θ) = (1/n)Σℓ(θ; x_i, t_i), Θ the ℓ2 (or ℓ1) ball of radius R, is a
 yardstick for the data owner: the distance ‖θ̄ − θ̂‖ and θ̂'s loss and accuracy beside the private
 model's. It is a statistic of the raw rows computed without any privacy, so it is never a release:
-:mod:`ldpcli.learn.model` never writes it to the model file, its sidecar or the ledger.
+:mod:`ldpcli.learn._model` never writes it to the model file, its sidecar or the ledger.
 
 The ℓ2 ball (:func:`empirical_minimizer`). By the KKT conditions θ̂ = θ(μ*), where θ(μ) = argmin
 F(θ) + (μ/2)‖θ‖² is the ridge path and μ* > 0 solves ‖θ(μ*)‖ = R when the ball binds (θ̂ = θ(0)
@@ -50,8 +50,8 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import counted
-from ldpcli.learn.losses import Loss
-from ldpcli.learn.sgd import project_l1
+from ldpcli.learn._losses import Loss
+from ldpcli.learn._sgd import project_l1
 
 #: The default accuracy of θ̂, relative to R (module docstring: below the six digits printed).
 REFERENCE_TOL = 1e-7

@@ -1,8 +1,8 @@
-"""The numba-compiled kernels behind :mod:`ldpcli.math.kernels` (imported only when numba is installed).
+"""The numba-compiled kernels behind :mod:`ldpcli.math._kernels` (imported only when numba is installed).
 
-Each kernel computes what its numpy reference computes (:mod:`ldpcli.math.sphere` for the cap
-sampler of PrivUnit2 and the hemisphere mechanism, the ``privatize`` of :mod:`ldpcli.mechanisms.privunitg`,
-:mod:`ldpcli.mechanisms.gaussian_sign` and :mod:`ldpcli.mechanisms.hypercube`), one row at a time
+Each kernel computes what its numpy reference computes (:mod:`ldpcli.math._sphere` for the cap
+sampler of PrivUnit2 and the hemisphere mechanism, the ``privatize`` of :mod:`ldpcli.mechanisms._privunitg`,
+:mod:`ldpcli.mechanisms._gaussian_sign` and :mod:`ldpcli.mechanisms._hypercube`), one row at a time
 while the row is in cache, drawing from the same ``numpy.random.Generator`` in the same order
 (numba's Generator methods reproduce numpy's draws bit for bit). Sums are taken left to right
 instead of numpy's pairwise and SIMD order, so results agree with the reference to rounding, not

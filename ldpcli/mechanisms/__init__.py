@@ -3,8 +3,8 @@
 Registration order is the order of ``mechanism_names()`` (and of ``ldp params`` comparisons).
 """
 
-from ldpcli.math.lawtests import LawTest
-from ldpcli.mechanisms.base import (
+from ldpcli.math._lawtests import LawTest
+from ldpcli.mechanisms._base import (
     Mechanism,
     MechanismSpec,
     OptionSpec,
@@ -14,18 +14,20 @@ from ldpcli.mechanisms.base import (
     register,
     unregister,
 )
-from ldpcli.mechanisms.hooks import RiskEpsilon
+from ldpcli.mechanisms._composition import ReleaseCost, release_cost, total_cost
+from ldpcli.mechanisms._hooks import RiskEpsilon
+from ldpcli.mechanisms._rendering import secured
 # Registration order, not alphabetical: the imports below register in this order.
-from ldpcli.mechanisms.privunit import PrivUnit2
-from ldpcli.mechanisms.privunitg import PrivUnitG
-from ldpcli.mechanisms.hemisphere import DuchiL2
-from ldpcli.mechanisms.gaussian_sign import GaussianSign
-from ldpcli.mechanisms.hypercube import DuchiLinf, PrivUnitInf
-from ldpcli.mechanisms.scalar import ScalarDP
-from ldpcli.mechanisms.scalar_rel import ScalarRelDP
-from ldpcli.mechanisms.separated import Separated
-from ldpcli.mechanisms.baselines import Gaussian, Laplace
-from ldpcli.mechanisms.bcdp import BCDP
+from ldpcli.mechanisms._privunit import PrivUnit2
+from ldpcli.mechanisms._privunitg import PrivUnitG
+from ldpcli.mechanisms._hemisphere import DuchiL2
+from ldpcli.mechanisms._gaussian_sign import GaussianSign
+from ldpcli.mechanisms._hypercube import DuchiLinf, PrivUnitInf
+from ldpcli.mechanisms._scalar import ScalarDP
+from ldpcli.mechanisms._scalar_rel import ScalarRelDP
+from ldpcli.mechanisms._separated import Separated
+from ldpcli.mechanisms._baselines import Gaussian, Laplace
+from ldpcli.mechanisms._bcdp import BCDP
 
 __all__ = [
     "BCDP",
@@ -35,6 +37,7 @@ __all__ = [
     "GaussianSign",
     "Laplace",
     "LawTest",
+    "ReleaseCost",
     "RiskEpsilon",
     "Mechanism",
     "MechanismSpec",
@@ -49,5 +52,8 @@ __all__ = [
     "get_mechanism",
     "mechanism_names",
     "register",
+    "release_cost",
+    "secured",
+    "total_cost",
     "unregister",
 ]

@@ -14,15 +14,15 @@ import pyarrow as pa
 import pytest
 from helpers import ldp, write_list
 
-from ldpcli.release.accounting import (
+from ldpcli.release._accounting import (
     ADD_OR_REMOVE_ONE,
     BASIC,
     TRAINED,
     compose_central,
     pld_epsilon,
 )
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.ledger_file import LEDGER_FORMAT, LEDGER_VERSION, LedgerEntry
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._ledger_file import LEDGER_FORMAT, LEDGER_VERSION, LedgerEntry
 
 pytest.importorskip("dp_accounting")
 

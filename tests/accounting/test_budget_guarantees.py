@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from helpers import ldp
 
-from ldpcli.release.accounting import (
+from ldpcli.release._accounting import (
     BASIC,
     KOV_OPTIMAL,
     RECORDED,
@@ -20,8 +20,8 @@ from ldpcli.release.accounting import (
     compose_local,
     optimal_homogeneous_epsilon,
 )
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.ledger_file import LedgerEntry
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._ledger_file import LedgerEntry
 
 
 def release(ledger: Ledger, fingerprint: str, epsilon: float, *, delta: float | None = None,

@@ -1,4 +1,4 @@
-"""Composition beyond the sum (ldpcli.release.accounting): Kairouz–Oh–Viswanath's optimal and heterogeneous
+"""Composition beyond the sum (ldpcli.release._accounting): Kairouz–Oh–Viswanath's optimal and heterogeneous
 theorems, Dwork–Rothblum–Vadhan, dp-accounting's PLD, and the local and central guarantees of a ledger's releases."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dp_accounting.pld import privacy_loss_distribution
 from dp_accounting.pld.common import DifferentialPrivacyParameters
 
 from ldpcli.errors import DataError, MissingDependency, UsageError
-from ldpcli.release.accounting import (
+from ldpcli.release._accounting import (
     BASIC,
     DRV,
     KOV_HETEROGENEOUS,
@@ -29,7 +29,7 @@ from ldpcli.release.accounting import (
     pld_epsilon,
     pld_interval,
 )
-from ldpcli.release.ledger_file import LedgerEntry
+from ldpcli.release._ledger_file import LedgerEntry
 
 DELTAS = [1e-9, 1e-6, 1e-3, 0.05, 0.3]
 
@@ -257,7 +257,7 @@ def test_without_dp_accounting_only_the_pld_needs_it() -> None:
 def test_kov_heterogeneous_matches_theorem_3_5_written_out() -> None:
     """Kairouz, Oh & Viswanath (2015), Thm 3.5 by hand, with (e^ε − 1)/(e^ε + 1) in place of tanh(ε/2): each of its
     three branches is the minimum somewhere, so dropping one fails here."""
-    from ldpcli.release.accounting import kov_heterogeneous_epsilon
+    from ldpcli.release._accounting import kov_heterogeneous_epsilon
 
     def by_hand(eps: list[float], delta: float) -> float:
         drift = sum(e * (math.exp(e) - 1) / (math.exp(e) + 1) for e in eps)

@@ -1,4 +1,4 @@
-"""The shuffle bound (ldpcli.math.shuffling) against an independent exact evaluation, its monotonicity,
+"""The shuffle bound (ldpcli.math._shuffling) against an independent exact evaluation, its monotonicity,
 the closed form, and the reference code's defect.
 
 The independent evaluation enumerates every (c, k) of Feldman–McMillan–Talwar's reduction (Thm 3.2)
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from ldpcli.errors import UsageError
-from ldpcli.math import shuffling
-from ldpcli.math.shuffling import (
+from ldpcli.math import _shuffling as shuffling
+from ldpcli.math._shuffling import (
     ASSUMPTIONS,
     ShuffleBound,
     check_central_delta,

@@ -1,5 +1,5 @@
 """One reading of a shuffled release's recorded claim (``release.shuffled``): the sidecar and the ledger both
-check it through :func:`ldpcli.release.shuffle.read_shuffle_claim`, so a malformed record gets the same one-line
+check it through :func:`ldpcli.release._shuffle.read_shuffle_claim`, so a malformed record gets the same one-line
 reason from each, naming the file; and ``ldp estimate-mean`` takes the claims from the sidecars its scan read
 (the estimate carries them) instead of reading each sidecar a second time.
 """
@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from helpers import ldp, unit_rows, write_list
 
-import ldpcli.release.sidecar as sidecar_module
+import ldpcli.release._sidecar as sidecar_module
 from ldpcli.errors import DataError
-from ldpcli.release.accounting import compose_central
-from ldpcli.release.ledger_file import LedgerEntry
-from ldpcli.release.shuffle import ShuffleClaim
-from ldpcli.release.sidecar import load_sidecar
+from ldpcli.release._accounting import compose_central
+from ldpcli.release._ledger_file import LedgerEntry
+from ldpcli.release._shuffle import ShuffleClaim
+from ldpcli.release._sidecar import load_sidecar
 
 ROWS = 120
 
@@ -128,10 +128,10 @@ def test_estimate_mean_reads_each_sidecar_once(released: Path, reads: list[Path]
 
 
 def test_the_estimate_carries_each_files_claim(released: Path) -> None:
-    from ldpcli.analysis.estimate import estimate_mean
+    from ldpcli.analysis._estimate import estimate_file_mean
 
     files = [released / f"out{index}.parquet" for index in (0, 2)]
-    estimate = estimate_mean(files)
+    estimate = estimate_file_mean(files)
     first = load_sidecar(released / "out0.parquet.ldp.json").shuffled
     assert estimate.shuffled == (first, None)
     assert "shuffled" not in estimate.to_dict()

@@ -8,8 +8,8 @@ import pytest
 from helpers import ldp
 
 from ldpcli.cli.render import fmt_bound
-from ldpcli.math.shuffling import ASSUMPTIONS, shuffle_bound
-from ldpcli.planning.shuffle import NO_CLAIM
+from ldpcli.math._shuffling import ASSUMPTIONS, shuffle_bound
+from ldpcli.planning._shuffle import NO_CLAIM
 
 WIDE = {"terminal_width": 220}
 

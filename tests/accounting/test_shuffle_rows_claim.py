@@ -16,8 +16,8 @@ from helpers import ldp, unit_rows, write_list
 
 import ldpcli
 from ldpcli.errors import DataError
-from ldpcli.release.shuffle import ShuffleClaim
-from ldpcli.release.sidecar import load_sidecar
+from ldpcli.release._shuffle import ShuffleClaim
+from ldpcli.release._sidecar import load_sidecar
 
 ROWS = 200
 

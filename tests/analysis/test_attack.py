@@ -1,4 +1,4 @@
-"""ldpcli.analysis.attack: the natural reconstruction on a release, against Lemma 2.2 / Prop. 1.
+"""ldpcli.analysis._attack: the natural reconstruction on a release, against Lemma 2.2 / Prop. 1.
 
 Rows uniform on S^{d−1} make f_A(x) = Ax/‖Ax‖ uniform on S^{k−1} for any A with orthonormal rows,
 so the prior of Bhowmick et al. 2018 Prop. 1 holds with ρ0 = 0, and every row's chance of a
@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 import pytest
 from scipy import special, stats
 
-from ldpcli.analysis import attack as attack_module
-from ldpcli.analysis.attack import AttackReport, attack, random_basis
+from ldpcli.analysis import _attack as attack_module
+from ldpcli.analysis._attack import AttackReport, attack, random_basis
 from ldpcli.errors import DataError, UsageError
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions
 
 N, D = 20_000, 32
 EPSILONS = (1.0, 4.0, 8.0)
@@ -71,7 +71,7 @@ def releases(sphere: Path) -> dict[float, Path]:
         patch.setenv("LDP_LEDGER", str(sphere.parent / "ledger.json"))
         for i, eps in enumerate(EPSILONS):
             target = sphere.parent / f"release-{eps:g}.parquet"
-            privatize_file(sphere, target, mechanism="privunit2", epsilon=eps, options=ReleaseOptions(columns=Columns(keep=["id"]), seed=100 + i))
+            write_file_release(sphere, target, mechanism="privunit2", epsilon=eps, options=ReleaseOptions(columns=Columns(keep=["id"]), seed=100 + i))
             out[eps] = target
     return out
 
@@ -183,7 +183,7 @@ def test_row_count_mismatch_of_csv_found_while_reading(tmp_path: Path, delta: in
     x = sphere_rows(300, 4, seed=5)
     raw = write_columns_csv(tmp_path / "raw.csv", x)
     out = tmp_path / "out.csv"
-    privatize_file(raw, out, epsilon=2.0, options=ReleaseOptions(seed=1))
+    write_file_release(raw, out, epsilon=2.0, options=ReleaseOptions(seed=1))
     assert attack(out, raw, batch_rows=64).n == 300
     other = write_columns_csv(tmp_path / "other.csv", sphere_rows(300 + delta, 4, seed=5))
     with pytest.raises(DataError, match=r"other\.csv: .*row i of the raw file must be row i of the release"):
@@ -207,7 +207,7 @@ def test_undefined_rows_are_counted_and_fail(tmp_path: Path) -> None:
     x[:10] /= np.linalg.norm(x[:10], axis=1, keepdims=True)
     raw = write_list_parquet(tmp_path / "raw.parquet", x, row_group_size=128)
     out = tmp_path / "out.parquet"
-    privatize_file(raw, out, epsilon=50.0, options=ReleaseOptions(columns=Columns(keep=["id"]), seed=2))
+    write_file_release(raw, out, epsilon=50.0, options=ReleaseOptions(columns=Columns(keep=["id"]), seed=2))
     report = attack(out, raw, k=3, a=(0.0, 0.5))
     assert report.undefined_raw == 10 and report.undefined_release == 0
     assert report.release["defined"] == report.prior["defined"] == 390

@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 from helpers import ldp, write_list
 
-from ldpcli.analysis.answer import answer_queries, read_workload
-from ldpcli.analysis.estimate import estimate_mean
-from ldpcli.estimators.queries import marginal_workload
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions
-from ldpcli.release.sidecar import sidecar_path
+from ldpcli.analysis._answer import answer_queries, read_workload
+from ldpcli.analysis._estimate import estimate_file_mean
+from ldpcli.estimators._queries import marginal_workload
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions
+from ldpcli.release._sidecar import sidecar_path
 
 
 @pytest.fixture()
@@ -102,7 +102,7 @@ def test_central_release_writes_answers_and_a_sidecar(tmp_path, marginals) -> No
 
 def test_central_error_is_within_its_bound_over_seeds(marginals) -> None:  # type: ignore[no-untyped-def]
     """E‖answers − truth‖² ≤ σ·g(K) (constant 1) and ‖noisy − truth‖² averages mσ²."""
-    from ldpcli.analysis.answer import release_queries
+    from ldpcli.analysis._answer import release_queries
 
     w, workload, data, truth = marginals
     loaded = read_workload(workload, key="item")
@@ -175,21 +175,21 @@ def test_estimate_mean_project(tmp_path) -> None:  # type: ignore[no-untyped-def
     histograms = rng.dirichlet(np.ones(6), size=4000)  # probability vectors: the simplex holds the truth
     path = write_list(tmp_path / "h.parquet", histograms)
     out = tmp_path / "h.priv.parquet"
-    privatize_file(path, out, epsilon=2.0, norm_bound=1.0, options=ReleaseOptions(seed=5))
-    raw = estimate_mean(out)
+    write_file_release(path, out, epsilon=2.0, norm_bound=1.0, options=ReleaseOptions(seed=5))
+    raw = estimate_file_mean(out)
     for spec in ("simplex", "ball", "ball:0.5", "box:0,1", "nonneg", "domain"):
-        est = estimate_mean(out, project=spec)
+        est = estimate_file_mean(out, project=spec)
         assert est.projected is not None and est.projection is not None
         assert np.array_equal(est.mean, raw.mean) and est.expected_error == raw.expected_error
-    simplex = estimate_mean(out, project="simplex")
+    simplex = estimate_file_mean(out, project="simplex")
     assert simplex.projected is not None
     assert simplex.projected.sum() == pytest.approx(1.0) and np.all(simplex.projected >= 0)
     truth = histograms.mean(axis=0)
     assert np.linalg.norm(simplex.projected - truth) <= np.linalg.norm(raw.mean - truth)
-    assert estimate_mean(out, project="domain").projection["contains_domain"] is True  # type: ignore[index]
+    assert estimate_file_mean(out, project="domain").projection["contains_domain"] is True  # type: ignore[index]
     hull = tmp_path / "vertices.csv"
     pd.DataFrame(np.eye(6), columns=[f"c{j}" for j in range(6)]).to_csv(hull, index=False)
-    by_hull = estimate_mean(out, project=f"hull:{hull}")
+    by_hull = estimate_file_mean(out, project=f"hull:{hull}")
     assert np.allclose(by_hull.projected, simplex.projected, atol=1e-9)  # type: ignore[arg-type]
     res = ldp("estimate-mean", out, "--project", "simplex", "--json")
     assert res.exit_code == 0

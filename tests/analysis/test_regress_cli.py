@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 from helpers import ldp
 
-from ldpcli.analysis.regress import regress
+from ldpcli.analysis._regress import regress
 from ldpcli.errors import UsageError
-from ldpcli.estimators.regression import ball_least_squares, least_squares_objective
+from ldpcli.estimators._regression import ball_least_squares, least_squares_objective
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions
 
 
 @pytest.fixture()
@@ -35,7 +35,7 @@ def regression_csv(tmp_path):  # type: ignore[no-untyped-def]
 def test_regress_a_release_of_two_copies(tmp_path, regression_csv, mechanism, options, bound) -> None:  # type: ignore[no-untyped-def]
     path, z, label = regression_csv
     out = tmp_path / "reg.priv.parquet"
-    result = privatize_file(path, out, mechanism=MechanismSpec(mechanism, 16.0, norm_bound=bound, options=options), options=ReleaseOptions(columns=Columns(columns=["a:y"]), copies=2, seed=4))
+    result = write_file_release(path, out, mechanism=MechanismSpec(mechanism, 16.0, norm_bound=bound, options=options), options=ReleaseOptions(columns=Columns(columns=["a:y"]), copies=2, seed=4))
     assert result.layout.copies == 2 and result.layout.columns[4:] == ("a_copy2", "b_copy2", "c_copy2", "y_copy2")
     fitted = regress(out, label="y")
     assert fitted.features == ("a", "b", "c") and fitted.label == "y"
@@ -56,11 +56,11 @@ def test_regress_a_release_of_two_copies(tmp_path, regression_csv, mechanism, op
 def test_regress_refuses_one_copy_and_a_bad_label(tmp_path, regression_csv) -> None:  # type: ignore[no-untyped-def]
     path, _, _ = regression_csv
     out = tmp_path / "one.parquet"
-    privatize_file(path, out, epsilon=4.0, norm_bound=2.0, options=ReleaseOptions(columns=Columns(columns=["a:y"]), seed=1))
+    write_file_release(path, out, epsilon=4.0, norm_bound=2.0, options=ReleaseOptions(columns=Columns(columns=["a:y"]), seed=1))
     with pytest.raises(UsageError, match="with copies 2"):
         regress(out, label="y")
     two = tmp_path / "two.parquet"
-    privatize_file(path, two, epsilon=4.0, norm_bound=2.0, options=ReleaseOptions(columns=Columns(columns=["a:y"]), seed=1, copies=2))
+    write_file_release(path, two, epsilon=4.0, norm_bound=2.0, options=ReleaseOptions(columns=Columns(columns=["a:y"]), seed=1, copies=2))
     with pytest.raises(UsageError, match="label 'nope' is not one of"):
         regress(two, label="nope")
     result = ldp("regress", two, "--label", "nope")

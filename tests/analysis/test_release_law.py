@@ -20,8 +20,8 @@ from helpers import ldp_process, unit_rows, write_list
 
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.release.sidecar import build_sidecar, load_sidecar, sidecar_path
-from ldpcli.risk.section import reconstruction
+from ldpcli.release._sidecar import build_sidecar, load_sidecar, sidecar_path
+from ldpcli.risk._section import reconstruction
 
 N, D = 2000, 16
 
@@ -83,10 +83,10 @@ def test_the_issues_case_privunit2_eps_1_relabelled_eps_8_is_refused(tmp_path: P
     assert f"its sidecar {sidecar_path(release)} does not describe this data" in line
     assert before["dispersion_warnings"] == []
     # The Python API refuses it the same way.
-    from ldpcli.analysis.estimate import estimate_mean
+    from ldpcli.analysis._estimate import estimate_file_mean
     from ldpcli.errors import DataError
     with pytest.raises(DataError, match="does not describe this data"):
-        estimate_mean(release)
+        estimate_file_mean(release)
 
 
 @pytest.mark.slow

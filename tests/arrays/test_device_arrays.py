@@ -22,9 +22,9 @@ import pytest
 from helpers import bonferroni_z, unit_rows
 
 import ldpcli
-from ldpcli.math.devices import host_copy, rounded_cap_directions
+from ldpcli.math._devices import host_copy, device_rounded_cap_directions
 from ldpcli.mechanisms import get_mechanism
-from ldpcli.mechanisms.hooks import law_tests
+from ldpcli.mechanisms._hooks import law_tests
 
 if os.environ.get("CI"):  # .ci/run installs the test extra: there the device path must run, not skip
     import array_api_strict as xs
@@ -158,7 +158,7 @@ def test_estimate_mean_reads_the_rows_where_they_live() -> None:
 def test_many_batches_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches of 7 rows (the path of inputs over 2²⁶ values): every row privatized, the rows in
     order (the norm is the same everywhere, so the zero rows' neighbours tell), a seeded run repeats."""
-    import ldpcli.release.arrays as arrays
+    import ldpcli.release._arrays as arrays
 
     monkeypatch.setattr(arrays, "_DEVICE_BATCH_VALUES", 7 * 5)
     x = unit_rows(100, 5, seed=17)
@@ -171,8 +171,8 @@ def test_many_batches_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_batches_are_written_into_one_output_not_concatenated(monkeypatch: pytest.MonkeyPatch) -> None:
     """The device holds the output once: each batch goes into its slice of one array allocated up
     front (``RowStack``), and nothing is concatenated (which would hold it twice and copy it again)."""
-    import ldpcli.release.arrays as arrays
-    from ldpcli.math.devices import RowStack
+    import ldpcli.release._arrays as arrays
+    from ldpcli.math._devices import RowStack
 
     monkeypatch.setattr(arrays, "_DEVICE_BATCH_VALUES", 7 * 5)
     want, _ = ldpcli.privatize(on_device(unit_rows(50, 5, seed=19)), eps=4.0, rng=20)
@@ -203,7 +203,7 @@ def test_normals_parallel_to_the_row_are_drawn_again() -> None:
     one = on_device(np.ones(4))
     t = on_device(np.full(4, 0.6))
     r = on_device(np.full(4, 0.8))
-    z = host(rounded_cap_directions(xs, on_device(rows), one, one, -one, t, r, 2.0, normals))
+    z = host(device_rounded_cap_directions(xs, on_device(rows), one, one, -one, t, r, 2.0, normals))
     assert calls == [(4, 3), (4, 3)]
     np.testing.assert_allclose(np.linalg.norm(z, axis=1), 2.0, rtol=1e-12)
     np.testing.assert_allclose(np.sum(z * rows, axis=1), 2.0 * 0.6, rtol=1e-12)  # the cosine t to u = +row

@@ -9,8 +9,8 @@ import math
 import pytest
 from helpers import ldp
 
-from ldpcli.audit.claims import audit
-from ldpcli.math import sphere as sm
+from ldpcli.audit._claims import audit
+from ldpcli.math import _sphere as sm
 from ldpcli.mechanisms import DuchiL2, PrivUnit2
 
 

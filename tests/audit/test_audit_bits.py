@@ -11,9 +11,9 @@ import pytest
 from helpers import ldp
 from scipy import stats
 
-from ldpcli.audit.bits import LabelSet, best_label_set, bit_label_names, bit_labels
-from ldpcli.audit.claims import LOWER_BOUND_BETA, audit
-from ldpcli.audit.lower_bound import log_ratio_bound, privacy_lower_bound
+from ldpcli.audit._bits import LabelSet, best_label_set, bit_label_names, bit_labels
+from ldpcli.audit._claims import LOWER_BOUND_BETA, audit
+from ldpcli.audit._lower_bound import log_ratio_bound, privacy_lower_bound
 from ldpcli.mechanisms import MechanismSpec, PrivUnit2
 
 

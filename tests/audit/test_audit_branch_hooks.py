@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from helpers import ldp
 
-from ldpcli.audit.claims import audit
-from ldpcli.math import sphere as sm
-from ldpcli.mechanisms import Mechanism, MechanismSpec, PrivUnitG, hooks
-from ldpcli.mechanisms.privunitg import sample_split_normal
+from ldpcli.audit._claims import audit
+from ldpcli.math import _sphere as sm
+from ldpcli.mechanisms import Mechanism, MechanismSpec, PrivUnitG, _hooks as hooks
+from ldpcli.mechanisms._privunitg import sample_split_normal
 
 #: The cap events drawn by the last call of :meth:`Recorded.split_normals` (True: α ≥ γ).
 DRAWN: list[np.ndarray] = []

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from helpers import ldp
 
-from ldpcli.audit.claims import audit
+from ldpcli.audit._claims import audit
 from ldpcli.cli.commands.audit import compared
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms import PrivUnit2, PrivUnitG, get_mechanism, hooks, register, unregister
+from ldpcli.mechanisms import PrivUnit2, PrivUnitG, get_mechanism, _hooks as hooks, register, unregister
 
 
 class ComplementOff(PrivUnit2):
@@ -195,7 +195,7 @@ def test_effect_chooses_the_trials_and_says_so() -> None:
 
 
 def test_effect_too_small_is_capped_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("ldpcli.audit.claims.MAX_TRIALS", 3000)
+    monkeypatch.setattr("ldpcli.audit._claims.MAX_TRIALS", 3000)
     result = audit(PrivUnit2.calibrate(4, 1.0), effect=0.001, power=0.99, seed=0, lower_bound_trials=1000)
     assert result.inputs[0].trials == 3000
     assert "above the cap of 3000: auditing with 3000" in result.trials_note

@@ -23,11 +23,11 @@ import pytest
 from helpers import ldp
 from scipy import stats
 
-from ldpcli.audit.claims import FAMILY_ALPHA, LAW_ALPHA, LOWER_BOUND_BETA, TOTAL_ALPHA, audit
-from ldpcli.audit.lower_bound import cp_lower, cp_upper
+from ldpcli.audit._claims import FAMILY_ALPHA, LAW_ALPHA, LOWER_BOUND_BETA, TOTAL_ALPHA, audit
+from ldpcli.audit._lower_bound import cp_lower, cp_upper
 from ldpcli.errors import UsageError
-from ldpcli.math import lawtests
-from ldpcli.math import sphere as sm
+from ldpcli.math import _lawtests as lawtests
+from ldpcli.math import _sphere as sm
 from ldpcli.mechanisms import (
     DuchiL2,
     Laplace,
@@ -42,7 +42,7 @@ from ldpcli.mechanisms import (
     register,
     unregister,
 )
-from ldpcli.mechanisms.hypercube import _agreement_with_sign_pmf
+from ldpcli.mechanisms._hypercube import _agreement_with_sign_pmf
 
 # --------------------------------------------------------------------------- broken samplers
 

@@ -14,7 +14,7 @@ from fractions import Fraction
 import pytest
 from helpers import AUDIT_D_GRID, AUDIT_EPS_GRID
 
-from ldpcli.audit.claims import EPSILON_TOLERANCE, audit
+from ldpcli.audit._claims import EPSILON_TOLERANCE, audit
 from ldpcli.mechanisms import (
     DuchiL2,
     Gaussian,
@@ -26,10 +26,10 @@ from ldpcli.mechanisms import (
     Separated,
     get_mechanism,
 )
-from ldpcli.mechanisms import scalar as scalar_module
-from ldpcli.mechanisms.baselines import classic_gaussian_sigma, gaussian_log_delta, gaussian_log_delta_by_quadrature
-from ldpcli.mechanisms.privunitg import normal_tail_log_by_quadrature
-from ldpcli.mechanisms.scalar import enumerated_rr_epsilon
+from ldpcli.mechanisms import _scalar as scalar_module
+from ldpcli.mechanisms._baselines import classic_gaussian_sigma, gaussian_log_delta, gaussian_log_delta_by_quadrature
+from ldpcli.mechanisms._privunitg import normal_tail_log_by_quadrature
+from ldpcli.mechanisms._scalar import enumerated_rr_epsilon
 
 VECTOR = ["privunitg", "duchi-l2", "separated", "laplace", "gaussian"]
 SCALAR = ["scalar", "scalar-rel"]
@@ -144,7 +144,7 @@ def test_quadrature_helpers_against_closed_forms() -> None:
 @pytest.mark.parametrize("c", [-3.0, -0.5, 0.0, 0.5])
 def test_privunitg_route_on_either_side_of_the_median(c: float) -> None:
     """Splits with c ≤ 0 (q ≤ ½) are tight too; the route integrates the smaller side either way."""
-    from ldpcli.mechanisms.privunitg import split_at_threshold
+    from ldpcli.mechanisms._privunitg import split_at_threshold
 
     s = split_at_threshold(c, 1.0)
     mech = dataclasses.replace(

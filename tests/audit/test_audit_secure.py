@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from ldpcli.audit import statistics
-from ldpcli.audit.claims import audit
-from ldpcli.audit.statistics import rounding_allowance
+from ldpcli.audit import _statistics as statistics
+from ldpcli.audit._claims import audit
+from ldpcli.audit._statistics import rounding_allowance
 from ldpcli.mechanisms import PrivUnit2
-from ldpcli.mechanisms.rendering import secured
+from ldpcli.mechanisms._rendering import secured
 
 
 @pytest.mark.parametrize("d", [3, 16])

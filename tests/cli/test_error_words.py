@@ -20,7 +20,7 @@ from ldpcli.cli.app import load_command
 from ldpcli.cli.flags import flag_of
 from ldpcli.errors import UsageError, python_text, render_text
 from ldpcli.mechanisms import PrivUnit2
-from ldpcli.release.safety import check_epsilon
+from ldpcli.release._safety import check_epsilon
 
 PACKAGE = Path(ldpcli.__file__).parent
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z-]+")
@@ -129,7 +129,7 @@ def test_quoted_text_keeps_its_backticks_in_both_renderings() -> None:
     """Another library's words inside a message (pyarrow: "`fsspec` is required …") are not parameters
     of ldp: they read the same in Python and on the command line, never as a --flag."""
     from ldpcli.errors import quoted
-    from ldpcli.io.messages import _reason
+    from ldpcli.io._messages import _reason
 
     foreign = ImportError("`fsspec` is required to handle `hf://` URIs.")
     exc = UsageError(f"hf://x.parquet: {_reason(foreign)}; pass `force=True` to go on")

@@ -22,11 +22,11 @@ from helpers import ldp, ldp_process, unit_rows, write_list
 import ldpcli
 from ldpcli.cli.render import fmt
 from ldpcli.errors import DataError
-from ldpcli.planning.compare import MATERIAL_GAIN, compare_mechanisms, recommendation
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions
-from ldpcli.release.safety import CLIP_REFUSE_FRACTION
+from ldpcli.planning._compare import MATERIAL_GAIN, compare_mechanisms, recommendation
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions
+from ldpcli.release._safety import CLIP_REFUSE_FRACTION
 
 
 def run_ldp(*args: object, columns: int | None = None) -> subprocess.CompletedProcess[str]:
@@ -64,12 +64,12 @@ def test_the_default_refuses_a_release_that_clips_most_rows_and_leaves_nothing(t
 def test_half_the_rows_is_the_documented_default_and_the_limit_is_more_than_half(tmp_path: Path) -> None:
     assert ReleaseOptions().fail_on_clip == CLIP_REFUSE_FRACTION == 0.5
     half = half_outside(tmp_path / "half.parquet", 40, 20)
-    assert privatize_file(half, epsilon=4.0, options=ReleaseOptions(seed=0)).n_clipped == 20  # 50%: written
+    assert write_file_release(half, epsilon=4.0, options=ReleaseOptions(seed=0)).n_clipped == 20  # 50%: written
     more = half_outside(tmp_path / "more.parquet", 40, 21)
     with pytest.raises(DataError, match=r"21 of 40 rows \(52.5%\) were outside .* fail_on_clip 0.5 \(the default\)"):
-        privatize_file(more, epsilon=4.0, options=ReleaseOptions(seed=0))
+        write_file_release(more, epsilon=4.0, options=ReleaseOptions(seed=0))
     assert not (tmp_path / "more.privatized.parquet").exists()
-    assert privatize_file(more, epsilon=4.0, options=ReleaseOptions(seed=0, fail_on_clip=1.0)).n_clipped == 21
+    assert write_file_release(more, epsilon=4.0, options=ReleaseOptions(seed=0, fail_on_clip=1.0)).n_clipped == 21
 
 
 def test_the_array_api_has_the_same_default() -> None:
@@ -113,7 +113,7 @@ def test_a_long_list_of_left_out_columns_is_shortened_but_counted(tmp_path: Path
 
 def test_a_dataset_names_the_left_out_columns_too(tmp_path: Path) -> None:
     src = table_with_extras(tmp_path / "t.parquet", 1)
-    result = privatize_dataset(src, tmp_path / "ds", engine=None, mechanism="privunit2", epsilon=4.0,
+    result = write_dataset_release(src, tmp_path / "ds", engine=None, mechanism="privunit2", epsilon=4.0,
                                options=ReleaseOptions(columns=Columns(columns=["f0", "f1", "f2", "f3"])))
     assert result.summary()["dropped_columns"] == ["id", "x00"]
 

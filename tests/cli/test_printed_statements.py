@@ -27,14 +27,14 @@ import pytest
 from helpers import bonferroni_z, ldp, ldp_process, unit_rows, write_list
 
 import ldpcli
-from ldpcli.analysis.estimate import estimate_mean
+from ldpcli.analysis._estimate import estimate_file_mean
 from ldpcli.cli.commands import estimate_mean as estimate_mean_cmd
 from ldpcli.errors import DataError, counted
-from ldpcli.estimators.mean import MeanEstimate, MeanEstimator
-from ldpcli.io.formats import file_suffixes
+from ldpcli.estimators._mean import MeanEstimate, MeanEstimator
+from ldpcli.io._formats import file_suffixes
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.planning.plot import plot_sweep, select_rows
-from ldpcli.planning.sweep import save_sweep, sweep
+from ldpcli.planning._plot import plot_sweep, select_rows
+from ldpcli.planning._sweep import save_sweep, sweep
 
 
 def run(*args: Any, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -137,7 +137,7 @@ def test_the_debiased_squared_norm_is_unbiased_and_the_raw_one_is_not() -> None:
 
 def test_the_progress_bar_is_given_the_rows_to_read(small_mean: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     totals: list[int | None] = []
-    assert estimate_mean(small_mean, on_start=totals.append).n == 400 and totals == [400]
+    assert estimate_file_mean(small_mean, on_start=totals.append).n == 400 and totals == [400]
 
     class Recorded:
         def __init__(self, label: str, quiet: bool) -> None:
@@ -217,7 +217,7 @@ def test_a_line_under_another_stays_visible(tmp_path: Path) -> None:
 @pytest.fixture()
 def central(tmp_path: Path) -> tuple[Path, Path]:
     """The 2-way marginals of 4 bits over 16 items, and 2000 people."""
-    from ldpcli.estimators.queries import marginal_workload
+    from ldpcli.estimators._queries import marginal_workload
 
     w = marginal_workload(4)
     workload = tmp_path / "workload.csv"
@@ -282,7 +282,7 @@ def test_counts_take_the_number_of_their_noun(tmp_path: Path) -> None:
     privatized = tmp_path / "both.privatized.csv"
     privatized.write_text("\n".join(privatized.read_text().splitlines()[:2]) + "\n")  # one row of the two left
     with pytest.raises(DataError, match=r"has 1 row but its sidecar .* says n = 2"):
-        estimate_mean(privatized)
+        estimate_file_mean(privatized)
     sweep_table = tmp_path / "one.csv"
     res = run("sweep", "--d", 4, "--eps", 1, "--n", 10, "-m", "privunit2", "-o", sweep_table)
     assert res.returncode == 0 and f"wrote {sweep_table} (1 row)" in text(res.stdout)

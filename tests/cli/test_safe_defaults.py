@@ -16,9 +16,9 @@ import pytest
 from helpers import ldp, unit_rows, write_list
 
 from ldpcli.errors import DataError
-from ldpcli.mechanisms.privunit import PrivUnit2
-from ldpcli.planning.compare import compare_mechanisms, recommendation
-from ldpcli.release.safety import (
+from ldpcli.mechanisms._privunit import PrivUnit2
+from ldpcli.planning._compare import compare_mechanisms, recommendation
+from ldpcli.release._safety import (
     EPSILON_MAX,
     EPSILON_MIN,
     NEAR_EXACT_RELATIVE_RMS,

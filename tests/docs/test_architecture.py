@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _modules() -> set[str]:
-    """Every module of ldpcli as the map names it (``math.sphere``; ``__init__`` for the package's own)."""
+    """Every module of ldpcli as the map names it (``math._sphere``; ``__init__`` for the package's own)."""
     names = set()
     for path in (ROOT / "ldpcli").rglob("*.py"):
         parts = path.relative_to(ROOT / "ldpcli").with_suffix("").parts

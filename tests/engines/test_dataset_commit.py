@@ -1,6 +1,6 @@
 """The dataset engine's commit with real processes: --overwrite replaces only an ldp dataset, two runs
 never both publish one directory, and a kill or a failure at any step leaves the old dataset or
-the new one, counted (docs/commit-protocol.md; faults through LDP_FAULT, :mod:`ldpcli.io.faults`).
+the new one, counted (docs/commit-protocol.md; faults through LDP_FAULT, :mod:`ldpcli.io._faults`).
 
 The tests of the CLI's ``--engine dask`` skip without Dask; .ci/run runs this file again with it.
 The library tests run the same publication through the in-process engine.
@@ -22,11 +22,11 @@ import pytest
 from helpers import LDP, ldp_process, unit_rows
 
 from ldpcli.errors import UsageError
-from ldpcli.io.faults import STEPS
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.inputs import MANIFEST_NAME
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.options import Budget, ReleaseOptions
+from ldpcli.io._faults import STEPS
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._inputs import MANIFEST_NAME
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import Budget, ReleaseOptions
 
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
 
@@ -119,7 +119,7 @@ def test_two_dask_runs_to_one_directory_publish_one(tmp_path: Path, source: Path
 def test_a_directory_that_appears_before_publishing_is_not_replaced(tmp_path: Path, source: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """The check at the start is repeated, atomically, at the rename: another run's directory wins."""
-    import ldpcli.release.dataset as module
+    import ldpcli.release._dataset as module
 
     out = tmp_path / "release"
     real = module.commit_release
@@ -132,7 +132,7 @@ def test_a_directory_that_appears_before_publishing_is_not_replaced(tmp_path: Pa
     monkeypatch.setattr(module, "commit_release", late_rival)
     ledger = Ledger.open(tmp_path / "ledger.json")
     with pytest.raises(UsageError, match="already exists"):
-        privatize_dataset([source], out, engine=None, epsilon=1.0, options=ReleaseOptions(budget=Budget(ledger=ledger)))
+        write_dataset_release([source], out, engine=None, epsilon=1.0, options=ReleaseOptions(budget=Budget(ledger=ledger)))
     assert sorted(p.name for p in out.iterdir()) == ["rival.txt"]
     assert Ledger.open(tmp_path / "ledger.json").entries == ()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input.parquet", "ledger.json", "ledger.json.lock",

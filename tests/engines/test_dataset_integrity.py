@@ -22,12 +22,12 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import keys_anywhere, ldp_process, unit_rows
 
-from ldpcli.analysis.estimate import estimate_mean
+from ldpcli.analysis._estimate import estimate_file_mean
 from ldpcli.errors import DataError
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.file import privatize_file
-from ldpcli.release.inputs import MANIFEST_NAME
-from ldpcli.release.options import ReleaseOptions
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._file import write_file_release
+from ldpcli.release._inputs import MANIFEST_NAME
+from ldpcli.release._options import ReleaseOptions
 
 D = 16  # key blocks of 512 rows
 ROWS = (4600, 1300)  # two inputs; parts of 1024 rows: 5 + 2 parts
@@ -44,14 +44,14 @@ def make_dataset(tmp_path: Path, name: str, seed: int) -> Path:
     raw.mkdir()
     inputs = [write(raw / f"{i}.parquet", unit_rows(n, D, seed=seed + i)) for i, n in enumerate(ROWS)]
     out = tmp_path / name
-    privatize_dataset(inputs, out, engine=None, epsilon=4.0, part_rows=1024)
+    write_dataset_release(inputs, out, engine=None, epsilon=4.0, part_rows=1024)
     return out
 
 
 @pytest.fixture
 def dataset(tmp_path: Path) -> Path:
     out = make_dataset(tmp_path, "release", seed=1)
-    assert estimate_mean(out).n == sum(ROWS)  # intact, it reads
+    assert estimate_file_mean(out).n == sum(ROWS)  # intact, it reads
     return out
 
 
@@ -138,20 +138,20 @@ def test_a_truncated_or_spliced_dataset_is_refused(dataset: Path, case: str) -> 
     tamper, message = TAMPERING[case]
     tamper(dataset)
     with pytest.raises(DataError, match=message):
-        estimate_mean(dataset)
+        estimate_file_mean(dataset)
 
 
 def test_a_part_given_without_the_rest_of_its_dataset_is_refused(dataset: Path, tmp_path: Path) -> None:
     parts = [dataset / p["file"] for p in manifest_of(dataset)["parts"]]
     with pytest.raises(DataError, match=r"part-00003\.parquet: is one of the 7 parts of dataset [0-9a-f]{32} .*but 6 "
                                         r"of them \(number 0, 1, 2, 4, 5, …\) were not given"):
-        estimate_mean(parts[3])
+        estimate_file_mean(parts[3])
     shard = write(tmp_path / "shard.parquet", unit_rows(500, D, seed=9))
-    shard_out = privatize_file(shard, tmp_path / "shard.privatized.parquet", epsilon=4.0).output
+    shard_out = write_file_release(shard, tmp_path / "shard.privatized.parquet", epsilon=4.0).output
     with pytest.raises(DataError, match=r"part-00000\.parquet: is one of the 7 parts .* 1 of them \(number 6\)"):
-        estimate_mean([shard_out, *parts[:6]])
+        estimate_file_mean([shard_out, *parts[:6]])
     # The whole dataset with another shard of the same mechanism is a combination, by name or by directory.
-    assert estimate_mean([shard_out, *parts]).n == estimate_mean([shard_out, dataset]).n == sum(ROWS) + 500
+    assert estimate_file_mean([shard_out, *parts]).n == estimate_file_mean([shard_out, dataset]).n == sum(ROWS) + 500
 
 
 def test_no_file_of_a_dataset_counts_the_skipped_rows(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ def test_no_file_of_a_dataset_counts_the_skipped_rows(tmp_path: Path) -> None:
     rows[1024:1536] = np.nan  # a whole part (of 512 rows) skipped
     source = write(tmp_path / "in.parquet", rows)
     out = tmp_path / "release"
-    result = privatize_dataset(source, out, engine=None, epsilon=4.0, options=ReleaseOptions(skip_invalid=True), part_rows=512)
+    result = write_dataset_release(source, out, engine=None, epsilon=4.0, options=ReleaseOptions(skip_invalid=True), part_rows=512)
     assert result.n == 3000 - 3 - 512 and result.n_skipped == 515  # the operator is told
     manifest = manifest_of(out)
     written = [p["rows"] for p in manifest["parts"]]
@@ -178,15 +178,15 @@ def test_no_file_of_a_dataset_counts_the_skipped_rows(tmp_path: Path) -> None:
         if path.name.endswith(".json"):
             keys = set(keys_anywhere(json.loads(path.read_text())))
             assert not keys & {"first_row", "start", "stop", "skipped", "n_skipped", "offset"}, path.name
-    assert estimate_mean(out).n == result.n
+    assert estimate_file_mean(out).n == result.n
 
 
 def test_an_npy_input_is_cut_into_parts_that_equal_the_local_output(tmp_path: Path) -> None:
     source = tmp_path / "in.npy"
     np.save(source, unit_rows(2500, D, seed=3))
-    whole = privatize_dataset(source, tmp_path / "one", engine=None, epsilon=2.0, options=ReleaseOptions(seed=8))  # one part
-    parts = privatize_dataset(source, tmp_path / "parts", engine=None, epsilon=2.0, options=ReleaseOptions(seed=8), part_rows=1000)
-    local = privatize_file(source, tmp_path / "local.parquet", epsilon=2.0, options=ReleaseOptions(seed=8)).output
+    whole = write_dataset_release(source, tmp_path / "one", engine=None, epsilon=2.0, options=ReleaseOptions(seed=8))  # one part
+    parts = write_dataset_release(source, tmp_path / "parts", engine=None, epsilon=2.0, options=ReleaseOptions(seed=8), part_rows=1000)
+    local = write_file_release(source, tmp_path / "local.parquet", epsilon=2.0, options=ReleaseOptions(seed=8)).output
     expected = pq.read_table(local).column(0).combine_chunks().flatten()
     for result, count in ((whole, 1), (parts, 3)):
         assert len(result.parts) == count and result.n == 2500

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from helpers import unit_rows, write_list
 
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.inputs import MANIFEST_NAME
-from ldpcli.release.options import ReleaseOptions, Resources
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._inputs import MANIFEST_NAME
+from ldpcli.release._options import ReleaseOptions, Resources
 
 D = 16  # key blocks of 512 rows
 ROWS = (4100, 1500)
@@ -48,7 +48,7 @@ def test_the_callbacks_count_every_row_once_and_only_grow(inputs: list[Path], tm
         finally:
             inside.release()
 
-    result = privatize_dataset(inputs, tmp_path / "out", engine=None, epsilon=4.0, part_rows=512,
+    result = write_dataset_release(inputs, tmp_path / "out", engine=None, epsilon=4.0, part_rows=512,
                                options=ReleaseOptions(seed=3, resources=Resources(threads=4)),
                                on_start=totals.append, on_rows=on_rows)
     assert totals == [sum(ROWS)]  # once, before any part, with every input's rows

@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 from helpers import unit_rows, write_list
 
-from ldpcli.release import ledger as ledger_module
-from ldpcli.release import rowindex
-from ldpcli.release.rowindex import Charge
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.ledger import Ledger, LedgerEntry
-from ldpcli.release.options import Budget, ReleaseOptions
-from ldpcli.release.rowhash import ReleaseRows
+from ldpcli.release import _ledger as ledger_module
+from ldpcli.release import _rowindex as rowindex
+from ldpcli.release._rowindex import Charge
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._ledger import Ledger, LedgerEntry
+from ldpcli.release._options import Budget, ReleaseOptions
+from ldpcli.release._rowhash import ReleaseRows
 
 
 class Calls:
@@ -58,10 +58,10 @@ def two_runs(tmp_path: Path, count: int, calls: Calls) -> tuple[int, int, int, i
     inputs = tiny_inputs(tmp_path / f"in{count}", count)
     options = ReleaseOptions(budget=Budget(ledger=Ledger.open(tmp_path / f"ledger{count}.json")), seed=1)
     calls.reset()
-    privatize_dataset(inputs, tmp_path / f"first{count}", engine=None, epsilon=1.0, options=options)
+    write_dataset_release(inputs, tmp_path / f"first{count}", engine=None, epsilon=1.0, options=options)
     first = (calls.dumps, calls.loads)
     calls.reset()
-    again = privatize_dataset(inputs, tmp_path / f"again{count}", engine=None, epsilon=1.0, options=options)
+    again = write_dataset_release(inputs, tmp_path / f"again{count}", engine=None, epsilon=1.0, options=options)
     assert sum("was already released 1 time" in text for text in again.warnings) == count  # each charged once
     return (*first, calls.dumps, calls.loads)
 

@@ -18,12 +18,12 @@ import pytest
 from helpers import ldp, read_list, unit_rows, write_list
 
 from ldpcli.errors import DataError
-from ldpcli.release import dataset as partitioned
-from ldpcli.release.dataset import PartResult, PartTask, privatize_dataset
-from ldpcli.release.engines import DaskEngine
-from ldpcli.release.file import privatize_file
-from ldpcli.release.inputs import MANIFEST_NAME
-from ldpcli.release.options import ReleaseOptions, Resources
+from ldpcli.release import _dataset as partitioned
+from ldpcli.release._dataset import PartResult, PartTask, write_dataset_release
+from ldpcli.release._engines import DaskEngine
+from ldpcli.release._file import write_file_release
+from ldpcli.release._inputs import MANIFEST_NAME
+from ldpcli.release._options import ReleaseOptions, Resources
 
 D = 16  # key blocks of 512 rows
 
@@ -50,19 +50,19 @@ def test_parts_are_the_same_bits_whatever_the_threads_the_layout_and_the_engine(
     runs = {}
     for threads in (1, 2, 4):
         out = tmp_path / f"threads{threads}"
-        privatize_dataset(inputs, out, engine=None, epsilon=4.0,
+        write_dataset_release(inputs, out, engine=None, epsilon=4.0,
                           options=ReleaseOptions(seed=9, resources=Resources(threads=threads)))
         runs[threads] = out
     parts = json.loads((runs[1] / MANIFEST_NAME).read_text())["parts"]
     assert len(parts) == 8  # row groups at 0, 700, 1400, …, each start rounded up to a block of 512 rows: a 6, b 2
     for index, source in enumerate(inputs):
-        single = privatize_file(source, tmp_path / f"single{index}.parquet", epsilon=4.0,
+        single = write_file_release(source, tmp_path / f"single{index}.parquet", epsilon=4.0,
                                 options=ReleaseOptions(seed=9, resources=Resources(threads=3)))
         reference = read_list(single.output)
         for threads, out in runs.items():
             assert np.array_equal(input_values(out, index), reference), f"threads {threads}, input {index}"
     if importlib.util.find_spec("dask") is not None:  # the Dask engine's parts: the same files, byte for byte
-        privatize_dataset(inputs, tmp_path / "dask", engine=DaskEngine("threads"), epsilon=4.0,
+        write_dataset_release(inputs, tmp_path / "dask", engine=DaskEngine("threads"), epsilon=4.0,
                           options=ReleaseOptions(seed=9))
         for part in parts:
             assert (tmp_path / "dask" / part["file"]).read_bytes() == (runs[4] / part["file"]).read_bytes()
@@ -129,7 +129,7 @@ def test_parts_are_written_at_once_on_several_threads(inputs: list[Path], tmp_pa
         return original(task)
 
     monkeypatch.setattr(partitioned, "privatize_part", meeting)
-    result = privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=4.0,
+    result = write_dataset_release(inputs, tmp_path / "release", engine=None, epsilon=4.0,
                                options=ReleaseOptions(resources=Resources(threads=2)))
     assert result.n == 5600 and len(workers) == 2
 
@@ -146,7 +146,7 @@ def test_each_part_gets_its_share_of_the_memory_budget(inputs: list[Path], tmp_p
 
     monkeypatch.setattr(partitioned, "privatize_part", recording)
     memory = 2**26
-    privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=4.0,
+    write_dataset_release(inputs, tmp_path / "release", engine=None, epsilon=4.0,
                       options=ReleaseOptions(resources=Resources(threads=threads, memory=memory)))
     assert budgets == [memory // share] * 8
 
@@ -156,7 +156,7 @@ def test_a_failing_part_on_several_threads_leaves_nothing(inputs: list[Path], tm
     bad[1234, 5] = np.inf
     write_list(inputs[1], bad, row_group_size=700)
     with pytest.raises(DataError, match=r"b\.parquet.*row 1235"):
-        privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=4.0,
+        write_dataset_release(inputs, tmp_path / "release", engine=None, epsilon=4.0,
                           options=ReleaseOptions(resources=Resources(threads=4)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw"]
 
@@ -167,9 +167,9 @@ def test_a_large_row_group_is_cut_into_parts(tmp_path: Path, monkeypatch: pytest
     source = tmp_path / "one.parquet"
     write_list(source, unit_rows(4100, D, seed=3), row_group_size=10_000)
     monkeypatch.setattr(partitioned, "_MAX_PART_BYTES", 8 * D * 1024)
-    result = privatize_dataset(source, tmp_path / "release", engine=None, epsilon=2.0,
+    result = write_dataset_release(source, tmp_path / "release", engine=None, epsilon=2.0,
                                options=ReleaseOptions(seed=4, resources=Resources(threads=2)))
     manifest = json.loads((tmp_path / "release" / MANIFEST_NAME).read_text())
     assert [p["rows"] for p in manifest["parts"]] == [1024, 1024, 1024, 1024, 4] and result.n == 4100
-    single = privatize_file(source, tmp_path / "single.parquet", epsilon=2.0, options=ReleaseOptions(seed=4))
+    single = write_file_release(source, tmp_path / "single.parquet", epsilon=2.0, options=ReleaseOptions(seed=4))
     assert np.array_equal(input_values(tmp_path / "release", 0), read_list(single.output))

@@ -1,7 +1,7 @@
 """--overwrite of a dataset directory (``-o DIR/``, local and Dask engines) replaces it only when every
 entry in it is a file ldp wrote for its dataset, and never deletes a file ldp did not write: one
 found at the start, and one added while the run goes on (fault points with ``touch=PATH``,
-:mod:`ldpcli.io.faults`). Real processes (``python -m ldpcli``); the Dask cases skip without Dask."""
+:mod:`ldpcli.io._faults`). Real processes (``python -m ldpcli``); the Dask cases skip without Dask."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import ldp_process, unit_rows, write_list
 
-from ldpcli.release.inputs import MANIFEST_NAME
+from ldpcli.release._inputs import MANIFEST_NAME
 
 pytestmark = pytest.mark.slow
 

@@ -19,15 +19,15 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp, unit_rows
 
-from ldpcli.analysis.estimate import estimate_mean
+from ldpcli.analysis._estimate import estimate_file_mean
 from ldpcli.errors import DataError, MissingDependency
-from ldpcli.io.atomic import file_sha256
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.engines import DaskEngine, make_engine
-from ldpcli.release.file import privatize_file
-from ldpcli.release.inputs import MANIFEST_NAME
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.options import Budget, ReleaseOptions
+from ldpcli.io._atomic import file_sha256
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._engines import DaskEngine, make_engine
+from ldpcli.release._file import write_file_release
+from ldpcli.release._inputs import MANIFEST_NAME
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import Budget, ReleaseOptions
 
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
 D = 16  # key blocks of 512 rows
@@ -63,7 +63,7 @@ def test_parts_follow_row_groups_on_key_block_boundaries_and_equal_the_local_out
     inputs: list[Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "release"
-    result = privatize_dataset(inputs, out, engine=None, epsilon=4.0, options=ReleaseOptions(seed=11))
+    result = write_dataset_release(inputs, out, engine=None, epsilon=4.0, options=ReleaseOptions(seed=11))
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     # Row groups start at 0, 1000, 2000, …: rounded up to blocks of 512 rows.
     assert [(p["file"], p["input"], p["rows"]) for p in manifest["parts"]] == [
@@ -77,7 +77,7 @@ def test_parts_follow_row_groups_on_key_block_boundaries_and_equal_the_local_out
                                            "input": part["input"], "parts": 7}
         assert side["data"]["n"] == part["rows"] and side["data"]["sha256"] == part["sha256"]
     for index, source in enumerate(inputs):
-        alone = privatize_file(source, tmp_path / f"local{index}.parquet", epsilon=4.0, options=ReleaseOptions(seed=11))
+        alone = write_file_release(source, tmp_path / f"local{index}.parquet", epsilon=4.0, options=ReleaseOptions(seed=11))
         assert np.array_equal(part_values(out, index), read_values(alone.output))  # bit for bit
     assert sorted(p.name for p in tmp_path.iterdir()) == ["local0.parquet", "local0.parquet.ldp.json",
                                                           "local1.parquet", "local1.parquet.ldp.json", "raw", "release"]
@@ -85,28 +85,28 @@ def test_parts_follow_row_groups_on_key_block_boundaries_and_equal_the_local_out
 
 def test_part_rows_and_the_estimate_from_the_directory(inputs: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "release"
-    privatize_dataset(inputs, out, engine=None, epsilon=4.0, options=ReleaseOptions(seed=5), part_rows=2000)
+    write_dataset_release(inputs, out, engine=None, epsilon=4.0, options=ReleaseOptions(seed=5), part_rows=2000)
     manifest = json.loads((out / MANIFEST_NAME).read_text())
     assert [(p["input"], p["rows"]) for p in manifest["parts"]] == [(0, 2048), (0, 2048), (0, 504), (1, 1300)]
-    whole = estimate_mean(out)
+    whole = estimate_file_mean(out)
     assert whole.n == 5900
-    listed = estimate_mean([out / p["file"] for p in manifest["parts"]])
+    listed = estimate_file_mean([out / p["file"] for p in manifest["parts"]])
     assert np.array_equal(whole.mean, listed.mean)
 
 
 def test_a_dataset_directory_is_bound_by_its_manifest(inputs: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "release"
-    privatize_dataset(inputs, out, engine=None, epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=Ledger.open(tmp_path / "ledger.json"))))
+    write_dataset_release(inputs, out, engine=None, epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=Ledger.open(tmp_path / "ledger.json"))))
     # The parts of one input share its tag: they are one release, not two.
-    assert estimate_mean(out).n == 5900
+    assert estimate_file_mean(out).n == 5900
     _copy(out / "part-00001.parquet", out / "copy.parquet")  # the same part again, under another name
     with pytest.raises(DataError, match="are the same part of one dataset"):
-        estimate_mean([out / "part-00001.parquet", out / "part-00002.parquet", out / "copy.parquet"])
+        estimate_file_mean([out / "part-00001.parquet", out / "part-00002.parquet", out / "copy.parquet"])
     (out / "copy.parquet").unlink()
     (out / "copy.parquet.ldp.json").unlink()
     (out / "part-00003.parquet").unlink()
     with pytest.raises(DataError, match=r"its manifest lists the part part-00003\.parquet but there is no such file"):
-        estimate_mean(out)
+        estimate_file_mean(out)
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -121,17 +121,17 @@ def test_a_failing_part_leaves_no_directory_and_no_staging(inputs: list[Path], t
     bad[1100, 3] = np.nan
     write(inputs[1], bad)
     with pytest.raises(DataError, match=r"b\.parquet.*row 1101"):
-        privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=4.0)
+        write_dataset_release(inputs, tmp_path / "release", engine=None, epsilon=4.0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["raw"]
 
 
 def test_the_budget_is_checked_before_anything_is_published(inputs: list[Path], tmp_path: Path) -> None:
     ledger = Ledger.open(tmp_path / "ledger.json")
-    privatize_file(inputs[1], tmp_path / "earlier.parquet", epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=ledger)))
+    write_file_release(inputs[1], tmp_path / "earlier.parquet", epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=ledger)))
     with pytest.raises(DataError, match="budget"):
-        privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=ledger, max_budget=6.0)))
+        write_dataset_release(inputs, tmp_path / "release", engine=None, epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=ledger, max_budget=6.0)))
     assert not (tmp_path / "release").exists() and not list(tmp_path.glob(".release.*"))
-    privatize_dataset(inputs, tmp_path / "release", engine=None, epsilon=1.0, options=ReleaseOptions(budget=Budget(ledger=ledger, max_budget=6.0)))
+    write_dataset_release(inputs, tmp_path / "release", engine=None, epsilon=1.0, options=ReleaseOptions(budget=Budget(ledger=ledger, max_budget=6.0)))
     assert [entry.epsilon for entry in ledger.entries] == [4.0, 1.0, 1.0]
 
 
@@ -161,17 +161,17 @@ def test_dask_threads_synchronous_processes_and_a_two_worker_cluster_write_the_s
     runs = {"local": None, "threads": DaskEngine("threads"), "synchronous": DaskEngine("synchronous"),
             "processes": DaskEngine("processes")}
     for name, engine in runs.items():
-        privatize_dataset(inputs, tmp_path / name, engine=engine, epsilon=4.0, options=ReleaseOptions(seed=3))
+        write_dataset_release(inputs, tmp_path / name, engine=engine, epsilon=4.0, options=ReleaseOptions(seed=3))
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        privatize_dataset(inputs, tmp_path / "cluster", engine=DaskEngine(cluster.scheduler_address), epsilon=4.0, options=ReleaseOptions(seed=3))
-        cluster_mean = estimate_mean(tmp_path / "cluster", engine=DaskEngine(cluster.scheduler_address))
+        write_dataset_release(inputs, tmp_path / "cluster", engine=DaskEngine(cluster.scheduler_address), epsilon=4.0, options=ReleaseOptions(seed=3))
+        cluster_mean = estimate_file_mean(tmp_path / "cluster", engine=DaskEngine(cluster.scheduler_address))
     names = sorted(p.name for p in (tmp_path / "local").glob("part-*.parquet"))
     assert len(names) == 7
     for name in names:
         reference = (tmp_path / "local" / name).read_bytes()
         for run in ("threads", "synchronous", "processes", "cluster"):
             assert (tmp_path / run / name).read_bytes() == reference, f"{run}/{name}"
-    local_mean = estimate_mean(tmp_path / "local")
+    local_mean = estimate_file_mean(tmp_path / "local")
     assert cluster_mean.n == local_mean.n == 5900
     np.testing.assert_allclose(cluster_mean.mean, local_mean.mean, rtol=0, atol=1e-12)
     np.testing.assert_allclose(cluster_mean.std_error, local_mean.std_error, rtol=1e-10)
@@ -198,7 +198,7 @@ def test_cli_dask_engine_end_to_end(inputs: list[Path], tmp_path: Path) -> None:
 
 def test_an_unseeded_run_sends_no_entropy_to_its_tasks(inputs: list[Path], tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import ldpcli.release.dataset as partitioned
+    import ldpcli.release._dataset as partitioned
 
     sent: list[partitioned.PartTask] = []
 
@@ -207,12 +207,12 @@ def test_an_unseeded_run_sends_no_entropy_to_its_tasks(inputs: list[Path], tmp_p
         return [partitioned.privatize_part(item) for item in items]
 
     monkeypatch.setattr(partitioned, "run_all", recording)
-    privatize_dataset(inputs, tmp_path / "a", engine=None, epsilon=4.0)
-    privatize_dataset(inputs, tmp_path / "b", engine=None, epsilon=4.0)
+    write_dataset_release(inputs, tmp_path / "a", engine=None, epsilon=4.0)
+    write_dataset_release(inputs, tmp_path / "b", engine=None, epsilon=4.0)
     assert len(sent) == 14 and all(task.entropy is None for task in sent)
     assert not np.array_equal(part_values(tmp_path / "a", 0), part_values(tmp_path / "b", 0))  # fresh noise
     sent.clear()
-    privatize_dataset(inputs, tmp_path / "c", engine=None, epsilon=4.0, options=ReleaseOptions(seed=1))
+    write_dataset_release(inputs, tmp_path / "c", engine=None, epsilon=4.0, options=ReleaseOptions(seed=1))
     assert all(task.entropy is not None for task in sent)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldpcli.estimators.mean import MeanEstimator
+from ldpcli.estimators._mean import MeanEstimator
 from ldpcli.mechanisms import MechanismSpec
 
 TRIALS, N, D, CONFIDENCE = 600, 400, 16, 0.95

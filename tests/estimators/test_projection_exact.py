@@ -1,4 +1,4 @@
-"""Exact projections (ldpcli.estimators.projection) against brute force and the projection's characterisation."""
+"""Exact projections (ldpcli.estimators._projection) against brute force and the projection's characterisation."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from scipy.optimize import minimize
 from scipy.spatial import ConvexHull
 
-from ldpcli.estimators.projection import Ball, Box, Hull, Nonneg, SetRequest, Simplex, parse_set
+from ldpcli.estimators._projection import Ball, Box, Hull, Nonneg, SetRequest, Simplex, parse_set
 
 SETS = [Ball(1.5), Box(-1.0, 2.0), Simplex(), Simplex(3.0), Nonneg()]
 

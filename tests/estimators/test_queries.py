@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ldpcli.estimators.queries import (
+from ldpcli.estimators._queries import (
     Workload,
     central_sigma,
     diameter,
@@ -21,7 +21,7 @@ from ldpcli.estimators.queries import (
     zcdp_epsilon,
 )
 from ldpcli.mechanisms import get_mechanism
-from ldpcli.mechanisms.baselines import gaussian_log_delta_by_quadrature
+from ldpcli.mechanisms._baselines import gaussian_log_delta_by_quadrature
 
 
 def test_two_way_marginals_of_eight_bits() -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import bonferroni_z
 
-from ldpcli.estimators.regression import (
+from ldpcli.estimators._regression import (
     RegressionMoments,
     TrustRegionSolution,
     ball_least_squares,

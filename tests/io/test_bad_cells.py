@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from helpers import LDP, ldp
 
-from ldpcli.analysis.answer import encode_queries, read_workload
+from ldpcli.analysis._answer import encode_queries, read_workload
 from ldpcli.errors import DataError
 from ldpcli.io import open_vectors
-from ldpcli.learn.train import TrainingOptions, train
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions
+from ldpcli.learn._train import TrainingOptions, train
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions
 
 ROWS = 50_000  # 40,000 is far beyond the first block of the CSV reader
 
@@ -77,7 +77,7 @@ def test_the_cli_refuses_the_file_in_one_line_and_writes_nothing(tmp_path: Path,
 
 def test_skip_invalid_privatizes_the_other_rows_with_the_whole_column(tmp_path: Path) -> None:
     path = vectors_csv(tmp_path / "x.csv", 300, b"\xff")
-    result = privatize_file(path, tmp_path / "out.csv", epsilon=1.0, options=ReleaseOptions(skip_invalid=True, seed=0))
+    result = write_file_release(path, tmp_path / "out.csv", epsilon=1.0, options=ReleaseOptions(skip_invalid=True, seed=0))
     assert (result.n, result.d, result.n_skipped) == (ROWS - 1, 4, 1)
     assert (tmp_path / "out.csv").read_text().splitlines()[0] == '"a","b","c","e"'
 

@@ -2,7 +2,7 @@
 ledger and one output, cancellations, and the litter of dead runs (docs/commit-protocol.md).
 
 Every test here runs the `ldp` console script as a subprocess; faults are armed through
-``LDP_FAULT=STEP:ACTION`` (:mod:`ldpcli.io.faults`), so a "kill" is a real SIGKILL of the process at
+``LDP_FAULT=STEP:ACTION`` (:mod:`ldpcli.io._faults`), so a "kill" is a real SIGKILL of the process at
 that step and nothing of it runs afterwards.
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from helpers import LDP, ldp_process, unit_rows, write_list
 
-from ldpcli.io.faults import STEPS
+from ldpcli.io._faults import STEPS
 
 
 def run(*args: object, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

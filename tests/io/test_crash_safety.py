@@ -14,10 +14,10 @@ import pytest
 from helpers import LDP, files_open_for_writing, unit_rows, write_list
 
 from ldpcli.errors import DataError
-from ldpcli.io.atomic import HOST_TAG
-from ldpcli.io.faults import NAMED_TEMPORARIES_ENV
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions, Resources
+from ldpcli.io._atomic import HOST_TAG
+from ldpcli.io._faults import NAMED_TEMPORARIES_ENV
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions, Resources
 
 
 def digest(path: Path) -> str:
@@ -118,13 +118,13 @@ def test_a_bad_row_late_in_the_file_leaves_nothing(tmp_path: Path) -> None:
     write_list(src, x, row_group_size=500)
     before = digest(src)
     with pytest.raises(DataError, match="row 4322"):
-        privatize_file(src, tmp_path / "out.parquet", epsilon=1.0, options=ReleaseOptions(resources=Resources(batch_rows=400, threads=2)))
+        write_file_release(src, tmp_path / "out.parquet", epsilon=1.0, options=ReleaseOptions(resources=Resources(batch_rows=400, threads=2)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
     assert digest(src) == before
 
 
 def test_a_failed_sidecar_write_removes_the_data_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import ldpcli.release.file as module
+    import ldpcli.release._file as module
 
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk full")
@@ -133,7 +133,7 @@ def test_a_failed_sidecar_write_removes_the_data_too(tmp_path: Path, monkeypatch
     write_list(src, np.eye(4))
     monkeypatch.setattr(module, "finished_text", broken)  # the sidecar is written as a finished temporary
     with pytest.raises(DataError, match="disk full"):  # one line for the command line, saying what was kept
-        privatize_file(src, tmp_path / "out.parquet", epsilon=1.0)
+        write_file_release(src, tmp_path / "out.parquet", epsilon=1.0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
 
@@ -142,7 +142,7 @@ def test_a_signal_held_back_during_the_rename_still_removes_the_published_data(
 ) -> None:
     """An interrupt that fires right after the data's rename (it was held back during it) must not
     leave the published data without its sidecar."""
-    import ldpcli.io.publication as io_module
+    import ldpcli.io._publication as io_module
     from ldpcli.errors import Interrupted
 
     real_publish = io_module._publish
@@ -156,5 +156,5 @@ def test_a_signal_held_back_during_the_rename_still_removes_the_published_data(
     write_list(src, np.eye(4))
     monkeypatch.setattr(io_module, "_publish", publish_then_interrupted)
     with pytest.raises(Interrupted):
-        privatize_file(src, tmp_path / "out.parquet", epsilon=1.0)
+        write_file_release(src, tmp_path / "out.parquet", epsilon=1.0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]

@@ -27,7 +27,7 @@ from ldpcli.io import (
     open_vectors,
     table_bytes,
 )
-from ldpcli.io.faults import NAMED_TEMPORARIES_ENV
+from ldpcli.io._faults import NAMED_TEMPORARIES_ENV
 
 # --------------------------------------------------------------------------- helpers
 

@@ -20,9 +20,9 @@ from ldpcli.io import (
     AtomicVectorWriter,
     VectorLayout,
     VectorWriter,
-    atomic,
+    _atomic as atomic,
     file_format,
-    formats,
+    _formats as formats,
     get_format,
     open_vectors,
     register_format,
@@ -39,9 +39,9 @@ def imports_without_pyarrow(statement: str) -> None:
 @pytest.mark.parametrize(
     "statement",
     [
-        "import ldpcli.io.layout, ldpcli.io.atomic, ldpcli.io.publication",
+        "import ldpcli.io._layout, ldpcli.io._atomic, ldpcli.io._publication",
         "import ldpcli.io",
-        "import ldpcli.io.messages, ldpcli.io.formats",
+        "import ldpcli.io._messages, ldpcli.io._formats",
         "from ldpcli.io import VectorLayout, atomic_write_text, remove_temporaries",
     ],
 )
@@ -50,7 +50,7 @@ def test_modules_that_need_no_pyarrow_do_not_load_it(statement: str) -> None:
 
 
 def test_the_layout_needs_only_the_standard_library() -> None:
-    imports_without_pyarrow("import ldpcli.io.layout\nassert 'numpy' not in sys.modules")
+    imports_without_pyarrow("import ldpcli.io._layout\nassert 'numpy' not in sys.modules")
 
 
 def test_the_registry_maps_suffixes_to_the_built_in_formats() -> None:

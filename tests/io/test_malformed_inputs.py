@@ -41,9 +41,9 @@ from hypothesis import strategies as st
 from ldpcli.errors import DataError
 from ldpcli.io import open_vectors
 from ldpcli.mechanisms import get_mechanism, mechanism_names
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions
-from ldpcli.release.sidecar import load_sidecar, sidecar_path
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions
+from ldpcli.release._sidecar import load_sidecar, sidecar_path
 
 
 def listing(directory: Path) -> list[str]:
@@ -246,7 +246,7 @@ def test_rows_whose_norm_overflows_are_clipped_onto_the_sphere(tmp_path: Path) -
     write_list(src, x, column="v")
     for mechanism in ("privunit2", "laplace"):
         out = tmp_path / f"{mechanism}.parquet"
-        result = privatize_file(src, out, mechanism=mechanism, epsilon=8.0, norm_bound=2.0,
+        result = write_file_release(src, out, mechanism=mechanism, epsilon=8.0, norm_bound=2.0,
                                 options=ReleaseOptions(seed=5, fail_on_clip=1.0))  # every row clipped: accepted
         assert result.n_clipped == n
         z = privatized_rows(out)

@@ -118,7 +118,7 @@ def test_a_line_longer_than_the_largest_block_is_one_line(tmp_path: Path) -> Non
     The cap (2³¹ − 1 bytes) is lowered to 64 KiB here so that a 300 KB line crosses it."""
     source = tmp_path / "long.csv"
     source.write_text("a,b\n0.1,0." + "1" * 300_000 + "\n0.2,0.1\n")
-    run = _privatize(tmp_path, source, prelude="import ldpcli.io.csv as c; c._CSV_MAX_BLOCK = 1 << 16; ")
+    run = _privatize(tmp_path, source, prelude="import ldpcli.io._csv as c; c._CSV_MAX_BLOCK = 1 << 16; ")
     _one_line_error(run, source, "a line is longer than 65536 bytes")
 
 

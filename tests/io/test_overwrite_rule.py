@@ -158,7 +158,7 @@ def test_the_re_check_at_the_commit_does_not_hash_an_unchanged_old_output_again(
     """The rule runs twice per overwrite (at the start and just before the journal); the old output is read
     and hashed once when it did not change in between (its device, inode, size, mtime and ctime)."""
     import ldpcli
-    from ldpcli.release import sidecar as sidecar_module
+    from ldpcli.release import _sidecar as sidecar_module
 
     out = tmp_path / "out.parquet"
     options = ldpcli.ReleaseOptions(overwrite=True)

@@ -1,4 +1,4 @@
-"""Inputs named by URL, fetched through pyarrow's filesystems (ldpcli.io.remote).
+"""Inputs named by URL, fetched through pyarrow's filesystems (ldpcli.io._remote).
 
 The suite never reaches a network: ``s3://bucket/…`` is resolved here to a pyarrow
 ``SubTreeFileSystem`` over a temporary folder (only ``remote._filesystem`` is replaced; the copying
@@ -15,11 +15,11 @@ import pyarrow.fs as pafs
 import pytest
 from helpers import ldp, unit_rows, write_list
 
-from ldpcli.analysis.estimate import estimate_mean
+from ldpcli.analysis._estimate import estimate_file_mean
 from ldpcli.errors import DataError, UsageError
-from ldpcli.io import remote
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions
+from ldpcli.io import _remote as remote
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions
 
 
 @pytest.fixture
@@ -40,19 +40,19 @@ def test_privatize_an_s3_input_is_the_local_run_byte_for_byte(bucket: Path, tmp_
     write_list(bucket / "raw" / "x.parquet", unit_rows(500, 6, seed=1))
     result = ldp("privatize", "s3://bucket/raw/x.parquet", "--eps", 2, "--seed", 5, "-o", tmp_path / "out.parquet")
     assert result.exit_code == 0, result.stderr
-    local = privatize_file(bucket / "raw" / "x.parquet", tmp_path / "local.parquet", epsilon=2.0, options=ReleaseOptions(seed=5))
+    local = write_file_release(bucket / "raw" / "x.parquet", tmp_path / "local.parquet", epsilon=2.0, options=ReleaseOptions(seed=5))
     assert (tmp_path / "out.parquet").read_bytes() == local.output.read_bytes()
 
 
 def test_estimate_from_an_s3_release_with_its_sidecar(bucket: Path, tmp_path: Path) -> None:
     write_list(tmp_path / "x.parquet", unit_rows(400, 4, seed=2))
-    release = privatize_file(tmp_path / "x.parquet", bucket / "x.privatized.parquet", epsilon=3.0)
+    release = write_file_release(tmp_path / "x.parquet", bucket / "x.privatized.parquet", epsilon=3.0)
     remote_estimate = ldp("estimate-mean", "s3://bucket/x.privatized.parquet", "--json")
     assert remote_estimate.exit_code == 0, remote_estimate.stderr
-    assert json.loads(remote_estimate.stdout)["mean"] == estimate_mean(release.output).mean.tolist()
+    assert json.loads(remote_estimate.stdout)["mean"] == estimate_file_mean(release.output).mean.tolist()
     release.sidecar.unlink()  # no sidecar beside the remote file: the local copy has none either
     with pytest.raises(DataError, match="no such sidecar"):
-        estimate_mean("s3://bucket/x.privatized.parquet")
+        estimate_file_mean("s3://bucket/x.privatized.parquet")
 
 
 def test_remote_failures_are_one_line_errors(bucket: Path) -> None:
@@ -65,16 +65,16 @@ def test_remote_failures_are_one_line_errors(bucket: Path) -> None:
 
 
 def privatize_file_from(url: str) -> None:
-    from ldpcli.release.file import privatize_files
+    from ldpcli.release._file import write_file_releases
 
-    privatize_files(url, epsilon=1.0)
+    write_file_releases(url, epsilon=1.0)
 
 
 def test_a_file_url_is_the_local_file(tmp_path: Path) -> None:
     source = write_list(tmp_path / "x.parquet", unit_rows(50, 3))
     result = ldp("privatize", f"file://{source}", "--eps", 1, "--seed", 1, "-o", tmp_path / "out.parquet")
     assert result.exit_code == 0, result.stderr
-    local = privatize_file(source, tmp_path / "local.parquet", epsilon=1.0, options=ReleaseOptions(seed=1))
+    local = write_file_release(source, tmp_path / "local.parquet", epsilon=1.0, options=ReleaseOptions(seed=1))
     assert (tmp_path / "out.parquet").read_bytes() == local.output.read_bytes()
 
 

@@ -1,7 +1,7 @@
 """SIGINT and SIGTERM at each step of the commit, with real processes (docs/commit-protocol.md, issue 36).
 
 Every run is the `ldp` console script as a subprocess; the signal is sent by the process to itself at
-the step (``LDP_FAULT=STEP:sigint``, ``:sigterm`` or ``:double``, :mod:`ldpcli.io.faults`), so the
+the step (``LDP_FAULT=STEP:sigint``, ``:sigterm`` or ``:double``, :mod:`ldpcli.io._faults`), so the
 kernel picks the thread that takes it, as with Ctrl-C or ``kill``. A signal
 
 - before the publication (the reservation's steps) cancels the run: exit 128 + signal, "no output
@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from helpers import ldp_process, unit_rows, write_list
 
-from ldpcli.io.faults import COMMITTED_STEPS, STEPS
+from ldpcli.io._faults import COMMITTED_STEPS, STEPS
 
 pytestmark = pytest.mark.slow
 

@@ -18,11 +18,11 @@ import pyarrow.parquet  # noqa: F401 - pa.parquet below
 import pytest
 from helpers import unit_rows
 
-from ldpcli.analysis.estimate import estimate_mean
-from ldpcli.io.atomic import file_sha256
-from ldpcli.io.streams import spool_stdin
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions
+from ldpcli.analysis._estimate import estimate_file_mean
+from ldpcli.io._atomic import file_sha256
+from ldpcli.io._streams import spool_stdin
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions
 
 
 def arrow_stream(rows: np.ndarray, ids: bool = True) -> bytes:
@@ -57,9 +57,9 @@ def test_arrow_stream_through_a_pipe_is_the_file_run_byte_for_byte(tmp_path: Pat
     # The same bytes as a file, with the same seed: the same output (the key is the input's bytes).
     source = tmp_path / "input.arrows"
     source.write_bytes(data)
-    as_file = privatize_file(source, tmp_path / "file.arrows", epsilon=3.0, options=ReleaseOptions(columns=Columns(keep=["id"]), seed=9))
+    as_file = write_file_release(source, tmp_path / "file.arrows", epsilon=3.0, options=ReleaseOptions(columns=Columns(keep=["id"]), seed=9))
     assert as_file.output.read_bytes() == run.stdout
-    estimate = estimate_mean(piped, sidecar=side)
+    estimate = estimate_file_mean(piped, sidecar=side)
     assert estimate.n == 1000 and estimate.verified
 
 
@@ -190,12 +190,12 @@ def test_other_binary_files_on_stdin_are_refused_before_spooling(tmp_path: Path,
 def test_arrow_stream_files_round_trip_with_kept_columns(tmp_path: Path) -> None:
     source = tmp_path / "x.arrows"
     source.write_bytes(arrow_stream(unit_rows(700, 4, seed=3)))
-    result = privatize_file(source, epsilon=2.0, options=ReleaseOptions(columns=Columns(keep=["id"])))
+    result = write_file_release(source, epsilon=2.0, options=ReleaseOptions(columns=Columns(keep=["id"])))
     assert result.output.name == "x.privatized.arrows" and result.n == 700
     with pa.ipc.open_stream(pa.memory_map(str(result.output))) as reader:
         table = reader.read_all()
     assert table.column_names == ["id", "vec"] and table.column("id").to_pylist() == list(range(700))
-    assert estimate_mean(result.output).n == 700
+    assert estimate_file_mean(result.output).n == 700
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
@@ -203,23 +203,23 @@ def test_npy_in_and_out(tmp_path: Path, dtype: type) -> None:
     rows = unit_rows(900, 5, seed=4)
     values = (rows * 1000).astype(dtype) if np.issubdtype(dtype, np.integer) else rows.astype(dtype)
     np.save(tmp_path / "x.npy", values)
-    result = privatize_file(tmp_path / "x.npy", epsilon=2.0, norm_bound=1000.0 if dtype is np.int16 else 1.0, options=ReleaseOptions(seed=1))
+    result = write_file_release(tmp_path / "x.npy", epsilon=2.0, norm_bound=1000.0 if dtype is np.int16 else 1.0, options=ReleaseOptions(seed=1))
     out = np.load(result.output)
     assert result.output.name == "x.privatized.npy" and out.shape == (900, 5)
     assert out.dtype == (np.float32 if dtype is np.float32 else np.float64)
     # The same values as the Parquet output of the same input and seed (only the container differs).
-    parquet = privatize_file(tmp_path / "x.npy", tmp_path / "x.parquet", epsilon=2.0, norm_bound=1000.0 if dtype is np.int16 else 1.0, options=ReleaseOptions(seed=1))
+    parquet = write_file_release(tmp_path / "x.npy", tmp_path / "x.parquet", epsilon=2.0, norm_bound=1000.0 if dtype is np.int16 else 1.0, options=ReleaseOptions(seed=1))
     column = pa.parquet.read_table(parquet.output).column("vector").combine_chunks()
     np.testing.assert_array_equal(np.asarray(column.flatten()).reshape(900, 5), out)
-    assert estimate_mean(result.output).n == 900
+    assert estimate_file_mean(result.output).n == 900
 
 
 def test_npy_output_of_a_csv_input_reads_back_with_its_sidecar(tmp_path: Path) -> None:
     rows = unit_rows(200, 3, seed=5)
     (tmp_path / "x.csv").write_text("a,b,c\n" + "".join(",".join(repr(float(v)) for v in r) + "\n" for r in rows))
-    result = privatize_file(tmp_path / "x.csv", tmp_path / "x.npy", epsilon=2.0)
+    result = write_file_release(tmp_path / "x.csv", tmp_path / "x.npy", epsilon=2.0)
     assert np.load(result.output).shape == (200, 3)
-    assert estimate_mean(result.output).n == 200
+    assert estimate_file_mean(result.output).n == 200
 
 
 @pytest.mark.parametrize("array, fragment", [
@@ -232,7 +232,7 @@ def test_bad_npy_inputs(tmp_path: Path, array: np.ndarray, fragment: str) -> Non
 
     np.save(tmp_path / "x.npy", array)
     with pytest.raises(DataError) as caught:
-        privatize_file(tmp_path / "x.npy", epsilon=1.0)
+        write_file_release(tmp_path / "x.npy", epsilon=1.0)
     assert fragment in str(caught.value)
 
 
@@ -243,7 +243,7 @@ def test_npy_output_refuses_kept_columns(tmp_path: Path) -> None:
 
     write_list(tmp_path / "x.parquet", unit_rows(10, 3), ids=True)
     with pytest.raises(UsageError, match="an .npy file holds only the vectors; leave out keep or write Parquet"):
-        privatize_file(tmp_path / "x.parquet", tmp_path / "x.npy", epsilon=1.0, options=ReleaseOptions(columns=Columns(keep=["id"])))
+        write_file_release(tmp_path / "x.parquet", tmp_path / "x.npy", epsilon=1.0, options=ReleaseOptions(columns=Columns(keep=["id"])))
     assert not (tmp_path / "x.npy").exists()
 
 
@@ -267,7 +267,7 @@ def test_a_run_killed_while_reading_stdin_leaves_nothing_after_the_next_run(tmp_
     """Issue 36: a stdin run killed outright left an empty ``ldp-stdio-*`` folder (with a dangling link)
     that nothing removed. Its folder names its host and pid, so the next stdin run removes it; folders
     of live processes, and of other hosts, are kept."""
-    from ldpcli.io.atomic import HOST_TAG
+    from ldpcli.io._atomic import HOST_TAG
 
     spool_dir = tmp_path / "tmp"
     spool_dir.mkdir()

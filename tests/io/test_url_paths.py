@@ -2,7 +2,7 @@
 
 ``pathlib`` collapses ``https://host/x`` into the local name ``https:/host/x``; before this check the
 user was told the file did not exist. Every command's inputs and outputs go through
-:func:`ldpcli.io.formats.check_local` (via ``file_format`` or ``find_sidecar``).
+:func:`ldpcli.io._formats.check_local` (via ``file_format`` or ``find_sidecar``).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from helpers import ldp, unit_rows, write_list
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.io import remote
-from ldpcli.io.formats import check_local, file_format
+from ldpcli.io import _remote as remote
+from ldpcli.io._formats import check_local, file_format
 
 URLS = ["https://example.com/data/x.parquet", "http://h/x.csv", "s3://bucket/x.parquet", "gs://b/k/x.parquet",
         "hf://datasets/user/x.parquet", "file:///tmp/x.parquet"]
@@ -65,7 +65,7 @@ def test_every_command_names_the_scheme(url: str, tmp_path: Path, monkeypatch: p
     for args in runs:
         result = ldp(*args)
         if url.startswith("s3") and args[1] == url and args[0] in ("privatize", "estimate-mean", "regress"):
-            # An input URL that pyarrow resolves is fetched (ldpcli.io.remote): here it cannot be reached.
+            # An input URL that pyarrow resolves is fetched (ldpcli.io._remote): here it cannot be reached.
             assert result.exit_code == 1 and f"{url}: cannot open" in result.stderr, (args, result.stderr)
             continue
         assert result.exit_code == 2, (args, result.stderr)

@@ -18,12 +18,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from ldpcli.analysis.estimate import estimate_mean
+from ldpcli.analysis._estimate import estimate_file_mean
 from ldpcli.io import open_vectors
-from ldpcli.mechanisms.feature_levels import parse_feature_levels
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions
-from ldpcli.release.sidecar import load_sidecar, sidecar_path
+from ldpcli.mechanisms._feature_levels import parse_feature_levels
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions
+from ldpcli.release._sidecar import load_sidecar, sidecar_path
 
 D = 30_000
 N = 4
@@ -46,14 +46,14 @@ def test_thirty_thousand_columns_end_to_end(tmp_path: Path, suffix: str) -> None
     source = tmp_path / f"wide{suffix}"
     wide_file(source, names)
     output = tmp_path / f"out{suffix}"
-    result = privatize_file(source, output, epsilon=1.0, options=ReleaseOptions(seed=0, fail_on_clip=1.0))
+    result = write_file_release(source, output, epsilon=1.0, options=ReleaseOptions(seed=0, fail_on_clip=1.0))
     assert (result.n, result.d) == (N, D) and result.layout.columns == tuple(names)
     layout = load_sidecar(sidecar_path(output)).layout
     assert layout.columns == tuple(names)
     with open_vectors(output, layout=layout) as reader:
         values = np.concatenate([batch.values for batch in reader])
     assert values.shape == (N, D) and np.isfinite(values).all()
-    assert estimate_mean(output).mean.shape == (D,)
+    assert estimate_file_mean(output).mean.shape == (D,)
 
 
 @pytest.mark.slow
@@ -63,7 +63,7 @@ def test_a_range_of_thirty_thousand_columns_with_a_kept_column(tmp_path: Path) -
     wide_file(source, names)
     output = tmp_path / "out.parquet"
     chosen = Columns(columns=[f"c0:c{D - 1}"], keep=["id"])
-    result = privatize_file(source, output, epsilon=1.0, options=ReleaseOptions(columns=chosen, seed=0, fail_on_clip=1.0))
+    result = write_file_release(source, output, epsilon=1.0, options=ReleaseOptions(columns=chosen, seed=0, fail_on_clip=1.0))
     assert result.d == D and result.layout.keep == ("id",)
     assert pq.read_schema(output).names == names
 

@@ -17,11 +17,11 @@ import pytest
 from helpers import ldp, read_list, unit_rows, write_list
 
 from ldpcli.errors import UsageError
-from ldpcli.io.formats import get_format
-from ldpcli.io.parquet import PARQUET_CODECS
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions
+from ldpcli.io._formats import get_format
+from ldpcli.io._parquet import PARQUET_CODECS
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions
 
 
 def _chunks(path: Path) -> dict[str, pq.ColumnChunkMetaData]:
@@ -39,7 +39,7 @@ def source(tmp_path: Path) -> Path:
 
 def test_privatized_columns_have_no_statistics_no_dictionary_and_no_codec_by_default(source: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.parquet"
-    privatize_file(source, out, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(columns=Columns(keep=("id",)), seed=1))
+    write_file_release(source, out, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(columns=Columns(keep=("id",)), seed=1))
     chunks = _chunks(out)
     vec = chunks["vec.list.element"]
     assert not vec.is_stats_set
@@ -52,8 +52,8 @@ def test_privatized_columns_have_no_statistics_no_dictionary_and_no_codec_by_def
 @pytest.mark.parametrize("codec", ["zstd", "lz4", "snappy"])
 def test_a_codec_comes_with_byte_stream_split_and_changes_no_value(source: Path, tmp_path: Path, codec: str) -> None:
     plain, packed = tmp_path / "plain.parquet", tmp_path / f"{codec}.parquet"
-    privatize_file(source, plain, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(seed=7))
-    privatize_file(source, packed, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(seed=7, compression=codec))
+    write_file_release(source, plain, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(seed=7))
+    write_file_release(source, packed, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(seed=7, compression=codec))
     vec = _chunks(packed)["vec.list.element"]
     assert vec.compression == codec.upper() and "BYTE_STREAM_SPLIT" in vec.encodings and not vec.is_stats_set
     np.testing.assert_array_equal(read_list(packed), read_list(plain))
@@ -63,7 +63,7 @@ def test_one_column_per_coordinate_gets_the_same_settings(tmp_path: Path) -> Non
     src, out = tmp_path / "wide.parquet", tmp_path / "out.parquet"
     rows = unit_rows(50, 3, seed=1)
     pq.write_table(pa.table({f"x{j}": rows[:, j] for j in range(3)}), src)
-    privatize_file(src, out, mechanism="privunit2", epsilon=2.0, options=ReleaseOptions(seed=1, compression="zstd"))
+    write_file_release(src, out, mechanism="privunit2", epsilon=2.0, options=ReleaseOptions(seed=1, compression="zstd"))
     for j in range(3):
         chunk = _chunks(out)[f"x{j}"]
         assert chunk.compression == "ZSTD" and "BYTE_STREAM_SPLIT" in chunk.encodings and not chunk.is_stats_set
@@ -71,8 +71,8 @@ def test_one_column_per_coordinate_gets_the_same_settings(tmp_path: Path) -> Non
 
 def test_an_arrow_stream_takes_a_codec_and_reads_back_the_same(source: Path, tmp_path: Path) -> None:
     plain, packed = tmp_path / "plain.parquet", tmp_path / "out.arrows"
-    privatize_file(source, plain, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(seed=5))
-    privatize_file(source, packed, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(seed=5, compression="zstd"))
+    write_file_release(source, plain, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(seed=5))
+    write_file_release(source, packed, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(seed=5, compression="zstd"))
     with pa.ipc.open_stream(packed) as reader:
         table = reader.read_all()
     values = np.asarray(table.column("vec").combine_chunks().flatten()).reshape(len(table), -1)
@@ -83,10 +83,10 @@ def test_an_arrow_stream_takes_a_codec_and_reads_back_the_same(source: Path, tmp
 def test_the_library_refuses_a_codec_the_format_cannot_apply_before_writing(source: Path, tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"a csv file takes no compression of its own; compress it as a whole by its "
                                          r"suffix \(\.csv\.gz"):
-        privatize_file(source, tmp_path / "out.csv", mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(compression="zstd"))
+        write_file_release(source, tmp_path / "out.csv", mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(compression="zstd"))
     with pytest.raises(UsageError, match=r"compression must be one of none, snappy, lz4, zstd, gzip, brotli for a "
                                          r"parquet file, got 'zip'"):
-        privatize_file(source, tmp_path / "out.parquet", mechanism="privunit2", epsilon=4.0,
+        write_file_release(source, tmp_path / "out.parquet", mechanism="privunit2", epsilon=4.0,
                        options=ReleaseOptions(compression="zip"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
@@ -105,12 +105,12 @@ def test_the_cli_names_the_flag_and_writes_nothing(source: Path, tmp_path: Path)
 
 def test_dataset_parts_get_the_codec_and_a_bad_one_stops_before_any_part(source: Path, tmp_path: Path) -> None:
     out = tmp_path / "release"
-    privatize_dataset([source], out, engine=None, epsilon=4.0, options=ReleaseOptions(seed=4, compression="zstd"))
+    write_dataset_release([source], out, engine=None, epsilon=4.0, options=ReleaseOptions(seed=4, compression="zstd"))
     parts = sorted(out.glob("*.parquet"))
     assert parts
     assert all(_chunks(part)["vec.list.element"].compression == "ZSTD" for part in parts)
     with pytest.raises(UsageError, match="compression must be one of none, snappy"):
-        privatize_dataset([source], tmp_path / "other", engine=None, epsilon=4.0,
+        write_dataset_release([source], tmp_path / "other", engine=None, epsilon=4.0,
                           options=ReleaseOptions(compression="lzma"))
     assert not (tmp_path / "other").exists() and not list(tmp_path.glob(".*other*"))
 

@@ -24,28 +24,28 @@ import pytest
 from helpers import bonferroni_z, ldp, write_list
 
 from ldpcli.errors import MissingDependency, UsageError
-from ldpcli.learn.accounting import (
+from ldpcli.learn._accounting import (
     central_epsilon,
     epsilon_pld,
     epsilon_rdp,
     moments_accountant_epsilon,
     solve_noise_multiplier,
 )
-from ldpcli.learn.central import (
+from ldpcli.learn._central import (
     CentralOptions,
     central_options,
     noisy_mean,
     poisson_schedule,
     project_releases,
 )
-from ldpcli.learn.model import TrainResult
-from ldpcli.learn.sgd import sgd_pass
-from ldpcli.learn.train import TrainingOptions, train
-from ldpcli.release.options import ReleaseOptions
-from ldpcli.release.randomness import keyed_generator, root_seed
+from ldpcli.learn._model import TrainResult
+from ldpcli.learn._sgd import sgd_pass
+from ldpcli.learn._train import TrainingOptions, train
+from ldpcli.release._options import ReleaseOptions
+from ldpcli.release._randomness import keyed_generator, root_seed
 
 dp_accounting = pytest.importorskip("dp_accounting")
-from ldpcli.release.accounting import PLD_DELTA_MARGIN  # noqa: E402
+from ldpcli.release._accounting import PLD_DELTA_MARGIN  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGITS = ROOT / "examples" / "digits_unit.parquet"
@@ -259,8 +259,8 @@ def test_without_randomgen_the_error_names_the_secure_extra(tmp_path: Path, monk
 def test_without_the_central_layer_training_is_the_local_protocol_bit_for_bit() -> None:
     """No central options: the model is exactly the seeded local protocol (the training stream drives
     sgd_pass once per epoch, untouched by the layer's streams), and ``central=None`` is the default."""
-    from ldpcli.learn.losses import make_loss
-    from ldpcli.learn.sgd import ITERATES, default_step_rule
+    from ldpcli.learn._losses import make_loss
+    from ldpcli.learn._sgd import ITERATES, default_step_rule
     from ldpcli.mechanisms import MechanismSpec
 
     training = TrainingOptions(loss="softmax", batch=4, epochs=2, classes=list(range(10)))
@@ -305,7 +305,7 @@ def test_cli_central_layer_end_to_end(tmp_path: Path) -> None:
 
 def test_the_default_step_counts_the_central_noise() -> None:
     """η₀ = 1/(G·√(M² + p·σ²)) with the central layer's noise (sgd.default_step_rule, l2), and M∞² + p·σ² for l1."""
-    from ldpcli.learn.sgd import default_step_rule, gradient_bound, gradient_moment_bounds, step_second_moment
+    from ldpcli.learn._sgd import default_step_rule, gradient_bound, gradient_moment_bounds, step_second_moment
     from ldpcli.mechanisms import PrivUnit2
 
     mech, noise = PrivUnit2.calibrate(20, 4.0), 3.5

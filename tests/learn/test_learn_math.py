@@ -19,8 +19,8 @@ from helpers import bonferroni_z
 from scipy.optimize import minimize
 
 from ldpcli.learn._reference import empirical_minimizer
-from ldpcli.learn.losses import LOSSES, make_loss
-from ldpcli.learn.sgd import (
+from ldpcli.learn._losses import LOSSES, make_loss
+from ldpcli.learn._sgd import (
     EntropicIterate,
     EuclideanIterate,
     Iterate,

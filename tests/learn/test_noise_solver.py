@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import pytest
 
-from ldpcli.learn import accounting
-from ldpcli.learn.accounting import MIN_NOISE_MULTIPLIER, _smallest, epsilon_pld, solve_noise_multiplier
-from ldpcli.learn.central import CentralOptions
+from ldpcli.learn import _accounting as accounting
+from ldpcli.learn._accounting import MIN_NOISE_MULTIPLIER, _smallest, epsilon_pld, solve_noise_multiplier
+from ldpcli.learn._central import CentralOptions
 
 pytest.importorskip("dp_accounting")
 

@@ -16,8 +16,8 @@ import pytest
 
 from ldpcli.cli.render import fmt
 from ldpcli.learn._reference import REFERENCE_TOL, empirical_minimizer
-from ldpcli.learn.losses import make_loss
-from ldpcli.learn.sgd import project_l2
+from ldpcli.learn._losses import make_loss
+from ldpcli.learn._sgd import project_l2
 
 
 def _softmax_problem(n: int, d: int, k: int, seed: int, *, separable: bool = False):

@@ -1,4 +1,4 @@
-"""``ldp train`` and :func:`ldpcli.learn.train.train` on files: accounting, outputs, evaluation, bad input.
+"""``ldp train`` and :func:`ldpcli.learn._train.train` on files: accounting, outputs, evaluation, bad input.
 
 The optimiser's mathematics is tested in tests/learn/test_learn_math.py; here: epochs × ε in the
 result, the sidecar and the ledger, and --max-budget refusing before anything is written; the
@@ -21,10 +21,10 @@ import pytest
 from helpers import ldp, write_list
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.learn.model import MODEL_SIDECAR_FORMAT
-from ldpcli.learn.train import TrainingOptions, train
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources
+from ldpcli.learn._model import MODEL_SIDECAR_FORMAT
+from ldpcli.learn._train import TrainingOptions, train
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import Budget, Columns, ReleaseOptions, Resources
 
 
 def _logistic_file(path: Path, n: int = 600, d: int = 4, seed: int = 0, *, labels: tuple = (0, 1)) -> Path:

@@ -21,16 +21,16 @@ import pyarrow as pa
 import pytest
 from helpers import ldp, write_list
 
-from ldpcli.learn.sgd import (
+from ldpcli.learn._sgd import (
     DEFAULT_MECHANISM,
     default_step_rule,
     gradient_bound,
     gradient_moment_bounds,
     step_second_moment,
 )
-from ldpcli.learn.train import TrainingOptions, train
+from ldpcli.learn._train import TrainingOptions, train
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.release.options import ReleaseOptions
+from ldpcli.release._options import ReleaseOptions
 
 
 def _eta0(name: str, eps: float, d: int, norm_bound: float = 1.0, batch: int = 1) -> float:

@@ -18,9 +18,9 @@ import pytest
 from helpers import ldp, unit_rows, write_list
 
 import ldpcli
-from ldpcli.math.domains import FLOAT32_PRECISION, L2_BALL, LINF_BOX
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions
+from ldpcli.math._domains import FLOAT32_PRECISION, L2_BALL, LINF_BOX
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions
 
 
 def float32_embeddings(n: int = 2000, d: int = 384, seed: int = 0) -> np.ndarray:
@@ -70,7 +70,7 @@ def test_privatize_file_counts_no_clipped_row_and_fail_on_clip_0_accepts(tmp_pat
     unit = float32_embeddings()
     src = tmp_path / "emb.parquet"
     write_list(src, unit)
-    assert privatize_file(src, epsilon=4.0, options=ReleaseOptions(seed=0, fail_on_clip=0.0)).n_clipped == 0
+    assert write_file_release(src, epsilon=4.0, options=ReleaseOptions(seed=0, fail_on_clip=0.0)).n_clipped == 0
     res = ldp("privatize", src, "--eps", "4", "--seed", "1", "--fail-on-clip", "0", "--overwrite", "--json")
     assert res.exit_code == 0, res.stderr
     assert "rows were outside" not in res.stderr and json.loads(res.stdout)["n_clipped"] == 0

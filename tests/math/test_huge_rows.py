@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from helpers import ldp_process
 
-from ldpcli.math.domains import L2_BALL
+from ldpcli.math._domains import L2_BALL
 
 N = 4000
 BOUND = 2.0

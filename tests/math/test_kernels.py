@@ -16,8 +16,8 @@ import pytest
 from helpers import bonferroni_z
 
 from ldpcli.errors import MissingDependency, UsageError
-from ldpcli.math import kernels
-from ldpcli.math import sphere as sm
+from ldpcli.math import _kernels as kernels
+from ldpcli.math import _sphere as sm
 from ldpcli.mechanisms import get_mechanism
 
 numba_only = pytest.mark.skipif(not kernels._numba_installed(), reason="numba is not installed (pip install 'ldp[fast]')")

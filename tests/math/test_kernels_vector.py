@@ -1,7 +1,7 @@
 """The fused samplers of privunitg, gaussian-sign and the hypercube mechanisms (issue 27 item 3).
 
 Each runs chunk by chunk in numpy or as one compiled loop per row with numba (``ldp[fast]``,
-:mod:`ldpcli.math.kernels`). Both draw the same numbers in the same order: privunitg's and
+:mod:`ldpcli.math._kernels`). Both draw the same numbers in the same order: privunitg's and
 gaussian-sign's agree to rounding (their inner products sum in different orders). The hypercube
 mechanisms' compiled loop draws each row's agreeing positions from fewer numbers than the numpy
 reference's d keys a row (``hypercube.uniform_subsets``), so it is checked against the channel's
@@ -20,11 +20,11 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import bonferroni_z, write_list
 
-from ldpcli.math import kernels
-from ldpcli.math import sphere as sm
-from ldpcli.mechanisms import get_mechanism, privunitg
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions, Resources
+from ldpcli.math import _kernels as kernels
+from ldpcli.math import _sphere as sm
+from ldpcli.mechanisms import get_mechanism, _privunitg as privunitg
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions, Resources
 
 numba_only = pytest.mark.skipif(not kernels._numba_installed(), reason="numba is not installed (pip install 'ldp[fast]')")
 KERNELS = ["numpy", pytest.param("numba", marks=numba_only)]
@@ -231,7 +231,7 @@ def test_the_audits_law_tests_accept_each_kernel(kernel: str, name: str, d: int,
 @pytest.mark.parametrize("kernel", KERNELS, indirect=True)
 @pytest.mark.parametrize("name", [*NORMAL_BASED, *HYPERCUBE])
 def test_seeded_output_does_not_depend_on_batches_or_threads(kernel: str, name: str, tmp_path: Path) -> None:
-    """Keyed blocks (``release.randomness``) hand each kernel the same generator per block of rows,
+    """Keyed blocks (``release._randomness``) hand each kernel the same generator per block of rows,
     so one seed gives one table whatever the batch size (memory budget) and thread count."""
     src = tmp_path / "x.parquet"
     x = box_rows(3000, 8, seed=2) / math.sqrt(8)
@@ -241,7 +241,7 @@ def test_seeded_output_does_not_depend_on_batches_or_threads(kernel: str, name: 
     for threads, memory in ((1, 2**20), (2, 2**20), (3, 2**24)):
         out = tmp_path / f"{threads}-{memory}.parquet"
         options = ReleaseOptions(seed=11, resources=Resources(threads=threads, memory=memory))
-        privatize_file(src, out, mechanism=name, epsilon=2.0, options=options)
+        write_file_release(src, out, mechanism=name, epsilon=2.0, options=options)
         tables.append(pq.read_table(out))
     assert pq.ParquetFile(tmp_path / f"1-{2**20}.parquet").num_row_groups > 1  # really several batches
     assert all(table.equals(tables[0]) for table in tables[1:])

@@ -1,4 +1,4 @@
-"""Cryptographically secure randomness (issue 29 item 3): ldpcli.math.bitgen's ChaCha20 generators, the key
+"""Cryptographically secure randomness (issue 29 item 3): ldpcli.math._bitgen's ChaCha20 generators, the key
 blocks under `rng="secure"`, and `ldp privatize --rng secure` with its sidecar record."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from helpers import bonferroni_z, ldp, ldp_without, read_list, unit_rows, write_
 from scipy import stats
 
 from ldpcli.errors import MissingDependency, UsageError
-from ldpcli.learn.train import train
-from ldpcli.math.bitgen import ENTROPY_FROM_OS, ENTROPY_FROM_USER, KEY_TAG, describe, secure_generator, secure_key
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.file import privatize_file
-from ldpcli.release.inputs import MANIFEST_NAME
-from ldpcli.release.options import ReleaseOptions, Resources
-from ldpcli.release.randomness import keyed_generator, root_seed
-from ldpcli.release.sidecar import load_sidecar, sidecar_path
+from ldpcli.learn._train import train
+from ldpcli.math._bitgen import ENTROPY_FROM_OS, ENTROPY_FROM_USER, KEY_TAG, describe_generator, secure_generator, secure_key
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._file import write_file_release
+from ldpcli.release._inputs import MANIFEST_NAME
+from ldpcli.release._options import ReleaseOptions, Resources
+from ldpcli.release._randomness import keyed_generator, root_seed
+from ldpcli.release._sidecar import load_sidecar, sidecar_path
 
 # --------------------------------------------------------------------------- the generator
 
@@ -85,12 +85,12 @@ def test_describe_names_the_generator_never_its_key() -> None:
     import randomgen
 
     generator = secure_generator(3)
-    record = describe(generator, seeded=True)
+    record = describe_generator(generator, seeded=True)
     assert record == {"bit_generator": "ChaCha", "package": "randomgen", "version": randomgen.__version__,
                       "rounds": 20, "cryptographic": True, "entropy": ENTROPY_FROM_USER}
     key = secure_key(3)
     assert str(int.from_bytes(key, "little")) not in str(record) and key.hex() not in str(record)
-    pcg = describe(np.random.default_rng(), seeded=False)
+    pcg = describe_generator(np.random.default_rng(), seeded=False)
     assert pcg == {"bit_generator": "PCG64", "package": "numpy", "version": np.__version__,
                    "cryptographic": False, "entropy": ENTROPY_FROM_OS}
 
@@ -106,7 +106,7 @@ def test_a_missing_randomgen_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_importing_the_module_does_not_load_randomgen() -> None:
-    code = "import sys, ldpcli.math.bitgen; sys.exit('randomgen' in sys.modules)"
+    code = "import sys, ldpcli.math._bitgen; sys.exit('randomgen' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
@@ -145,25 +145,25 @@ def test_a_seeded_secure_run_is_the_same_bits_whatever_the_threads_batches_and_l
         outputs = []
         for threads, batch_rows in ((1, None), (2, None), (1, 512), (2, 1024)):
             out = tmp_path / f"{source.stem}-{threads}-{batch_rows}.parquet"
-            privatize_file(source, out, epsilon=4.0,
+            write_file_release(source, out, epsilon=4.0,
                            options=secure_options(resources=Resources(threads=threads, batch_rows=batch_rows)))
             outputs.append(read_list(out))
         for other in outputs[1:]:
             assert np.array_equal(outputs[0], other)
         dataset = tmp_path / f"{source.stem}-dataset"
-        privatize_dataset([source], dataset, engine=None, epsilon=4.0, options=secure_options(resources=Resources(threads=2)))
+        write_dataset_release([source], dataset, engine=None, epsilon=4.0, options=secure_options(resources=Resources(threads=2)))
         manifest = json.loads((dataset / MANIFEST_NAME).read_text())
         parts = np.concatenate([read_list(dataset / part["file"]) for part in manifest["parts"]])
         assert np.array_equal(parts, outputs[0])
         # the same seed under PCG64 gives other noise: the generator really changed
-        pcg = privatize_file(source, tmp_path / f"{source.stem}-pcg.parquet", epsilon=4.0, options=ReleaseOptions(seed=11))
+        pcg = write_file_release(source, tmp_path / f"{source.stem}-pcg.parquet", epsilon=4.0, options=ReleaseOptions(seed=11))
         assert not np.array_equal(read_list(pcg.output), outputs[0])
 
 
 def test_unseeded_secure_runs_differ(tmp_path: Path) -> None:
     src = tmp_path / "in.parquet"
     write_list(src, unit_rows(50, 4))
-    first, second = (read_list(privatize_file(src, tmp_path / f"{i}.parquet", epsilon=2.0,
+    first, second = (read_list(write_file_release(src, tmp_path / f"{i}.parquet", epsilon=2.0,
                                               options=ReleaseOptions(rng="secure")).output) for i in range(2))
     assert not np.array_equal(first, second)
 
@@ -176,7 +176,7 @@ def test_secure_noise_is_unbiased(tmp_path: Path) -> None:
     x = unit_rows(1, d, seed=3)[0] * 0.9
     src = tmp_path / "in.parquet"
     write_list(src, np.tile(x, (n, 1)))
-    z = read_list(privatize_file(src, epsilon=4.0, options=ReleaseOptions(seed=2029, rng="secure")).output)
+    z = read_list(write_file_release(src, epsilon=4.0, options=ReleaseOptions(seed=2029, rng="secure")).output)
     scores = (z.mean(axis=0) - x) / (z.std(axis=0, ddof=1) / np.sqrt(n))
     assert np.all(np.abs(scores) < bonferroni_z(1e-4, d)), scores
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special, stats
 
-from ldpcli.math import sphere as sm
+from ldpcli.math import _sphere as sm
 
 mp.mp.dps = 60
 

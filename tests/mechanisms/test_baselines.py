@@ -13,7 +13,7 @@ from scipy import optimize, stats
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import get_mechanism
-from ldpcli.mechanisms.baselines import (
+from ldpcli.mechanisms._baselines import (
     Gaussian,
     Laplace,
     analytic_gaussian_sigma,
@@ -237,7 +237,7 @@ def test_finite_exact_and_monotone_over_the_whole_range(d: int) -> None:
 def test_chunked_noise_is_one_draw_of_n_d(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The baselines add their noise chunk by chunk of rows (``sphere.row_chunks``): the result is x
     (projected) plus the same numbers as one draw of n·d, whatever the chunk, rows beyond L included."""
-    from ldpcli.math import sphere as sm
+    from ldpcli.math import _sphere as sm
 
     monkeypatch.setattr(sm, "FUSED_CHUNK_VALUES", chunk)
     x = np.random.default_rng(3).standard_normal((301, 7))

@@ -14,7 +14,7 @@ from helpers import bonferroni_z
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import BCDP, MechanismSpec, get_mechanism
-from ldpcli.mechanisms.composition import release_cost
+from ldpcli.mechanisms._composition import release_cost
 
 #: The paper's experiment (App. C, errata §15): d = 10, δ = (0.2, 0.2, 2, …, 2), ε = 2.
 PAPER = {"feature_eps": "0:1=0.2"}

@@ -1,4 +1,4 @@
-"""BCDP's least-error c_d (issue 26 item 15; ldpcli.mechanisms.bcdp_budget) against a brute-force grid.
+"""BCDP's least-error c_d (issue 26 item 15; ldpcli.mechanisms._bcdp_budget) against a brute-force grid.
 
 The oracle here shares nothing with the optimiser: Thm 2 (16)'s budget vector one coordinate at a
 time, the increments, each release's per-coordinate variance from the base mechanism's own
@@ -18,8 +18,8 @@ import pytest
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import BCDP, get_mechanism
-from ldpcli.mechanisms import bcdp_budget as bb
-from ldpcli.mechanisms import feature_levels as fl
+from ldpcli.mechanisms import _bcdp_budget as bb
+from ldpcli.mechanisms import _feature_levels as fl
 
 #: The issue's setting (Aliakbarpour et al. App. C): d = 10, δ = (0.2, 0.2, 8 × 2), ε = 2.
 PAPER_LEVELS = "0:1=0.2"

@@ -20,8 +20,8 @@ from helpers import ldp
 
 import ldpcli
 from ldpcli.mechanisms import BCDP, get_mechanism
-from ldpcli.mechanisms.composition import release_cost
-from ldpcli.release.ledger import Ledger
+from ldpcli.mechanisms._composition import release_cost
+from ldpcli.release._ledger import Ledger
 
 LEVELS = "0=0.5,1=1"
 SPENT = re.compile(r"bcdp spends ε = 1 of the 4 asked.*levels 0\.5/1 with q = 0\.1 bind.*c_d = 1\b.*"

@@ -1,4 +1,4 @@
-"""The cost of a release in one place (ldpcli.mechanisms.composition): basic composition of k uses."""
+"""The cost of a release in one place (ldpcli.mechanisms._composition): basic composition of k uses."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from helpers import unit_rows, write_list
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec, RiskEpsilon
-from ldpcli.mechanisms.composition import ReleaseCost, composed_levels, release_cost, total_cost
-from ldpcli.release.file import privatize_file
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.options import Budget, ReleaseOptions
-from ldpcli.release.sidecar import load_sidecar
+from ldpcli.mechanisms._composition import ReleaseCost, composed_levels, release_cost, total_cost
+from ldpcli.release._file import write_file_release
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import Budget, ReleaseOptions
+from ldpcli.release._sidecar import load_sidecar
 
 
 def test_k_uses_of_an_epsilon_mechanism_cost_k_epsilon() -> None:
@@ -57,7 +57,7 @@ def test_reconstruction_levels_of_k_copies() -> None:
 def test_a_release_of_copies_states_one_cost_in_sidecar_ledger_and_result(tmp_path: Path) -> None:
     src = write_list(tmp_path / "x.parquet", unit_rows(200, 4))
     ledger = Ledger.open(tmp_path / "ledger.json")
-    result = privatize_file(src, tmp_path / "o.parquet", mechanism=MechanismSpec("gaussian", 2.0, options={"delta": 1e-6}),
+    result = write_file_release(src, tmp_path / "o.parquet", mechanism=MechanismSpec("gaussian", 2.0, options={"delta": 1e-6}),
                             options=ReleaseOptions(copies=2, seed=1, budget=Budget(ledger)))
     cost = release_cost(result.mechanism, copies=2)
     assert result.cost == cost

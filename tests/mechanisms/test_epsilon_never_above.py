@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from ldpcli.errors import UsageError
-from ldpcli.math import sphere as sm
+from ldpcli.math import _sphere as sm
 from ldpcli.mechanisms import Mechanism, PrivUnit2, ScalarDP, Separated, get_mechanism, mechanism_names
-from ldpcli.mechanisms.privunit import _cap_epsilon
+from ldpcli.mechanisms._privunit import _cap_epsilon
 
 EPS_GRID = (0.01, 0.0123, 0.02, 0.05, 0.1, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 100.0, 1000.0, 10_000.0)
 D_GRID = (1, 2, 3, 5, 16, 64, 100, 384, 500, 768, 1024, 4096, 10**5, 10**6)

@@ -1,4 +1,4 @@
-"""ldpcli.mechanisms.feature_levels: BCDP's budget math (Aliakbarpour et al. 2024, Thm 2, Prop. 4, Cor. 1) and the
+"""ldpcli.mechanisms._feature_levels: BCDP's budget math (Aliakbarpour et al. 2024, Thm 2, Prop. 4, Cor. 1) and the
 ``--feature-eps`` text.
 
 Every random draw is seeded, so nothing can flake. The oracles (Thm 2 (16) and the sum in (17)) are
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms import bcdp_budget as bb
-from ldpcli.mechanisms import feature_levels as fl
+from ldpcli.mechanisms import _bcdp_budget as bb
+from ldpcli.mechanisms import _feature_levels as fl
 
 #: The paper's experiment (App. C; docs/errata.md §15): d = 10, δ = (0.2, 0.2, 2, …, 2), ε = 2.
 PAPER_DELTA = [0.2, 0.2] + [2.0] * 8

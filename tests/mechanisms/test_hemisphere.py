@@ -13,11 +13,11 @@ from helpers import D_GRID, EPS_GRID, bonferroni_z
 from scipy import integrate, special, stats
 
 from ldpcli.errors import UsageError
-from ldpcli.math import sphere as sm
-from ldpcli.math.sphere import log_gamma_half_ratio
+from ldpcli.math import _sphere as sm
+from ldpcli.math._sphere import log_gamma_half_ratio
 from ldpcli.mechanisms import PrivUnit2, get_mechanism
-from ldpcli.mechanisms.hemisphere import DuchiL2
-from ldpcli.mechanisms.privunit import _log_m, _log_one_minus_m
+from ldpcli.mechanisms._hemisphere import DuchiL2
+from ldpcli.mechanisms._privunit import _log_m, _log_one_minus_m
 
 mp.mp.dps = 50
 

@@ -1,4 +1,4 @@
-"""What only some mechanisms have (ldpcli.mechanisms.hooks, and the spec's hooks in base): who has
+"""What only some mechanisms have (ldpcli.mechanisms._hooks, and the spec's hooks in base): who has
 which hook, and what the adapters give a mechanism without it."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from ldpcli.mechanisms import BCDP, MechanismSpec, PrivUnit2, get_mechanism, hooks, mechanism_names
-from ldpcli.mechanisms.base import ColumnOptions, SplitsCopies
+from ldpcli.mechanisms import BCDP, MechanismSpec, PrivUnit2, get_mechanism, _hooks as hooks, mechanism_names
+from ldpcli.mechanisms._base import ColumnOptions, SplitsCopies
 
 BUILT_IN = [name for name in mechanism_names() if not name.startswith(("test-", "toy-"))]
 

@@ -17,7 +17,7 @@ from scipy import special, stats
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import get_mechanism, mechanism_names
-from ldpcli.mechanisms.hypercube import (
+from ldpcli.mechanisms._hypercube import (
     DuchiLinf,
     PrivUnitInf,
     agree_min_from_kappa,
@@ -272,7 +272,7 @@ def test_exact_exponential_and_survival_inversion() -> None:
     # Inversion: E just below −log S_k gives k − 1, at or above gives k — also in the far tail,
     # which −log(U) could never reach (d = 2000: S at a = d is 2^−2000/P).
     d, lo = 2000, 1001
-    from ldpcli.mechanisms.hypercube import _neg_log_survival
+    from ldpcli.mechanisms._hypercube import _neg_log_survival
 
     nls = _neg_log_survival(d, lo, d)
     assert nls[0] == 0.0 and np.all(np.diff(nls) > 0)
@@ -535,7 +535,7 @@ def test_kappa_0_on_even_d_excludes_ties() -> None:
 
 
 def test_stirling_remainder_table() -> None:
-    from ldpcli.mechanisms.hypercube import _stirlerr
+    from ldpcli.mechanisms._hypercube import _stirlerr
 
     k = np.arange(0, 40, dtype=float)
     got = _stirlerr(k)

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from ldpcli.audit.claims import audit
+from ldpcli.audit._claims import audit
 from ldpcli.mechanisms import DuchiLinf, PrivUnitInf, get_mechanism
 
 

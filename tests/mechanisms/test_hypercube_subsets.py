@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ldpcli.math import kernels
-from ldpcli.mechanisms import get_mechanism, hypercube
-from ldpcli.mechanisms.hypercube import uniform_subsets
+from ldpcli.math import _kernels as kernels
+from ldpcli.mechanisms import get_mechanism, _hypercube as hypercube
+from ldpcli.mechanisms._hypercube import uniform_subsets
 
 SMALL_D = [1, 2, 3, 4, 5]
 #: Seeded draws per agreement count: ≥ 400 per subset cell at d = 5 (C(5, 2) = 10 cells).
@@ -118,7 +118,7 @@ def generators() -> list[object]:
         import randomgen  # noqa: F401
     except ImportError:
         return params
-    from ldpcli.math.bitgen import secure_generator
+    from ldpcli.math._bitgen import secure_generator
 
     return [*params, pytest.param(lambda: secure_generator(3), id="chacha20")]
 

@@ -7,7 +7,7 @@ import pytest
 from helpers import ldp
 
 from ldpcli.errors import UsageError
-from ldpcli.math import sphere as sm
+from ldpcli.math import _sphere as sm
 from ldpcli.mechanisms import PrivUnit2, PrivUnitInf, get_mechanism
 
 

@@ -11,9 +11,9 @@ from helpers import PRIVUNIT2_D_GRID, PRIVUNIT2_EPS_GRID, bonferroni_z
 from scipy import integrate, optimize, special
 
 from ldpcli.errors import UsageError
-from ldpcli.math import sphere as sm
+from ldpcli.math import _sphere as sm
 from ldpcli.mechanisms import PrivUnit2, get_mechanism, mechanism_names
-from ldpcli.mechanisms.privunit import _log_m
+from ldpcli.mechanisms._privunit import _log_m
 
 
 def test_registry() -> None:

@@ -13,8 +13,8 @@ from scipy import optimize, special, stats
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import PrivUnit2, get_mechanism
-from ldpcli.mechanisms import privunitg as G
-from ldpcli.mechanisms.privunitg import PrivUnitG
+from ldpcli.mechanisms import _privunitg as G
+from ldpcli.mechanisms._privunitg import PrivUnitG
 
 mp.mp.dps = 60
 

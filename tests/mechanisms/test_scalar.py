@@ -12,8 +12,8 @@ from scipy import stats
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import get_mechanism, mechanism_names
-from ldpcli.mechanisms.scalar import K_MAX, K_REL_MAX, ScalarDP, default_k
-from ldpcli.mechanisms.scalar_rel import ALPHA0_MIN, ScalarRelDP
+from ldpcli.mechanisms._scalar import K_MAX, K_REL_MAX, ScalarDP, default_k
+from ldpcli.mechanisms._scalar_rel import ALPHA0_MIN, ScalarRelDP
 
 # --- the papers' algorithms, written out independently of the module ---------------------------
 

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from ldpcli.mechanisms import rendering as rd
-from ldpcli.mechanisms.base import get_mechanism
+from ldpcli.mechanisms import _rendering as rd
+from ldpcli.mechanisms._base import get_mechanism
 from tests.helpers import ldp
 
 CASES = [(name, d) for name in ("privunit2", "duchi-l2", "separated", "gaussian-sign", "privunit-inf", "duchi-linf")

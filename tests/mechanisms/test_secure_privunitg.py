@@ -16,11 +16,11 @@ import mpmath
 import numpy as np
 import pytest
 
-from ldpcli.math import lawtests
-from ldpcli.mechanisms import rendering as rd
-from ldpcli.mechanisms.base import get_mechanism
-from ldpcli.mechanisms.composition import release_cost
-from ldpcli.release.sidecar import load_sidecar
+from ldpcli.math import _lawtests as lawtests
+from ldpcli.mechanisms import _rendering as rd
+from ldpcli.mechanisms._base import get_mechanism
+from ldpcli.mechanisms._composition import release_cost
+from ldpcli.release._sidecar import load_sidecar
 from tests.helpers import bonferroni_z, ldp, unit_rows
 
 U = rd.unit_roundoff()
@@ -71,7 +71,7 @@ def test_each_step_within_its_bound(d: int) -> None:
     bounds = rd.gaussian_bounds(d, U)
     e_w = rd.step_bounds(d, U).e_w
     x, normals = hard_rows(d, seed=d)
-    u = rd.unit_rows(x, np.zeros(len(x)), 1.0, np.random.default_rng(0))
+    u = rd.secure_unit_rows(x, np.zeros(len(x)), 1.0, np.random.default_rng(0))
     w = rd.orthogonal_part(normals.astype(rd.WORK), u)
     worst = 0.0
     for s in (get_mechanism("privunitg").calibrate(d, 2.0).output_scale, 3e-7, 7.5e40):
@@ -99,7 +99,7 @@ def test_d1_output_is_a_function_of_the_exact_one() -> None:
     input's magnitude: a function of the exact output z·u, hence τ = δ = 0."""
     x = np.array([[0.7], [-0.7], [5e-324], [-3e-200], [1.0], [0.0]])
     rng = np.random.default_rng(1)
-    u = rd.unit_rows(x, np.zeros(len(x)), 1.0, rng)
+    u = rd.secure_unit_rows(x, np.zeros(len(x)), 1.0, rng)
     assert np.all(np.abs(u) == 1)
     w = rd.orthogonal_part(rng.standard_normal(u.shape).astype(rd.WORK), u)
     assert np.all(w == 0)

@@ -17,11 +17,11 @@ import pytest
 
 import ldpcli
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms import rendering as rd
-from ldpcli.mechanisms.base import get_mechanism
-from ldpcli.mechanisms.composition import release_cost
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.options import ReleaseOptions
+from ldpcli.mechanisms import _rendering as rd
+from ldpcli.mechanisms._base import get_mechanism
+from ldpcli.mechanisms._composition import release_cost
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import ReleaseOptions
 from tests.helpers import bonferroni_z, ldp, unit_rows
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "ldpcli" / "schemas" / "sidecar-v2.schema.json").read_text())

@@ -4,7 +4,7 @@ exact recomputation (mpmath at 400 bits from the exact values of the computed lo
 Each step of the grid kind (:func:`unit_rows`, :func:`orthogonal_rows`, :func:`combine_rows`) is run on
 random and adversarial rows (mixed magnitudes down to subnormals, all-equal coordinates, normals
 almost along u, cosines at ±1 and 0) and its error is compared with its bound in
-:class:`~ldpcli.mechanisms.rendering.StepBounds`: never exceeded.
+:class:`~ldpcli.mechanisms._rendering.StepBounds`: never exceeded.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import mpmath
 import numpy as np
 import pytest
 
-from ldpcli.mechanisms import rendering as rd
+from ldpcli.mechanisms import _rendering as rd
 
 mpmath.mp.prec = 400
 U = rd.unit_roundoff()
@@ -87,7 +87,7 @@ def test_each_step_within_its_bound(d: int) -> None:
     bounds = rd.step_bounds(d, U)
     x = rows(d, seed=d)
     n = x.shape[0]
-    u = rd.unit_rows(x, np.zeros(n), 1.0, np.random.default_rng(0))
+    u = rd.secure_unit_rows(x, np.zeros(n), 1.0, np.random.default_rng(0))
     g_given = normals_for(u, seed=d)
     w, g = rd.orthogonal_rows(u, FixedNormals(g_given))
     c = 3.7

@@ -13,9 +13,9 @@ from scipy import special
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import get_mechanism, mechanism_names
-from ldpcli.mechanisms.privunit import PrivUnit2
-from ldpcli.mechanisms.scalar import K_MAX, ScalarDP
-from ldpcli.mechanisms.separated import Separated, optimal_split
+from ldpcli.mechanisms._privunit import PrivUnit2
+from ldpcli.mechanisms._scalar import K_MAX, ScalarDP
+from ldpcli.mechanisms._separated import Separated, optimal_direction_share
 
 # --- Monte Carlo: unbiased, with the exact error --------------------------------------------
 
@@ -162,7 +162,7 @@ def test_optimal_split_beats_a_grid_of_splits(d: int, eps: float) -> None:
     for split in splits:
         other = Separated.calibrate(d, eps, eps_split=float(split))
         assert best.expected_error_max <= other.expected_error_max * (1 + 1e-9), split
-    assert best.eps_split == optimal_split(d, eps)
+    assert best.eps_split == optimal_direction_share(d, eps)
 
 
 def test_optimal_split_with_a_fixed_k() -> None:

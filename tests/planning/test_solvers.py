@@ -1,4 +1,4 @@
-"""ldpcli.planning.solvers: the smallest ε whose guaranteed error of the mean meets a target."""
+"""ldpcli.planning._solvers: the smallest ε whose guaranteed error of the mean meets a target."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from helpers import python_calls
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec, get_mechanism
-from ldpcli.mechanisms.baselines import Laplace
-from ldpcli.planning.solvers import RELATIVE_TOLERANCE, EpsilonForError, epsilon_for_error, epsilons_for_error
-from ldpcli.release.safety import EPSILON_MAX, EPSILON_MIN
+from ldpcli.mechanisms._baselines import Laplace
+from ldpcli.planning._solvers import RELATIVE_TOLERANCE, EpsilonForError, epsilon_for_error, epsilons_for_error
+from ldpcli.release._safety import EPSILON_MAX, EPSILON_MIN
 
 
 def error_mean(name: str, epsilon: float, d: int, n: int, norm_bound: float = 1.0, **options: Any) -> float:

@@ -23,8 +23,8 @@ from helpers import bonferroni_z, ldp, unit_rows, write_list
 
 from ldpcli.errors import DataError, UsageError
 from ldpcli.mechanisms import MechanismSpec, get_mechanism
-from ldpcli.planning.plot import plot_sweep, text_chart
-from ldpcli.planning.sweep import (
+from ldpcli.planning._plot import plot_sweep, text_chart
+from ldpcli.planning._sweep import (
     COLUMN_NAMES,
     DEFAULT_DELTA,
     parse_grid,
@@ -193,7 +193,7 @@ def test_the_simulated_error_covers_the_boundary_prediction() -> None:
 def test_simulate_boundary_chunks_many_small_trials_and_one_large_one() -> None:
     """The two paths of the chunking (several trials per call; one trial in several calls) measure the
     same quantity: ‖mean − true mean‖² of n rows, whose expectation is expected_error / n."""
-    from ldpcli.planning import sweep as module
+    from ldpcli.planning import _sweep as module
 
     mech = predicted("privunit2", 5, 2.0)
     rng = np.random.default_rng(1)

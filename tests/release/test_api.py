@@ -132,12 +132,12 @@ def test_release_round_trips_and_a_sidecar_path_works(tmp_path: Path) -> None:
     assert ldpcli.estimate_mean(z, again.to_dict()).expected_error == ldpcli.estimate_mean(z, release).expected_error
     from helpers import write_list
 
-    from ldpcli.release.file import privatize_file
-    from ldpcli.release.options import ReleaseOptions
+    from ldpcli.release._file import write_file_release
+    from ldpcli.release._options import ReleaseOptions
 
     src = tmp_path / "x.parquet"
     write_list(src, x)
-    result = privatize_file(src, epsilon=2.0, options=ReleaseOptions(seed=1))
+    result = write_file_release(src, epsilon=2.0, options=ReleaseOptions(seed=1))
     est = ldpcli.estimate_mean(z, result.sidecar)
     assert est.expected_error == pytest.approx(release.expected_error_mean)
     with pytest.raises(ValueError, match="d = 3 coordinates but the release has d = 8"):

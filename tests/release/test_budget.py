@@ -1,4 +1,4 @@
-"""The privacy-budget ledger, input fingerprints and input tags (ldpcli.release.ledger).
+"""The privacy-budget ledger, input fingerprints and input tags (ldpcli.release._ledger).
 
 Every test works under tmp_path: the autouse fixture points LDP_LEDGER, XDG_DATA_HOME, HOME and
 APPDATA there, so no test can reach the real ledger in the user's home directory.
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.release.ledger import BudgetError, InputFingerprint, Ledger
-from ldpcli.release.ledger_file import LEDGER_ENV, LEDGER_VERSION, LedgerEntry, default_ledger_path
+from ldpcli.release._ledger import BudgetError, InputFingerprint, Ledger
+from ldpcli.release._ledger_file import LEDGER_ENV, LEDGER_VERSION, LedgerEntry, default_ledger_path
 
 POSIX = os.name == "posix"
 

@@ -1,6 +1,6 @@
 """The output dtype (float32 or float64) and what the sidecar records about the release.
 
-``privatize_file`` writes the vectors as the input's own precision by default (float32 Parquet in,
+``write_file_release`` writes the vectors as the input's own precision by default (float32 Parquet in,
 float32 out; float64, integers and CSV text in, float64 out), or as ``dtype``; the sidecar records
 ``data.dtype``; the verified scan refuses a file whose vector type disagrees with it, and the mean
 estimated from a float32 release matches the float64 one of the same seeded run to float32
@@ -25,16 +25,16 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import read_list, unit_rows, write_list
 
-from ldpcli.analysis.estimate import estimate_mean
-from ldpcli.analysis.scan import scan
+from ldpcli.analysis._estimate import estimate_file_mean
+from ldpcli.analysis._scan import scan
 from ldpcli.errors import DataError, UsageError, python_text
 from ldpcli.io import VectorLayout, open_vectors
-from ldpcli.io.write import AtomicVectorWriter, output_dtype
+from ldpcli.io._write import AtomicVectorWriter, output_dtype
 from ldpcli.mechanisms import MechanismSpec, get_mechanism
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions
-from ldpcli.release.safety import unprivatized_warning
-from ldpcli.release.sidecar import baseline_warning, load_sidecar, sidecar_schema
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions
+from ldpcli.release._safety import unprivatized_warning
+from ldpcli.release._sidecar import baseline_warning, load_sidecar, sidecar_schema
 
 N, D = 400, 32
 F32_ROUND = 2.0**-24  # relative rounding of float64 → float32 (to nearest)
@@ -63,9 +63,9 @@ def sidecar_of(result: Any) -> dict[str, Any]:
 
 def privatize(src: Path, out: Path, *, mechanism: str = "privunit2", options: dict[str, Any] | None = None,
               keep: Sequence[str] = (), **release: Any) -> Any:
-    """privatize_file at ε = 2 with seed 7 (``release``: the other ReleaseOptions)."""
+    """write_file_release at ε = 2 with seed 7 (``release``: the other ReleaseOptions)."""
     release.setdefault("seed", 7)
-    return privatize_file(src, out, mechanism=MechanismSpec(mechanism, 2.0, options=options or {}),
+    return write_file_release(src, out, mechanism=MechanismSpec(mechanism, 2.0, options=options or {}),
                           options=ReleaseOptions(columns=Columns(keep=keep), **release))
 
 
@@ -183,9 +183,9 @@ def test_the_writer_defaults_to_float64_and_writes_float32_when_asked(tmp_path: 
 def test_a_value_beyond_the_float32_range_is_refused_and_nothing_is_left(tmp_path: Path) -> None:
     src = write_list(tmp_path / "big.parquet", unit_rows(50, 4, radius=1e37).astype(np.float32))
     with pytest.raises(UsageError, match="beyond the float32 range.*dtype float64"):
-        privatize_file(src, tmp_path / "out.parquet", mechanism="laplace", epsilon=0.01, norm_bound=1e37, options=ReleaseOptions(seed=1))
+        write_file_release(src, tmp_path / "out.parquet", mechanism="laplace", epsilon=0.01, norm_bound=1e37, options=ReleaseOptions(seed=1))
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]
-    result = privatize_file(src, tmp_path / "out.parquet", mechanism="laplace", epsilon=0.01, norm_bound=1e37, options=ReleaseOptions(seed=1, dtype="float64"))
+    result = write_file_release(src, tmp_path / "out.parquet", mechanism="laplace", epsilon=0.01, norm_bound=1e37, options=ReleaseOptions(seed=1, dtype="float64"))
     assert np.isfinite(read_list(result.output)).all()
 
 
@@ -197,7 +197,7 @@ def test_estimate_mean_of_a_float32_release_matches_the_float64_one(tmp_path: Pa
     src = float32_columns(tmp_path)
     small = privatize(src, tmp_path / f"out32{suffix}", dtype="float32")
     large = privatize(src, tmp_path / f"out64{suffix}", dtype="float64")
-    m32, m64 = estimate_mean(small.output), estimate_mean(large.output)
+    m32, m64 = estimate_file_mean(small.output), estimate_file_mean(large.output)
     assert m32.verified and m32.n == m64.n == N
     assert m32.expected_error == m64.expected_error
     # each value moved by at most half an ulp of float32, so the mean by at most that of the largest
@@ -232,9 +232,9 @@ def test_scan_refuses_a_file_whose_vector_type_disagrees_with_its_sidecar(
                            f"i.e. {written} values, but its sidecar {result.sidecar} records data.dtype {claimed!r}"), text
     assert "\n" not in text
     with pytest.raises(DataError, match="data.dtype"):
-        estimate_mean(result.output)
+        estimate_file_mean(result.output)
     # --no-verify: the check is a binding check, like n and the hash
-    assert estimate_mean(result.output, verify=False).n == N
+    assert estimate_file_mean(result.output, verify=False).n == N
 
 
 def test_scan_refuses_a_release_re_encoded_as_float64_before_reading_it(tmp_path: Path) -> None:
@@ -323,7 +323,7 @@ def test_sidecars_written_before_these_fields_still_load(tmp_path: Path) -> None
         assert meta.dtype == "float64" and meta.dtype_recorded is False
         assert meta.unprivatized_columns == ("id",) and meta.warnings == ()
         assert meta.baseline is (mechanism == "gaussian")
-        assert estimate_mean(result.output).n == N
+        assert estimate_file_mean(result.output).n == N
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,6 @@
 """Several inputs, directories and glob patterns for `ldp privatize` and the commands that estimate.
 
-ldpcli.release.inputs.expand_inputs decides which files an argument names; privatize_files gives each
+ldpcli.release._inputs.expand_inputs decides which files an argument names; write_file_releases gives each
 its own release; scan (estimate-mean, queries, regress) takes the shards a directory or a pattern
 names. Every test checks the files written and the messages, not only the exit code.
 """
@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp, unit_rows, write_list
 
-from ldpcli.analysis.estimate import estimate_mean
+from ldpcli.analysis._estimate import estimate_file_mean
 from ldpcli.errors import DataError, UsageError
-from ldpcli.release.inputs import expand_inputs
-from ldpcli.release.file import privatize_file, privatize_files
-from ldpcli.release.options import ReleaseOptions
+from ldpcli.release._inputs import expand_inputs
+from ldpcli.release._file import write_file_release, write_file_releases
+from ldpcli.release._options import ReleaseOptions
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_a_directory_is_its_data_files_in_sorted_order(shards: Path) -> None:
 
 
 def test_ldp_outputs_are_skipped_when_privatizing_and_picked_when_estimating(shards: Path) -> None:
-    privatize_file(shards / "part-0.parquet", epsilon=4.0, options=ReleaseOptions(seed=1))
+    write_file_release(shards / "part-0.parquet", epsilon=4.0, options=ReleaseOptions(seed=1))
     raw = expand_inputs(shards, privatized=False)
     assert names(raw) == ["part-0.parquet", "part-1.parquet", "part-2.parquet"]
     assert names(expand_inputs(shards, privatized=True)) == ["part-0.privatized.parquet"]
@@ -91,7 +91,7 @@ def test_privatize_a_directory_into_a_new_dataset_directory(shards: Path, tmp_pa
         [f"part-{i}.privatized.parquet" for i in range(3)] + [f"part-{i}.privatized.parquet.ldp.json" for i in range(3)])
     # Each input is its own release, keyed by its own bytes: privatized alone, with the same seed, it is
     # the same file, byte for byte.
-    alone = privatize_file(shards / "part-1.parquet", tmp_path / "alone.parquet", epsilon=4.0, options=ReleaseOptions(seed=7))
+    alone = write_file_release(shards / "part-1.parquet", tmp_path / "alone.parquet", epsilon=4.0, options=ReleaseOptions(seed=7))
     assert alone.output.read_bytes() == (out / "part-1.privatized.parquet").read_bytes()
     # ...and the shards got different noise (one seed, three keys).
     rows = [pq.read_table(out / f"part-{i}.privatized.parquet").column("vec") for i in range(2)]
@@ -100,10 +100,10 @@ def test_privatize_a_directory_into_a_new_dataset_directory(shards: Path, tmp_pa
 
 def test_estimate_from_a_directory_equals_estimate_from_its_files(shards: Path, tmp_path: Path) -> None:
     out = tmp_path / "release"
-    results = privatize_files(shards, f"{out}/", epsilon=4.0, options=ReleaseOptions(seed=3))
-    listed = estimate_mean([r.output for r in results])
-    assert estimate_mean(out).mean.tolist() == listed.mean.tolist()
-    assert estimate_mean(str(out / "part-*.privatized.parquet")).n == 300
+    results = write_file_releases(shards, f"{out}/", epsilon=4.0, options=ReleaseOptions(seed=3))
+    listed = estimate_file_mean([r.output for r in results])
+    assert estimate_file_mean(out).mean.tolist() == listed.mean.tolist()
+    assert estimate_file_mean(str(out / "part-*.privatized.parquet")).n == 300
     cli = ldp("estimate-mean", out, "--json")
     assert cli.exit_code == 0, cli.stderr
     assert json.loads(cli.stdout)["n"] == 300
@@ -122,14 +122,14 @@ def test_two_inputs_with_one_output_name_are_refused(tmp_path: Path) -> None:
         write_list(tmp_path / sub / "x.parquet", unit_rows(5, 3))
     (tmp_path / "out").mkdir()
     with pytest.raises(UsageError, match=r"would both be privatized into .*out/x\.privatized\.parquet"):
-        privatize_files([tmp_path / "a" / "x.parquet", tmp_path / "b" / "x.parquet"], tmp_path / "out", epsilon=1.0)
+        write_file_releases([tmp_path / "a" / "x.parquet", tmp_path / "b" / "x.parquet"], tmp_path / "out", epsilon=1.0)
     assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_an_existing_output_stops_the_run_before_the_first_input(shards: Path) -> None:
     (shards / "part-2.privatized.parquet").write_bytes(b"keep me")
     with pytest.raises(UsageError, match=r"part-2\.privatized\.parquet already exists; pass overwrite=True"):
-        privatize_files(shards, epsilon=4.0)
+        write_file_releases(shards, epsilon=4.0)
     assert not (shards / "part-0.privatized.parquet").exists()
     assert (shards / "part-2.privatized.parquet").read_bytes() == b"keep me"
 
@@ -140,7 +140,7 @@ def test_a_failing_input_says_which_inputs_were_released_before_it(shards: Path,
     write_list(shards / "part-1.parquet", bad)
     out = tmp_path / "release"
     with pytest.raises(DataError) as caught:
-        privatize_files(shards, f"{out}/", epsilon=4.0)
+        write_file_releases(shards, f"{out}/", epsilon=4.0)
     message = str(caught.value)
     assert "part-1.parquet" in message and "row 3" in message
     assert "(1 of 3 inputs was privatized before this one and stays released: " in message
@@ -174,15 +174,15 @@ def test_compressed_csv_in_and_out(tmp_path: Path, suffix: str) -> None:
     rows = unit_rows(700, 4, seed=3)
     source = write_csv(tmp_path / f"x{suffix}", rows)
     # The default output keeps the compression; the same input and seed give the same values in any output.
-    packed = privatize_file(source, epsilon=2.0, options=ReleaseOptions(seed=4))
+    packed = write_file_release(source, epsilon=2.0, options=ReleaseOptions(seed=4))
     assert packed.output.name == f"x.privatized{suffix}" and packed.n == 700
-    plain = privatize_file(source, tmp_path / "plain.csv", epsilon=2.0, options=ReleaseOptions(seed=4))
+    plain = write_file_release(source, tmp_path / "plain.csv", epsilon=2.0, options=ReleaseOptions(seed=4))
     codec = {".csv.gz": "gzip", ".csv.zst": "zstd"}[suffix]
     with pa.input_stream(packed.output, compression=codec) as stream:
         assert stream.read() == plain.output.read_bytes()
     assert pacsv.read_csv(plain.output).num_rows == 700
     # Compressed outputs estimate like any other; a directory picks compressed files up.
-    assert estimate_mean(packed.output).n == 700
+    assert estimate_file_mean(packed.output).n == 700
     assert names(expand_inputs(tmp_path, privatized=False)) == [f"x{suffix}"]
     assert names(expand_inputs(tmp_path, privatized=True)) == ["plain.csv", f"x.privatized{suffix}"]
 

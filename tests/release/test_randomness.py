@@ -1,4 +1,4 @@
-"""The one home of keyed randomness (ldpcli.release.randomness): its streams never change for a seed."""
+"""The one home of keyed randomness (ldpcli.release._randomness): its streams never change for a seed."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from ldpcli.release.randomness import block_generators, digest_key, key_block_rows, keyed_generator, rng_from, root_seed
+from ldpcli.release._randomness import block_generators, digest_key, key_block_rows, keyed_generator, rng_from, root_seed
 
 
 def test_a_keyed_stream_is_pinned_for_a_seed() -> None:

@@ -16,7 +16,7 @@ import pytest
 from helpers import ldp, unit_rows, write_list
 
 import ldpcli
-from ldpcli.estimators.queries import marginal_workload
+from ldpcli.estimators._queries import marginal_workload
 
 PUBLIC = ("privatize", "privatize_file", "privatize_dataset", "open_release", "Release", "estimate_mean",
           "MechanismSpec", "ReleaseOptions", "Columns", "RiskSection", "Budget", "Resources", "Ledger", "LdpWarning",
@@ -189,7 +189,7 @@ def test_numpydoc_sections_on_the_public_api() -> None:
 
 
 def test_open_release_with_the_owners_key(tmp_path: Path) -> None:
-    from ldpcli.release.signing import create_key
+    from ldpcli.release._signing import create_key
 
     ledger = tmp_path / "owner" / "ledger.json"
     owner = create_key(ledger)

@@ -21,12 +21,12 @@ from helpers import ldp, unit_rows, write_list
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.release.file import privatize_file
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.options import Budget, ReleaseOptions
-from ldpcli.release.sidecar import load_sidecar, sidecar_path, sidecar_schema
-from ldpcli.risk.diffuse import log_uniform_cap
-from ldpcli.risk.section import reconstruction
+from ldpcli.release._file import write_file_release
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import Budget, ReleaseOptions
+from ldpcli.release._sidecar import load_sidecar, sidecar_path, sidecar_schema
+from ldpcli.risk._diffuse import log_uniform_cap
+from ldpcli.risk._section import reconstruction
 
 
 def rows_file(tmp_path: Path, name: str = "rows.parquet", n: int = 300, d: int = 6, seed: int = 1) -> Path:
@@ -135,11 +135,11 @@ def test_ledger_option_and_budget_command(tmp_path: Path) -> None:
 
 def test_library_call_without_a_ledger_records_nothing_and_max_budget_needs_one(tmp_path: Path) -> None:
     src = rows_file(tmp_path)
-    result = privatize_file(src, tmp_path / "a.parquet", epsilon=2.0, options=ReleaseOptions(seed=1))
+    result = write_file_release(src, tmp_path / "a.parquet", epsilon=2.0, options=ReleaseOptions(seed=1))
     assert result.input_tag is None and "input_tag" not in sidecar_of(tmp_path / "a.parquet")["release"]
     assert not Path(os.environ["LDP_LEDGER"]).exists()
     with pytest.raises(UsageError, match="max_budget"):
-        privatize_file(src, tmp_path / "b.parquet", epsilon=2.0, options=ReleaseOptions(budget=Budget(max_budget=5.0)))
+        write_file_release(src, tmp_path / "b.parquet", epsilon=2.0, options=ReleaseOptions(budget=Budget(max_budget=5.0)))
 
 
 # --- the reconstruction section ------------------------------------------------------------------------
@@ -321,7 +321,7 @@ def test_bcdp_copies_record_the_epsilon_asked_not_copies_times_it(tmp_path: Path
 
 
 def test_budget_says_it_composes_only_the_overall_epsilon_of_bcdp_releases(tmp_path: Path) -> None:
-    from ldpcli.mechanisms.feature_levels import bcdp_levels
+    from ldpcli.mechanisms._feature_levels import bcdp_levels
 
     book = tmp_path / "ledger.json"
     src = rows_file(tmp_path)

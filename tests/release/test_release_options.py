@@ -9,11 +9,11 @@ import pytest
 from helpers import unit_rows, write_list
 
 from ldpcli.errors import UsageError
-from ldpcli.learn.train import train
+from ldpcli.learn._train import train
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources, RiskSection, mechanism_spec
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Budget, Columns, ReleaseOptions, Resources, RiskSection, mechanism_spec
 
 
 def test_options_are_frozen_and_report_what_was_set() -> None:
@@ -38,8 +38,8 @@ def test_one_options_value_gives_the_same_release_as_the_cli_flags(tmp_path: Pat
     src = write_list(tmp_path / "x.parquet", unit_rows(300, 4), ids=True)
     options = ReleaseOptions(columns=Columns(column="vec", keep=["id"]), seed=5, copies=2, overwrite=True,
                              risk=RiskSection(k=2), resources=Resources(threads=1, batch_rows=64))
-    one = privatize_file(src, tmp_path / "a.parquet", epsilon=2.0, options=options)
-    two = privatize_file(src, tmp_path / "b.parquet", mechanism=MechanismSpec("privunit2", 2.0),
+    one = write_file_release(src, tmp_path / "a.parquet", epsilon=2.0, options=options)
+    two = write_file_release(src, tmp_path / "b.parquet", mechanism=MechanismSpec("privunit2", 2.0),
                          options=dataclasses.replace(options, resources=Resources()))
     assert one.output.read_bytes() == two.output.read_bytes()
     assert one.layout.copies == 2 and one.layout.keep == ("id",)
@@ -47,9 +47,9 @@ def test_one_options_value_gives_the_same_release_as_the_cli_flags(tmp_path: Pat
 
 def test_options_a_call_cannot_honour_are_refused(tmp_path: Path) -> None:
     src = write_list(tmp_path / "x.parquet", unit_rows(50, 4))
-    with pytest.raises(UsageError, match="privatize_dataset does not take options.copies"):
-        privatize_dataset(src, tmp_path / "out", engine=None, epsilon=1.0, options=ReleaseOptions(copies=2))
+    with pytest.raises(UsageError, match="write_dataset_release does not take options.copies"):
+        write_dataset_release(src, tmp_path / "out", engine=None, epsilon=1.0, options=ReleaseOptions(copies=2))
     with pytest.raises(UsageError, match="train does not take options.risk.k"):
         train(src, label="y", epsilon=1.0, options=ReleaseOptions(risk=RiskSection(k=2)))
     with pytest.raises(UsageError, match="max_budget needs the privacy-budget ledger"):
-        privatize_file(src, epsilon=1.0, options=ReleaseOptions(budget=Budget(max_budget=1.0)))
+        write_file_release(src, epsilon=1.0, options=ReleaseOptions(budget=Budget(max_budget=1.0)))

@@ -1,4 +1,4 @@
-"""Issue 24 item 15: releases that share rows, whatever their input files (ldpcli.release.rowhash).
+"""Issue 24 item 15: releases that share rows, whatever their input files (ldpcli.release._rowhash).
 
 Release a file, split it into shards, release the shards: the ledger charges each shard's rows the
 ε they already spent (keyed row hashes kept beside the ledger) and ``estimate-mean`` refuses to
@@ -21,15 +21,15 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import ldp_process, unit_rows
 
-from ldpcli.analysis.scan import scan
+from ldpcli.analysis._scan import scan
 from ldpcli.errors import DataError
-from ldpcli.release import rowhash
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.ledger import BudgetError, Ledger
-from ldpcli.release.ledger_file import LedgerEntry
-from ldpcli.release.options import Budget, ReleaseOptions
-from ldpcli.release.rowhash import SKETCH_SIZE, RowDigest, RowHasher, estimate_overlap, summarize
-from ldpcli.release.sidecar import load_sidecar, sidecar_path, sidecar_schema
+from ldpcli.release import _rowhash as rowhash
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._ledger import BudgetError, Ledger
+from ldpcli.release._ledger_file import LedgerEntry
+from ldpcli.release._options import Budget, ReleaseOptions
+from ldpcli.release._rowhash import SKETCH_SIZE, RowDigest, RowHasher, estimate_overlap, summarize
+from ldpcli.release._sidecar import load_sidecar, sidecar_path, sidecar_schema
 
 KEY = bytes(range(32))
 
@@ -331,7 +331,7 @@ def test_a_dataset_directory_is_one_release_even_with_repeated_rows(tmp_path: Pa
     rows[2500:] = rows[:500]  # repeated rows, in other parts than their first occurrence
     source = write_parquet(tmp_path / "in.parquet", rows)
     ledger = Ledger.open(tmp_path / "ledger.json")
-    result = privatize_dataset([source], tmp_path / "ds", engine=None, epsilon=2.0, options=ReleaseOptions(budget=Budget(ledger=ledger)), part_rows=1000)
+    result = write_dataset_release([source], tmp_path / "ds", engine=None, epsilon=2.0, options=ReleaseOptions(budget=Budget(ledger=ledger)), part_rows=1000)
     assert len(result.parts) == 3
     sketches = [load_sidecar(sidecar_path(part)).row_sketch for part in result.parts]
     assert all(s is not None and len(s) == SKETCH_SIZE for s in sketches)
@@ -339,7 +339,7 @@ def test_a_dataset_directory_is_one_release_even_with_repeated_rows(tmp_path: Pa
     entry_rows = np.load(ledger.path.parent / Ledger.open(ledger.path).entries[0].rows_file)
     assert entry_rows.size == 2500  # the distinct rows
     again = write_parquet(tmp_path / "some.parquet", rows[:1200])
-    privatize_dataset([again], tmp_path / "ds2", engine=None, epsilon=2.0, options=ReleaseOptions(budget=Budget(ledger=ledger)), part_rows=1000)
+    write_dataset_release([again], tmp_path / "ds2", engine=None, epsilon=2.0, options=ReleaseOptions(budget=Budget(ledger=ledger)), part_rows=1000)
     with pytest.raises(DataError, match="share rows of the same people"):
         scan([tmp_path / "ds", tmp_path / "ds2"])
 

@@ -12,7 +12,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from ldpcli.release.rowhash import RowDigest, summarize
+from ldpcli.release._rowhash import RowDigest, summarize
 
 ROWS = 1_000_000
 BATCH = 65_536
@@ -62,7 +62,7 @@ def test_hashing_and_summarizing_a_release_stays_within_a_few_bytes_a_row(thread
 
 def test_summarize_sorted_chunks_match_the_whole_array_summary() -> None:
     """Runs of equal hashes that cross a chunk's border are counted as one run (their repeat numbers go on)."""
-    from ldpcli.release import rowhash
+    from ldpcli.release import _rowhash as rowhash
 
     rng = np.random.default_rng(7)
     hashes = rng.integers(0, 50, size=5_000).astype(np.uint64)  # long runs once sorted

@@ -19,11 +19,11 @@ from helpers import unit_rows, write_list
 from scipy import stats
 
 from ldpcli.errors import UsageError
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions
-from ldpcli.release.randomness import keyed_generator
-from ldpcli.release.shuffle import SHUFFLE_STREAM, ExternalShuffle, OrderKeys, keyed_rows, order_root, shuffle_delta
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions
+from ldpcli.release._randomness import keyed_generator
+from ldpcli.release._shuffle import SHUFFLE_STREAM, ExternalShuffle, OrderKeys, keyed_rows, order_root, shuffle_delta
 
 ORDERS = list(itertools.permutations(range(4)))
 #: Bytes of one record of a row of width 1: its 128-bit order key and its value.
@@ -166,7 +166,7 @@ def test_what_a_shuffle_cannot_honour_is_refused_before_a_row_is_written(
     tmp_path: Path, source: Path, mechanism: str, options: ReleaseOptions, words: str
 ) -> None:
     with pytest.raises(UsageError) as info:
-        privatize_file(source, tmp_path / "out.parquet", mechanism=mechanism, epsilon=2.0, options=options)
+        write_file_release(source, tmp_path / "out.parquet", mechanism=mechanism, epsilon=2.0, options=options)
     assert words in info.value.template
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
 
@@ -176,7 +176,7 @@ def test_the_gaussian_baseline_gets_no_shuffle_claim(tmp_path: Path, source: Pat
 
     spec = MechanismSpec("gaussian", 2.0, None, 1.0, {"delta": 1e-6})
     with pytest.raises(UsageError, match="no shuffle claim") as info:
-        privatize_file(source, tmp_path / "out.parquet", mechanism=spec,
+        write_file_release(source, tmp_path / "out.parquet", mechanism=spec,
                        options=ReleaseOptions(shuffle=True, columns=Columns(column="vec")))
     assert "not pure ε0-LDP" in str(info.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
@@ -184,7 +184,7 @@ def test_the_gaussian_baseline_gets_no_shuffle_claim(tmp_path: Path, source: Pat
 
 def test_a_dataset_directory_is_not_shuffled(tmp_path: Path, source: Path) -> None:
     with pytest.raises(UsageError, match="options.shuffle"):
-        privatize_dataset([source], tmp_path / "ds", engine=None, mechanism="privunit2", epsilon=2.0,
+        write_dataset_release([source], tmp_path / "ds", engine=None, mechanism="privunit2", epsilon=2.0,
                           options=ReleaseOptions(shuffle=True, columns=Columns(column="vec")))
     assert not (tmp_path / "ds").exists()
 
@@ -222,7 +222,7 @@ def test_rows_of_one_key_leave_the_last_level_in_input_order(tmp_path: Path) -> 
 
 
 def test_split_keys_is_the_next_base_k_digit_of_the_128_bit_key() -> None:
-    from ldpcli.release.shuffle import split_keys
+    from ldpcli.release._shuffle import split_keys
 
     rng = np.random.default_rng(5)
     keys = np.concatenate([random_keys(rng, 500), np.array([[2**64 - 1, 2**64 - 1], [0, 0], [2**63, 0]],

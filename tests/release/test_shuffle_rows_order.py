@@ -1,5 +1,5 @@
 """A seeded ``privatize --shuffle`` writes the same bytes whatever its memory budget, threads and batches
-(issue 28: the order is the sort order of keys drawn by row position, :mod:`ldpcli.release.shuffle`).
+(issue 28: the order is the sort order of keys drawn by row position, :mod:`ldpcli.release._shuffle`).
 
 One input of 20000 rows of d = 256 is released with one seed in memory (the default budget), through one
 level of bucket files (4 MB: 1016 rows a bucket, about 312 in each of 64) and through two (1 MB: 254 rows a
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from helpers import read_list, unit_rows, write_list
 
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions, Resources
-from ldpcli.release.shuffle import ExternalShuffle
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions, Resources
+from ldpcli.release._shuffle import ExternalShuffle
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def release(source: Path, out: Path, *, shuffle: bool = True, **resources: int) -> np.ndarray:
-    privatize_file(source, out, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(
+    write_file_release(source, out, mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(
         seed=5, shuffle=shuffle, columns=Columns(column="vec"), resources=Resources(**resources)))
     return read_list(out)
 

@@ -21,11 +21,11 @@ import pytest
 from helpers import ldp, ldp_process, ldp_without, read_list, unit_rows, write_list
 
 from ldpcli.errors import Interrupted
-from ldpcli.io import interrupts
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import Columns, ReleaseOptions, Resources
-from ldpcli.release.shuffle import SCATTERED, ExternalShuffle
-from ldpcli.release.sidecar import sidecar_schema
+from ldpcli.io import _interrupts as interrupts
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import Columns, ReleaseOptions, Resources
+from ldpcli.release._shuffle import SCATTERED, ExternalShuffle
+from ldpcli.release._sidecar import sidecar_schema
 
 ROWS, D = 20_000, 8
 
@@ -210,7 +210,7 @@ def test_an_interrupt_during_the_shuffle_leaves_nothing(tmp_path: Path, monkeypa
     monkeypatch.setattr(ExternalShuffle, "_ordered", interrupted)
     try:
         with pytest.raises(Interrupted):
-            privatize_file(source, tmp_path / "out.parquet", mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(
+            write_file_release(source, tmp_path / "out.parquet", mechanism="privunit2", epsilon=4.0, options=ReleaseOptions(
                 shuffle=True, columns=Columns(column="vec"), resources=Resources(memory=2**20, threads=1)))
     finally:
         interrupts.reset()

@@ -26,8 +26,8 @@ from ldpcli._version import __version__
 from ldpcli.errors import DataError
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import get_mechanism, mechanism_names
-from ldpcli.mechanisms.base import Mechanism
-from ldpcli.release.sidecar import (
+from ldpcli.mechanisms._base import Mechanism
+from ldpcli.release._sidecar import (
     REPRODUCIBLE_NOTE,
     SCHEMA_VERSION,
     baseline_warning,
@@ -319,13 +319,13 @@ def test_a_seeded_sidecar_holds_no_seed(tmp_path: Path) -> None:
 
 
 def test_a_seeded_privatization_writes_neither_the_seed_nor_clipped_counts(tmp_path: Path) -> None:
-    from ldpcli.release.file import privatize_file
-    from ldpcli.release.options import ReleaseOptions
+    from ldpcli.release._file import write_file_release
+    from ldpcli.release._options import ReleaseOptions
 
     src = tmp_path / "x.parquet"
     x = np.random.default_rng(0).standard_normal((50, 4))  # most rows outside the unit ball: clipped
     pq.write_table(pa.table({"vec": pa.array(list(x), pa.list_(pa.float64(), 4))}), src)
-    result = privatize_file(src, epsilon=1.0, options=ReleaseOptions(seed=987654321, fail_on_clip=1.0))
+    result = write_file_release(src, epsilon=1.0, options=ReleaseOptions(seed=987654321, fail_on_clip=1.0))
     assert result.sidecar == sidecar_path(result.output) == tmp_path / "x.privatized.parquet.ldp.json"
     text = result.sidecar.read_text(encoding="utf-8")
     content = json.loads(text)
@@ -338,11 +338,11 @@ def test_a_seeded_privatization_writes_neither_the_seed_nor_clipped_counts(tmp_p
 
 
 def test_csv_and_parquet_outputs_of_one_stem_have_their_own_sidecars(tmp_path: Path) -> None:
-    from ldpcli.release.file import privatize_file
+    from ldpcli.release._file import write_file_release
 
     src = tmp_path / "x.parquet"
     pq.write_table(pa.table({"a": [0.1, 0.2, -0.3], "b": [0.0, 0.5, 0.1]}), src)
-    outs = [privatize_file(src, tmp_path / f"out{suffix}", epsilon=1.0) for suffix in (".csv", ".parquet")]
+    outs = [write_file_release(src, tmp_path / f"out{suffix}", epsilon=1.0) for suffix in (".csv", ".parquet")]
     assert [o.sidecar.name for o in outs] == ["out.csv.ldp.json", "out.parquet.ldp.json"]
     for out, fmt in zip(outs, ("csv", "parquet")):
         meta = load_sidecar(out.sidecar)
@@ -551,19 +551,19 @@ def test_a_v1_sidecar_under_the_old_name_is_found_and_read(tmp_path: Path) -> No
 
 def test_estimate_mean_reads_a_v1_sidecar_under_the_old_name(tmp_path: Path) -> None:
     """A file privatized before schema version 2: ``<stem>.ldp.json``, flat fields."""
-    from ldpcli.analysis.estimate import estimate_mean
-    from ldpcli.release.file import privatize_file
+    from ldpcli.analysis._estimate import estimate_file_mean
+    from ldpcli.release._file import write_file_release
 
     src = tmp_path / "x.parquet"
     pq.write_table(pa.table({"a": [0.1, 0.2, -0.3, 0.4], "b": [0.0, 0.5, 0.1, -0.2]}), src)
-    result = privatize_file(src, epsilon=1.0)
-    fresh = estimate_mean(result.output)
+    result = write_file_release(src, epsilon=1.0)
+    fresh = estimate_file_mean(result.output)
     meta = load_sidecar(result.sidecar)
     old = legacy_sidecar_path(result.output)
     old.write_text(json.dumps(v1_content(meta.mechanism, n=meta.n, layout=meta.layout, data_file=meta.data_file,
                                          sha256=meta.sha256)))
     result.sidecar.unlink()
     assert find_sidecar(result.output) == old
-    again = estimate_mean(result.output)
+    again = estimate_file_mean(result.output)
     assert again.n == fresh.n and np.array_equal(again.mean, fresh.mean)
     assert again.expected_error == fresh.expected_error

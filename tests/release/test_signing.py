@@ -1,6 +1,6 @@
 """Signed releases (issue 24, item 13): a sidecar was checked for consistency with its data, never for
 who wrote it. A sidecar forged from ε = 1 to ε = 8 with every derived number recomputed, or stripped of
-its input tag, loads today; signed by the data owner (ldpcli.release.signing) it is refused.
+its input tag, loads today; signed by the data owner (ldpcli.release._signing) it is refused.
 
 Every release here is made by the real privatize path and then signed with the library's own call, as
 the privatize path does once it is wired (``signer.sign(content)`` before the sidecar is written).
@@ -23,17 +23,17 @@ import numpy as np
 import pytest
 from helpers import ldp_process, ldp_without, unit_rows, write_list
 
-from ldpcli.analysis.estimate import estimate_mean
+from ldpcli.analysis._estimate import estimate_file_mean
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.file import privatize_file
-from ldpcli.release.inputs import MANIFEST_NAME
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.options import Budget, ReleaseOptions
-from ldpcli.release.sidecar import build_sidecar, load_sidecar, sidecar_path, sidecar_schema
-from ldpcli.release.signing import (
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._file import write_file_release
+from ldpcli.release._inputs import MANIFEST_NAME
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import Budget, ReleaseOptions
+from ldpcli.release._sidecar import build_sidecar, load_sidecar, sidecar_path, sidecar_schema
+from ldpcli.release._signing import (
     KEY_NAME,
     PublicKey,
     Signer,
@@ -83,7 +83,7 @@ def release(tmp_path: Path, owner: tuple[Path, Signer]) -> Path:
     ledger, signer = owner
     source = write_list(tmp_path / "in.parquet", unit_rows(N, D, seed=3))
     out = tmp_path / "out.parquet"
-    privatize_file(source, out, epsilon=1.0, options=ReleaseOptions(budget=Budget(ledger=Ledger.open(ledger))))
+    write_file_release(source, out, epsilon=1.0, options=ReleaseOptions(budget=Budget(ledger=Ledger.open(ledger))))
     resign(sidecar_path(out), signer)
     return out
 
@@ -195,7 +195,7 @@ def test_a_sidecar_forged_from_eps_1_to_8_is_invalid(release: Path, owner: tuple
     [found] = verify_paths(release, owner[1].public_key)
     assert found.status is Status.INVALID and found.key == owner[1].public_key
     with pytest.raises(DataError, match="invalid signature: the content was changed after it was signed"):
-        estimate_mean(release)  # refused even without a trusted key: the signature says it was edited
+        estimate_file_mean(release)  # refused even without a trusted key: the signature says it was edited
     result = ldp_run("verify", release)
     assert result.returncode == 1 and "INVALID" in result.stdout
 
@@ -207,7 +207,7 @@ def test_removing_the_input_tag_is_invalid(release: Path, owner: tuple[Path, Sig
     [found] = verify_paths([release], owner[1].public_key)
     assert found.status is Status.INVALID
     with pytest.raises(DataError, match=r"out\.parquet: its sidecar has an invalid signature"):
-        estimate_mean(release, trust=owner[1].public_key)
+        estimate_file_mean(release, trust=owner[1].public_key)
 
 
 def test_changed_data_under_a_valid_signature_is_invalid(release: Path) -> None:
@@ -226,7 +226,7 @@ def test_a_release_signed_by_another_key_is_untrusted(release: Path, tmp_path: P
     [found] = verify_paths(release, owner[1].public_key)
     assert found.status is Status.UNTRUSTED and found.key == mallory.public_key
     with pytest.raises(DataError, match="untrusted signature"):
-        estimate_mean(release, trust=owner[1].public_key.text)
+        estimate_file_mean(release, trust=owner[1].public_key.text)
     assert ldp_run("verify", release).returncode == 1  # issue 36: an untrusted key verifies nothing (was 0)
     refused = ldp_run("verify", release, "--trust", owner[1].public_key.text)
     assert refused.returncode == 1 and "UNTRUSTED" in refused.stdout
@@ -243,15 +243,15 @@ def test_signed_and_unsigned_releases_through_estimate_mean(tmp_path: Path, rele
     ledger, signer = owner
     key_file = tmp_path / "owner.pub"
     key_file.write_text(signer.public_key.text + "\n")
-    est = estimate_mean(release, trust=key_file)
+    est = estimate_file_mean(release, trust=key_file)
     assert est.signature is not None and est.signature["signed"] and est.signature["files"][0]["trusted"]
     trusted = ldp_run("estimate-mean", release, "--trust", key_file)
     assert trusted.returncode == 0, trusted.stderr
     assert f"signed by {signer.public_key.short} (trusted)" in trusted.stdout
 
     unsigned = tmp_path / "unsigned.parquet"
-    privatize_file(tmp_path / "in.parquet", unsigned, epsilon=1.0)
-    est = estimate_mean(unsigned)
+    write_file_release(tmp_path / "in.parquet", unsigned, epsilon=1.0)
+    est = estimate_file_mean(unsigned)
     assert est.n == N and est.signature is not None and est.signature["label"] == "unsigned"
     shown = ldp_run("estimate-mean", unsigned)
     assert shown.returncode == 0 and "unsigned" in shown.stdout
@@ -275,7 +275,7 @@ def dataset(tmp_path: Path, owner: tuple[Path, Signer]) -> Path:
     rows = unit_rows(5000, D, seed=5)
     source = write_list(tmp_path / "big.parquet", rows, row_group_size=1000)
     out = tmp_path / "release"
-    privatize_dataset([source], out, engine=None, epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=Ledger.open(ledger))))
+    write_dataset_release([source], out, engine=None, epsilon=4.0, options=ReleaseOptions(budget=Budget(ledger=Ledger.open(ledger))))
     for part in sorted(out.glob("*.ldp.json")):
         resign(part, signer)
     resign(out / MANIFEST_NAME, signer)
@@ -290,7 +290,7 @@ def test_a_signed_dataset_verifies_and_a_tampered_part_sidecar_is_invalid(datase
     assert len(found) >= 3 and all(v.ok for v in found)
     assert found[0].path == dataset / MANIFEST_NAME
     assert ldp_run("verify", dataset, "--trust", key.text).returncode == 0
-    est = estimate_mean(dataset, trust=key)
+    est = estimate_file_mean(dataset, trust=key)
     assert est.n == 5000
 
     part = sorted(dataset.glob("*.ldp.json"))[1]
@@ -300,7 +300,7 @@ def test_a_signed_dataset_verifies_and_a_tampered_part_sidecar_is_invalid(datase
     result = ldp_run("verify", dataset)
     assert result.returncode == 1 and "INVALID" in result.stdout
     with pytest.raises(DataError, match="invalid signature"):
-        estimate_mean(dataset)
+        estimate_file_mean(dataset)
 
 
 def test_a_tampered_or_unsigned_manifest_is_refused_under_trust(dataset: Path, owner: tuple[Path, Signer]) -> None:
@@ -311,14 +311,14 @@ def test_a_tampered_or_unsigned_manifest_is_refused_under_trust(dataset: Path, o
     assert verify_paths(dataset, key)[0].status is Status.INVALID
     # the dataset's own cross-checks see the edited total first; either way the directory is refused
     with pytest.raises(DataError, match="the manifest has an invalid signature|removed, replaced or reordered"):
-        estimate_mean(dataset)
+        estimate_file_mean(dataset)
     manifest.write_text(original)
     edit(manifest, lambda c: c.pop("signature"))
     assert verify_paths(dataset, key)[0].status is Status.UNSIGNED
     with pytest.raises(DataError, match="the manifest is not signed"):
-        estimate_mean(dataset, trust=key)
+        estimate_file_mean(dataset, trust=key)
     manifest.write_text(original)
-    assert estimate_mean(dataset, trust=key).n == 5000
+    assert estimate_file_mean(dataset, trust=key).n == 5000
 
 
 # --------------------------------------------------------------------------- the command line
@@ -344,7 +344,7 @@ def test_keys_init_and_show_through_the_real_script(tmp_path: Path) -> None:
 def test_without_cryptography_signing_names_the_extra_and_unsigned_files_stay_readable(tmp_path: Path,
                                                                                         release: Path) -> None:
     unsigned = tmp_path / "unsigned.parquet"
-    privatize_file(tmp_path / "in.parquet", unsigned, epsilon=1.0)
+    write_file_release(tmp_path / "in.parquet", unsigned, epsilon=1.0)
 
     def without(*args: Any) -> subprocess.CompletedProcess[str]:
         return ldp_without("cryptography", *args, ledger=tmp_path / "l" / "ledger.json")
@@ -362,11 +362,11 @@ def test_without_cryptography_signing_names_the_extra_and_unsigned_files_stay_re
 
 
 def test_estimates_are_unchanged_by_signing(tmp_path: Path, release: Path, owner: tuple[Path, Signer]) -> None:
-    signed = estimate_mean(release, trust=owner[1].public_key)
+    signed = estimate_file_mean(release, trust=owner[1].public_key)
     content = json.loads(sidecar_path(release).read_text())
     content.pop("signature")
     sidecar_path(release).write_text(json.dumps(content, indent=2))
-    unsigned = estimate_mean(release)
+    unsigned = estimate_file_mean(release)
     assert np.array_equal(signed.mean, unsigned.mean) and signed.n == unsigned.n
 
 
@@ -376,7 +376,7 @@ def test_regress_takes_trust_too(tmp_path: Path, owner: tuple[Path, Signer]) -> 
     rows = unit_rows(2000, 4, seed=8)
     source = write_list(tmp_path / "pairs.parquet", rows)
     out = tmp_path / "pairs.privatized.parquet"
-    released = privatize_file(source, out, epsilon=4.0, options=ReleaseOptions(copies=2, budget=Budget(ledger=Ledger.open(ledger))))
+    released = write_file_release(source, out, epsilon=4.0, options=ReleaseOptions(copies=2, budget=Budget(ledger=Ledger.open(ledger))))
     assert released.signed_by == signer.public_key.text  # the owner's key beside the ledger signs the release
     edit(sidecar_path(out), lambda c: c.pop("signature"))
     refused = ldp_run("regress", out, "--label", "-1", "--trust", signer.public_key.text)
@@ -389,7 +389,7 @@ def test_regress_takes_trust_too(tmp_path: Path, owner: tuple[Path, Signer]) -> 
 
 def test_trust_needs_the_data_checked_against_the_signed_hash(release: Path, owner: tuple[Path, Signer]) -> None:
     with pytest.raises(UsageError, match="needs the files checked against their sidecars"):
-        estimate_mean(release, trust=owner[1].public_key, verify=False)
+        estimate_file_mean(release, trust=owner[1].public_key, verify=False)
     refused = ldp_run("estimate-mean", release, "--no-verify", "--trust", owner[1].public_key.text)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
 

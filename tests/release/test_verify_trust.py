@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from helpers import ldp_process, unit_rows, write_list
 
-from ldpcli.release.sidecar import load_sidecar, sidecar_path
+from ldpcli.release._sidecar import load_sidecar, sidecar_path
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,8 @@ import pytest
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import RiskEpsilon
-from ldpcli.risk import diffuse as df
-from ldpcli.risk.section import reconstruction_for
+from ldpcli.risk import _diffuse as df
+from ldpcli.risk._section import reconstruction_for
 
 #: A bare 2-LDP release, for the section tests.
 RELEASE = RiskEpsilon("release", 2.0, "any 2-LDP release, any prior", True)

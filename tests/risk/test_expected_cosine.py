@@ -1,7 +1,7 @@
 """The natural reconstruction's expected cosine, and the near-exact warning built on it (issue 26 item 4).
 
 ε = 100 at d = 64 gave no warning (a boundary row's RMS error is 0.25·L > 0.1·L), yet the attack of
-``ldp risk --attack`` recovers every row to cosine ≥ 0.97. :func:`ldpcli.risk.cosine.expected_cosine`
+``ldp risk --attack`` recovers every row to cosine ≥ 0.97. :func:`ldpcli.risk._cosine.expected_cosine`
 is checked against a seeded Monte Carlo of that attack (the cosine of each released row with its
 raw row) within its sampling error, and PrivUnitG's integral against an independent closed form
 (Tricomi's U, in mpmath).
@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 from helpers import bonferroni_z, ldp, unit_rows, write_list
 
-from ldpcli.analysis.attack import attack
+from ldpcli.analysis._attack import attack
 from ldpcli.mechanisms import Mechanism, MechanismSpec
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions
-from ldpcli.release.safety import NEAR_EXACT_COSINE, near_exact_warning, relative_rms
-from ldpcli.release.sidecar import sidecar_path
-from ldpcli.risk.cosine import expected_cosine
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions
+from ldpcli.release._safety import NEAR_EXACT_COSINE, near_exact_warning, relative_rms
+from ldpcli.release._sidecar import sidecar_path
+from ldpcli.risk._cosine import expected_cosine
 
 #: (mechanism, d, ε) for the Monte Carlo: small and large ε, small and moderate d.
 CASES = [
@@ -130,7 +130,7 @@ def test_the_attack_report_states_the_expected_cosine_and_the_rows_agree(tmp_pat
     n = 2000
     src = write_list(tmp_path / "raw.parquet", unit_rows(n, 16, seed=3))
     out = tmp_path / "out.parquet"
-    privatize_file(src, out, epsilon=30.0, options=ReleaseOptions(seed=5))
+    write_file_release(src, out, epsilon=30.0, options=ReleaseOptions(seed=5))
     report = attack(out, src)
     expected = report.expected_boundary
     assert expected is not None and report.expected_how == "exact, closed form"

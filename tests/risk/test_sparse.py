@@ -18,7 +18,7 @@ import pytest
 from helpers import python_calls
 
 from ldpcli.errors import UsageError
-from ldpcli.risk import sparse as sp
+from ldpcli.risk import _sparse as sp
 
 TINY = 1e-9  # a precision (or recall) threshold that every guess meets: S_in ≥ 1 holds surely (X_1 = 1)
 

@@ -18,12 +18,12 @@ from helpers import ldp, unit_rows, write_list
 from ldpcli.cli import render
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec, RiskEpsilon
-from ldpcli.release.file import privatize_file
-from ldpcli.release.options import ReleaseOptions, RiskSection
-from ldpcli.release.sidecar import sidecar_path, sidecar_schema
-from ldpcli.risk import diffuse as df
-from ldpcli.risk.section import reconstruction, reconstruction_for
-from ldpcli.risk.sparse import sparse_risk
+from ldpcli.release._file import write_file_release
+from ldpcli.release._options import ReleaseOptions, RiskSection
+from ldpcli.release._sidecar import sidecar_path, sidecar_schema
+from ldpcli.risk import _diffuse as df
+from ldpcli.risk._section import reconstruction, reconstruction_for
+from ldpcli.risk._sparse import sparse_risk
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +113,7 @@ def test_params_table_and_comparison_line_say_the_verdict() -> None:
 def test_the_sidecar_records_the_threshold_and_each_verdict(tmp_path: Path) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     src = write_list(tmp_path / "rows.parquet", unit_rows(50, 4))
-    privatize_file(src, tmp_path / "a.parquet", epsilon=3.0, options=ReleaseOptions(seed=1, risk=RiskSection(a=[0.9])))
+    write_file_release(src, tmp_path / "a.parquet", epsilon=3.0, options=ReleaseOptions(seed=1, risk=RiskSection(a=[0.9])))
     content = json.loads(sidecar_path(tmp_path / "a.parquet").read_text())
     jsonschema.validate(content, sidecar_schema())
     section = content["reconstruction"]

@@ -7,9 +7,9 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from ldpcli.audit.bits import BIT_COORDS, LOW_BITS
-from ldpcli.audit.claims import MIN_TRIALS
-from ldpcli.audit.claims import audit as run_audit
+from ldpcli.audit._bits import BIT_COORDS, LOW_BITS
+from ldpcli.audit._claims import MIN_TRIALS
+from ldpcli.audit._claims import audit as run_audit
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import (
     CALIBRATION_OPTION,
@@ -26,9 +26,9 @@ from ldpcli.cli.options import (
 from ldpcli.cli.render import fmt, out, render, warn
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.mechanisms.base import check_count
-from ldpcli.mechanisms.rendering import secured
-from ldpcli.release.safety import check_epsilon
+from ldpcli.mechanisms._base import check_count
+from ldpcli.mechanisms._rendering import secured
+from ldpcli.release._safety import check_epsilon
 
 app = command_app()
 #: Branches listed per input in the text output (all are in --json).

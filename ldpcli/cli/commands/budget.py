@@ -1,6 +1,6 @@
 """``ldp budget``: the privacy budget each input has spent, from the data owner's ledger: basic composition, and at
 ``--delta`` the (ε, δ) of optimal or advanced composition; the central (ε, δ) of shuffled releases and of
-training runs with the central layer (:mod:`ldpcli.release.accounting`)."""
+training runs with the central layer (:mod:`ldpcli.release._accounting`)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from ldpcli.accounting import Guarantee
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import LEDGER_OPTION, command_app
 from ldpcli.cli.render import err, fmt, fmt_bound, out, render
-from ldpcli.release.accounting import compose_central, compose_local
-from ldpcli.release.commit import pending_releases, release_reservation
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.ledger_file import spend_of
+from ldpcli.release._accounting import compose_central, compose_local
+from ldpcli.release._commit import pending_releases, release_reservation
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._ledger_file import spend_of
 
 app = command_app()
 

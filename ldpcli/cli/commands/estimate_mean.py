@@ -9,13 +9,13 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from ldpcli.analysis.estimate import estimate_group_means, estimate_mean, save_group_means, save_mean
+from ldpcli.analysis._estimate import estimate_file_mean, estimate_group_means, save_group_means, save_mean
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import SCHEDULER_OPTION, TRUST_OPTION, command_app
 from ldpcli.cli.render import fmt, fmt_bound, note, out, progress, render, signature_row, summary_table, warn
 from ldpcli.errors import counted
-from ldpcli.release.engines import make_engine
-from ldpcli.release.shuffle import ShuffleClaim
+from ldpcli.release._engines import make_engine
+from ldpcli.release._shuffle import ShuffleClaim
 
 app = command_app()
 
@@ -82,7 +82,7 @@ def estimate_mean_cmd(
                 on_rows=on_rows, project=project, engine=dask_engine, trust=trust, on_start=on_start,
             )
         else:
-            est = estimate_mean(
+            est = estimate_file_mean(
                 privatized, sidecar=sidecar, confidence=confidence, where=where or (), verify=verify,
                 on_rows=on_rows, project=project, engine=dask_engine, trust=trust, on_start=on_start,
             )
@@ -200,7 +200,7 @@ def _bound_words(est: Any) -> str:
 
 def _inflation_words(est: Any) -> str:
     """How much noise inflates ‖mean‖: E‖mean‖² = ‖true mean‖² + Σ std error² (module docstring of
-    :mod:`ldpcli.estimators.mean`)."""
+    :mod:`ldpcli.estimators._mean`)."""
     noise, debiased = est.noise_sq, est.debiased_norm
     text = f"√max(0, ‖mean‖² − Σ std error²): noise adds about {fmt(noise)} to ‖mean‖² on average"
     if debiased == 0.0:
@@ -211,7 +211,7 @@ def _inflation_words(est: Any) -> str:
 def _reading(est: Any) -> str:
     """'RMS error 0.06 on a mean of norm 0.52 (noise removed; …): …', with what to do when the
     error dominates. The relative error is against the norm with the noise removed
-    (:attr:`~ldpcli.estimators.mean.MeanEstimate.debiased_norm`), which the raw ‖mean‖ overstates."""
+    (:attr:`~ldpcli.estimators._mean.MeanEstimate.debiased_norm`), which the raw ‖mean‖ overstates."""
     rms, size = est.rms_error, est.debiased_norm
     more = "use more rows (error ∝ 1/√n) or a larger ε."
     text = f"Reading: RMS ℓ2 error {fmt(rms)} (guaranteed)"

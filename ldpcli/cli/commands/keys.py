@@ -10,7 +10,7 @@ import typer
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import KEYS_LEDGER_OPTION, command_app
 from ldpcli.cli.render import err, out
-from ldpcli.release.signing import create_key, load_signer
+from ldpcli.release._signing import create_key, load_signer
 
 app = command_app(
     help="The data owner's signing key (Ed25519, beside the ledger): sign releases so that analysts can check who wrote "

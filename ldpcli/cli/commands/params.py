@@ -29,15 +29,15 @@ from ldpcli.cli.options import (
 from ldpcli.cli.render import fmt, fmt_bound, fmt_logp, fmt_probability, out, render, warn
 from ldpcli.cli.tables import print_reconstruction, verdict_reading
 from ldpcli.errors import UsageError, counted
-from ldpcli.math.shuffling import ASSUMPTIONS, THEOREM
+from ldpcli.math._shuffling import ASSUMPTIONS, THEOREM
 from ldpcli.mechanisms import BCDP, MechanismSpec, get_mechanism
-from ldpcli.mechanisms.base import check_count
-from ldpcli.mechanisms.rendering import secured
-from ldpcli.planning.compare import DEFAULT_DELTA, compare_mechanisms, recommendation
-from ldpcli.planning.shuffle import NO_CLAIM, add_shuffle_claims, central_delta, shuffle_claim
-from ldpcli.planning.solvers import epsilon_for_error, epsilons_for_error
-from ldpcli.release.safety import check_epsilon, near_exact_warning
-from ldpcli.risk.section import reconstruction
+from ldpcli.mechanisms._base import check_count
+from ldpcli.mechanisms._rendering import secured
+from ldpcli.planning._compare import DEFAULT_DELTA, compare_mechanisms, recommendation
+from ldpcli.planning._shuffle import NO_CLAIM, add_shuffle_claims, central_delta, shuffle_claim
+from ldpcli.planning._solvers import epsilon_for_error, epsilons_for_error
+from ldpcli.release._safety import check_epsilon, near_exact_warning
+from ldpcli.risk._section import reconstruction
 
 app = command_app()
 
@@ -247,7 +247,7 @@ def _params_for_target(
     d: int, n: int | None, eps: float | None, target_rmse: float | None, target_error: float | None,
     mechanism: str | None, calibration: str | None, bound: float, options: dict[str, Any], as_json: bool,
 ) -> None:
-    """``ldp params --n N --target-rmse T``: the smallest ε per mechanism (ldpcli.planning.solvers)."""
+    """``ldp params --n N --target-rmse T``: the smallest ε per mechanism (ldpcli.planning._solvers)."""
     if target_rmse is not None and target_error is not None:
         raise UsageError("give one of --target-rmse and --target-error")
     if n is None:

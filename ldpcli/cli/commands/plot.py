@@ -11,8 +11,8 @@ from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import command_app
 from ldpcli.cli.render import note, out, render
 from ldpcli.errors import UsageError, counted
-from ldpcli.planning.plot import X_COLUMNS, plot_sweep, require_matplotlib, select_rows, text_chart
-from ldpcli.planning.sweep import read_sweep
+from ldpcli.planning._plot import X_COLUMNS, plot_sweep, require_matplotlib, select_rows, text_chart
+from ldpcli.planning._sweep import read_sweep
 
 app = command_app()
 

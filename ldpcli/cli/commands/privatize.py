@@ -37,19 +37,19 @@ from ldpcli.cli.options import (
 from ldpcli.cli.pipes import closed_stdout
 from ldpcli.cli.render import err, fmt, fmt_bound, note, progress, render, warn
 from ldpcli.errors import UsageError, counted
-from ldpcli.io.formats import suffix_words
-from ldpcli.io.streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdio_directory, stdout_suffix
-from ldpcli.io.vectors import dropped_note
+from ldpcli.io._formats import suffix_words
+from ldpcli.io._streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdio_directory, stdout_suffix
+from ldpcli.io._vectors import dropped_note
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.mechanisms.composition import ReleaseCost, release_cost
-from ldpcli.release.dataset import privatize_dataset
-from ldpcli.release.engines import make_engine
-from ldpcli.release.file import privatize_files
-from ldpcli.release.inputs import MANIFEST_NAME
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources, RiskSection
-from ldpcli.release.randomness import DEFAULT_RNG, RNG_NAMES
-from ldpcli.release.safety import CLIP_REFUSE_FRACTION, clip_warning
+from ldpcli.mechanisms._composition import ReleaseCost, release_cost
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._engines import make_engine
+from ldpcli.release._file import write_file_releases
+from ldpcli.release._inputs import MANIFEST_NAME
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import Budget, Columns, ReleaseOptions, Resources, RiskSection
+from ldpcli.release._randomness import DEFAULT_RNG, RNG_NAMES
+from ldpcli.release._safety import CLIP_REFUSE_FRACTION, clip_warning
 
 #: ``--shuffle``'s help: what the central claim says and rests on, and what a shuffle refuses.
 _SHUFFLE_HELP = (
@@ -236,14 +236,14 @@ def privatize(
             raise UsageError("--copies is not available with the dataset layout of -o DIR/; add --layout files for "
                              "one output file per input")
         with progress("privatizing", quiet or dask_engine is not None) as (on_start, on_rows):
-            written = privatize_dataset(inputs, output, engine=dask_engine, mechanism=spec, options=release,
+            written = write_dataset_release(inputs, output, engine=dask_engine, mechanism=spec, options=release,
                                         part_rows=part_rows, on_start=on_start, on_rows=on_rows)
         _report_dataset(written, quiet, as_json)
         return
     with progress("privatizing", quiet) as (on_start, on_rows), stdio_directory() as spool, ExitStack() as held:
         sources: list[str] = [str(held.enter_context(spool_stdin(Path(spool))))] if streams[0] else inputs
         target = str(Path(spool) / ("stdout" + stdout_suffix(Path(sources[0])))) if streams[1] else output
-        results = privatize_files(
+        results = write_file_releases(
             sources, target, mechanism=spec, sidecar=sidecar, on_start=on_start, on_rows=on_rows,
             options=replace(
                 release, input_label=STDIN_LABEL if streams[0] else None,

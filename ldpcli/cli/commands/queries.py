@@ -10,7 +10,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from ldpcli.analysis.answer import (
+from ldpcli.analysis._answer import (
     answer_queries,
     encode_queries,
     read_workload,
@@ -22,8 +22,8 @@ from ldpcli.cli.options import LEDGER_OPTION, TRUST_OPTION, WORKLOAD_OPTION, com
 from ldpcli.cli.render import fmt, note, out, progress, render, signature_row, summary_table, warn
 from ldpcli.errors import UsageError, counted
 from ldpcli.io import atomic_write_text
-from ldpcli.io.formats import suffix_words
-from ldpcli.release.ledger import InputFingerprint, Ledger
+from ldpcli.io._formats import suffix_words
+from ldpcli.release._ledger import InputFingerprint, Ledger
 
 app = command_app(
     help="Answer a public workload of queries over a finite universe: locally (encode, privatize, answer) or "

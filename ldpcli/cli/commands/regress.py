@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from ldpcli.analysis.regress import regress, save_coefficients
+from ldpcli.analysis._regress import regress, save_coefficients
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import TRUST_OPTION, command_app
 from ldpcli.cli.render import fmt, out, progress, render, signature_row, summary_table

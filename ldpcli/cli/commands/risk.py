@@ -8,19 +8,19 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from ldpcli.analysis.attack import attack as run_attack
+from ldpcli.analysis._attack import attack as run_attack
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import NORM_OPTION, RISK_THRESHOLD_OPTION, command_app, floats
 from ldpcli.cli.render import fmt, fmt_logp, out, progress, render, warn
 from ldpcli.cli.tables import print_reconstruction, verdict_reading
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import MechanismSpec, RiskEpsilon, get_mechanism
-from ldpcli.mechanisms.hooks import risk_epsilons
-from ldpcli.planning.compare import comparison_options
-from ldpcli.release.sidecar import load_sidecar
-from ldpcli.risk.diffuse import STANDARD_A, check_threshold, max_epsilon_for_risk
-from ldpcli.risk.section import RISK_NAMES, reconstruction, reconstruction_for
-from ldpcli.risk.sparse import sparse_risk
+from ldpcli.mechanisms._hooks import risk_epsilons
+from ldpcli.planning._compare import comparison_options
+from ldpcli.release._sidecar import load_sidecar
+from ldpcli.risk._diffuse import STANDARD_A, check_threshold, max_epsilon_for_risk
+from ldpcli.risk._section import RISK_NAMES, reconstruction, reconstruction_for
+from ldpcli.risk._sparse import sparse_risk
 
 app = command_app()
 
@@ -156,7 +156,7 @@ def _plain_section(
 def _risk_max_epsilon(
     max_risk: float, k: int | None, d: int | None, rho0: float, a: list[float] | None, as_json: bool
 ) -> None:
-    """``ldp risk --max-risk P``: the largest ε per a (closed form, ldpcli.risk.diffuse)."""
+    """``ldp risk --max-risk P``: the largest ε per a (closed form, ldpcli.risk._diffuse)."""
     k = d if k is None else k
     if k is None:
         raise UsageError("--max-risk needs --k (the dimension of the reconstructed direction) or --d")
@@ -234,7 +234,7 @@ def _risk_attack(
     privatized: Path, raw: Path | None, sidecar: Path | None, k: int | None, basis: str, basis_seed: int,
     a: list[float] | None, as_json: bool, quiet: bool,
 ) -> None:
-    """``ldp risk --attack PRIVATIZED --raw RAW``: the natural reconstruction (ldpcli.analysis.attack)."""
+    """``ldp risk --attack PRIVATIZED --raw RAW``: the natural reconstruction (ldpcli.analysis._attack)."""
     if raw is None:
         raise UsageError("--attack needs --raw RAW, the file the release was made from")
     kwargs: dict[str, Any] = {"k": k, "basis": basis, "basis_seed": basis_seed, "sidecar": sidecar}

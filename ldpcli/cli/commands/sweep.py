@@ -12,8 +12,8 @@ from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import NORM_OPTION, R_MAX_OPTION, command_app, public_bound, split
 from ldpcli.cli.render import Encoded, fmt, out, progress, render, warn
 from ldpcli.errors import counted
-from ldpcli.planning.sweep import save_sweep, to_json
-from ldpcli.planning.sweep import sweep as run_sweep
+from ldpcli.planning._sweep import save_sweep, to_json
+from ldpcli.planning._sweep import sweep as run_sweep
 
 app = command_app()
 

@@ -24,14 +24,14 @@ from ldpcli.cli.options import (
 )
 from ldpcli.cli.render import fmt, note, out, progress, render, status, summary_table, warn
 from ldpcli.errors import counted
+from ldpcli.learn._central import DEFAULT_DELTA, central_options
+from ldpcli.learn._model import OWNER_ONLY_STATEMENT
 from ldpcli.learn._reference import REFERENCE_SECONDS
-from ldpcli.learn.central import DEFAULT_DELTA, central_options
-from ldpcli.learn.model import OWNER_ONLY_STATEMENT
-from ldpcli.learn.sgd import DEFAULT_MECHANISM
-from ldpcli.learn.train import TrainingOptions, train
+from ldpcli.learn._sgd import DEFAULT_MECHANISM
+from ldpcli.learn._train import TrainingOptions, train
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.release.ledger import Ledger
-from ldpcli.release.options import Budget, Columns, ReleaseOptions, Resources
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import Budget, Columns, ReleaseOptions, Resources
 
 app = command_app()
 

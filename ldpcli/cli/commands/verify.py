@@ -13,7 +13,7 @@ from ldpcli.cli.flags import text_in_flags
 from ldpcli.cli.options import command_app
 from ldpcli.cli.render import out, render
 from ldpcli.errors import counted
-from ldpcli.release.signing import Status, read_public_key, verify_paths
+from ldpcli.release._signing import Status, read_public_key, verify_paths
 
 app = command_app()
 

@@ -1,0 +1,60 @@
+"""Which implementation runs the hot loops: the compiled kernels (numba) or the numpy reference.
+
+``pip install 'ldp[fast]'`` adds numba, the field's standard compiler for numeric Python loops; with
+it, the sampler of every vector mechanism that draws n·d numbers (PrivUnit2 and the hemisphere
+mechanism's cap sampler, PrivUnitG, gaussian-sign, and the hypercube mechanisms privunit-inf and
+duchi-linf) runs as one compiled loop per row (:mod:`ldpcli.math._numba_kernels`) instead of a few
+numpy passes per chunk of rows. Without it, the numpy code (:mod:`ldpcli.math._sphere` and each
+mechanism's ``privatize``) runs; it is the reference the kernels are tested against.
+
+The kernels draw the same numbers from the same generator in the same order as their reference and
+agree to rounding, not bit for bit (their sums run in different orders); the hypercube kernel draws
+each row's agreeing coordinates from fewer numbers than the numpy reference's d keys a row and
+agrees in law only. So a seeded output depends on which one ran: the sidecar records it
+(``release.randomness.kernel``). ``LDP_KERNEL=numpy`` forces the reference (for example to reproduce
+a seeded output made without numba); ``LDP_KERNEL=numba`` makes a missing numba an error instead of
+a silent fallback.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from types import ModuleType
+
+from ldpcli.errors import MissingDependency, UsageError, install_hint
+
+#: The environment variable that chooses the kernels: ``auto`` (default), ``numba`` or ``numpy``.
+KERNEL_ENV = "LDP_KERNEL"
+_CHOICES = ("auto", "numba", "numpy")
+
+
+@functools.cache
+def _numba_installed() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+def kernel_name() -> str:
+    """``"numba"`` or ``"numpy"``: what the samplers use now (``LDP_KERNEL`` and whether numba is there)."""
+    choice = os.environ.get(KERNEL_ENV, "auto").strip().lower() or "auto"
+    if choice not in _CHOICES:
+        raise UsageError(f"{KERNEL_ENV}={choice!r}: use one of {', '.join(_CHOICES)}")
+    if choice == "numba" and not _numba_installed():
+        raise MissingDependency(f"{KERNEL_ENV}=numba but numba is not installed: {install_hint('fast')}")
+    if choice == "numpy" or not _numba_installed():
+        return "numpy"
+    return "numba"
+
+
+def compiled() -> ModuleType | None:
+    """The compiled kernels' module when :func:`kernel_name` is ``"numba"``, else None.
+
+    Imported on first use: numba's import and the first call's compilation (cached on disk
+    afterwards) cost only runs that privatize.
+    """
+    if kernel_name() != "numba":
+        return None
+    from ldpcli.math import _numba_kernels
+
+    return _numba_kernels
