@@ -111,13 +111,6 @@ class _Finder:
         return importlib.machinery.ModuleSpec(fullname, _Loader())  # type: ignore[arg-type]
 
 
-def moved_module(package: str, name: str) -> types.ModuleType | None:
-    """``package.name`` read as an attribute (``ldpcli.release.file``): the old path's module, or None."""
-    if f"{package}.{name}" not in _OLD:
-        return None
-    return importlib.import_module(f"{package}.{name}")
-
-
 def install() -> None:
     """Put the finder of the old paths on :data:`sys.meta_path` (once)."""
     if not any(isinstance(finder, _Finder) for finder in sys.meta_path):

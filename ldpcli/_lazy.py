@@ -41,22 +41,22 @@ def exports_of(init_file: str) -> dict[str, tuple[str, str]]:
 def attach(package: str, init_file: str) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """``(__getattr__, __dir__, __all__)`` for the package ``package`` whose ``__init__`` is ``init_file``.
 
-    ``__getattr__`` imports a public name's module on first use; for a module name that moved to a
-    private one (:mod:`ldpcli._compat`) it imports the old path, which warns. ``__all__`` is the
+    ``__getattr__`` imports a public name's module on first use, and a submodule read as an attribute
+    (an old 0.1 module path among them: :mod:`ldpcli._compat` answers it, with its warning). ``__all__`` is the
     public names in the order the ``__init__`` lists them.
     """
     exports = exports_of(init_file)
 
     def __getattr__(name: str) -> Any:
-        """A public name, from its private module; an old module path, through its deprecation."""
+        """A public name, from its private module; else a submodule of that name."""
         if name in exports:
             module, attribute = exports[name]
             return getattr(importlib.import_module(module), attribute)
-        from ldpcli._compat import moved_module
-
-        old = moved_module(package, name)
-        if old is not None:
-            return old
+        try:  # a submodule not imported yet; an old module path is answered by ldpcli._compat's finder, which warns
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{package}.{name}":
+                raise  # a module that exists failed to import: not a missing attribute
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     def __dir__() -> list[str]:
