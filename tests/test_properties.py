@@ -291,6 +291,19 @@ def test_regression_separated_worst_case_error_scales_at_huge_k() -> None:
     assert same_number(scaled.expected_error_max, L**2 * unit.expected_error_max)
 
 
+def test_regression_separated_worst_case_error_does_not_rise_with_epsilon_at_huge_k() -> None:
+    """k ≈ 3.3e13: the sup was read at the rounded norm r_max − s*·g, jittering by a relative 1e−5, so the
+    split search landed on a worse split at the next ε (+5e−8; found at tests/mechanisms/ node ids)."""
+    low = calibrate("separated", 1, 157.98498549518746, 1.0, "optimal")
+    high = calibrate("separated", 1, 157.9849854952292, 1.0, "optimal")
+    assert low.k > 10**13
+    assert high.expected_error_max <= low.expected_error_max
+    # The sup itself, against a fine scan of the top cell at the same split (error_at at each norm).
+    g = low.magnitude.grid_step
+    scan = low.error_at(1.0 - g * np.linspace(0.0, 1.0, 2001)).max()
+    assert low.expected_error_max >= scan * (1.0 - 1e-12)
+
+
 def test_documented_non_monotone_scalar() -> None:
     """By design of the paper's rule: k = ⌈e^{ε/3}⌉ jumps, so a little more ε can give more error."""
     eps = 3.0 * math.log(2.0)

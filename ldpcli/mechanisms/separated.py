@@ -89,16 +89,25 @@ def _error_at(direction: PrivUnit2, magnitude: ScalarDP, r: np.ndarray | float) 
 
 
 def _worst_norm(direction: PrivUnit2, magnitude: ScalarDP) -> tuple[float, float]:
-    """(r*, sup error): the concave maximum of the top magnitude cell (module docstring)."""
-    a, _ = magnitude.coefficients
+    """(r*, sup error): the concave maximum of the top magnitude cell (module docstring).
+
+    The error at s* is evaluated in grid units, E(s) = g²·[M·(A(k/2 − s)² + B·s(1 − s) + ABk(k + 2)/12)
+    + (k − s)²·(M − 1)] (``ScalarDP.error_at`` with t = k − s, f = 1 − s), not at the rounded norm
+    r_max − s*·g: for k ≳ 10¹² that norm keeps only ~k·2⁻⁵³ of a grid step, and the sup, read
+    through r/g, jittered by a relative (k·2⁻⁵³)² (1e−5 at k = 3·10¹³), enough for the optimal
+    split's search to land on a worse split at a larger ε (regression test at ε = 157.98…).
+    """
+    a, b = magnitude.coefficients
     k = float(magnitude.k)
     big_m, e_dir = direction.expected_error_max, direction.expected_error
     s_star = min(1.0, max(0.0, 0.5 * (big_m * (1.0 - a * (k - 1.0)) - 2.0 * k * e_dir)))
-    r_max = magnitude.norm_bound
-    candidates = np.array([r_max, max(0.0, r_max - s_star * magnitude.grid_step)])
-    values = _error_at(direction, magnitude, candidates)
-    i = int(np.argmax(values))
-    return float(candidates[i]), float(values[i])
+    r_max, g = magnitude.norm_bound, magnitude.grid_step
+    at_top = float(_error_at(direction, magnitude, r_max))  # s = 0: ``expected_error`` itself
+    cell = big_m * (a * (0.5 * k - s_star) ** 2 + b * s_star * (1.0 - s_star) + a * b * k * (k + 2.0) / 12.0)
+    inside = g * g * (cell + (k - s_star) ** 2 * e_dir)
+    if inside > at_top:
+        return max(0.0, r_max - s_star * g), inside
+    return r_max, at_top
 
 
 def optimal_split(d: int, epsilon: float, norm_bound: float = 1.0, k: int | None = None) -> float:
