@@ -304,6 +304,18 @@ def test_regression_separated_worst_case_error_does_not_rise_with_epsilon_at_hug
     assert low.expected_error_max >= scan * (1.0 - 1e-12)
 
 
+def test_regression_bcdp_budget_search_survives_errors_beyond_the_double_range() -> None:
+    """q = 2.2e−309 (a draw at tests/mechanisms/ node ids): bcdp's c_d search gave the one-feature release a
+    budget below 1e−154, where PrivUnit2's (and Duchi's) 1/m² exceeds 1.8e308 and math.exp raised."""
+    for base in ("privunit2", "duchi-l2"):
+        mech = calibrate("bcdp", 2, 1.0, 1.0, "optimal", q=2.225073858507203e-309, feature_eps="0=0.05", base=base)
+        finite_numbers(mech.describe())
+        assert 0.0 < mech.epsilon_exact <= 1.0
+    for base in ("privunit2", "duchi-l2"):  # the error there is beyond the double range: inf, its rounding
+        tiny = get_mechanism(base).calibrate(1, 1e-200, norm_bound=1.0)
+        assert tiny.expected_error == tiny.expected_error_max == math.inf
+
+
 def test_documented_non_monotone_scalar() -> None:
     """By design of the paper's rule: k = ⌈e^{ε/3}⌉ jumps, so a little more ε can give more error."""
     eps = 3.0 * math.log(2.0)
