@@ -14,8 +14,9 @@ Every mechanism in ``mechanism_names()`` (a newly registered one included) is ch
 Every test is derandomized (``derandomize=True``): CI runs the same examples each time and cannot
 flake. Calibrations that are not monotone in ε by design of the paper's rule they follow are
 listed in KNOWN_NON_MONOTONE with the reason (monotonicity is then checked with their integer
-parameters held fixed), and a test at the end asserts each documented jump; regression tests pin
-the bugs this file found.
+parameters held fixed), calibrations chosen by a search certified to a tolerance get that slack
+(SEARCH_SLACK), and a test at the end asserts each documented jump; regression tests pin the bugs
+this file found.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from hypothesis import strategies as st
 
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import Mechanism, get_mechanism, mechanism_names
+from ldpcli.mechanisms.bcdp_budget import RTOL as BCDP_SEARCH_RTOL
 
 # ---------------------------------------------------------------------------------------------
 # What is drawn
@@ -101,6 +103,15 @@ KNOWN_NON_MONOTONE = {
     ("separated", "bhowmick", "expected_error_max"): "the user's split: k = ⌈e^{ε₂/3}⌉ jumps (+5% at ε₂ = 3·ln 2)",
 }
 FIXED_PARAMETERS = {"scalar": ("k",), "scalar-rel": ("alpha", "nu", "k"), "separated": ("eps_split", "k")}
+
+#: Calibrations whose parameter is the result of a search certified only to a relative tolerance rtol, for
+#: the error that search minimises (the error found is at most (1 − rtol)⁻¹ times the infimum over the admissible set): where that
+#: infimum does not increase with ε, E(ε') ≤ inf(ε')/(1 − rtol) ≤ inf(ε)/(1 − rtol) ≤ E(ε)/(1 − rtol), and
+#: no better, since the search's cells (laid on (0, c_max], c_max growing with ε) end on other points.
+#: The monotonicity check allows that slack (test_documented_non_monotone_bcdp_search).
+SEARCH_SLACK = {
+    ("bcdp", "optimal", "expected_error"): 1.0 / (1.0 - BCDP_SEARCH_RTOL) - 1.0,  # best_c_d's certificate
+}
 
 
 def finite_numbers(value: Any, where: str = "describe()") -> None:
@@ -204,7 +215,7 @@ def test_expected_errors_do_not_increase_with_epsilon(name: str, calibration: st
         else:
             compare = high
         before, after = getattr(low, quantity), getattr(compare, quantity)
-        slack = REL if tie_possible else 0.0
+        slack = max(REL if tie_possible else 0.0, SEARCH_SLACK.get((name, calibration, quantity), 0.0))
         assert after <= before * (1.0 + slack), (quantity, epsilon, larger, before, after, after / before - 1)
 
 
@@ -347,12 +358,23 @@ def test_documented_non_monotone_separated_with_a_given_split() -> None:
     assert high.expected_error_max > low.expected_error_max
 
 
+def test_documented_non_monotone_bcdp_search() -> None:
+    """bcdp's c_d is certified to a relative RTOL, not found exactly: at ε = 1 and e the optimum (0.2257) is
+    inside both admissible sets, but the searches (cells on (0, 1] and (0, 1.45]) stop 5e−9 apart, and
+    the error, flat there, rises by a relative 1e−15 (a --hypothesis-seed=11 draw), within SEARCH_SLACK."""
+    options = {"q": 0.015625, "feature_eps": "0=0.05"}
+    low, high = (calibrate("bcdp", 3, eps, 1.0, "optimal", **options) for eps in (1.0, math.e))
+    assert low.c_total != high.c_total and abs(low.c_total - high.c_total) < 1e-7 * low.c_total
+    assert low.expected_error < high.expected_error <= low.expected_error * (1.0 + SEARCH_SLACK[("bcdp", "optimal", "expected_error")])
+
+
 def test_known_exemptions_name_registered_mechanisms() -> None:
     """The exemption tables must not go stale silently."""
     names = set(mechanism_names())
     assert set(KNOWN_NON_MONOTONE) <= {(name, calibration, q) for name, calibration in CASES
                                        for q in ("expected_error", "expected_error_max")}
     assert set(FIXED_PARAMETERS) <= names
+    assert set(SEARCH_SLACK) <= {(name, calibration, "expected_error") for name, calibration in CASES}
     with pytest.raises(UsageError):
         calibrate("privunit2", 2, 1.0, 1.0, "bhowmick")  # MIN_D is a real constraint
 
