@@ -315,6 +315,14 @@ def test_regression_separated_worst_case_error_does_not_rise_with_epsilon_at_hug
     assert low.expected_error_max >= scan * (1.0 - 1e-12)
 
 
+def test_regression_separated_split_search_does_not_stop_on_a_worse_tooth() -> None:
+    """k = ⌈e^{ε₂/3}⌉ ≈ 42 700 makes the objective a saw-tooth in the split; Brent's method stopped on
+    different teeth at two ε one part in 1e12 apart, and the worst-case error rose by 9e−9 (a seeded scan)."""
+    low = calibrate("separated", 186, 1698.512403575758, 1.0, "optimal")
+    high = calibrate("separated", 186, 1698.512403577971, 1.0, "optimal")
+    assert high.expected_error_max <= low.expected_error_max
+
+
 def test_regression_bcdp_budget_search_survives_errors_beyond_the_double_range() -> None:
     """q = 2.2e−309 (a draw at tests/mechanisms/ node ids): bcdp's c_d search gave the one-feature release a
     budget below 1e−154, where PrivUnit2's (and Duchi's) 1/m² exceeds 1.8e308 and math.exp raised."""
@@ -343,8 +351,9 @@ def test_documented_non_monotone_scalar_rel() -> None:
 
 def test_documented_non_monotone_separated_boundary_error() -> None:
     """The optimal split minimises the worst case, so the boundary error may rise with ε."""
-    low = calibrate("separated", 5, 119.65617482678694, 1.0, "optimal")
-    high = calibrate("separated", 5, 119.65628341359164, 1.0, "optimal")
+    # (The pair before the split's tooth search, d = 5 at ε = 119.65617…/119.65628…, no longer rises.)
+    low = calibrate("separated", 51, 933.2797802751754, 1.0, "optimal")
+    high = calibrate("separated", 51, 933.2797815915931, 1.0, "optimal")
     assert high.expected_error > low.expected_error
     assert high.expected_error_max <= low.expected_error_max
 
