@@ -71,6 +71,26 @@ def log1mexp(log_q: float) -> float:
     return math.log1p(-math.exp(log_q))
 
 
+def exp_or_inf(x: float) -> float:
+    """e^x, or +inf (its correct rounding) where it exceeds the double range; ``math.exp`` raises there.
+
+    An exact error computed in log space can exceed 1.8e308 (PrivUnit2 at d = 1 and ε < 1e−154, which
+    bcdp's budget search evaluates for tiny q): the property then says inf instead of stopping the caller.
+    """
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+def expm1_or_inf(x: float) -> float:
+    """e^x − 1, or +inf where it exceeds the double range (as :func:`exp_or_inf`)."""
+    try:
+        return math.expm1(x)
+    except OverflowError:
+        return math.inf
+
+
 def log_expm1(x: float) -> float:
     """log(e^x − 1) for x > 0, exact for tiny x and for x in the thousands."""
     if x > 30.0:

@@ -125,13 +125,14 @@ class DuchiL2(Mechanism):
 
     @property
     def expected_error(self) -> float:
-        """B² − L² = L²·expm1(2 log(B/L)) for ‖x‖ = L (L²/sinh²(ε/2) at d = 1)."""
-        return self.norm_bound**2 * math.expm1(2.0 * self.log_scale)
+        """B² − L² = L²·expm1(2 log(B/L)) for ‖x‖ = L (L²/sinh²(ε/2) at d = 1); inf beyond the double
+        range (ε < 1e−154 at d = 1, which bcdp's budget search evaluates for tiny q)."""
+        return self.norm_bound**2 * sm.expm1_or_inf(2.0 * self.log_scale)
 
     @property
     def expected_error_max(self) -> float:
-        """B², attained at x = 0."""
-        return self.norm_bound**2 * math.exp(2.0 * self.log_scale)
+        """B², attained at x = 0 (inf beyond the double range, as ``expected_error``)."""
+        return self.norm_bound**2 * sm.exp_or_inf(2.0 * self.log_scale)
 
     def second_moments(self) -> tuple[float, float]:
         """(B²/d, B²/d): Z is uniform on a hemisphere of radius B, and z ↦ −z maps it onto the other

@@ -280,14 +280,15 @@ class PrivUnit2(Mechanism):
 
     @property
     def expected_error(self) -> float:
-        """L²(1/m² − 1) = L²(1 − m)(1 + m)/m² = E‖Z − x‖² for ‖x‖ = L (the papers' convention)."""
+        """L²(1/m² − 1) = L²(1 − m)(1 + m)/m² = E‖Z − x‖² for ‖x‖ = L (the papers' convention); inf where
+        that exceeds the double range (d = 1 at ε < 1e−154: bcdp's budget search goes there for tiny q)."""
         m = math.exp(self.log_m)
-        return self.norm_bound**2 * math.exp(self.log_one_minus_m + math.log1p(m) - 2.0 * self.log_m)
+        return self.norm_bound**2 * sm.exp_or_inf(self.log_one_minus_m + math.log1p(m) - 2.0 * self.log_m)
 
     @property
     def expected_error_max(self) -> float:
-        """L²/m², attained at x = 0."""
-        return self.norm_bound**2 * math.exp(-2.0 * self.log_m)
+        """L²/m², attained at x = 0 (inf beyond the double range, as ``expected_error``)."""
+        return self.norm_bound**2 * sm.exp_or_inf(-2.0 * self.log_m)
 
     def second_moments(self) -> tuple[float, float]:
         """(L²/m²)·((1 + (d − 1)γm)/d, (1 − γm)/d): E⟨Z, u⟩² and E⟨Z, w⟩² for w ⊥ u.

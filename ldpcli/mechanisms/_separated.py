@@ -27,7 +27,8 @@ Calibrations (docs/errata.md §9: the choice is explicit, never mixed):
 - ``optimal`` (default): PrivUnit2 optimal (Asi et al. 2022) at ε₁, ScalarDP at ε₂ with
   k = ⌈e^{ε₂/3}⌉ (or the ``k`` option), and the split ε₁/ε chosen to minimise
   ``expected_error_max``: a public 1-D minimisation (a grid over logit(ε₁/ε) ∈ [−10, 10], then a
-  bounded Brent refinement around the best grid point). ``eps_split`` overrides it.
+  bounded Brent refinement around the best grid point, then, with the default k, a search over the
+  ends of the saw-tooth's teeth, where k is fixed). ``eps_split`` overrides it.
 - ``bhowmick``: Eq. (23), the paper's experiments: PrivUnit2 with γ(0.99ε₁) from Thm 1 (16) and
   p = p(0.01ε₁), ScalarDP with k = ⌈e^{ε₂/3}⌉ (docs/errata.md §7). The split is the user's: ``eps_split``
   is required. (Eq. (22)'s p = 1/2 is a proof device and is not offered.)
@@ -50,7 +51,7 @@ from ldpcli.math._lawtests import LawTest
 from ldpcli.mechanisms._base import Mechanism, OptionSpec, declare, register
 from ldpcli.mechanisms._hooks import OutputBranch, RiskEpsilon
 from ldpcli.mechanisms._privunit import PrivUnit2
-from ldpcli.mechanisms._scalar import K_MAX, K_REL_MAX, ScalarDP
+from ldpcli.mechanisms._scalar import K_MAX, K_REL_MAX, ScalarDP, default_k
 
 #: The audit splits Z into its magnitude's branches up to this grid size: ‖Z‖·m then places R̂ on the
 #: grid to within 1e−4 of a grid step (rounding ≈ u·k/B grid steps).
@@ -89,16 +90,25 @@ def _error_at(direction: PrivUnit2, magnitude: ScalarDP, r: np.ndarray | float) 
 
 
 def _worst_norm(direction: PrivUnit2, magnitude: ScalarDP) -> tuple[float, float]:
-    """(r*, sup error): the concave maximum of the top magnitude cell (module docstring)."""
-    a, _ = magnitude.coefficients
+    """(r*, sup error): the concave maximum of the top magnitude cell (module docstring).
+
+    The error at s* is evaluated in grid units, E(s) = g²·[M·(A(k/2 − s)² + B·s(1 − s) + ABk(k + 2)/12)
+    + (k − s)²·(M − 1)] (``ScalarDP.error_at`` with t = k − s, f = 1 − s), not at the rounded norm
+    r_max − s*·g: for k ≳ 10¹² that norm keeps only ~k·2⁻⁵³ of a grid step, and the sup, read
+    through r/g, jittered by a relative (k·2⁻⁵³)² (1e−5 at k = 3·10¹³), enough for the optimal
+    split's search to land on a worse split at a larger ε (regression test at ε = 157.98…).
+    """
+    a, b = magnitude.coefficients
     k = float(magnitude.k)
     big_m, e_dir = direction.expected_error_max, direction.expected_error
     s_star = min(1.0, max(0.0, 0.5 * (big_m * (1.0 - a * (k - 1.0)) - 2.0 * k * e_dir)))
-    r_max = magnitude.norm_bound
-    candidates = np.array([r_max, max(0.0, r_max - s_star * magnitude.grid_step)])
-    values = _error_at(direction, magnitude, candidates)
-    i = int(np.argmax(values))
-    return float(candidates[i]), float(values[i])
+    r_max, g = magnitude.norm_bound, magnitude.grid_step
+    at_top = float(_error_at(direction, magnitude, r_max))  # s = 0: ``expected_error`` itself
+    cell = big_m * (a * (0.5 * k - s_star) ** 2 + b * s_star * (1.0 - s_star) + a * b * k * (k + 2.0) / 12.0)
+    inside = g * g * (cell + (k - s_star) ** 2 * e_dir)
+    if inside > at_top:
+        return max(0.0, r_max - s_star * g), inside
+    return r_max, at_top
 
 
 def optimal_direction_share(d: int, epsilon: float, norm_bound: float = 1.0, k: int | None = None) -> float:
@@ -107,7 +117,8 @@ def optimal_direction_share(d: int, epsilon: float, norm_bound: float = 1.0, k: 
     A public computation (it uses d, ε, r_max and k only): ``expected_error_max`` on a grid of
     logit(ε₁/ε), then a bounded Brent refinement between the neighbours of the best grid point;
     the best value seen is returned. The objective jumps where k = ⌈e^{ε₂/3}⌉ changes, which is why
-    a grid comes first.
+    a grid comes first, and why, with the default k, the ends of the teeth near the result are
+    searched last (:func:`_best_tooth_end`: the least end found does not rise with ε).
     """
     from scipy import optimize  # imported here: `ldp --help` should not pay for it
 
@@ -132,7 +143,57 @@ def optimal_direction_share(d: int, epsilon: float, norm_bound: float = 1.0, k: 
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
     optimize.minimize_scalar(worst, bounds=(lo, hi), method="bounded", options={"xatol": 1e-9})
     u_best = min(seen, key=lambda u: (seen[u], abs(u - grid[i])))
+    if k is None:
+        _best_tooth_end(epsilon, u_best, worst)
+        u_best = min(seen, key=lambda u: (seen[u], abs(u - grid[i])))
     return math.exp(sm.log_expit(u_best))
+
+
+def _best_tooth_end(epsilon: float, u_best: float, worst: Callable[[float], float]) -> None:
+    """Evaluate ``worst`` at the ends of the teeth of k = ⌈e^{ε₂/3}⌉ near ``u_best``, down to the least
+    one (the caller keeps the best point ``worst`` has seen).
+
+    With k fixed (a tooth: ε₂ ∈ (3 log(k − 1), 3 log k]) the objective is smooth in the split and it
+    jumps where k does, so it is a saw-tooth that Brent's method, started anywhere, ends on one of many
+    nearly equal teeth (+9e−9 from ε = 1698.512403575758 to 1698.512403577971 at d = 186, k ≈ 42 700,
+    where the least point of a tooth is its left end). The ends ε₂ = 3 log(k − 1) and 3 log k, moved
+    1e−13·ε inwards (so that the split's rounding keeps this k), give a smooth function of the integer k,
+    h(k) = the better end, searched here for its least value: downhill from the k of ``u_best`` by
+    doubling steps, then by integer ternary sections. At a larger ε each end keeps its k and ε₂ and
+    gets more ε₁, so its error falls: the least end falls with ε.
+    """
+    def end(eps2: float) -> float:
+        share = 1.0 - eps2 / epsilon
+        if not (0.0 < eps2 and 0.0 < share < 1.0):
+            return math.inf
+        return worst(math.log(share) - math.log1p(-share))
+
+    def at(tooth: int) -> float:
+        margin = 1e-13 * epsilon
+        return min(end(3.0 * math.log(tooth - 1) + margin), end(3.0 * math.log(tooth) - margin))
+
+    s_best = math.exp(sm.log_expit(u_best))
+    k0 = max(3, default_k(epsilon - s_best * epsilon))  # k = 2's left end is ε₂ = 0
+    if k0 >= K_MAX:
+        return  # k capped: no teeth left (the objective is smooth in the split there)
+    step = 1 if at(k0 + 1) < at(k0) else -1
+    lo, mid, span = k0, k0, 1  # the least value seen so far is at(mid); lo is one side of it
+    while True:
+        nxt = min(max(3, mid + step * span), K_MAX - 1)
+        if nxt == mid or at(nxt) >= at(mid):
+            hi = nxt
+            break
+        lo, mid, span = mid, nxt, 2 * span
+    left, right = min(lo, hi), max(lo, hi)  # the least end lies in [left, right] (unimodal)
+    while right - left > 2:
+        a = left + (right - left) // 3
+        b = right - (right - left) // 3
+        if at(a) <= at(b):
+            right = b
+        else:
+            left = a
+    for tooth in range(left, right + 1):
+        at(tooth)
 
 
 @register
