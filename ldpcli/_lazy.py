@@ -38,14 +38,17 @@ def exports_of(init_file: str) -> dict[str, tuple[str, str]]:
     return {alias: (module, name) for module, name, alias in _EXPORT_LINE.findall(block)}
 
 
-def attach(package: str, init_file: str) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
+def attach(package: str, init_file: str, dynamic: dict[str, str] | None = None,
+           ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """``(__getattr__, __dir__, __all__)`` for the package ``package`` whose ``__init__`` is ``init_file``.
 
     ``__getattr__`` imports a public name's module on first use, and a submodule read as an attribute
     (an old 0.1 module path among them: :mod:`ldpcli._compat` answers it, with its warning). ``__all__`` is the
-    public names in the order the ``__init__`` lists them.
+    public names in the order the ``__init__`` lists them. ``dynamic`` names the public values that a
+    module computes when asked (its own ``__getattr__``, as ``FORMATS``), by module: they cannot stand
+    in the ``TYPE_CHECKING`` block (mypy 2.4 fails writing its cache for such an import).
     """
-    exports = exports_of(init_file)
+    exports = exports_of(init_file) | {name: (module, name) for name, module in (dynamic or {}).items()}
 
     def __getattr__(name: str) -> Any:
         """A public name, from its private module; else a submodule of that name."""

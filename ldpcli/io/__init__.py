@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from ldpcli.io._atomic import atomic_write_text as atomic_write_text
     from ldpcli.io._atomic import file_sha256 as file_sha256
     from ldpcli.io._atomic import remove_temporaries as remove_temporaries
-    from ldpcli.io._formats import FORMATS as FORMATS
     from ldpcli.io._formats import Format as Format
     from ldpcli.io._formats import file_format as file_format
     from ldpcli.io._formats import get_format as get_format
@@ -78,4 +77,4 @@ if TYPE_CHECKING:
     from ldpcli.io._write import VectorWriter as VectorWriter
     from ldpcli.io._write import table_bytes as table_bytes
 
-__getattr__, __dir__, __all__ = attach(__name__, __file__)
+__getattr__, __dir__, __all__ = attach(__name__, __file__, dynamic={"FORMATS": "ldpcli.io._formats"})
