@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from helpers import LDP, ldp_process, unit_rows, write_list
 
-from ldpcli.io._faults import STEPS
+from ldpcli.io._faults import NAMED_TEMPORARIES_ENV, STEPS
 
 
 def run(*args: object, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -268,8 +268,11 @@ def test_a_signal_at_any_moment_either_cancels_everything_or_comes_after_a_compl
 
 @pytest.mark.slow
 def test_the_next_run_removes_what_a_killed_run_left(tmp_path: Path, medium: Path) -> None:
+    """Where temporaries have names while they are written (the fallback of systems without ``O_TMPFILE``;
+    on Linux a killed run leaves none: tests/io/test_crash_safety.py), the next run removes them."""
     out = tmp_path / "out.parquet"
-    proc = start("privatize", medium, "--eps", "4", "-o", out, "--threads", "1", "--memory", "8MB", "-q")
+    proc = start("privatize", medium, "--eps", "4", "-o", out, "--threads", "1", "--memory", "8MB", "-q",
+                 env={NAMED_TEMPORARIES_ENV: "1"})
     deadline = time.monotonic() + 60
     while not hidden(tmp_path):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
