@@ -486,7 +486,8 @@ def save_central_release(release: CentralRelease, workload: Workload, output: Pa
     Returns the sidecar's path."""
     from ldpcli.io._atomic import finished_bytes
     from ldpcli.io._publication import Publication
-    from ldpcli.release._commit import Charge, commit_release
+    from ldpcli.release._commit import commit_release
+    from ldpcli.release._rowindex import Charge
     from ldpcli.release._sidecar import check_replaceable, sidecar_path, sidecar_text
 
     path = Path(output)

@@ -36,9 +36,10 @@ from ldpcli.learn._reference import Minimizer
 from ldpcli.learn._sgd import DEFAULT_MECHANISM, StepRule, gradient_moment_bounds
 from ldpcli.mechanisms._base import Mechanism
 from ldpcli.mechanisms._composition import ReleaseCost, release_cost
-from ldpcli.release._commit import Charge, commit_release
+from ldpcli.release._commit import commit_release
 from ldpcli.release._ledger import InputFingerprint, Ledger
 from ldpcli.release._ledger_file import LedgerEntry
+from ldpcli.release._rowindex import Charge
 from ldpcli.release._sidecar import REPRODUCIBLE_NOTE, check_replaceable, sidecar_path, sidecar_text, utc_now
 
 MODEL_FORMAT = "ldp-model"

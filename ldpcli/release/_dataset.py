@@ -62,7 +62,7 @@ from ldpcli.io._publication import Publication, entry_list, remove_dataset_direc
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms._composition import release_cost
 from ldpcli.release._batches import Privatizer, run_batches
-from ldpcli.release._commit import Charge, commit_release
+from ldpcli.release._commit import commit_release
 from ldpcli.release._engines import DaskEngine, LocalEngine, describe_engine, run_all
 from ldpcli.release._file import check_threads, ledger_entry, release_checks, released_input_warning
 from ldpcli.release._inputs import (
@@ -76,6 +76,7 @@ from ldpcli.release._ledger import InputFingerprint, Ledger
 from ldpcli.release._options import ReleaseOptions
 from ldpcli.release._randomness import input_key, key_block_rows, root_seed
 from ldpcli.release._rowhash import RowDigest
+from ldpcli.release._rowindex import Charge
 from ldpcli.release._safety import check_clipping, release_warnings
 from ldpcli.release._sidecar import build_sidecar, sidecar_path, write_sidecar
 from ldpcli.release._signing import signer_for

@@ -46,12 +46,13 @@ from ldpcli.mechanisms._composition import ReleaseCost, release_cost
 from ldpcli.mechanisms._hooks import spending_note
 from ldpcli.mechanisms._rendering import secured
 from ldpcli.release._batches import Privatizer, run_batches
-from ldpcli.release._commit import Charge, commit_release
+from ldpcli.release._commit import commit_release
 from ldpcli.release._inputs import expand_inputs, refuse_output_over_input
 from ldpcli.release._ledger import InputFingerprint
 from ldpcli.release._ledger_file import LedgerEntry
 from ldpcli.release._options import ReleaseOptions, mechanism_spec
 from ldpcli.release._randomness import check_rng, input_key, key_block_rows, root_seed
+from ldpcli.release._rowindex import Charge
 from ldpcli.release._safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
 from ldpcli.release._shuffle import (
     ExternalShuffle,
