@@ -78,14 +78,20 @@ def _open_csv(
     sample = _sample(path, label)
     _check_width(label, sample)
     block = min(_CSV_MAX_BLOCK, max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(sample)))
-    schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS)).peek()
-    _check_header(label, schema.names)
+    header = not choice.no_header
+    schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS), header=header).peek()
+    if header:
+        _check_header(label, schema.names)
     automatic = choice.layout is None and choice.column is None and choice.columns is None
-    typed = _numbers_read_as_text(path, label, block, schema, choice.keep) if automatic else schema
+    typed = _numbers_read_as_text(path, label, block, schema, choice.keep, header) if automatic else schema
+    if not header:
+        _check_no_header(label, sample, typed)
     kind, vector, keep, _ = _resolve(typed, label, choice, check_types=False)
+    if not header:
+        _check_no_header(label, sample, schema, vector)
     layout = choice.layout if choice.layout is not None else VectorLayout(kind, vector, len(vector), keep)
     rows = batch_rows(layout.width)
-    keep_types = _keep_types(path, label, block, schema, keep)
+    keep_types = _keep_types(path, label, block, schema, keep, header)
     vector_type = pa.binary() if choice.skip_invalid else pa.float64()
     convert = pacsv.ConvertOptions(
         column_types={**{name: vector_type for name in vector}, **keep_types},
@@ -93,7 +99,7 @@ def _open_csv(
         null_values=_CSV_NULLS,
         strings_can_be_null=False,
     )
-    stream = _CsvStream(path, label, block, convert, header=schema.names, keep_types=keep_types)
+    stream = _CsvStream(path, label, block, convert, header=header, names=schema.names, keep_types=keep_types)
     reader = stream.open()
     batches = stream.batches(reader)
     return VectorReader(
@@ -112,7 +118,7 @@ def _open_csv(
 
 
 def _numbers_read_as_text(
-    path: Path, label: str, block: int, schema: pa.Schema, keep: Sequence[str]
+    path: Path, label: str, block: int, schema: pa.Schema, keep: Sequence[str], header: bool = True
 ) -> pa.Schema:
     """``schema`` with float64 for each column that pyarrow inferred as text (or binary) from the
     first block but whose non-missing cells there are at least half numbers.
@@ -134,7 +140,7 @@ def _numbers_read_as_text(
     convert = pacsv.ConvertOptions(
         column_types={name: pa.binary() for name in text}, include_columns=text, strings_can_be_null=False
     )
-    first = _CsvStream(path, label, block, convert, header=schema.names).first_batch()
+    first = _CsvStream(path, label, block, convert, header=header, names=schema.names).first_batch()
     numeric = set()
     for name in text:
         cells = first.column(name)
@@ -146,7 +152,7 @@ def _numbers_read_as_text(
 
 
 def _keep_types(
-    path: Path, label: str, block: int, schema: pa.Schema, keep: Sequence[str]
+    path: Path, label: str, block: int, schema: pa.Schema, keep: Sequence[str], header: bool = True
 ) -> dict[str, pa.DataType]:
     """The type each kept column is read with: the one pyarrow inferred from the first block
     (int64, float64, bool, date32, timestamp, string...), except text for a column that is all
@@ -162,7 +168,7 @@ def _keep_types(
             include_columns=integers,
             strings_can_be_null=False,
         )
-        stream = _CsvStream(path, label, block, convert, header=schema.names)
+        stream = _CsvStream(path, label, block, convert, header=header, names=schema.names)
         first = stream.first_batch()
         for name in integers:
             if pc.any(pc.match_substring_regex(first.column(name), _LEADING_ZERO)).as_py():
@@ -232,8 +238,45 @@ def _check_header(label: str, names: Sequence[str]) -> None:
     if names and all(re.match(_NUMBER_CELL, name) for name in names):
         raise DataError(
             f"{label}: the first line holds only numbers, so it is a row of data, not a header of column "
-            "names; add a header row (e.g. x0,x1,...) as the first line."
+            "names; add a header row (e.g. x0,x1,...) as the first line, or pass `no_header` to read every "
+            "line as data, with the columns named f0, f1, ..."
         )
+
+
+def _check_no_header(label: str, sample: bytes, schema: pa.Schema, vector: Sequence[str] | None = None) -> None:
+    """:class:`DataError` for a file read with ``no_header`` whose first line looks like a header of
+    column names: none of its cells is a number, or (``vector``: the columns chosen for the vectors)
+    one of those columns' cells is not a number there. No cell is shown: it may be a person's value."""
+    cells = _first_cells(sample)
+    if cells is None:
+        return
+    number = [re.match(_NUMBER_CELL, cell) is not None for cell in cells]
+    bad = None
+    if vector is None:
+        if not any(number) and any(cell.strip() and cell not in _CSV_NULLS for cell in cells):
+            bad = "none of its cells is a number"
+    else:
+        at = {name: i for i, name in enumerate(schema.names)}
+        for name in vector:
+            i = at.get(name, len(cells))
+            if i < len(cells) and not number[i] and cells[i] not in _CSV_NULLS:
+                bad = f"its cell in vector column {name!r} is not a number"
+                break
+    if bad is not None:
+        raise DataError(
+            f"{label}: read with `no_header`, but the first line looks like a header of column names ({bad}); "
+            "leave `no_header` out to read that line as the column names, or fix the first row if it is data."
+        )
+
+
+def _first_cells(sample: bytes) -> list[str] | None:
+    """The cells of the first line of a sample of a CSV file (quoted cells with commas read as one), or
+    ``None`` where the csv module cannot read it (a stray NUL, say: pyarrow's reader then says what)."""
+    first = re.split(rb"\r\n|\r|\n", sample, maxsplit=1)[0].decode("utf-8", errors="replace")
+    try:
+        return next(stdlib_csv.reader([first]), [])
+    except stdlib_csv.Error:
+        return None
 
 
 def _check_width(label: str, sample: bytes) -> None:
@@ -241,11 +284,8 @@ def _check_width(label: str, sample: bytes) -> None:
     sample, quoted names with commas read as one): pyarrow's CSV reader holds about 6 KB per column
     whatever the row count (3 rows of 10⁶ columns peaked above 6 GB), where Parquet's list form
     holds one column."""
-    first = re.split(rb"\r\n|\r|\n", sample, maxsplit=1)[0].decode("utf-8", errors="replace")
-    try:
-        width = len(next(stdlib_csv.reader([first]), []))
-    except stdlib_csv.Error:  # not a line the csv module reads (a stray NUL, say): pyarrow's reader says what
-        return
+    cells = _first_cells(sample)
+    width = 0 if cells is None else len(cells)
     if width > CSV_MAX_COLUMNS:
         raise DataError(
             f"{label}: has more than {CSV_MAX_COLUMNS} columns ({width} or more), which a CSV file is not "
@@ -283,16 +323,19 @@ class _CsvStream:
         label: str,
         block_size: int,
         convert: pacsv.ConvertOptions,
-        header: Sequence[str] = (),
+        header: bool = True,
+        names: Sequence[str] = (),
         keep_types: Mapping[str, pa.DataType] | None = None,
     ) -> None:
-        """``header``: the file's column names, to name a column from pyarrow's column index;
+        """``header``: whether the first line holds the column names (else pyarrow names them f0, f1, ...);
+        ``names``: the file's column names, to name a column from pyarrow's column index;
         ``keep_types``: the kept columns and the types they are read with, for their messages."""
         self._path = path
         self._label = label
         self._block_size = block_size
         self._convert = convert
-        self._header = header
+        self._has_header = header
+        self._header = names
         self._keep_types = keep_types or {}
 
     def open(self) -> pacsv.CSVStreamingReader:
@@ -340,7 +383,9 @@ class _CsvStream:
         codec = compression_of(self._path)
         return pacsv.open_csv(
             self._path if codec is None else pa.input_stream(self._path, compression=codec),
-            read_options=pacsv.ReadOptions(block_size=self._block_size, use_threads=use_threads),
+            read_options=pacsv.ReadOptions(
+                block_size=self._block_size, use_threads=use_threads, autogenerate_column_names=not self._has_header
+            ),
             convert_options=self._convert,
         )
 
@@ -355,7 +400,7 @@ class _CsvStream:
                         pass
             except _ArrowFailure as again:
                 message = str(again)
-        return _csv_error(self._label, message, self._header, self._block_size, self._keep_types)
+        return _csv_error(self._label, message, self._header, self._block_size, self._keep_types, self._has_header)
 
 
 def _csv_error(
@@ -364,19 +409,22 @@ def _csv_error(
     header: Sequence[str],
     block_size: int,
     keep_types: Mapping[str, pa.DataType] | None = None,
+    has_header: bool = True,
 ) -> DataError:
     """Turn a pyarrow CSV error message into a one-line :class:`DataError`.
 
-    pyarrow's "Row #N" counts the header as row 1, so the data row is N - 1. No cell's value is
-    ever shown (it may be private): the message names its row and column and what is wrong.
+    pyarrow's "Row #N" counts the file's lines, the header as row 1, so the data row is N - 1 (N
+    without ``has_header``). No cell's value is ever shown (it may be private): the message names its
+    row and column and what is wrong.
     """
+    skipped = 1 if has_header else 0
     lines = message.strip().splitlines()
     first = lines[0].strip() if lines else message
     conversion = _CSV_CONVERSION.search(first)
     if conversion is not None:
         index, row, target, detail = int(conversion[1]), conversion[2], conversion[3], conversion[4]
         name = header[index] if index < len(header) else f"#{index + 1}"
-        where = f"{label}: {_row(int(row) - 1)}, column {name!r}" if row else f"{label}: column {name!r}"
+        where = f"{label}: {_row(int(row) - skipped)}, column {name!r}" if row else f"{label}: column {name!r}"
         if target == "string":  # a kept text column
             return DataError(f"{where}: the value is not valid UTF-8 text; save the file as UTF-8 text.")
         if keep_types and name in keep_types:
@@ -392,10 +440,11 @@ def _csv_error(
     field_count = _CSV_FIELD_COUNT.search(first)
     if field_count is not None:
         row, expected, got = field_count[1], field_count[2], field_count[3]
-        where = f"{_row(int(row) - 1)} " if row else "a row "
+        where = f"{_row(int(row) - skipped)} " if row else "a row "
+        first_line, columns = ("the header", "header column") if has_header else ("the first line", "column of the first line")
         return DataError(
-            f"{label}: not a valid CSV file: {where}has {counted(int(got), 'field')} but the header has {expected}; "
-            "every row needs one value per header column."
+            f"{label}: not a valid CSV file: {where}has {counted(int(got), 'field')} but {first_line} has {expected}; "
+            f"every row needs one value per {columns}."
         )
     if first == "Empty CSV file" or first.startswith("CSV parse error: Empty CSV file or block"):
         return _no_rows(label)  # the second: only blank lines, or a header without a line break
