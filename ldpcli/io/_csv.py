@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ldpcli.errors import DataError, UsageError, counted
+from ldpcli.io import _csv_wide
 from ldpcli.io._atomic import Sink
 from ldpcli.io._columns import _Choice, _resolve
 from ldpcli.io._formats import compression_of, not_text, register_format
@@ -46,7 +47,9 @@ _CSV_SAMPLE = 1 << 20
 _CSV_MAX_SAMPLE = 1 << 28
 #: pyarrow's block size is an int32: the largest block asked for (a line longer than this is refused).
 _CSV_MAX_BLOCK = (1 << 31) - 1
-#: The widest CSV file read (:func:`_check_width`); wider vectors go in a Parquet list column.
+#: The widest CSV file read with ``keep`` columns (by pyarrow's reader, which holds ~6 KB per column: 3 rows
+#: of 10⁶ columns peaked above 6 GB); a file without them is read by :mod:`ldpcli.io._csv_wide` from
+#: :data:`~ldpcli.io._csv_wide.CSV_WIDE_COLUMNS` columns up, in memory that grows with its rows, not its width.
 CSV_MAX_COLUMNS = 100_000
 #: Bytes read at the start of a CSV file to tell it from binary or compressed bytes.
 _TEXT_SNIFF = 1 << 16
@@ -76,7 +79,10 @@ def _open_csv(
     """
     _check_text(path, label)
     sample = _sample(path, label)
-    _check_width(label, sample)
+    cells = _first_cells(sample)
+    keeps = bool(choice.keep or (choice.layout is not None and choice.layout.keep))
+    if cells is not None and len(cells) > (CSV_MAX_COLUMNS if keeps else _csv_wide.CSV_WIDE_COLUMNS):
+        return _csv_wide._open_wide_csv(path, label, choice, batch_rows, not choice.no_header)
     block = min(_CSV_MAX_BLOCK, max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(sample)))
     header = not choice.no_header
     schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS), header=header).peek()
@@ -84,11 +90,11 @@ def _open_csv(
         _check_header(label, schema.names)
     automatic = choice.layout is None and choice.column is None and choice.columns is None
     typed = _numbers_read_as_text(path, label, block, schema, choice.keep, header) if automatic else schema
-    if not header:
-        _check_no_header(label, sample, typed)
+    if not header and cells is not None:
+        _check_no_header(label, cells, typed.names)
     kind, vector, keep, _ = _resolve(typed, label, choice, check_types=False)
-    if not header:
-        _check_no_header(label, sample, schema, vector)
+    if not header and cells is not None:
+        _check_no_header(label, cells, typed.names, vector)
     layout = choice.layout if choice.layout is not None else VectorLayout(kind, vector, len(vector), keep)
     rows = batch_rows(layout.width)
     keep_types = _keep_types(path, label, block, schema, keep, header)
@@ -243,20 +249,18 @@ def _check_header(label: str, names: Sequence[str]) -> None:
         )
 
 
-def _check_no_header(label: str, sample: bytes, schema: pa.Schema, vector: Sequence[str] | None = None) -> None:
-    """:class:`DataError` for a file read with ``no_header`` whose first line looks like a header of
-    column names: none of its cells is a number, or (``vector``: the columns chosen for the vectors)
-    one of those columns' cells is not a number there. No cell is shown: it may be a person's value."""
-    cells = _first_cells(sample)
-    if cells is None:
-        return
+def _check_no_header(label: str, cells: Sequence[str], names: Sequence[str], vector: Sequence[str] | None = None) -> None:
+    """:class:`DataError` for a file read with ``no_header`` whose first line (its ``cells``; ``names``:
+    the columns' names) looks like a header of column names: none of its cells is a number, or
+    (``vector``: the columns chosen for the vectors) one of those columns' cells is not a number there.
+    No cell is shown: it may be a person's value."""
     number = [re.match(_NUMBER_CELL, cell) is not None for cell in cells]
     bad = None
     if vector is None:
         if not any(number) and any(cell.strip() and cell not in _CSV_NULLS for cell in cells):
             bad = "none of its cells is a number"
     else:
-        at = {name: i for i, name in enumerate(schema.names)}
+        at = {name: i for i, name in enumerate(names)}
         for name in vector:
             i = at.get(name, len(cells))
             if i < len(cells) and not number[i] and cells[i] not in _CSV_NULLS:
@@ -279,31 +283,30 @@ def _first_cells(sample: bytes) -> list[str] | None:
         return None
 
 
-def _check_width(label: str, sample: bytes) -> None:
-    """:class:`DataError` for a header of more than :data:`CSV_MAX_COLUMNS` columns (counted in the
-    sample, quoted names with commas read as one): pyarrow's CSV reader holds about 6 KB per column
-    whatever the row count (3 rows of 10⁶ columns peaked above 6 GB), where Parquet's list form
-    holds one column."""
-    cells = _first_cells(sample)
-    width = 0 if cells is None else len(cells)
-    if width > CSV_MAX_COLUMNS:
-        raise DataError(
-            f"{label}: has more than {CSV_MAX_COLUMNS} columns ({width} or more), which a CSV file is not "
-            "read with in bounded memory; convert it to Parquet with the vectors as one list column "
-            "(e.g. pyarrow: pa.table({'vector': pa.array(list(rows))})) and privatize that."
-        )
-
-
 def _sample(path: Path, label: str) -> bytes:
-    """The first ``_CSV_SAMPLE`` bytes of the file, or more when they do not hold two whole lines
+    """The first ``_CSV_SAMPLE`` bytes of the file's text, or more when they do not hold two whole lines
     (the header and a row of a table of 10⁵ or more columns): doubled until they do, up to
     ``_CSV_MAX_SAMPLE``, so that a block holds ``_CSV_BLOCK_LINES`` such lines."""
     size = _CSV_SAMPLE
-    sample = _open_input(path, label, size)
+    sample = _head(path, label, size)
     while sample.count(b"\n") < 2 and len(sample) == size and size < _CSV_MAX_SAMPLE:
         size *= 2
-        sample = _open_input(path, label, size)
+        sample = _head(path, label, size)
     return sample
+
+
+def _head(path: Path, label: str, size: int) -> bytes:
+    """The first ``size`` bytes of the text (decompressed, for ``.csv.gz``/``.csv.zst``; empty when that
+    fails: pyarrow's reader then says what is wrong with the file)."""
+    head = _open_input(path, label, size)
+    codec = compression_of(path)
+    if codec is None:
+        return head
+    try:
+        with pa.input_stream(path, compression=codec) as stream:
+            return bytes(stream.read(size))
+    except _ArrowFailure:
+        return b""
 
 
 def _longest_line(sample: bytes) -> int:
