@@ -5,12 +5,12 @@ whatever the row count: 3 rows of 10⁶ columns peaked above 6 GB. Here a batch 
 lines is read (one ``readline`` per line, never one call per value), its field counts are checked
 by counting each line's commas, and the whole block is parsed by one ``np.fromstring`` call, so memory is O(batch rows × d) (the block's bytes and its float64 values).
 
-The same checks as pyarrow's path, with the same one-line messages (:func:`~ldpcli.io._csv._csv_error`,
+The same checks as pyarrow's path, with the same one-line messages (:func:`~ldpcli.io._csv_text._csv_error`,
 fed pyarrow's own wording): a row with another number of fields than the first line, a cell that is
-not a number (located by the regular expression of :mod:`ldpcli.io._csv`, vectorized over the line),
+not a number (located by the regular expression of :mod:`ldpcli.io._csv_text`, vectorized over the line),
 a missing cell, and NaN/inf (by :class:`~ldpcli.io._read.VectorReader`). Every column must be a
 coordinate or left out (``columns``; a column left out may hold text): ``keep`` columns are read by
-pyarrow up to :data:`~ldpcli.io._csv.CSV_MAX_COLUMNS` columns and refused above, and cells are not quoted.
+pyarrow up to :data:`CSV_MAX_COLUMNS` columns and refused above, and cells are not quoted.
 """
 
 from __future__ import annotations
@@ -24,8 +24,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ldpcli.errors import DataError, UsageError
+from ldpcli.errors import DataError
 from ldpcli.io._columns import _Choice, _resolve
+from ldpcli.io._csv_text import (
+    _NULL_CELLS,
+    CSV_PRECISION,
+    _check_header,
+    _check_no_header,
+    _csv_error,
+    _first_cells,
+    _parse_numbers,
+)
 from ldpcli.io._formats import compression_of
 from ldpcli.io._layout import VectorLayout
 from ldpcli.io._messages import _no_rows, _reason, _row
@@ -35,6 +44,10 @@ from ldpcli.io._read import VectorBatch, VectorReader, _check_finite
 #: reader, which is the faster of the two up to about this width (``benchmarks/wide_csv.py``: 29.7 vs 9.4
 #: MB/s at 1000 columns, 10.0 vs 10.9 at 3000, 9.8 vs 15.5 at 5000) and holds ~6 KB per column.
 CSV_WIDE_COLUMNS = 3_000
+#: The widest CSV file read with ``keep`` columns (by pyarrow's reader, which holds ~6 KB per column: 3 rows
+#: of 10⁶ columns peaked above 6 GB); a file without them is read here from
+#: :data:`CSV_WIDE_COLUMNS` columns up, in memory that grows with its rows, not its width.
+CSV_MAX_COLUMNS = 100_000
 _VECTORS = "\x00vectors"  # the one list column the raw batches hold (no CSV column can be named so)
 
 
@@ -66,17 +79,6 @@ def _open_wide_csv(
     or text where that row's cell is not a number and not missing, as pyarrow would infer from its
     first block), and a stream of its batches. The first line is checked as the narrow path checks
     it (a header of numbers, or without ``has_header`` a first line that looks like a header)."""
-    from ldpcli.io._csv import (
-        _NULL_CELLS,
-        CSV_MAX_COLUMNS,
-        CSV_PRECISION,
-        _check_header,
-        _check_no_header,
-        _csv_error,
-        _first_cells,
-        _parse_numbers,
-    )
-
     def fail(message: str, names: Sequence[str]) -> DataError:
         return _csv_error(label, message, names, 0, None, has_header)
 
@@ -92,7 +94,7 @@ def _open_wide_csv(
         else:
             _check_no_header(label, cells, names)
         if choice.keep or (choice.layout is not None and choice.layout.keep):
-            raise UsageError(
+            raise DataError(
                 f"{label}: has more than {CSV_MAX_COLUMNS} columns ({len(names)}), the most a CSV file with `keep` "
                 "columns is read with (pyarrow's CSV reader holds ~6 KB per column); leave `keep` out, or convert "
                 "it to Parquet (e.g. pyarrow: pa.table({'vector': pa.array(list(rows)), 'id': ids}))."
@@ -202,11 +204,9 @@ class _Parse:
     def _line_by_line(self, lines: list[bytes], numbers: list[int]) -> np.ndarray:
         """The block's values parsed line by line, after the parse of the whole block failed. A line
         numpy cannot read is parsed cell by cell, vectorized over the line
-        (:func:`~ldpcli.io._csv._parse_numbers`, the CSV reader's own rules): a cell that is missing or
+        (:func:`~ldpcli.io._csv_text._parse_numbers`, the CSV reader's own rules): a cell that is missing or
         not a number is an error only in a vector column (a column left out may hold text), and with
         ``skip`` makes its row NaN instead."""
-        from ldpcli.io._csv import _NULL_CELLS, _parse_numbers
-
         d = len(self.names)
         values = np.empty((len(lines), d))
         for i, text in enumerate(lines):

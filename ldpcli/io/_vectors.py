@@ -76,7 +76,7 @@ def open_vectors(
     ``no_header=True`` (CSV only): the file has no header row, so every line is data and the columns
     are named ``f0``, ``f1``, … in file order (pyarrow's names for unnamed CSV columns), the names that
     ``columns``, ``keep`` and any output use. A first line whose cells are not numbers where vectors are
-    read is then refused as a header (:func:`~ldpcli.io._csv._check_no_header`).
+    read is then refused as a header (:func:`~ldpcli.io._csv_text._check_no_header`).
     """
     label = os.fspath(path)
     fmt = get_format(file_format(path))
