@@ -48,6 +48,7 @@ CSV_WIDE_COLUMNS = 3_000
 #: of 10⁶ columns peaked above 6 GB); a file without them is read here from
 #: :data:`CSV_WIDE_COLUMNS` columns up, in memory that grows with its rows, not its width.
 CSV_MAX_COLUMNS = 100_000
+_PROBE_ROWS = 16  # data lines that type the columns (pyarrow: its first block)
 _VECTORS = "\x00vectors"  # the one list column the raw batches hold (no CSV column can be named so)
 
 
@@ -75,9 +76,8 @@ def _open_wide_csv(
     path: Path, label: str, choice: _Choice, batch_rows: Callable[[int], int], has_header: bool
 ) -> VectorReader:
     """Open a wide CSV file (see the module): its first line, the vector columns chosen
-    (:func:`~ldpcli.io._columns._resolve`) among its columns typed from its first data row (float64,
-    or text where that row's cell is not a number and not missing, as pyarrow would infer from its
-    first block), and a stream of its batches. The first line is checked as the narrow path checks
+    (:func:`~ldpcli.io._columns._resolve`) among its columns typed from its first data lines
+    (:func:`_text_columns`, as pyarrow's path types them from its first block), and a stream of its batches. The first line is checked as the narrow path checks
     it (a header of numbers, or without ``has_header`` a first line that looks like a header)."""
     def fail(message: str, names: Sequence[str]) -> DataError:
         return _csv_error(label, message, names, 0, None, has_header)
@@ -100,16 +100,18 @@ def _open_wide_csv(
                 "it to Parquet (e.g. pyarrow: pa.table({'vector': pa.array(list(rows)), 'id': ids}))."
             )
         pending, numbers, line = ([], [], 1) if has_header else ([first], [1], 1)
-        while not pending:
+        probe = max(1, min(_PROBE_ROWS, batch_rows(len(names))))  # within the first batch: its memory
+        while len(pending) < probe:
             text = stream.readline()
             if not text:
-                raise _no_rows(label)
+                break
             if text.strip():
                 line += 1
-                pending, numbers = [text], [line]
-        row = pa.array(pending[0].rstrip(b"\r\n").split(b","), pa.binary())
-        text_cells = pc.and_(_parse_numbers(row, label, names[0]).is_null(), pc.invert(pc.is_in(row, value_set=_NULL_CELLS)))
-        text_at = set(np.flatnonzero(text_cells.to_numpy(zero_copy_only=False)).tolist())
+                pending.append(text)
+                numbers.append(line)
+        if not pending:
+            raise _no_rows(label)
+        text_at = _text_columns(pending, len(names), label)
         schema = pa.schema([pa.field(name, pa.string() if i in text_at else pa.float64())
                             for i, name in enumerate(names)])
         kind, vector, _, _ = _resolve(schema, label, choice, check_types=False)
@@ -131,13 +133,28 @@ def _open_wide_csv(
     )
 
 
+def _text_columns(lines: Sequence[bytes], d: int, label: str) -> set[int]:
+    """The columns that are text in the first lines of data: more than half of their cells there that
+    are not missing are not numbers (the rule of pyarrow's path, ``_numbers_read_as_text`` in :mod:`ldpcli.io._csv`), so that a
+    column of names is left out automatically while a coordinate with one bad cell is a coordinate,
+    whose bad cell is then reported. A line with another number of fields is left to the parse."""
+    present, numbers = np.zeros(d), np.zeros(d)
+    for text in lines:
+        cells = pa.array(text.rstrip(b"\r\n").split(b","), pa.binary())
+        if len(cells) != d:
+            continue
+        present += pc.invert(pc.is_in(cells, value_set=_NULL_CELLS)).to_numpy(zero_copy_only=False)
+        numbers += pc.is_valid(_parse_numbers(cells, label, "?")).to_numpy(zero_copy_only=False)
+    return set(np.flatnonzero((present > 0) & (2 * numbers < present)).tolist())
+
+
 def _open_stream(path: Path, label: str) -> BinaryIO:
     """The file's bytes (decompressed for ``.csv.gz``/``.csv.zst``), buffered for ``readline``."""
     codec = compression_of(path)
     try:
         if codec is None:
             return path.open("rb")
-        return io.BufferedReader(pa.input_stream(path, compression=codec))  # type: ignore[arg-type]
+        return io.BufferedReader(pa.input_stream(path, compression=codec))
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"{label}: cannot read the file ({_reason(exc)}); check it and its permissions.") from exc
 

@@ -142,3 +142,16 @@ def test_two_hundred_thousand_columns_privatized_in_bounded_memory(tmp_path: Pat
     assert peak < 1.5 * 2**30, peak
     mean = ldp_process("estimate-mean", tmp_path / "out.csv", "--json", timeout=600)
     assert mean.returncode == 0, mean.stderr
+
+
+def test_a_bad_cell_in_the_first_row_is_reported_not_taken_for_a_text_column(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both paths type columns from their first lines: one bad cell among numbers is a coordinate's bad cell."""
+    source = tmp_path / "bad.csv"
+    source.write_text("\n".join(_broken(_rows(), 1, "abc")) + "\n")
+    messages = []
+    for wide in (False, True):
+        with pytest.raises(DataError) as caught:
+            _read(source, wide, monkeypatch)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1] and "row 1 (counting from 1), column 'x3': the value is not a number" in messages[1]
