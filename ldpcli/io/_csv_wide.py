@@ -41,9 +41,10 @@ from ldpcli.io._messages import _no_rows, _reason, _row
 from ldpcli.io._read import VectorBatch, VectorReader, _check_finite
 
 #: Files with more columns than this (and no ``keep`` columns) are read here rather than by pyarrow's CSV
-#: reader, which is the faster of the two up to about this width (``benchmarks/wide_csv.py``: 29.7 vs 9.4
-#: MB/s at 1000 columns, 10.0 vs 10.9 at 3000, 9.8 vs 15.5 at 5000) and holds ~6 KB per column.
-CSV_WIDE_COLUMNS = 3_000
+#: reader, which is the faster of the two up to this width and holds ~6 KB per column (``benchmarks/wide_csv.py``,
+#: one run, 2 busy cores, pyarrow vs wide MB/s: 51.1 vs 20.8 at 500 columns, 28.7 vs 20.0 at 1000,
+#: 26.1 vs 21.5 at 1500, 17.5 vs 22.9 at 2000, 12.9 vs 23.7 at 3000).
+CSV_WIDE_COLUMNS = 1_500
 #: The widest CSV file read with ``keep`` columns (by pyarrow's reader, which holds ~6 KB per column: 3 rows
 #: of 10⁶ columns peaked above 6 GB); a file without them is read here from
 #: :data:`CSV_WIDE_COLUMNS` columns up, in memory that grows with its rows, not its width.
