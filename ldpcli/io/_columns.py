@@ -63,6 +63,8 @@ class _Choice:
     skip_invalid: bool = False
     #: Whether the caller's user can keep columns (``keep``); ``ldp train`` keeps only its label.
     offer_keep: bool = True
+    #: A CSV file without a header row: every line is data, the columns are named f0, f1, ... (pyarrow's names).
+    no_header: bool = False
 
 
 def _name_option(names: Sequence[str] | None, option: str, label: str) -> tuple[str, ...] | None:

@@ -15,8 +15,6 @@ whatever the row of its first bad cell (:func:`_numbers_read_as_text`).
 from __future__ import annotations
 
 import contextlib
-import csv as stdlib_csv
-import re
 from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 
@@ -25,44 +23,40 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from ldpcli.errors import DataError, UsageError, counted
+from ldpcli.errors import DataError, UsageError
+from ldpcli.io import _csv_wide
 from ldpcli.io._atomic import Sink
 from ldpcli.io._columns import _Choice, _resolve
+from ldpcli.io._csv_text import (
+    _CSV_NULLS,
+    _NULL_CELLS,
+    _NUMBER_CELL,
+    CSV_PRECISION,
+    _check_header,
+    _check_no_header,
+    _csv_error,
+    _first_cells,
+    _parse_numbers,
+)
 from ldpcli.io._formats import compression_of, not_text, register_format
 from ldpcli.io._layout import VectorLayout
-from ldpcli.io._messages import _clip, _no_rows, _reason, _row
+from ldpcli.io._messages import _no_rows, _reason
 from ldpcli.io._read import VectorReader, _ArrowFailure, _open_input, translated_batches
 
 # pyarrow's streaming CSV reader reads up to 32 blocks ahead on a background thread, so its memory
 # grows with the block size, not with batch_rows: blocks stay at 1 MiB unless lines are long, when a
 # block holds at least _CSV_BLOCK_LINES of the longest line seen in the first _CSV_SAMPLE bytes (or
 # more: see _sample).
-#: Decimal text is assumed to carry at least six significant digits (printf's %g); values are
-#: read as float64, but a domain's slack must allow for the rounding of the text.
-CSV_PRECISION = 1e-6
 _CSV_BLOCK = 1 << 20
 _CSV_BLOCK_LINES = 16
 _CSV_SAMPLE = 1 << 20
 _CSV_MAX_SAMPLE = 1 << 28
 #: pyarrow's block size is an int32: the largest block asked for (a line longer than this is refused).
 _CSV_MAX_BLOCK = (1 << 31) - 1
-#: The widest CSV file read (:func:`_check_width`); wider vectors go in a Parquet list column.
-CSV_MAX_COLUMNS = 100_000
 #: Bytes read at the start of a CSV file to tell it from binary or compressed bytes.
 _TEXT_SNIFF = 1 << 16
-# Cells read as missing in a CSV vector column. "nan"/"inf" are not here: they parse as floats
-# and are then reported as non-finite values rather than as missing ones.
-_CSV_NULLS = ["", "NA", "N/A", "n/a", "NULL", "null", "#N/A"]
-_CSV_CONVERSION = re.compile(r"In CSV column #(\d+): (?:Row #(\d+): )?CSV conversion error to (.+?): (.*)")
-_CSV_INVALID_VALUE = re.compile(r"invalid value '(.*)'")
-_CSV_FIELD_COUNT = re.compile(r"CSV parse error: (?:Row #(\d+): )?Expected (\d+) columns, got (\d+)")
 # An integer written with a leading zero ("007", "-01"): such a kept column stays text.
 _LEADING_ZERO = r"^\s*[+-]?0\d"
-_NULL_CELLS = pa.array(_CSV_NULLS, pa.binary())
-# A cell that pyarrow's string-to-float cast accepts once trimmed: for marking the cells it refuses
-# with skip_invalid (only when a whole column fails to cast), and for telling a column of numbers
-# with a few bad cells from a text column (_numbers_read_as_text).
-_NUMBER_CELL = r"(?i)^\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|nan|inf|infinity)\s*$"
 
 
 def _open_csv(
@@ -76,16 +70,25 @@ def _open_csv(
     """
     _check_text(path, label)
     sample = _sample(path, label)
-    _check_width(label, sample)
+    cells = _first_cells(sample)
+    keeps = bool(choice.keep or (choice.layout is not None and choice.layout.keep))
+    if cells is not None and len(cells) > (_csv_wide.CSV_MAX_COLUMNS if keeps else _csv_wide.CSV_WIDE_COLUMNS):
+        return _csv_wide._open_wide_csv(path, label, choice, batch_rows, not choice.no_header)
     block = min(_CSV_MAX_BLOCK, max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(sample)))
-    schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS)).peek()
-    _check_header(label, schema.names)
+    header = not choice.no_header
+    schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS), header=header).peek()
+    if header:
+        _check_header(label, schema.names)
     automatic = choice.layout is None and choice.column is None and choice.columns is None
-    typed = _numbers_read_as_text(path, label, block, schema, choice.keep) if automatic else schema
+    typed = _numbers_read_as_text(path, label, block, schema, choice.keep, header) if automatic else schema
+    if not header and cells is not None:
+        _check_no_header(label, cells, typed.names)
     kind, vector, keep, _ = _resolve(typed, label, choice, check_types=False)
+    if not header and cells is not None:
+        _check_no_header(label, cells, typed.names, vector)
     layout = choice.layout if choice.layout is not None else VectorLayout(kind, vector, len(vector), keep)
     rows = batch_rows(layout.width)
-    keep_types = _keep_types(path, label, block, schema, keep)
+    keep_types = _keep_types(path, label, block, schema, keep, header)
     vector_type = pa.binary() if choice.skip_invalid else pa.float64()
     convert = pacsv.ConvertOptions(
         column_types={**{name: vector_type for name in vector}, **keep_types},
@@ -93,7 +96,7 @@ def _open_csv(
         null_values=_CSV_NULLS,
         strings_can_be_null=False,
     )
-    stream = _CsvStream(path, label, block, convert, header=schema.names, keep_types=keep_types)
+    stream = _CsvStream(path, label, block, convert, header=header, names=schema.names, keep_types=keep_types)
     reader = stream.open()
     batches = stream.batches(reader)
     return VectorReader(
@@ -112,7 +115,7 @@ def _open_csv(
 
 
 def _numbers_read_as_text(
-    path: Path, label: str, block: int, schema: pa.Schema, keep: Sequence[str]
+    path: Path, label: str, block: int, schema: pa.Schema, keep: Sequence[str], header: bool = True
 ) -> pa.Schema:
     """``schema`` with float64 for each column that pyarrow inferred as text (or binary) from the
     first block but whose non-missing cells there are at least half numbers.
@@ -134,7 +137,7 @@ def _numbers_read_as_text(
     convert = pacsv.ConvertOptions(
         column_types={name: pa.binary() for name in text}, include_columns=text, strings_can_be_null=False
     )
-    first = _CsvStream(path, label, block, convert, header=schema.names).first_batch()
+    first = _CsvStream(path, label, block, convert, header=header, names=schema.names).first_batch()
     numeric = set()
     for name in text:
         cells = first.column(name)
@@ -146,7 +149,7 @@ def _numbers_read_as_text(
 
 
 def _keep_types(
-    path: Path, label: str, block: int, schema: pa.Schema, keep: Sequence[str]
+    path: Path, label: str, block: int, schema: pa.Schema, keep: Sequence[str], header: bool = True
 ) -> dict[str, pa.DataType]:
     """The type each kept column is read with: the one pyarrow inferred from the first block
     (int64, float64, bool, date32, timestamp, string...), except text for a column that is all
@@ -162,7 +165,7 @@ def _keep_types(
             include_columns=integers,
             strings_can_be_null=False,
         )
-        stream = _CsvStream(path, label, block, convert, header=schema.names)
+        stream = _CsvStream(path, label, block, convert, header=header, names=schema.names)
         first = stream.first_batch()
         for name in integers:
             if pc.any(pc.match_substring_regex(first.column(name), _LEADING_ZERO)).as_py():
@@ -191,28 +194,6 @@ def _parsed(
             yield pa.RecordBatch.from_arrays(arrays, names=names)
 
 
-def _parse_numbers(cells: pa.Array, label: str, name: str) -> pa.Array:
-    """A column of CSV cells (bytes) as float64 the way the CSV reader parses numbers (surrounding
-    whitespace is ignored, a cell in ``_CSV_NULLS`` is missing), with null for each cell that is
-    not a number (text, or bytes that are not UTF-8).
-
-    Vectorized: one cast, and where that fails a regular expression marks the bad cells first."""
-    missing = pc.is_in(cells, value_set=_NULL_CELLS)
-    try:
-        text = pc.if_else(missing, pa.scalar(None, pa.string()), pc.utf8_trim_whitespace(cells.cast(pa.string())))
-        return pc.cast(text, pa.float64())
-    except pa.ArrowInvalid:  # a cell that is not UTF-8 or not a number
-        number = pc.and_(pc.invert(missing), pc.fill_null(pc.match_substring_regex(cells, _NUMBER_CELL), False))
-    try:
-        text = pc.utf8_trim_whitespace(pc.if_else(number, cells, pa.scalar(None, pa.binary())).cast(pa.string()))
-        return pc.cast(text, pa.float64())
-    except pa.ArrowInvalid as exc:  # a cell that _NUMBER_CELL accepts and the cast does not
-        raise DataError(
-            f"{label}: column {name!r}: a value could not be read as a number; "
-            "fix the value, or read the file without `skip_invalid=True` to find its row."
-        ) from exc
-
-
 def _check_text(path: Path, label: str) -> None:
     """:class:`DataError` for a ``.csv`` file whose first bytes are not text (:func:`not_text`: Parquet,
     gzip, NUL bytes…), which pyarrow would report as a CSV field-count error or worse. A compressed
@@ -225,45 +206,30 @@ def _check_text(path: Path, label: str) -> None:
         raise DataError(f"{label}: looks like {what}, not UTF-8 CSV text; {todo}.")
 
 
-def _check_header(label: str, names: Sequence[str]) -> None:
-    """:class:`DataError` for a header whose names are all numbers: a file without a header row, whose
-    first row of data pyarrow would take as column names (dropping that row and publishing its values
-    as names). No name is shown: they are a person's values."""
-    if names and all(re.match(_NUMBER_CELL, name) for name in names):
-        raise DataError(
-            f"{label}: the first line holds only numbers, so it is a row of data, not a header of column "
-            "names; add a header row (e.g. x0,x1,...) as the first line."
-        )
-
-
-def _check_width(label: str, sample: bytes) -> None:
-    """:class:`DataError` for a header of more than :data:`CSV_MAX_COLUMNS` columns (counted in the
-    sample, quoted names with commas read as one): pyarrow's CSV reader holds about 6 KB per column
-    whatever the row count (3 rows of 10⁶ columns peaked above 6 GB), where Parquet's list form
-    holds one column."""
-    first = re.split(rb"\r\n|\r|\n", sample, maxsplit=1)[0].decode("utf-8", errors="replace")
-    try:
-        width = len(next(stdlib_csv.reader([first]), []))
-    except stdlib_csv.Error:  # not a line the csv module reads (a stray NUL, say): pyarrow's reader says what
-        return
-    if width > CSV_MAX_COLUMNS:
-        raise DataError(
-            f"{label}: has more than {CSV_MAX_COLUMNS} columns ({width} or more), which a CSV file is not "
-            "read with in bounded memory; convert it to Parquet with the vectors as one list column "
-            "(e.g. pyarrow: pa.table({'vector': pa.array(list(rows))})) and privatize that."
-        )
-
-
 def _sample(path: Path, label: str) -> bytes:
-    """The first ``_CSV_SAMPLE`` bytes of the file, or more when they do not hold two whole lines
+    """The first ``_CSV_SAMPLE`` bytes of the file's text, or more when they do not hold two whole lines
     (the header and a row of a table of 10⁵ or more columns): doubled until they do, up to
     ``_CSV_MAX_SAMPLE``, so that a block holds ``_CSV_BLOCK_LINES`` such lines."""
     size = _CSV_SAMPLE
-    sample = _open_input(path, label, size)
+    sample = _head(path, label, size)
     while sample.count(b"\n") < 2 and len(sample) == size and size < _CSV_MAX_SAMPLE:
         size *= 2
-        sample = _open_input(path, label, size)
+        sample = _head(path, label, size)
     return sample
+
+
+def _head(path: Path, label: str, size: int) -> bytes:
+    """The first ``size`` bytes of the text (decompressed, for ``.csv.gz``/``.csv.zst``; empty when that
+    fails: pyarrow's reader then says what is wrong with the file)."""
+    head = _open_input(path, label, size)
+    codec = compression_of(path)
+    if codec is None:
+        return head
+    try:
+        with pa.input_stream(path, compression=codec) as stream:
+            return bytes(stream.read(size))
+    except _ArrowFailure:
+        return b""
 
 
 def _longest_line(sample: bytes) -> int:
@@ -283,16 +249,19 @@ class _CsvStream:
         label: str,
         block_size: int,
         convert: pacsv.ConvertOptions,
-        header: Sequence[str] = (),
+        header: bool = True,
+        names: Sequence[str] = (),
         keep_types: Mapping[str, pa.DataType] | None = None,
     ) -> None:
-        """``header``: the file's column names, to name a column from pyarrow's column index;
+        """``header``: whether the first line holds the column names (else pyarrow names them f0, f1, ...);
+        ``names``: the file's column names, to name a column from pyarrow's column index;
         ``keep_types``: the kept columns and the types they are read with, for their messages."""
         self._path = path
         self._label = label
         self._block_size = block_size
         self._convert = convert
-        self._header = header
+        self._has_header = header
+        self._header = names
         self._keep_types = keep_types or {}
 
     def open(self) -> pacsv.CSVStreamingReader:
@@ -340,7 +309,9 @@ class _CsvStream:
         codec = compression_of(self._path)
         return pacsv.open_csv(
             self._path if codec is None else pa.input_stream(self._path, compression=codec),
-            read_options=pacsv.ReadOptions(block_size=self._block_size, use_threads=use_threads),
+            read_options=pacsv.ReadOptions(
+                block_size=self._block_size, use_threads=use_threads, autogenerate_column_names=not self._has_header
+            ),
             convert_options=self._convert,
         )
 
@@ -355,73 +326,7 @@ class _CsvStream:
                         pass
             except _ArrowFailure as again:
                 message = str(again)
-        return _csv_error(self._label, message, self._header, self._block_size, self._keep_types)
-
-
-def _csv_error(
-    label: str,
-    message: str,
-    header: Sequence[str],
-    block_size: int,
-    keep_types: Mapping[str, pa.DataType] | None = None,
-) -> DataError:
-    """Turn a pyarrow CSV error message into a one-line :class:`DataError`.
-
-    pyarrow's "Row #N" counts the header as row 1, so the data row is N - 1. No cell's value is
-    ever shown (it may be private): the message names its row and column and what is wrong.
-    """
-    lines = message.strip().splitlines()
-    first = lines[0].strip() if lines else message
-    conversion = _CSV_CONVERSION.search(first)
-    if conversion is not None:
-        index, row, target, detail = int(conversion[1]), conversion[2], conversion[3], conversion[4]
-        name = header[index] if index < len(header) else f"#{index + 1}"
-        where = f"{label}: {_row(int(row) - 1)}, column {name!r}" if row else f"{label}: column {name!r}"
-        if target == "string":  # a kept text column
-            return DataError(f"{where}: the value is not valid UTF-8 text; save the file as UTF-8 text.")
-        if keep_types and name in keep_types:
-            return DataError(
-                f"{where}: the value is not a valid {target}, the type of this `keep` column read from "
-                "the start of the file; convert the file to Parquet, which stores each column's type, "
-                "or fix the value."
-            )
-        return DataError(
-            f"{where}: the value {_bad_number(detail)}; vector columns must be numeric, "
-            "so fix the value or leave the column out (`columns`, `keep`)."
-        )
-    field_count = _CSV_FIELD_COUNT.search(first)
-    if field_count is not None:
-        row, expected, got = field_count[1], field_count[2], field_count[3]
-        where = f"{_row(int(row) - 1)} " if row else "a row "
-        return DataError(
-            f"{label}: not a valid CSV file: {where}has {counted(int(got), 'field')} but the header has {expected}; "
-            "every row needs one value per header column."
-        )
-    if first == "Empty CSV file" or first.startswith("CSV parse error: Empty CSV file or block"):
-        return _no_rows(label)  # the second: only blank lines, or a header without a line break
-    if first.startswith("straddling object"):  # one line does not fit in a block
-        return DataError(
-            f"{label}: not a valid CSV file: a line is longer than {block_size} bytes, far longer than "
-            "the lines at the start of the file; check the file for missing line breaks."
-        )
-    # pyarrow ends a parse error with the offending row's text after a ": "; a row is never shown.
-    return DataError(
-        f"{label}: not a valid CSV file ({_clip(': '.join(first.split(': ')[:2]), 200)}); "
-        "check that it is a complete comma-separated text file with a header row."
-    )
-
-
-def _bad_number(detail: str) -> str:
-    """What is wrong with a cell that pyarrow could not convert to a number (its conversion error's
-    ``detail``), without the cell's value: blank, not UTF-8, or not a number."""
-    value = _CSV_INVALID_VALUE.fullmatch(detail)
-    if value is None:
-        return "is not a number"
-    if not value[1].strip():
-        return "is blank (only spaces)"
-    if "\ufffd" in value[1]:  # pyarrow shows bytes that are not UTF-8 as U+FFFD
-        return "is not valid UTF-8 text, so not a number"
-    return "is not a number"
+        return _csv_error(self._label, message, self._header, self._block_size, self._keep_types, self._has_header)
 
 
 def _check_holds(label: str, layout: VectorLayout, keep_schema: pa.Schema | None) -> None:

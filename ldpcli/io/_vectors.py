@@ -36,6 +36,7 @@ def open_vectors(
     keep_unsafe: bool = False,
     skip_invalid: bool = False,
     offer_keep: bool = True,
+    no_header: bool = False,
 ) -> VectorReader:
     """Open a Parquet or CSV file of vectors for batch-by-batch reading.
 
@@ -71,6 +72,11 @@ def open_vectors(
     counts them in ``reader.skipped`` / ``reader.skipped_rows``; batches keep all their rows. A
     variable-length list column then takes d from its first non-empty vector. Damage to the file
     itself (a CSV line with the wrong number of fields, a corrupt Parquet page) is still an error.
+
+    ``no_header=True`` (CSV only): the file has no header row, so every line is data and the columns
+    are named ``f0``, ``f1``, … in file order (pyarrow's names for unnamed CSV columns), the names that
+    ``columns``, ``keep`` and any output use. A first line whose cells are not numbers where vectors are
+    read is then refused as a header (:func:`~ldpcli.io._csv_text._check_no_header`).
     """
     label = os.fspath(path)
     fmt = get_format(file_format(path))
@@ -90,10 +96,15 @@ def open_vectors(
         )
     if batch_rows is not None and batch_rows < 1:
         raise UsageError(f"{label}: the batch size must be at least 1 row, got {batch_rows}.")
+    if no_header and fmt.name != "csv":
+        raise UsageError(
+            f"{label}: `no_header` is for CSV files, and this is a {fmt.name} file, whose columns have names; "
+            "leave `no_header` out."
+        )
     target = Path(path)
     choice = _Choice(
         column=column, columns=column_names, keep=keep_names, layout=layout, skip_invalid=skip_invalid,
-        offer_keep=offer_keep,
+        offer_keep=offer_keep, no_header=no_header,
     )
 
     def rows_for(d: int) -> int:

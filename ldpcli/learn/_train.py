@@ -59,7 +59,7 @@ INTERCEPT = "(intercept)"
 #: dtype, clipping policy, risk section or kept columns), reads its label as the one kept column,
 #: and runs on one thread with no batch size but its own.
 _NOT_FOR_TRAINING = (
-    "copies", "dtype", "compression", "fail_on_clip", "skip_invalid", "columns.keep", "columns.keep_unsafe", "risk.k", "risk.rho0",
+    "copies", "dtype", "compression", "fail_on_clip", "skip_invalid", "columns.keep", "columns.keep_unsafe", "columns.no_header", "risk.k", "risk.rho0",
     "risk.a", "resources.threads", "resources.batch_rows", "warnings", "input_label", "output_label", "rng",
     "shuffle", "shuffle_delta",
 )

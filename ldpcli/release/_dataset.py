@@ -120,6 +120,7 @@ class PartTask:
     keep_unsafe: bool
     skip_invalid: bool
     dtype: str | None
+    no_header: bool  # a CSV input without a header row (its columns f0, f1, ...)
     codec: str | None
     memory: int
 
@@ -148,6 +149,7 @@ def privatize_part(task: PartTask, on_rows: Callable[[int], None] | None = None)
     with open_vectors(
         task.source, column=task.column, columns=task.columns, keep=task.keep, memory_bytes=task.memory,
         writable=False, granule=key_block_rows, keep_unsafe=task.keep_unsafe, skip_invalid=task.skip_invalid,
+        no_header=task.no_header,
     ) as reader:
         reader.restrict(task.start, sys.maxsize if task.stop is None else task.stop)
         with AtomicVectorWriter(
@@ -301,7 +303,8 @@ def write_dataset_release(
     signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
     chosen = options.columns
     choice = {"column": chosen.column, "columns": tuple(chosen.columns) if chosen.columns else None,
-              "keep": tuple(chosen.keep), "keep_unsafe": chosen.keep_unsafe, "skip_invalid": options.skip_invalid}
+              "keep": tuple(chosen.keep), "keep_unsafe": chosen.keep_unsafe, "skip_invalid": options.skip_invalid,
+              "no_header": chosen.no_header}
     layouts, rows, dropped = [], [], []
     for source in sources:
         file_format(source)

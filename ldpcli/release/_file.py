@@ -475,7 +475,7 @@ def write_file_release(
     with open_vectors(
         source, column=chosen.column, columns=chosen.columns, keep=chosen.keep, batch_rows=options.resources.batch_rows,
         memory_bytes=per_batch, writable=False, granule=key_block_rows, keep_unsafe=chosen.keep_unsafe,
-        skip_invalid=options.skip_invalid,
+        skip_invalid=options.skip_invalid, no_header=chosen.no_header,
     ) as reader:
         names = reader.layout.columns if reader.layout.kind == "columns" else None
         bound_spec, bound_notes = copy_spec.bind_columns(names, reader.layout.d)

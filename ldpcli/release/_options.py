@@ -44,12 +44,16 @@ class Columns:
         Columns copied to the output **unprivatized** (an id, a label); listed in the sidecar.
     keep_unsafe : bool
         Allow ``keep`` of free-text columns (names, emails), released as they are.
+    no_header : bool
+        A CSV input has no header row: every line is data, its columns named ``f0``, ``f1``, … (the
+        names ``columns``, ``keep``, the output and its sidecar use).
     """
 
     column: str | None = None
     columns: Sequence[str] | None = None
     keep: Sequence[str] = ()
     keep_unsafe: bool = False
+    no_header: bool = False
 
 
 @dataclass(frozen=True)

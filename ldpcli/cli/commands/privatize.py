@@ -107,6 +107,14 @@ def privatize(
     keep_unsafe: bool = typer.Option(
         False, "--keep-unsafe", help="Allow --keep of free-text columns (names, emails, sentences): released as they are."
     ),
+    no_header: bool = typer.Option(
+        False, "--no-header", help="The CSV inputs have no header row: every line is data, and the columns are "
+        "named f0, f1, ... in file order (0-based; pyarrow's names for unnamed CSV columns). Those names are what "
+        "--columns and --keep take (e.g. --keep f0 --columns f1:f64; not bare indexes), and what the output's "
+        "header and its sidecar hold, so `ldp estimate-mean` and the other readers of the output need no flag. "
+        "Refused when the first line looks like a header (a cell that is not a number in a vector column), and "
+        "for inputs that are not CSV (stdin - is read as CSV text)."
+    ),
     seed: Optional[int] = typer.Option(
         None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
     ),
@@ -215,7 +223,7 @@ def privatize(
     streams = _check_streams(inputs, output, sidecar, as_json, dataset)
     spec = MechanismSpec(mechanism, eps, calibration, bound, options)
     release = ReleaseOptions(
-        columns=Columns(column, split(columns) or None, split(keep), keep_unsafe), seed=seed, rng=rng, copies=copies,
+        columns=Columns(column, split(columns) or None, split(keep), keep_unsafe, no_header), seed=seed, rng=rng, copies=copies,
         dtype=dtype, compression=compression, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid, force=force, overwrite=overwrite,
         risk=RiskSection(risk_k, risk_rho0, floats(risk_a, "--risk-a"), risk_threshold), budget=Budget(owner_ledger, max_budget),
         resources=Resources(threads, byte_size(memory, "--memory")), shuffle=shuffle, shuffle_delta=shuffle_delta,
