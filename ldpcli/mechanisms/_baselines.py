@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _rows as rowmath
 from ldpcli.math._lawtests import LawTest
 from ldpcli.math._lazy import special
 from ldpcli.mechanisms._base import Mechanism, OptionSpec, declare, register
@@ -146,7 +146,7 @@ class Laplace(Mechanism):
         meet in cache; the noise is drawn in row order, the same numbers as one draw of n·d."""
         n, d = x.shape
         out = np.empty((n, d))
-        for rows in sm.row_chunks(n, d):
+        for rows in rowmath.row_chunks(n, d):
             out[rows] = rng.laplace(0.0, self.b, size=out[rows].shape)
             out[rows] += self.domain.nearest(x[rows], self.norm_bound)
         return out
@@ -360,7 +360,7 @@ class Gaussian(Mechanism):
         Chunk by chunk of rows, as the Laplace baseline: the same numbers as one draw of n·d normals."""
         n, d = x.shape
         out = np.empty((n, d))
-        for rows in sm.row_chunks(n, d):
+        for rows in rowmath.row_chunks(n, d):
             block = out[rows]
             rng.standard_normal(out=block)
             block *= self.sigma

@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _logspace as logspace
 from ldpcli.math._domains import LINF_BOX
 from ldpcli.math._kernels import compiled
 from ldpcli.math._lawtests import LawTest
@@ -141,7 +141,7 @@ def log_binomial_pmf(d: int, lo: int = 0) -> np.ndarray:
     computed without cancellation: the error is a few ulps of the result.
     """
     a = np.arange(lo, d + 1, dtype=float)
-    out = np.full(a.shape, -d * sm.LOG2)
+    out = np.full(a.shape, -d * logspace.LOG2)
     inner = (a > 0) & (a < d)
     if np.any(inner):
         ai = a[inner]
@@ -211,24 +211,24 @@ def channel_logs(d: int, epsilon: float, agree_min: int, lp: np.ndarray | None =
     else:
         log_ratio_prime = -math.inf  # P' = P(Binomial(d − 1, ½) ≥ d) = 0
     log_side = float(lp[0]) + math.log(total)  # log P(A ≥ a₀)
-    log_side_c = sm.log1mexp(log_side)  # P ≤ 1/2 since a₀ > d/2
+    log_side_c = logspace.log1mexp(log_side)  # P ≤ 1/2 since a₀ > d/2
     logit_side = log_side - log_side_c
     logit_p = epsilon + logit_side
     while logit_p - logit_side > epsilon:
         logit_p = math.nextafter(logit_p, -math.inf)
     eps_exact = logit_p - logit_side
-    log_p = sm.log_expit(logit_p)
+    log_p = logspace.log_expit(logit_p)
     # c = t·(p/P − (1 − p)/(1 − P)) = (t/P)·p·(1 − e^{−ε_exact}), t/P = (a₀/d)·pmf(a₀)/P.
-    log_c = math.log(agree_min / d) - math.log(total) + log_p + sm.log1mexp(-eps_exact)
+    log_c = math.log(agree_min / d) - math.log(total) + log_p + logspace.log1mexp(-eps_exact)
     # 1 − c = p·P'/P + (1 − p)(1 − P')/(1 − P).
     log_1mc = float(
         np.logaddexp(
             log_p + log_ratio_prime,
-            sm.log_expit(-logit_p) + sm.log1mexp(log_side + log_ratio_prime) - log_side_c,
+            logspace.log_expit(-logit_p) + logspace.log1mexp(log_side + log_ratio_prime) - log_side_c,
         )
     )
-    if log_1mc < -sm.LOG2:  # c > 1/2: c = 1 − (1 − c) is the better-conditioned route
-        log_c = sm.log1mexp(log_1mc)
+    if log_1mc < -logspace.LOG2:  # c > 1/2: c = 1 − (1 − c) is the better-conditioned route
+        log_c = logspace.log1mexp(log_1mc)
     return ChannelLogs(logit_p, log_side, log_side_c, log_c, log_1mc)
 
 
@@ -249,7 +249,7 @@ def _optimal_channel(d: int, epsilon: float) -> tuple[int, ChannelLogs]:
     lp = log_binomial_pmf(d, lo)
     a = np.arange(lo, d + 1, dtype=float)
     log_tail = np.logaddexp.accumulate(lp[::-1])[::-1]
-    log_em1 = sm.log_expm1(epsilon)
+    log_em1 = logspace.log_expm1(epsilon)
     score = lp + np.log(a / d) - np.logaddexp(0.0, log_em1 + log_tail)
     best = float(np.max(score))
     candidates = np.flatnonzero(score >= best - _SCAN_SLACK)
@@ -315,8 +315,8 @@ def _complement_split_logit(d: int, agree_min: int) -> float:
     if agree_min <= mode:
         return -math.inf
     lp = log_binomial_pmf(d, d // 2)
-    upper = sm.logsumexp(lp[mode - d // 2 : agree_min - d // 2])  # a ∈ [⌈d/2⌉, a₀ − 1]
-    lower = sm.logsumexp(lp[1:])  # a ∈ [0, ⌈d/2⌉ − 1], by symmetry a ∈ [⌊d/2⌋ + 1, d]
+    upper = logspace.logsumexp(lp[mode - d // 2 : agree_min - d // 2])  # a ∈ [⌈d/2⌉, a₀ − 1]
+    lower = logspace.logsumexp(lp[1:])  # a ∈ [0, ⌈d/2⌉ − 1], by symmetry a ∈ [⌊d/2⌋ + 1, d]
     return upper - lower
 
 
@@ -338,7 +338,7 @@ def sample_agreements(d: int, agree_min: int, in_cap: np.ndarray, rng: np.random
     if logit_upper == -math.inf:
         upper = np.zeros(rest.size, dtype=bool)
     else:
-        upper = sm.bernoulli_logit(logit_upper, rest.size, rng)
+        upper = logspace.bernoulli_logit(logit_upper, rest.size, rng)
     up, low = rest[upper], rest[~upper]
     out[up] = _sample_decreasing(d, (d + 1) // 2, agree_min - 1, up.size, rng)
     out[low] = d - _sample_decreasing(d, d // 2 + 1, d, low.size, rng)
@@ -483,7 +483,7 @@ class _HypercubeThreshold(Mechanism):
         (z is in the cap of s = z and outside the cap of s = −z). Larger d: the binomial tail from
         scipy's incomplete-beta-based ``bdtrc`` (an independent implementation), in log space.
         """
-        log_q_in, log_q_out = sm.log_expit(self.logit_p), sm.log_expit(-self.logit_p)
+        log_q_in, log_q_out = logspace.log_expit(self.logit_p), logspace.log_expit(-self.logit_p)
         if self.d <= _EXACT_AUDIT_MAX_D:
             n_in = sum(math.comb(self.d, a) for a in range(self.agree_min, self.d + 1))
             n_out = 2**self.d - n_in
@@ -508,7 +508,7 @@ class _HypercubeThreshold(Mechanism):
     @property
     def p(self) -> float:
         """The probability of drawing from the cap."""
-        return math.exp(sm.log_expit(self.logit_p))
+        return math.exp(logspace.log_expit(self.logit_p))
 
     @property
     def B(self) -> float:  # noqa: N802 - the papers' name
@@ -562,8 +562,8 @@ class _HypercubeThreshold(Mechanism):
         """
         lp = log_binomial_pmf(self.d, 0)
         a = np.arange(self.d + 1)
-        cap = sm.log_expit(self.logit_p) - self.log_side
-        rest = sm.log_expit(-self.logit_p) - self.log_side_c
+        cap = logspace.log_expit(self.logit_p) - self.log_side
+        rest = logspace.log_expit(-self.logit_p) - self.log_side_c
         return np.exp(lp + np.where(a >= self.agree_min, cap, rest))
 
     def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
@@ -640,7 +640,7 @@ class _HypercubeThreshold(Mechanism):
         """Round each row to a vertex s, draw z from the channel, return L·B·z row by row. numpy's
         draws: all rows' sides and counts A, then per chunk the s uniforms and ``uniform_subsets``'s keys."""
         n, d = x.shape
-        in_cap = sm.bernoulli_logit(self.logit_p, n, rng)
+        in_cap = logspace.bernoulli_logit(self.logit_p, n, rng)
         agree = sample_agreements(d, self.agree_min, in_cap, rng)
         value = self.norm_bound * self.B
         half_over_l = 0.5 / self.norm_bound

@@ -37,6 +37,8 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 import numpy as np
 
 from ldpcli.errors import DataError, UsageError
+from ldpcli.math import _logspace as logspace
+from ldpcli.math import _rows as rowmath
 from ldpcli.math import _sphere as sm
 from ldpcli.math._lawtests import LawTest, deterministic
 from ldpcli.mechanisms._base import Mechanism
@@ -289,7 +291,7 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
 def _finest_grid(mech: Mechanism, target: float, a: float, ceiling: float, what: str) -> int:
     """log₂ of the finest power-of-two grid g with (1 + e^ε)·a/g ≤ ``target`` (τ = a/g); UsageError where
     g would exceed ``ceiling`` (``what``: the output's own size, so the rendering would be mostly noise)."""
-    log2_grid = math.ceil((math.log(a) + sm.softplus(mech.epsilon_exact) - math.log(target)) / math.log(2.0))
+    log2_grid = math.ceil((math.log(a) + logspace.softplus(mech.epsilon_exact) - math.log(target)) / math.log(2.0))
     if log2_grid > math.log2(ceiling):
         raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: a secure rendering with δ ≤ {target:g} "
                          f"needs a grid g = 2^{log2_grid} above {what} {ceiling:.6g}; allow a larger `secure_delta`")
@@ -301,7 +303,7 @@ def _grid_rendering(mech: Mechanism, target: float, a: float, log2_grid: int, de
     grid = math.ldexp(1.0, log2_grid)
     tau = a / grid
     added = mech.d * grid * grid / 4.0
-    return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
+    return Rendering("grid", target, grid, tau, math.exp(logspace.softplus(mech.epsilon_exact)) * tau, added,
                      (mech.expected_error_max + added) / mech.expected_error_max, _PRECISION, detail)
 
 
@@ -349,7 +351,7 @@ def _sign_rendering(mech: Mechanism, target: float) -> Rendering:
     if mech.d > 1:
         e_c = step_bounds(mech.d, u).e_c
         tau = math.sqrt(2.0 / math.pi) * e_c / (1.0 - e_c) * _chi_mean(mech.d - 1)
-    delta = math.exp(sm.softplus(mech.epsilon_exact)) * tau
+    delta = math.exp(logspace.softplus(mech.epsilon_exact)) * tau
     if delta > target:
         raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: its secure rendering has δ = {delta:.3g}, "
                          f"above {target:g}; allow a larger `secure_delta`")
@@ -486,7 +488,7 @@ def _by_chunks(x: np.ndarray, flips: np.ndarray, radius: float, rng: np.random.G
     (:func:`secure_unit_rows`), then ``rows_out(rows, û)``, which draws the chunk's own variates after it."""
     n, d = x.shape
     out = np.empty((n, d))
-    for rows in sm.row_chunks(n, d, _CHUNK_VALUES):
+    for rows in rowmath.row_chunks(n, d, _CHUNK_VALUES):
         out[rows] = rows_out(rows, secure_unit_rows(x[rows], flips[rows], radius, rng))
     return out
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import UsageError, counted
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _logspace as logspace
 from ldpcli.math._domains import INTERVAL
 from ldpcli.mechanisms._base import Mechanism, OptionSpec, declare, register
 from ldpcli.mechanisms._scalar import (
@@ -204,7 +204,7 @@ class ScalarRelDP(GridResponse, Mechanism):
         if v1 <= self.norm_bound:
             return self.epsilon
         rho = self.norm_bound / v1
-        log_em1 = sm.log_expm1(self.epsilon)
+        log_em1 = logspace.log_expm1(self.epsilon)
         one = float(np.logaddexp(0.0, log_em1 + math.log(rho)))
         zero = self.epsilon - float(np.logaddexp(0.0, log_em1 + math.log1p(-rho)))
         return max(one, zero)
@@ -276,7 +276,7 @@ class ScalarRelDP(GridResponse, Mechanism):
             "alpha0": self.alpha / self.norm_bound,
             "delta": self.nu - 1.0,
             "top_grid_value": float(self.grid[-1]),
-            "p_truth": math.exp(sm.log_expit(self.truth_logit)),
+            "p_truth": math.exp(logspace.log_expit(self.truth_logit)),
             "p_truth_logit": self.truth_logit,
             "a": self.alpha * b,
             "b": mean * a / (self.alpha * b),
