@@ -59,6 +59,8 @@ NEW_HOME: dict[str, str] = {"ldpcli.analysis.release": "ldpcli.analysis._handle"
 #: ``ldpcli.P._M``, asked in this order after it.
 SPLIT: dict[str, tuple[str, ...]] = {
     "ldpcli.math.sphere": ("ldpcli.math._logspace", "ldpcli.math._rows"),
+    "ldpcli.mechanisms.hypercube": ("ldpcli.mechanisms._threshold_channel", "ldpcli.math._binomial",
+                                    "ldpcli.math._subsets"),
 }
 
 

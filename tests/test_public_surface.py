@@ -165,6 +165,10 @@ SPLIT_NAMES: dict[str, tuple[str, ...]] = {
         "log_cap_normaliser", "bernoulli_logit", "sample_cap_cosines", "random_unit_vectors", "row_norms", "unit_scaled",
         "round_to_sphere", "rounded_units_into", "directions_with_cosines", "FUSED_CHUNK_VALUES", "row_chunks",
         "row_buffers", "rounded_chunks", "rounded_cap_directions"),
+    "ldpcli.mechanisms.hypercube": (
+        "log_binomial_pmf", "agree_min_from_kappa", "kappa_from_agree_min", "ChannelLogs", "channel_logs",
+        "optimal_agree_min", "standard_exponential_exact", "invert_survival", "sample_agreements", "uniform_subsets",
+        "PrivUnitInf", "DuchiLinf"),
 }
 
 

@@ -43,7 +43,7 @@ from ldpcli.mechanisms import (
     register,
     unregister,
 )
-from ldpcli.mechanisms._hypercube import _agreement_with_sign_pmf
+from ldpcli.mechanisms._threshold_channel import agreement_with_sign_pmf
 
 # --------------------------------------------------------------------------- broken samplers
 
@@ -336,7 +336,7 @@ def test_agreement_law_inside_the_box_by_brute_force() -> None:
                 p = np.prod([q[j] if same[j] else 1 - q[j] for j in range(d)])
                 k = sum(same[j] == (j in chosen) for j in range(d))
                 brute[k] += agreement[a] / math.comb(d, a) * p
-    assert np.allclose(_agreement_with_sign_pmf(agreement, q), brute, atol=1e-15)
+    assert np.allclose(agreement_with_sign_pmf(agreement, q), brute, atol=1e-15)
 
 
 def test_clopper_pearson_bounds() -> None:

@@ -4,7 +4,7 @@ Each runs chunk by chunk in numpy or as one compiled loop per row with numba (``
 :mod:`ldpcli.math._kernels`). Both draw the same numbers in the same order: privunitg's and
 gaussian-sign's agree to rounding (their inner products sum in different orders). The hypercube
 mechanisms' compiled loop draws each row's agreeing positions from fewer numbers than the numpy
-reference's d keys a row (``hypercube.uniform_subsets``), so it is checked against the channel's
+reference's d keys a row (``ldpcli.math._subsets.uniform_subsets``), so it is checked against the channel's
 exact law instead. The numpy forms match their unfused formulas bit for bit for rows x ≠ 0; both
 kernels are then checked for the law itself (the audit's law tests, unbiasedness, E‖Z − x‖² against
 the closed form, zero rows included) and for seeded outputs that do not depend on batches or threads.
