@@ -49,7 +49,7 @@ RENAMED: dict[str, dict[str, tuple[str, str]]] = {
     "ldpcli.release.engines": {"describe": ("ldpcli.release._engines", "describe_engine")},
     "ldpcli.mechanisms.separated": {"optimal_split": ("ldpcli.mechanisms._separated", "optimal_direction_share")},
     "ldpcli.math.devices": {"rounded_cap_directions": ("ldpcli.math._devices", "device_rounded_cap_directions")},
-    "ldpcli.mechanisms.rendering": {"unit_rows": ("ldpcli.mechanisms._rendering", "secure_unit_rows")},
+    "ldpcli.mechanisms.rendering": {"unit_rows": ("ldpcli.math._extended", "secure_unit_rows")},
 }
 
 #: Where an old module's names live now, when it is not simply ``ldpcli.P._M``.
@@ -61,6 +61,7 @@ SPLIT: dict[str, tuple[str, ...]] = {
     "ldpcli.math.sphere": ("ldpcli.math._logspace", "ldpcli.math._rows"),
     "ldpcli.mechanisms.hypercube": ("ldpcli.mechanisms._threshold_channel", "ldpcli.math._binomial",
                                     "ldpcli.math._subsets"),
+    "ldpcli.mechanisms.rendering": ("ldpcli.math._extended", "ldpcli.math._roundoff"),
 }
 
 

@@ -169,6 +169,12 @@ SPLIT_NAMES: dict[str, tuple[str, ...]] = {
         "log_binomial_pmf", "agree_min_from_kappa", "kappa_from_agree_min", "ChannelLogs", "channel_logs",
         "optimal_agree_min", "standard_exponential_exact", "invert_survival", "sample_agreements", "uniform_subsets",
         "PrivUnitInf", "DuchiLinf"),
+    "ldpcli.mechanisms.rendering": (
+        "SECURE_DELTA", "PROOF", "WORK", "GaussianCap", "UNIT_ROUNDOFF", "unit_roundoff",
+        "require_extended_precision", "StepBounds", "step_bounds", "cap_error_sum", "GaussianBounds",
+        "gaussian_bounds", "gaussian_error_sum", "Rendering", "secure_rendering", "exact_bernoulli",
+        "round_to_grid", "secure_unit_rows", "orthogonal_rows", "orthogonal_part", "gaussian_combine",
+        "combine_rows", "secure_privatize", "rendered_law_tests", "secured", "as_recorded"),
 }
 
 
