@@ -62,6 +62,7 @@ SPLIT: dict[str, tuple[str, ...]] = {
     "ldpcli.mechanisms.hypercube": ("ldpcli.mechanisms._threshold_channel", "ldpcli.math._binomial",
                                     "ldpcli.math._subsets"),
     "ldpcli.mechanisms.rendering": ("ldpcli.math._extended", "ldpcli.math._roundoff"),
+    "ldpcli.mechanisms.feature_levels": ("ldpcli.io._feature_eps",),
 }
 
 

@@ -175,6 +175,10 @@ SPLIT_NAMES: dict[str, tuple[str, ...]] = {
         "gaussian_bounds", "gaussian_error_sum", "Rendering", "secure_rendering", "exact_bernoulli",
         "round_to_grid", "secure_unit_rows", "orthogonal_rows", "orthogonal_part", "gaussian_combine",
         "combine_rows", "secure_privatize", "rendered_law_tests", "secured", "as_recorded"),
+    "ldpcli.mechanisms.feature_levels": (
+        "log_dependence_cost", "tilde_levels", "c_d_for_zeta", "c_max", "budget_vector", "bcdp_levels",
+        "cdp_to_bcdp", "increments", "paper_error_proxy", "FeatureLevels", "parse_feature_levels",
+        "format_levels", "canonical_coordinates", "group_summary", "sort_order"),
 }
 
 
