@@ -233,8 +233,8 @@ class MechanismSpec:
         """
         cls = self.mechanism_class
         check_common(1, self.epsilon, self.norm_bound)
-        calibration = cls.check_calibration(self.calibration)
-        options = cls.check_option_values(dict(self.options), calibration)
+        calibration = cls._check_calibration(self.calibration)
+        options = cls._check_option_values(dict(self.options), calibration)
         given = {name: value for name, value in options.items() if value is not None}
         return MechanismSpec(self.name, float(self.epsilon), calibration, float(self.norm_bound), given)
 
@@ -355,8 +355,8 @@ class Mechanism(ABC):
         of range ones are UsageErrors), then calls the mechanism's own ``_calibrate`` with every
         declared option (None where not given and without a default).
         """
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
-        return cls._calibrate(d, epsilon, norm_bound, calibration, **cls.check_option_values(options, calibration))
+        d, epsilon, norm_bound, calibration = cls._check_inputs(d, epsilon, norm_bound, calibration, options)
+        return cls._calibrate(d, epsilon, norm_bound, calibration, **cls._check_option_values(options, calibration))
 
     @classmethod
     @abstractmethod
@@ -364,7 +364,7 @@ class Mechanism(ABC):
         """The mechanism's own calibration, on validated inputs (see :meth:`calibrate`)."""
 
     @classmethod
-    def check_inputs(
+    def _check_inputs(
         cls, d: int, epsilon: float, norm_bound: float, calibration: str | None, options: Mapping[str, Any]
     ) -> tuple[int, float, float, str]:
         """Validate (d, ε, L) and the calibration; return them as int/float/float/str.
@@ -372,12 +372,12 @@ class Mechanism(ABC):
         Unknown options, impossible (d, ε, L) (with d ≤ :attr:`max_d`) and unknown calibrations are
         UsageErrors; the calibration defaults to the first listed.
         """
-        cls.check_options(options)
+        cls._check_options(options)
         check_common(d, epsilon, norm_bound, max_d=cls.max_d)
-        return int(d), float(epsilon), float(norm_bound), cls.check_calibration(calibration)
+        return int(d), float(epsilon), float(norm_bound), cls._check_calibration(calibration)
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
+    def _check_options(cls, options: Mapping[str, Any]) -> None:
         """UsageError for an option this mechanism does not take (None values are ignored)."""
         unknown = sorted(name for name, value in options.items() if value is not None and name not in cls.options)
         if unknown:
@@ -386,9 +386,9 @@ class Mechanism(ABC):
             raise UsageError(f"mechanism {cls.name!r} takes no option {flags}; its options: {takes}")
 
     @classmethod
-    def check_option_values(cls, options: Mapping[str, Any], calibration: str) -> dict[str, Any]:
+    def _check_option_values(cls, options: Mapping[str, Any], calibration: str) -> dict[str, Any]:
         """Every declared option, checked against its spec: given, its default, or None."""
-        cls.check_options(options)
+        cls._check_options(options)
         values: dict[str, Any] = {}
         for name, spec in cls.options.items():
             value = options.get(name)
@@ -414,7 +414,7 @@ class Mechanism(ABC):
         return MechanismSpec(self.name, self.epsilon, self.calibration, self.norm_bound, self.option_values())
 
     @classmethod
-    def check_calibration(cls, calibration: str | None) -> str:
+    def _check_calibration(cls, calibration: str | None) -> str:
         """The calibration to use (the first listed by default); UsageError for an unknown one."""
         if calibration is None:
             return cls.calibrations[0]
@@ -480,9 +480,6 @@ class Mechanism(ABC):
         (:meth:`ldpcli.math._domains.Domain.rounded`: float32 data saved as float64).
         """
         return self.domain.project(x, self.norm_bound, precision)
-
-    #: The name this method had before domains were objects.
-    clip = project
 
     def expected_error_mean(self, n: int) -> float:
         """Worst-case E‖x̄̂ − x̄‖² of the mean of n independently privatized rows: max error / n."""

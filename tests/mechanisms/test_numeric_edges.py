@@ -22,7 +22,7 @@ def test_row_norms_survive_overflow_and_underflow() -> None:
 
 def test_clip_keeps_the_direction_of_a_huge_row() -> None:
     """√Σx² overflowed to inf and the row became the zero row (a random direction)."""
-    clipped, count = PrivUnit2.calibrate(3, 4.0).clip(np.array([[1e308, -1e308, 0.0]]))
+    clipped, count = PrivUnit2.calibrate(3, 4.0).project(np.array([[1e308, -1e308, 0.0]]))
     assert count == 1 and np.allclose(clipped, [[2**-0.5, -(2**-0.5), 0.0]])
 
 
