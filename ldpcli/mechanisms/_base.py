@@ -26,7 +26,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, overload, runtime_checkable
 
 import numpy as np
 
@@ -43,8 +43,46 @@ MAX_D = 10**8
 MAX_NORM_BOUND = 1e150
 
 
-def register(cls: type[M]) -> type[M]:
-    """Class decorator: make a mechanism available under ``cls.name``."""
+#: What the registry and the command line know of a mechanism, given to :func:`register` (the math needs none of it).
+REGISTRY_METADATA = ("name", "title", "calibrations", "baseline", "compared", "example_d")
+
+
+@overload
+def register(cls: type[M], /) -> type[M]: ...
+
+
+@overload
+def register(*, name: str, title: str, calibrations: tuple[str, ...], baseline: bool = ..., compared: bool = ...,
+             example_d: int = ...) -> Callable[[type[M]], type[M]]: ...
+
+
+def register(cls: type[M] | None = None, /, **metadata: Any) -> type[M] | Callable[[type[M]], type[M]]:
+    """Class decorator: make a mechanism available under its name.
+
+    ``@register(name=..., title=..., calibrations=(...), baseline=False, compared=True, example_d=8)``
+    gives the registry's and the command line's metadata (:data:`REGISTRY_METADATA`: the registry name, the
+    title ``ldp params`` prints, the calibrations, the first the default; a comparison-only baseline; whether
+    the all-mechanism comparisons include it; a valid d for examples and the test battery), which the class
+    then carries. A bare ``@register`` registers a class that sets them itself (plug-ins written for ldp 0.1).
+    """
+    if cls is not None:
+        if metadata:
+            raise TypeError("register takes a class or keyword arguments, not both")
+        return _add(cls)
+    unknown = sorted(set(metadata) - set(REGISTRY_METADATA))
+    if unknown:
+        raise TypeError(f"register() got unknown metadata {unknown}; it takes {', '.join(REGISTRY_METADATA)}")
+
+    def decorate(target: type[M]) -> type[M]:
+        for key, value in metadata.items():
+            setattr(target, key, value)
+        return _add(target)
+
+    return decorate
+
+
+def _add(cls: type[M]) -> type[M]:
+    """Put ``cls`` in the registry under ``cls.name``; ValueError for a name taken."""
     if cls.name in _REGISTRY:
         raise ValueError(f"mechanism {cls.name!r} registered twice")
     _REGISTRY[cls.name] = cls
@@ -307,9 +345,11 @@ class MechanismSpec:
 class Mechanism(ABC):
     """A calibrated ε-LDP randomizer for d-dimensional rows.
 
-    Subclasses set the class attributes, implement ``_calibrate``, ``epsilon_exact``,
-    ``expected_error``, ``expected_error_max``, ``parameters`` and ``privatize``, and may have the
-    methods of :mod:`ldpcli.mechanisms._hooks` (``audit_epsilon``, ``law_tests``, ``risk_epsilons``, …).
+    Subclasses implement ``_calibrate``, ``epsilon_exact``, ``expected_error``, ``expected_error_max``,
+    ``parameters`` and ``privatize``, set ``domain`` and ``options`` where they are not the defaults, get
+    their registry metadata from ``@register(name=..., title=..., calibrations=...)``, and may have the
+    methods of :mod:`ldpcli.mechanisms._hooks` (``audit_epsilon``, ``law_tests``, ``risk_epsilons``, …;
+    the table of docs/mechanisms.md).
     """
 
     d: int

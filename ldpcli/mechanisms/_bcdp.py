@@ -71,7 +71,13 @@ from ldpcli.mechanisms._composition import release_cost
 BASES = ("privunit2", "privunitg", "duchi-l2")
 
 
-@register
+@register(
+    name="bcdp",
+    title="BCDP: per-feature levels (Aliakbarpour et al. 2024, Mechanism 1, Thm 2)",
+    calibrations=("optimal", "zeta"),
+    compared=False,  # needs the user's q and levels: `ldp params -m bcdp` compares it with its own alternatives
+    example_d=8,
+)
 @dataclass(frozen=True)
 class BCDP(Mechanism):
     """BCDP mean estimation (Mechanism 1, Thm 2) on a base ℓ2 mechanism, with exact errors."""
@@ -87,9 +93,6 @@ class BCDP(Mechanism):
     starts: tuple[int, ...]
     parts: tuple[Mechanism, ...]
 
-    name: ClassVar[str] = "bcdp"
-    title: ClassVar[str] = "BCDP: per-feature levels (Aliakbarpour et al. 2024, Mechanism 1, Thm 2)"
-    calibrations: ClassVar[tuple[str, ...]] = ("optimal", "zeta")
     domain = LINF_BOX
     options: ClassVar[dict[str, OptionSpec]] = declare(
         OptionSpec(
@@ -117,9 +120,6 @@ class BCDP(Mechanism):
             "privatize --copies): each increment is divided by SPLIT", example=1, low=1, high=16, default=1,
         ),
     )
-    example_d: ClassVar[int] = 8
-    #: Needs the user's q and levels: `ldp params -m bcdp` compares it with its own alternatives.
-    compared: ClassVar[bool] = False
 
     @classmethod
     def _calibrate(

@@ -50,16 +50,16 @@ from ldpcli.mechanisms._base import Mechanism, register
 _LOG_SQRT_HALF_PI = 0.5 * math.log(0.5 * math.pi)
 
 
-@register
+@register(
+    name="gaussian-sign",
+    title="Gaussian direction with a private sign (Błasiok et al. 2019, Def. 5.5; corrected scale and bias)",
+    calibrations=("tanh",),
+)
 @dataclass(frozen=True)
 class GaussianSign(Mechanism):
     """Błasiok et al.'s local randomizer with bias tanh(ε/2) (module docstring for the formulas)."""
 
     log_scale: float  # log(s/L) = ½ log(π/2) − log tanh(ε/2)
-
-    name = "gaussian-sign"
-    title = "Gaussian direction with a private sign (Błasiok et al. 2019, Def. 5.5; corrected scale and bias)"
-    calibrations = ("tanh",)
 
     @classmethod
     def _calibrate(

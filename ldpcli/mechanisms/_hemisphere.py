@@ -81,16 +81,16 @@ def hemisphere_masses_by_quadrature(d: int) -> tuple[float, float]:
     return math.log(upper), math.log(lower)
 
 
-@register
+@register(
+    name="duchi-l2",
+    title="Duchi et al. ℓ2 hemisphere mechanism (J. ACM 2014, App. C.2; corrected radius B)",
+    calibrations=("classic",),
+)
 @dataclass(frozen=True)
 class DuchiL2(Mechanism):
     """The hemisphere mechanism on the ℓ2 ball of radius L (module docstring for the formulas)."""
 
     log_scale: float  # log(B/L)
-
-    name = "duchi-l2"
-    title = "Duchi et al. ℓ2 hemisphere mechanism (J. ACM 2014, App. C.2; corrected radius B)"
-    calibrations = ("classic",)
 
     @classmethod
     def _calibrate(

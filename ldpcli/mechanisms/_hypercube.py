@@ -304,14 +304,14 @@ class _HypercubeThreshold(Mechanism):
         return out
 
 
-@register
+@register(
+    name="privunit-inf",
+    title="PrivUnit∞ (Bhowmick et al. 2018, Alg. 2; optimal threshold κ, exact ε)",
+    calibrations=("optimal",),
+)
 @dataclass(frozen=True)
 class PrivUnitInf(_HypercubeThreshold):
     """PrivUnit∞ with the error-minimising threshold κ and tight p (see the module docstring)."""
-
-    name = "privunit-inf"
-    title = "PrivUnit∞ (Bhowmick et al. 2018, Alg. 2; optimal threshold κ, exact ε)"
-    calibrations = ("optimal",)
 
     @classmethod
     def _calibrate(
@@ -322,14 +322,14 @@ class PrivUnitInf(_HypercubeThreshold):
         return cls._build(d, epsilon, norm_bound, calibration, agree_min, logs)
 
 
-@register
+@register(
+    name="duchi-linf",
+    title="Duchi–Jordan–Wainwright ℓ∞ hypercube mechanism (2014, App. C.1 eq. (49); even d per docs/errata.md §12)",
+    calibrations=("classic",),
+)
 @dataclass(frozen=True)
 class DuchiLinf(_HypercubeThreshold):
     """Duchi et al. (49): the threshold-0 channel, tight p (corrected for even d, docs/errata.md §12)."""
-
-    name = "duchi-linf"
-    title = "Duchi–Jordan–Wainwright ℓ∞ hypercube mechanism (2014, App. C.1 eq. (49); even d per docs/errata.md §12)"
-    calibrations = ("classic",)
 
     @classmethod
     def _calibrate(

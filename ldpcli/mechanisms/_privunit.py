@@ -190,7 +190,11 @@ def bhowmick_cap_logit(d: int, epsilon_cap: float) -> float:
     return max(y_a, float(y_b))
 
 
-@register
+@register(
+    name="privunit2",
+    title="PrivUnit2 (Bhowmick et al. 2018; optimal parameters of Asi et al. 2022)",
+    calibrations=("optimal", "bhowmick"),
+)
 @dataclass(frozen=True)
 class PrivUnit2(Mechanism):
     """PrivUnit2 on the ℓ2 ball of radius L (see the module docstring for the formulas)."""
@@ -200,10 +204,6 @@ class PrivUnit2(Mechanism):
     log_cap_probability: float  # log P(⟨W, u⟩ ≥ γ)
     log_m: float  # log of the normaliser m; the output norm is L/m
     log_one_minus_m: float  # log(1 − m), computed without cancellation
-
-    name = "privunit2"
-    title = "PrivUnit2 (Bhowmick et al. 2018; optimal parameters of Asi et al. 2022)"
-    calibrations = ("optimal", "bhowmick")
 
     @classmethod
     def _calibrate(

@@ -229,7 +229,11 @@ def normal_tail_log_by_quadrature(c: float) -> float:
     return -0.5 * c * c - 0.5 * math.log(2.0 * math.pi) + math.log(value)
 
 
-@register
+@register(
+    name="privunitg",
+    title="PrivUnitG (Asi, Feldman, Talwar 2022, Alg. 2; optimal split)",
+    calibrations=("optimal",),
+)
 @dataclass(frozen=True)
 class PrivUnitG(Mechanism):
     """PrivUnitG on the ℓ2 ball of radius L (see the module docstring for the formulas)."""
@@ -240,10 +244,6 @@ class PrivUnitG(Mechanism):
     log_one_minus_q: float  # log(1 − q) = log Φ(−c)
     log_mu: float  # log μ, μ = E[α]/σ = m√d
     var_z: float  # Var(α/σ)
-
-    name = "privunitg"
-    title = "PrivUnitG (Asi, Feldman, Talwar 2022, Alg. 2; optimal split)"
-    calibrations = ("optimal",)
 
     @classmethod
     def _calibrate(

@@ -216,7 +216,12 @@ class GridResponse:
                                        int(hits.sum()), values.shape[0], prob)
 
 
-@register
+@register(
+    name="scalar",
+    title="ScalarDP (Bhowmick et al. 2018, Alg. 3): rounding + (k+1)-ary randomized response",
+    calibrations=("bhowmick",),
+    example_d=1,
+)
 @dataclass(frozen=True)
 class ScalarDP(GridResponse, Mechanism):
     """ScalarDP (Bhowmick et al. 2018, Alg. 3): one value r ∈ [0, r_max] on the grid {j·r_max/k}.
@@ -236,16 +241,12 @@ class ScalarDP(GridResponse, Mechanism):
 
     k: int
 
-    name = "scalar"
-    title = "ScalarDP (Bhowmick et al. 2018, Alg. 3): rounding + (k+1)-ary randomized response"
-    calibrations = ("bhowmick",)
     domain = INTERVAL
     vector = False
     options = declare(
         OptionSpec("k", int, "grid size (default ⌈e^{ε/3}⌉, Bhowmick et al. Lemma 4.4; at most 2^52)", 4,
                    low=1, high=K_MAX),
     )
-    example_d = 1
 
     @classmethod
     def _calibrate(

@@ -71,7 +71,12 @@ def _cover_k(alpha: float, nu: float, r_max: float) -> int:
     return k
 
 
-@register
+@register(
+    name="scalar-rel",
+    title="ScalarRelDP (Bhowmick et al. 2018, Alg. 4): geometric grid, relative error",
+    calibrations=("bhowmick",),
+    example_d=1,
+)
 @dataclass(frozen=True)
 class ScalarRelDP(GridResponse, Mechanism):
     """ScalarRelDP (Bhowmick et al. 2018, Alg. 4, App. B.2): relative error on a geometric grid.
@@ -103,9 +108,6 @@ class ScalarRelDP(GridResponse, Mechanism):
     nu: float
     k: int
 
-    name = "scalar-rel"
-    title = "ScalarRelDP (Bhowmick et al. 2018, Alg. 4): geometric grid, relative error"
-    calibrations = ("bhowmick",)
     domain = INTERVAL
     vector = False
     options = declare(
@@ -116,7 +118,6 @@ class ScalarRelDP(GridResponse, Mechanism):
         OptionSpec("k", int, f"number of grid cells (default the smallest with ν^k α ≥ r_max; at most {K_REL_MAX})",
                    8, low=1, high=K_REL_MAX),
     )
-    example_d = 1
 
     @classmethod
     def _calibrate(

@@ -197,7 +197,11 @@ def _best_tooth_end(epsilon: float, u_best: float, worst: Callable[[float], floa
         at(tooth)
 
 
-@register
+@register(
+    name="separated",
+    title="Separated direction × magnitude (Bhowmick et al. 2018, Eq. 22/23): PrivUnit2 · ScalarDP",
+    calibrations=("optimal", "bhowmick"),
+)
 @dataclass(frozen=True)
 class Separated(Mechanism):
     """Direction × magnitude (Bhowmick et al. 2018, Eq. 22/23): PrivUnit2 at ε₁ times ScalarDP at ε₂.
@@ -212,9 +216,6 @@ class Separated(Mechanism):
     direction: PrivUnit2
     magnitude: ScalarDP
 
-    name = "separated"
-    title = "Separated direction × magnitude (Bhowmick et al. 2018, Eq. 22/23): PrivUnit2 · ScalarDP"
-    calibrations = ("optimal", "bhowmick")
     options = declare(
         OptionSpec("eps_split", float, "share ε1/ε of the budget for the direction, in (0, 1) (default: "
                    "error-minimising; required with --calibration bhowmick)", 0.9,
