@@ -49,11 +49,21 @@ RENAMED: dict[str, dict[str, tuple[str, str]]] = {
     "ldpcli.release.engines": {"describe": ("ldpcli.release._engines", "describe_engine")},
     "ldpcli.mechanisms.separated": {"optimal_split": ("ldpcli.mechanisms._separated", "optimal_direction_share")},
     "ldpcli.math.devices": {"rounded_cap_directions": ("ldpcli.math._devices", "device_rounded_cap_directions")},
-    "ldpcli.mechanisms.rendering": {"unit_rows": ("ldpcli.mechanisms._rendering", "secure_unit_rows")},
+    "ldpcli.mechanisms.rendering": {"unit_rows": ("ldpcli.math._extended", "secure_unit_rows")},
 }
 
 #: Where an old module's names live now, when it is not simply ``ldpcli.P._M``.
 NEW_HOME: dict[str, str] = {"ldpcli.analysis.release": "ldpcli.analysis._handle"}
+
+#: Old modules split along their seams (issue 37): the private modules that hold the names moved out of
+#: ``ldpcli.P._M``, asked in this order after it.
+SPLIT: dict[str, tuple[str, ...]] = {
+    "ldpcli.math.sphere": ("ldpcli.math._logspace", "ldpcli.math._rows"),
+    "ldpcli.mechanisms.hypercube": ("ldpcli.mechanisms._threshold_channel", "ldpcli.math._binomial",
+                                    "ldpcli.math._subsets"),
+    "ldpcli.mechanisms.rendering": ("ldpcli.math._extended", "ldpcli.math._roundoff"),
+    "ldpcli.mechanisms.feature_levels": ("ldpcli.io._feature_eps",),
+}
 
 
 def _old_paths() -> dict[str, str]:
@@ -78,11 +88,20 @@ class _MovedModule(types.ModuleType):
             warnings.warn(f"{self.__name__}.{name} is now {home}.{new}; the old name goes in the next release",
                           DeprecationWarning, stacklevel=2)
             return getattr(importlib.import_module(home), new)
-        return getattr(importlib.import_module(_OLD[self.__name__]), name)
+        for home in _homes(self.__name__):
+            module = importlib.import_module(home)
+            if hasattr(module, name):
+                return getattr(module, name)
+        raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
 
     def __dir__(self) -> list[str]:
-        """The new module's names."""
-        return dir(importlib.import_module(_OLD[self.__name__]))
+        """The new modules' names."""
+        return sorted({name for home in _homes(self.__name__) for name in dir(importlib.import_module(home))})
+
+
+def _homes(old: str) -> tuple[str, ...]:
+    """The private modules that hold an old path's names: its own, then those split out of it."""
+    return (_OLD[old], *SPLIT.get(old, ()))
 
 
 class _Loader:

@@ -12,8 +12,8 @@ import pytest
 import ldpcli
 from ldpcli.errors import counted
 from ldpcli.estimators._regression import RegressionMoments
+from ldpcli.io._feature_eps import parse_feature_levels
 from ldpcli.math._lawtests import deterministic
-from ldpcli.mechanisms._feature_levels import parse_feature_levels
 
 #: A count formatted beside a noun with "(s)", either way round: "{n} time(s)", "reservation(s) {ids}".
 _HEDGED = re.compile(r"\}\s*[A-Za-z ]*\(s\)|[A-Za-z]\(s\)\s*\{")

@@ -40,7 +40,8 @@ read_v = functools.partial(read_list, column="v")
 
 
 @pytest.mark.parametrize(
-    "module", ["ldpcli.mechanisms", "ldpcli.audit._claims", "ldpcli.math._domains", "ldpcli.math._sphere", "ldpcli.estimators._moments",
+    "module", ["ldpcli.mechanisms", "ldpcli.audit._claims", "ldpcli.math._domains", "ldpcli.math._sphere", "ldpcli.math._logspace",
+               "ldpcli.math._rows", "ldpcli.estimators._moments",
                "ldpcli.io._layout", "ldpcli.io._atomic", "ldpcli.release._randomness", "ldpcli.risk._diffuse", "ldpcli.risk._sparse",
                "ldpcli.risk._section", "ldpcli.planning._solvers", "ldpcli.planning._compare", "ldpcli.release._ledger"],
 )

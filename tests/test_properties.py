@@ -257,7 +257,7 @@ def test_monte_carlo_error_and_mean(name: str, calibration: str, data: st.DataOb
     rng = np.random.default_rng(seed)
     x = boundary_input(mech, rng)
     rows = np.tile(x, (MC_ROWS, 1))
-    clipped, moved = mech.clip(rows.copy())
+    clipped, moved = mech.project(rows.copy())
     assert moved == 0 and np.array_equal(clipped, rows)  # on the boundary: within the domain
     z = mech.privatize(rows.copy(), rng)
     assert z.shape == (MC_ROWS, d) and z.dtype == np.float64 and np.isfinite(z).all()

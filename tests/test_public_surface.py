@@ -123,22 +123,27 @@ def test_moved_table_names_every_private_module_once() -> None:
 
 _CHECK_OLD_PATHS = """
 import importlib, json, sys, warnings
+split = json.loads(sys.argv[2])
 report = {}
 for old, new in json.loads(sys.argv[1]).items():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         module = importlib.import_module(old)
-    target = importlib.import_module(new)
-    names = [n for n in vars(target) if not n.startswith("__")]
+    homes = {}  # each name and the module it is read from: the old module's own home first, then its split parts
+    for home in [new, *split.get(old, ())]:
+        for n in vars(importlib.import_module(home)):
+            if not n.startswith("__"):
+                homes.setdefault(n, importlib.import_module(home))
     report[old] = {"warnings": [str(w.message) for w in caught if w.category is DeprecationWarning],
-                   "forwards": bool(names) and all(getattr(module, n) is getattr(target, n) for n in names)}
+                   "forwards": bool(homes) and all(getattr(module, n) is getattr(h, n) for n, h in homes.items()),
+                   "dir": sorted(set(homes) - set(dir(module)))}
 print(json.dumps(report))
 """
 
 
 def test_every_old_module_path_warns_once_and_forwards() -> None:
     """In a fresh interpreter: each 0.1 path imports with one warning naming its namespace, and forwards."""
-    result = subprocess.run([sys.executable, "-c", _CHECK_OLD_PATHS, json.dumps(_compat._OLD)],
+    result = subprocess.run([sys.executable, "-c", _CHECK_OLD_PATHS, json.dumps(_compat._OLD), json.dumps(_compat.SPLIT)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -146,8 +151,50 @@ def test_every_old_module_path_warns_once_and_forwards() -> None:
     for old, seen in report.items():
         package = old.rsplit(".", 1)[0]
         assert seen["forwards"], f"{old} does not forward to {_compat._OLD[old]}"
+        assert not seen["dir"], f"dir({old}) lacks {seen['dir']}"
         assert len(seen["warnings"]) == 1 and f"{old} is private" in seen["warnings"][0], (old, seen)
         assert f"from {package}" in seen["warnings"][0]
+
+
+#: The public names of each module split along its seams (issue 37), as it held them before the split.
+SPLIT_NAMES: dict[str, tuple[str, ...]] = {
+    "ldpcli.math.sphere": (
+        "LOG2", "softplus", "log_expit", "logsumexp", "log1mexp", "exp_or_inf", "expm1_or_inf", "log_expm1", "log_cosh",
+        "log_tanh_half", "sphere_alpha", "gamma_from_cap_logit", "cap_logit_from_gamma", "log_beta", "log_beta_cdf_small",
+        "log_cap_probability", "log_cap_probability_by_quadrature", "log_cap_gap_fraction", "log_gamma_half_ratio",
+        "log_cap_normaliser", "bernoulli_logit", "sample_cap_cosines", "random_unit_vectors", "row_norms", "unit_scaled",
+        "round_to_sphere", "rounded_units_into", "directions_with_cosines", "FUSED_CHUNK_VALUES", "row_chunks",
+        "row_buffers", "rounded_chunks", "rounded_cap_directions"),
+    "ldpcli.mechanisms.hypercube": (
+        "log_binomial_pmf", "agree_min_from_kappa", "kappa_from_agree_min", "ChannelLogs", "channel_logs",
+        "optimal_agree_min", "standard_exponential_exact", "invert_survival", "sample_agreements", "uniform_subsets",
+        "PrivUnitInf", "DuchiLinf"),
+    "ldpcli.mechanisms.rendering": (
+        "SECURE_DELTA", "PROOF", "WORK", "GaussianCap", "UNIT_ROUNDOFF", "unit_roundoff",
+        "require_extended_precision", "StepBounds", "step_bounds", "cap_error_sum", "GaussianBounds",
+        "gaussian_bounds", "gaussian_error_sum", "Rendering", "secure_rendering", "exact_bernoulli",
+        "round_to_grid", "secure_unit_rows", "orthogonal_rows", "orthogonal_part", "gaussian_combine",
+        "combine_rows", "secure_privatize", "rendered_law_tests", "secured", "as_recorded"),
+    "ldpcli.mechanisms.feature_levels": (
+        "log_dependence_cost", "tilde_levels", "c_d_for_zeta", "c_max", "budget_vector", "bcdp_levels",
+        "cdp_to_bcdp", "increments", "paper_error_proxy", "FeatureLevels", "parse_feature_levels",
+        "format_levels", "canonical_coordinates", "group_summary", "sort_order"),
+}
+
+
+@pytest.mark.parametrize("old", sorted(SPLIT_NAMES))
+def test_a_split_module_forwards_every_name_it_had(old: str) -> None:
+    """An old path whose module was split still answers each name it had, with the object of its new home."""
+    homes = [importlib.import_module(home) for home in (_compat._OLD[old], *_compat.SPLIT.get(old, ()))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        module = importlib.import_module(old)
+        for name in SPLIT_NAMES[old]:
+            home = next((h for h in homes if name in vars(h)), None)
+            assert home is not None, f"{old}.{name} lives in none of {[h.__name__ for h in homes]}"
+            assert getattr(module, name) is vars(home)[name], f"{old}.{name}"
+            assert name in dir(module)
+    assert set(_compat.SPLIT) <= set(SPLIT_NAMES), "name the split module's old names here"
 
 
 @pytest.mark.parametrize(("old", "name"), [(old, name) for old, names in _compat.RENAMED.items() for name in names])

@@ -38,7 +38,7 @@ from ldpcli.analysis._scan import scan
 from ldpcli.audit._lower_bound import cp_lower, cp_upper
 from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import VectorLayout, VectorReader, open_vectors
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _rows as rowmath
 from ldpcli.mechanisms._hooks import risk_epsilons
 from ldpcli.risk._cosine import expected_cosine
 from ldpcli.risk._diffuse import diffuse_risk
@@ -249,7 +249,7 @@ def attack(
 
     def directions(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         projected = values[:, :k] if matrix is None else values @ matrix.T
-        norms = sm.row_norms(projected)
+        norms = rowmath.row_norms(projected)
         defined = np.isfinite(norms) & (norms > 0.0)
         safe = np.where(defined, norms, 1.0)
         return projected / safe[:, None], defined

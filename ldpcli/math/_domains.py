@@ -35,7 +35,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _rows as rowmath
 
 #: Unit roundoff of float64, the precision of values that were integers or float64 in the file.
 FLOAT64_PRECISION = 2.0**-53
@@ -146,7 +146,7 @@ class L2Ball(Domain):
         return max(MIN_SLACK, 8.0 * math.sqrt(d) * precision)
 
     def outside(self, x: np.ndarray, bound: float | np.ndarray, tolerance: float) -> np.ndarray:
-        return sm.row_norms(x) > bound * (1.0 + tolerance)
+        return rowmath.row_norms(x) > bound * (1.0 + tolerance)
 
     def nearest(self, x: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
         """Rows with ‖x‖ > L scaled onto the sphere of radius L (overflow-safe norms).
@@ -157,13 +157,13 @@ class L2Ball(Domain):
         release would be a random direction, and L/‖x‖ does not lose bits to subnormals.
         """
         out = np.array(x, dtype=np.float64, copy=True)
-        norms = sm.row_norms(out)
+        norms = rowmath.row_norms(out)
         over = norms > bound
         if over.any():
             huge = over & (norms > 1e150)
             if huge.any():
-                out[huge] = sm.unit_scaled(out[huge])[0]
-                norms[huge] = sm.row_norms(out[huge])
+                out[huge] = rowmath.unit_scaled(out[huge])[0]
+                norms[huge] = rowmath.row_norms(out[huge])
             out[over] *= (bound / norms[over])[:, None]
         return out
 

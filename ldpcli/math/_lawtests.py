@@ -36,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ldpcli.errors import counted
+from ldpcli.math import _logspace as logspace
 from ldpcli.math import _sphere as sm
 from ldpcli.math._lazy import special
 
@@ -299,7 +300,7 @@ def _cap_mixture_cdf(
     Cap side (s ≤ s_γ): p·I_s(a, a)/P. Complement: 1 − (1 − p)·I_{1−s}(a, a)/(1 − P) (symmetry of
     Beta(a, a)), so neither tail cancels.
     """
-    p, q = math.exp(sm.log_expit(logit_p)), math.exp(sm.log_expit(-logit_p))  # p and 1 − p
+    p, q = math.exp(logspace.log_expit(logit_p)), math.exp(logspace.log_expit(-logit_p))  # p and 1 − p
     big_p = math.exp(log_p_cap)
     big_pc = -math.expm1(log_p_cap)
     out = np.empty_like(s)
@@ -326,7 +327,7 @@ def sphere_tests(
     if d == 1:
         ref = 1.0 if u is None else float(u[0])
         agree = int(np.count_nonzero(z[:, 0] * ref > 0.0))
-        p, q = math.exp(sm.log_expit(logit_p)), math.exp(sm.log_expit(-logit_p))
+        p, q = math.exp(logspace.log_expit(logit_p)), math.exp(logspace.log_expit(-logit_p))
         prob = 0.5 if u is None else (1.0 + rho) / 2.0 * p + (1.0 - rho) / 2.0 * q
         out.append(binomial_test(f"{what}sign ~ randomized response", agree, n, prob))
         return out
@@ -402,19 +403,19 @@ def sphere_branches(
     """
     _, rho = rounding_weights(x, norm_bound)
     w_plus, w_minus = (1.0 + rho) / 2.0, (1.0 - rho) / 2.0
-    p, q = math.exp(sm.log_expit(logit_p)), math.exp(sm.log_expit(-logit_p))
+    p, q = math.exp(logspace.log_expit(logit_p)), math.exp(logspace.log_expit(-logit_p))
     if d >= 2 and rho == 0.0:  # x = 0: the rounding direction is uniform, and so is V
         return [SphereBranch("the whole sphere (x = 0)", 1.0, 0.0, 1.0)]
     if d == 1:
         return [SphereBranch("+u", w_plus * p + w_minus * q, 1.0, 0.0),
                 SphereBranch("−u", w_minus * p + w_plus * q, -1.0, 2.0)]
     cut = _sphere_cut(cap_logit)
-    big_p, log_1mp_cap = math.exp(log_p_cap), sm.log1mexp(log_p_cap)
+    big_p, log_1mp_cap = math.exp(log_p_cap), logspace.log1mexp(log_p_cap)
     u_c = big_p if cut == cap_logit else math.exp(sm.log_cap_probability(cut, d))
     j = math.exp(sm.log_cap_gap_fraction(cap_logit, d))
     g_c = j if cut == cap_logit else math.exp(sm.log_cap_gap_fraction(cut, d))
-    b = math.exp(sm.log_expit(-logit_p) - log_1mp_cap)
-    cap_gap = math.exp(sm.log_expit(logit_p) + sm.log_cap_gap_fraction(cap_logit, d) - log_p_cap)  # p·J/P
+    b = math.exp(logspace.log_expit(-logit_p) - log_1mp_cap)
+    cap_gap = math.exp(logspace.log_expit(logit_p) + sm.log_cap_gap_fraction(cap_logit, d) - log_p_cap)  # p·J/P
 
     def side(near: float, far: float) -> tuple[float, float]:
         """(mass, ∫(1 − t')) of {s' ≤ s_c} for t' the cosine to the rounding sign of weight ``near``."""
@@ -479,7 +480,7 @@ def sphere_branch_labels(x: np.ndarray, z: np.ndarray, cap_logit: float) -> np.n
     if z.shape[1] == 1:
         return (z[:, 0] * u[0] < 0.0).astype(np.int64)
     v, _ = unit_rows(z)
-    s_cut = math.exp(sm.log_expit(-_sphere_cut(cap_logit)))
+    s_cut = math.exp(logspace.log_expit(-_sphere_cut(cap_logit)))
     s_plus = np.einsum("ij,ij->i", v - u, v - u) / 4.0
     s_minus = np.einsum("ij,ij->i", v + u, v + u) / 4.0
     return np.where(s_plus <= s_cut, 0, np.where(s_minus <= s_cut, 2, 1)).astype(np.int64)

@@ -226,7 +226,7 @@ def hypercube_vertices(
     uniforms (s_j = +1 when u_j < x_j/(2L) + ½) and z_j = +1 exactly when (s_j = +1) == (j agrees).
 
     The same law as the numpy reference's agreeing sets (the A smallest of d random keys,
-    ``hypercube.uniform_subsets``), from fewer draws (about d/53 + O(√d) instead of d keys near
+    ``ldpcli.math._subsets.uniform_subsets``), from fewer draws (about d/53 + O(√d) instead of d keys near
     A = d/2), so the two agree in law, not draw for draw.
     """
     n, d = x.shape

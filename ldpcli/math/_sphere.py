@@ -19,91 +19,26 @@ response; d = 2 (arcsine law) and d = 3 (uniform law, Archimedes) use closed for
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 
 from ldpcli.math._kernels import compiled
 from ldpcli.math._lazy import special
-
-LOG2 = math.log(2.0)
+from ldpcli.math._logspace import LOG2, log_cosh, log_expit
+from ldpcli.math._rows import rounded_chunks, rounded_units_into, row_buffers, row_norms
 
 # Below this, scipy's betainc/betaincinv results lose their meaning (subnormals, underflow): the
 # continued fraction (log space) and the tangent-exponential rejection sampler take over.
 _TINY_PROBABILITY = 1e-280
 # The cap side uses the tangent-exponential rejection sampler when it accepts at least this often.
 _LOG_TANGENT_MIN_ACCEPTANCE = math.log(0.5)
-# Probabilities at least this large are sampled by one uniform comparison (relative error 2^-33).
-_DIRECT_BERNOULLI_MIN = 2.0**-20
 
 
 # ---------------------------------------------------------------------------------------------
-# Stable scalar helpers
+# The cap logit in log space (the scalar helpers are ldpcli.math._logspace)
 # ---------------------------------------------------------------------------------------------
-
-
-def softplus(x: float) -> float:
-    """log(1 + e^x) without overflow."""
-    return max(x, 0.0) + math.log1p(math.exp(-abs(x)))
-
-
-def log_expit(x: float) -> float:
-    """log(1/(1 + e^{−x})), exact in both tails."""
-    return -softplus(-x)
-
-
-def logsumexp(v: np.ndarray) -> float:
-    """log Σ e^{v_i} (−inf for an empty v or all −inf); pairwise summation, so ~1 ulp relative."""
-    if v.size == 0:
-        return -math.inf
-    top = float(np.max(v))
-    if top == -math.inf:
-        return -math.inf
-    return top + math.log(float(np.sum(np.exp(v - top))))
-
-
-def log1mexp(log_q: float) -> float:
-    """log(1 − e^{log_q}) for log_q ≤ 0 (Mächler 2012: switch at −log 2)."""
-    if log_q > -LOG2:
-        return math.log(-math.expm1(log_q))
-    return math.log1p(-math.exp(log_q))
-
-
-def exp_or_inf(x: float) -> float:
-    """e^x, or +inf (its correct rounding) where it exceeds the double range; ``math.exp`` raises there.
-
-    An exact error computed in log space can exceed 1.8e308 (PrivUnit2 at d = 1 and ε < 1e−154, which
-    bcdp's budget search evaluates for tiny q): the property then says inf instead of stopping the caller.
-    """
-    try:
-        return math.exp(x)
-    except OverflowError:
-        return math.inf
-
-
-def expm1_or_inf(x: float) -> float:
-    """e^x − 1, or +inf where it exceeds the double range (as :func:`exp_or_inf`)."""
-    try:
-        return math.expm1(x)
-    except OverflowError:
-        return math.inf
-
-
-def log_expm1(x: float) -> float:
-    """log(e^x − 1) for x > 0, exact for tiny x and for x in the thousands."""
-    if x > 30.0:
-        return x + math.log1p(-math.exp(-x))
-    return math.log(math.expm1(x))
-
-
-def log_cosh(z: float) -> float:
-    """log cosh z without overflow, and without cancellation for small z (cosh z − 1 = 2 sinh²(z/2))."""
-    z = abs(z)
-    if z < 1.0:
-        return math.log1p(2.0 * math.sinh(z / 2.0) ** 2)
-    return z + math.log1p(math.exp(-2.0 * z)) - LOG2
 
 
 def log_tanh_half(y: float) -> float:
@@ -300,32 +235,6 @@ def log_cap_normaliser(y: float, d: int) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-def bernoulli_logit(logit: float, n: int, rng: np.random.Generator) -> np.ndarray:
-    """n independent booleans with P(True) = expit(logit), exact even when P is below 2^−53.
-
-    A plain ``rng.random() < p`` turns p = expit(50) into 1 and so never draws the complement:
-    the output law would then put zero mass where the privacy analysis needs e^{−ε} of it. For
-    tiny q = e^{ℓ}/(1 + e^{ℓ}) the event is drawn as the conjunction of independent events of
-    probabilities e^{−1} (repeated), e^{−frac} and 1/(1 + e^{ℓ}), each large enough to be drawn
-    exactly from a double-precision uniform.
-    """
-    if logit > 0.0:
-        return ~bernoulli_logit(-logit, n, rng)
-    q = math.exp(log_expit(logit))
-    if q >= _DIRECT_BERNOULLI_MIN:
-        return rng.random(n) < q
-    out = rng.random(n) < 1.0 / (1.0 + math.exp(logit))
-    remaining = -logit  # still to draw: an event of probability e^{−remaining}
-    alive = np.flatnonzero(out)
-    while alive.size and remaining > 0.0:
-        step = min(1.0, remaining)
-        keep = rng.random(alive.size) < math.exp(-step)
-        out[alive[~keep]] = False
-        alive = alive[keep]
-        remaining -= step
-    return out
-
-
 def _tangent_rejection_cap(
     n: int, a: float, s_gamma: float, log_s_gamma: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -439,31 +348,6 @@ def random_unit_vectors(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
     return g
 
 
-def row_norms(x: np.ndarray) -> np.ndarray:
-    """‖x_i‖₂ of every row, without overflow (‖x‖ ≳ 1.3e154) or underflow (‖x‖ ≲ 1e−154) in the squares.
-
-    Rows whose plain √Σx² is not finite or is tiny are recomputed after dividing by their largest
-    |x_j|, so a row of 1e308s keeps its direction instead of becoming a zero row. A norm beyond
-    float64's largest value (e.g. four coordinates of 1e308) is inf, its correct rounding, without a
-    warning; :func:`unit_scaled` gives such rows a finite form with the same direction.
-    """
-    with np.errstate(over="ignore"):
-        norms = np.sqrt(np.vecdot(x, x))
-    redo = ~np.isfinite(norms) | (norms < 1e-150)
-    if redo.any():
-        scaled, biggest = unit_scaled(x[redo])
-        with np.errstate(over="ignore"):  # ‖x‖ > 1.8e308: inf
-            norms[redo] = biggest * np.sqrt(np.vecdot(scaled, scaled))
-    return norms
-
-
-def unit_scaled(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(x_i/max_j |x_ij|, max_j |x_ij|) for every row (a zero row is kept, with factor 0): rows of the
-    same directions whose largest |value| is 1, so their squares neither overflow nor underflow."""
-    biggest = np.max(np.abs(x), axis=1)
-    return x / np.where(biggest > 0.0, biggest, 1.0)[:, None], biggest
-
-
 def round_to_sphere(x: np.ndarray, radius: float, rng: np.random.Generator) -> np.ndarray:
     """Unbiased rounding of rows in the ball of ``radius`` to the unit sphere.
 
@@ -477,22 +361,6 @@ def round_to_sphere(x: np.ndarray, radius: float, rng: np.random.Generator) -> n
     if np.any(zero):
         u[zero] = random_unit_vectors(int(zero.sum()), d, rng)
     return u
-
-
-def rounded_units_into(x: np.ndarray, flips: np.ndarray, radius: float, u: np.ndarray) -> np.ndarray:
-    """The rounding of :func:`round_to_sphere` with its uniforms given: u = +x/‖x‖ where
-    flips < (1 + ‖x‖/radius)/2, −x/‖x‖ elsewhere, written into ``u``; zero rows are left 0 and
-    their mask is returned (the fused samplers give them their own law).
-
-    A division, not the faster multiplication by 1/‖x‖: that overflows for tiny rows and is one
-    rounding more, so x/‖x‖ = ±1 exactly at d = 1 (the finite rendering's public values,
-    ``ldpcli.mechanisms._rendering``) and for a row along an axis would become 1 − 2⁻⁵³.
-    """
-    norms = row_norms(x)
-    zero = norms == 0.0
-    sign = np.where(flips < (1.0 + norms / radius) / 2.0, 1.0, -1.0)
-    np.divide(x, np.where(zero, 1.0, norms * sign)[:, None], out=u)
-    return zero
 
 
 def directions_with_cosines(
@@ -537,60 +405,6 @@ def _directions_in_place(
     g *= a[:, None]
     u *= (scale * t - a * gu)[:, None]
     g += u
-
-
-#: Values of one chunk of the fused numpy samplers (:func:`rounded_chunks`): 512 KiB of normals and
-#: as much of u, so a chunk stays in a core's L2 cache from the draw of its normals to its last scaling.
-FUSED_CHUNK_VALUES = 2**16
-
-
-def row_chunks(n: int, d: int, values: int | None = None) -> Iterator[slice]:
-    """Consecutive slices of the n rows of an n × d array, each about ``values`` values
-    (default :data:`FUSED_CHUNK_VALUES`, read when called) and at least one row."""
-    step = max(1, (FUSED_CHUNK_VALUES if values is None else values) // d)
-    for start in range(0, n, step):
-        yield slice(start, min(n, start + step))
-
-
-#: Rows shorter than this keep numpy's default buffer in :func:`row_buffers`: one pass per row costs
-#: more than the buffer's copy when a row has only a few values (measured: 4.2 against 1.4 ns per
-#: value at d = 3, 0.75 against 0.82 at d = 64).
-_ROW_BUFFER_MIN_D = 64
-
-
-@contextlib.contextmanager
-def row_buffers(d: int) -> Iterator[None]:
-    """numpy's ufunc buffer at most one row of d values long while a fused loop runs (it is reset after).
-
-    An operation between a chunk of rows and one value per row (``g *= a[:, None]``) runs through
-    numpy's buffered iteration, which walks across rows in blocks of its buffer (8192 values) and so
-    copies the per-row values into a buffer first; with the buffer no longer than a row, each row
-    is one pass with its scalar: measured 0.6–0.9 against 0.25–0.4 ns per value for d from 200 to
-    4000 (2 cores, numpy 2.4). Rows shorter than :data:`_ROW_BUFFER_MIN_D` keep the default. Only the
-    iteration changes, not a single result. numpy keeps the setting per thread (a context variable),
-    so worker threads do not see each other's.
-    """
-    old = np.getbufsize()
-    if d >= _ROW_BUFFER_MIN_D:
-        np.setbufsize(min(old, d - d % 16))  # numpy wants a multiple of 16
-    try:
-        yield
-    finally:
-        np.setbufsize(old)
-
-
-def rounded_chunks(x: np.ndarray, flips: np.ndarray, radius: float) -> Iterator[tuple[slice, np.ndarray, np.ndarray]]:
-    """The fused samplers' loop: for each chunk of rows (:func:`row_chunks`), (rows, u, zero) with u
-    the rounding of ``x[rows]`` by ``flips[rows]`` (:func:`rounded_units_into`) and ``zero`` its zero rows.
-
-    u lives in one scratch array that every chunk reuses (the caller may overwrite it); run the loop
-    inside :func:`row_buffers`.
-    """
-    n, d = x.shape
-    scratch = np.empty((min(n, max(1, FUSED_CHUNK_VALUES // d)), d))
-    for rows in row_chunks(n, d):
-        u = scratch[: rows.stop - rows.start]
-        yield rows, u, rounded_units_into(x[rows], flips[rows], radius, u)
 
 
 def rounded_cap_directions(

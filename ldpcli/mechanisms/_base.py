@@ -26,7 +26,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, overload, runtime_checkable
 
 import numpy as np
 
@@ -43,8 +43,46 @@ MAX_D = 10**8
 MAX_NORM_BOUND = 1e150
 
 
-def register(cls: type[M]) -> type[M]:
-    """Class decorator: make a mechanism available under ``cls.name``."""
+#: What the registry and the command line know of a mechanism, given to :func:`register` (the math needs none of it).
+REGISTRY_METADATA = ("name", "title", "calibrations", "baseline", "compared", "example_d")
+
+
+@overload
+def register(cls: type[M], /) -> type[M]: ...
+
+
+@overload
+def register(*, name: str, title: str, calibrations: tuple[str, ...], baseline: bool = ..., compared: bool = ...,
+             example_d: int = ...) -> Callable[[type[M]], type[M]]: ...
+
+
+def register(cls: type[M] | None = None, /, **metadata: Any) -> type[M] | Callable[[type[M]], type[M]]:
+    """Class decorator: make a mechanism available under its name.
+
+    ``@register(name=..., title=..., calibrations=(...), baseline=False, compared=True, example_d=8)``
+    gives the registry's and the command line's metadata (:data:`REGISTRY_METADATA`: the registry name, the
+    title ``ldp params`` prints, the calibrations, the first the default; a comparison-only baseline; whether
+    the all-mechanism comparisons include it; a valid d for examples and the test battery), which the class
+    then carries. A bare ``@register`` registers a class that sets them itself (plug-ins written for ldp 0.1).
+    """
+    if cls is not None:
+        if metadata:
+            raise TypeError("register takes a class or keyword arguments, not both")
+        return _add(cls)
+    unknown = sorted(set(metadata) - set(REGISTRY_METADATA))
+    if unknown:
+        raise TypeError(f"register() got unknown metadata {unknown}; it takes {', '.join(REGISTRY_METADATA)}")
+
+    def decorate(target: type[M]) -> type[M]:
+        for key, value in metadata.items():
+            setattr(target, key, value)
+        return _add(target)
+
+    return decorate
+
+
+def _add(cls: type[M]) -> type[M]:
+    """Put ``cls`` in the registry under ``cls.name``; ValueError for a name taken."""
     if cls.name in _REGISTRY:
         raise ValueError(f"mechanism {cls.name!r} registered twice")
     _REGISTRY[cls.name] = cls
@@ -233,8 +271,8 @@ class MechanismSpec:
         """
         cls = self.mechanism_class
         check_common(1, self.epsilon, self.norm_bound)
-        calibration = cls.check_calibration(self.calibration)
-        options = cls.check_option_values(dict(self.options), calibration)
+        calibration = cls._check_calibration(self.calibration)
+        options = cls._check_option_values(dict(self.options), calibration)
         given = {name: value for name, value in options.items() if value is not None}
         return MechanismSpec(self.name, float(self.epsilon), calibration, float(self.norm_bound), given)
 
@@ -307,9 +345,11 @@ class MechanismSpec:
 class Mechanism(ABC):
     """A calibrated ε-LDP randomizer for d-dimensional rows.
 
-    Subclasses set the class attributes, implement ``_calibrate``, ``epsilon_exact``,
-    ``expected_error``, ``expected_error_max``, ``parameters`` and ``privatize``, and may have the
-    methods of :mod:`ldpcli.mechanisms._hooks` (``audit_epsilon``, ``law_tests``, ``risk_epsilons``, …).
+    Subclasses implement ``_calibrate``, ``epsilon_exact``, ``expected_error``, ``expected_error_max``,
+    ``parameters`` and ``privatize``, set ``domain`` and ``options`` where they are not the defaults, get
+    their registry metadata from ``@register(name=..., title=..., calibrations=...)``, and may have the
+    methods of :mod:`ldpcli.mechanisms._hooks` (``audit_epsilon``, ``law_tests``, ``risk_epsilons``, …;
+    the table of docs/mechanisms.md).
     """
 
     d: int
@@ -355,8 +395,8 @@ class Mechanism(ABC):
         of range ones are UsageErrors), then calls the mechanism's own ``_calibrate`` with every
         declared option (None where not given and without a default).
         """
-        d, epsilon, norm_bound, calibration = cls.check_inputs(d, epsilon, norm_bound, calibration, options)
-        return cls._calibrate(d, epsilon, norm_bound, calibration, **cls.check_option_values(options, calibration))
+        d, epsilon, norm_bound, calibration = cls._check_inputs(d, epsilon, norm_bound, calibration, options)
+        return cls._calibrate(d, epsilon, norm_bound, calibration, **cls._check_option_values(options, calibration))
 
     @classmethod
     @abstractmethod
@@ -364,7 +404,7 @@ class Mechanism(ABC):
         """The mechanism's own calibration, on validated inputs (see :meth:`calibrate`)."""
 
     @classmethod
-    def check_inputs(
+    def _check_inputs(
         cls, d: int, epsilon: float, norm_bound: float, calibration: str | None, options: Mapping[str, Any]
     ) -> tuple[int, float, float, str]:
         """Validate (d, ε, L) and the calibration; return them as int/float/float/str.
@@ -372,12 +412,12 @@ class Mechanism(ABC):
         Unknown options, impossible (d, ε, L) (with d ≤ :attr:`max_d`) and unknown calibrations are
         UsageErrors; the calibration defaults to the first listed.
         """
-        cls.check_options(options)
+        cls._check_options(options)
         check_common(d, epsilon, norm_bound, max_d=cls.max_d)
-        return int(d), float(epsilon), float(norm_bound), cls.check_calibration(calibration)
+        return int(d), float(epsilon), float(norm_bound), cls._check_calibration(calibration)
 
     @classmethod
-    def check_options(cls, options: Mapping[str, Any]) -> None:
+    def _check_options(cls, options: Mapping[str, Any]) -> None:
         """UsageError for an option this mechanism does not take (None values are ignored)."""
         unknown = sorted(name for name, value in options.items() if value is not None and name not in cls.options)
         if unknown:
@@ -386,9 +426,9 @@ class Mechanism(ABC):
             raise UsageError(f"mechanism {cls.name!r} takes no option {flags}; its options: {takes}")
 
     @classmethod
-    def check_option_values(cls, options: Mapping[str, Any], calibration: str) -> dict[str, Any]:
+    def _check_option_values(cls, options: Mapping[str, Any], calibration: str) -> dict[str, Any]:
         """Every declared option, checked against its spec: given, its default, or None."""
-        cls.check_options(options)
+        cls._check_options(options)
         values: dict[str, Any] = {}
         for name, spec in cls.options.items():
             value = options.get(name)
@@ -414,7 +454,7 @@ class Mechanism(ABC):
         return MechanismSpec(self.name, self.epsilon, self.calibration, self.norm_bound, self.option_values())
 
     @classmethod
-    def check_calibration(cls, calibration: str | None) -> str:
+    def _check_calibration(cls, calibration: str | None) -> str:
         """The calibration to use (the first listed by default); UsageError for an unknown one."""
         if calibration is None:
             return cls.calibrations[0]
@@ -480,9 +520,6 @@ class Mechanism(ABC):
         (:meth:`ldpcli.math._domains.Domain.rounded`: float32 data saved as float64).
         """
         return self.domain.project(x, self.norm_bound, precision)
-
-    #: The name this method had before domains were objects.
-    clip = project
 
     def expected_error_mean(self, n: int) -> float:
         """Worst-case E‖x̄̂ − x̄‖² of the mean of n independently privatized rows: max error / n."""

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _rows as rowmath
 from ldpcli.math._lawtests import LawTest
 from ldpcli.math._lazy import special
 from ldpcli.mechanisms._base import Mechanism, OptionSpec, declare, register
@@ -51,17 +51,17 @@ _LAW_MAX_VALUES = 2_000_000
 # ---------------------------------------------------------------------------------------------
 
 
-@register
+@register(
+    name="laplace",
+    title="Laplace baseline (per-coordinate, ℓ1 sensitivity 2L√d)",
+    calibrations=("classic",),
+    baseline=True,
+)
 @dataclass(frozen=True)
 class Laplace(Mechanism):
     """Per-coordinate Laplace noise on the ℓ2 ball of radius L (module docstring)."""
 
     b: float  # the Laplace scale 2L√d/ε
-
-    name = "laplace"
-    title = "Laplace baseline (per-coordinate, ℓ1 sensitivity 2L√d)"
-    calibrations = ("classic",)
-    baseline = True
 
     @classmethod
     def _calibrate(
@@ -146,7 +146,7 @@ class Laplace(Mechanism):
         meet in cache; the noise is drawn in row order, the same numbers as one draw of n·d."""
         n, d = x.shape
         out = np.empty((n, d))
-        for rows in sm.row_chunks(n, d):
+        for rows in rowmath.row_chunks(n, d):
             out[rows] = rng.laplace(0.0, self.b, size=out[rows].shape)
             out[rows] += self.domain.nearest(x[rows], self.norm_bound)
         return out
@@ -244,7 +244,12 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     return sigma
 
 
-@register
+@register(
+    name="gaussian",
+    title="Gaussian baseline ((ε, δ)-DP, analytic calibration of Balle & Wang 2018, ℓ2 sensitivity 2L)",
+    calibrations=("analytic",),
+    baseline=True,
+)
 @dataclass(frozen=True)
 class Gaussian(Mechanism):
     """x + N(0, σ²I), (ε, δ)-DP with σ from the analytic Gaussian mechanism (module docstring)."""
@@ -252,14 +257,10 @@ class Gaussian(Mechanism):
     delta: float
     sigma: float
 
-    name = "gaussian"
-    title = "Gaussian baseline ((ε, δ)-DP, analytic calibration of Balle & Wang 2018, ℓ2 sensitivity 2L)"
-    calibrations = ("analytic",)
     options = declare(
         OptionSpec("delta", float, "δ of (ε, δ)-DP, required, 0 < δ < 1: the probability mass allowed to exceed e^ε",
                    1e-6, low=0.0, high=1.0, low_open=True, high_open=True, required=True),
     )
-    baseline = True
 
     @classmethod
     def _calibrate(
@@ -360,7 +361,7 @@ class Gaussian(Mechanism):
         Chunk by chunk of rows, as the Laplace baseline: the same numbers as one draw of n·d normals."""
         n, d = x.shape
         out = np.empty((n, d))
-        for rows in sm.row_chunks(n, d):
+        for rows in rowmath.row_chunks(n, d):
             block = out[rows]
             rng.standard_normal(out=block)
             block *= self.sigma

@@ -50,6 +50,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldpcli.errors import UsageError, counted
+from ldpcli.io import _feature_eps as feps
 from ldpcli.math._domains import LINF_BOX
 from ldpcli.math._lawtests import LawTest
 from ldpcli.mechanisms import _bcdp_budget as bb
@@ -70,7 +71,13 @@ from ldpcli.mechanisms._composition import release_cost
 BASES = ("privunit2", "privunitg", "duchi-l2")
 
 
-@register
+@register(
+    name="bcdp",
+    title="BCDP: per-feature levels (Aliakbarpour et al. 2024, Mechanism 1, Thm 2)",
+    calibrations=("optimal", "zeta"),
+    compared=False,  # needs the user's q and levels: `ldp params -m bcdp` compares it with its own alternatives
+    example_d=8,
+)
 @dataclass(frozen=True)
 class BCDP(Mechanism):
     """BCDP mean estimation (Mechanism 1, Thm 2) on a base ℓ2 mechanism, with exact errors."""
@@ -86,9 +93,6 @@ class BCDP(Mechanism):
     starts: tuple[int, ...]
     parts: tuple[Mechanism, ...]
 
-    name: ClassVar[str] = "bcdp"
-    title: ClassVar[str] = "BCDP: per-feature levels (Aliakbarpour et al. 2024, Mechanism 1, Thm 2)"
-    calibrations: ClassVar[tuple[str, ...]] = ("optimal", "zeta")
     domain = LINF_BOX
     options: ClassVar[dict[str, OptionSpec]] = declare(
         OptionSpec(
@@ -101,7 +105,7 @@ class BCDP(Mechanism):
             "feature_eps", str, "per-feature levels δ, e.g. 'age=0.5,income=0.5', '0:3=0.2' "
             "(0-based coordinates, inclusive ranges), or a .json/.csv file; unnamed features get ε, levels "
             "above ε are clipped to it",
-            example="0=0.5", default="", normalize=fl.canonical_coordinates,
+            example="0=0.5", default="", normalize=feps.canonical_coordinates,
         ),
         OptionSpec(
             "base", str, "the ℓ2 mechanism each sub-release uses (privunit2: the least error; duchi-l2: "
@@ -116,9 +120,6 @@ class BCDP(Mechanism):
             "privatize --copies): each increment is divided by SPLIT", example=1, low=1, high=16, default=1,
         ),
     )
-    example_d: ClassVar[int] = 8
-    #: Needs the user's q and levels: `ldp params -m bcdp` compares it with its own alternatives.
-    compared: ClassVar[bool] = False
 
     @classmethod
     def _calibrate(
@@ -166,7 +167,7 @@ class BCDP(Mechanism):
         text = options.get("feature_eps")
         if not text:
             return options, ()
-        parsed = fl.parse_feature_levels(str(text), d=d, epsilon=epsilon, names=names)
+        parsed = feps.parse_feature_levels(str(text), d=d, epsilon=epsilon, names=names)
         notes = () if not parsed.clipped else (
             f"`feature_eps`: the level of {', '.join(parsed.clipped)} is above ε = {epsilon:g} and was clipped to ε "
             "(no feature can be more exposed than the whole row)",
@@ -341,7 +342,7 @@ class BCDP(Mechanism):
         budget = np.empty(self.d)
         budget[self.order] = self.budget
         groups = []
-        for group in fl.group_summary(self.levels, self.epsilon):
+        for group in feps.group_summary(self.levels, self.epsilon):
             members = self.levels == group["delta"]
             groups.append({
                 **group,
@@ -475,4 +476,4 @@ def _tilde(text: str, d: int, epsilon: float) -> np.ndarray:
     """δ̃ = min(δ, ε) for each of the d features from the canonical ``feature_eps`` text."""
     if not text:
         return np.full(d, float(epsilon))
-    return fl.parse_feature_levels(text, d=d, epsilon=epsilon, names=None).levels
+    return feps.parse_feature_levels(text, d=d, epsilon=epsilon, names=None).levels

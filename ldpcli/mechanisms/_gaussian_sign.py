@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from ldpcli.math import _logspace as logspace
+from ldpcli.math import _rows as rowmath
 from ldpcli.math import _sphere as sm
 from ldpcli.math._kernels import compiled
 from ldpcli.math._lawtests import LawTest
@@ -48,16 +50,16 @@ from ldpcli.mechanisms._base import Mechanism, register
 _LOG_SQRT_HALF_PI = 0.5 * math.log(0.5 * math.pi)
 
 
-@register
+@register(
+    name="gaussian-sign",
+    title="Gaussian direction with a private sign (Błasiok et al. 2019, Def. 5.5; corrected scale and bias)",
+    calibrations=("tanh",),
+)
 @dataclass(frozen=True)
 class GaussianSign(Mechanism):
     """Błasiok et al.'s local randomizer with bias tanh(ε/2) (module docstring for the formulas)."""
 
     log_scale: float  # log(s/L) = ½ log(π/2) − log tanh(ε/2)
-
-    name = "gaussian-sign"
-    title = "Gaussian direction with a private sign (Błasiok et al. 2019, Def. 5.5; corrected scale and bias)"
-    calibrations = ("tanh",)
 
     @classmethod
     def _calibrate(
@@ -98,7 +100,7 @@ class GaussianSign(Mechanism):
 
     def parameters(self) -> dict[str, Any]:
         """b = tanh(ε/2), p = e^ε/(1 + e^ε) (the probability that S keeps sign⟨Z, U⟩) and s."""
-        return {"b": self.bias, "p": math.exp(sm.log_expit(self.epsilon)), "s": self.gaussian_scale}
+        return {"b": self.bias, "p": math.exp(logspace.log_expit(self.epsilon)), "s": self.gaussian_scale}
 
     def audit_epsilon(self) -> tuple[float, str]:
         """ε as the worst-case ratio of the output law, with the half-space mass integrated numerically.
@@ -154,7 +156,7 @@ class GaussianSign(Mechanism):
     def kept_signs(self, rows: int, rng: np.random.Generator) -> np.ndarray:
         """S = sign⟨Z, U⟩ kept (True, probability e^ε/(1 + e^ε), exact in log space) or flipped, per row:
         the per-row draws after the rounding uniforms (the secure rendering draws them too)."""
-        return sm.bernoulli_logit(self.epsilon, rows, rng)
+        return logspace.bernoulli_logit(self.epsilon, rows, rng)
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """W = s·S·Z for each row of ``x`` (rows with ‖x‖ ≤ L).
@@ -176,8 +178,8 @@ class GaussianSign(Mechanism):
             kernels.gaussian_with_private_sign(np.ascontiguousarray(x, dtype=np.float64), flips, self.norm_bound,
                                                keep, scale, rng, out)
             return out
-        with sm.row_buffers(d):
-            for rows, u, zero in sm.rounded_chunks(x, flips, self.norm_bound):
+        with rowmath.row_buffers(d):
+            for rows, u, zero in rowmath.rounded_chunks(x, flips, self.norm_bound):
                 z = out[rows]
                 rng.standard_normal(out=z)
                 positive = np.where(zero, flips[rows] < 0.5, np.vecdot(z, u) >= 0.0)

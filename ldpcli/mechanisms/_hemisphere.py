@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ldpcli.math import _logspace as logspace
 from ldpcli.math import _sphere as sm
 from ldpcli.math._lawtests import LawTest
 from ldpcli.mechanisms._base import Mechanism, register
@@ -80,16 +81,16 @@ def hemisphere_masses_by_quadrature(d: int) -> tuple[float, float]:
     return math.log(upper), math.log(lower)
 
 
-@register
+@register(
+    name="duchi-l2",
+    title="Duchi et al. ℓ2 hemisphere mechanism (J. ACM 2014, App. C.2; corrected radius B)",
+    calibrations=("classic",),
+)
 @dataclass(frozen=True)
 class DuchiL2(Mechanism):
     """The hemisphere mechanism on the ℓ2 ball of radius L (module docstring for the formulas)."""
 
     log_scale: float  # log(B/L)
-
-    name = "duchi-l2"
-    title = "Duchi et al. ℓ2 hemisphere mechanism (J. ACM 2014, App. C.2; corrected radius B)"
-    calibrations = ("classic",)
 
     @classmethod
     def _calibrate(
@@ -106,7 +107,7 @@ class DuchiL2(Mechanism):
     @property
     def p(self) -> float:
         """π_ε = e^ε/(1 + e^ε), the probability of the hemisphere facing g̃."""
-        return math.exp(sm.log_expit(self.epsilon))
+        return math.exp(logspace.log_expit(self.epsilon))
 
     @property
     def radius(self) -> float:
@@ -127,12 +128,12 @@ class DuchiL2(Mechanism):
     def expected_error(self) -> float:
         """B² − L² = L²·expm1(2 log(B/L)) for ‖x‖ = L (L²/sinh²(ε/2) at d = 1); inf beyond the double
         range (ε < 1e−154 at d = 1, which bcdp's budget search evaluates for tiny q)."""
-        return self.norm_bound**2 * sm.expm1_or_inf(2.0 * self.log_scale)
+        return self.norm_bound**2 * logspace.expm1_or_inf(2.0 * self.log_scale)
 
     @property
     def expected_error_max(self) -> float:
         """B², attained at x = 0 (inf beyond the double range, as ``expected_error``)."""
-        return self.norm_bound**2 * sm.exp_or_inf(2.0 * self.log_scale)
+        return self.norm_bound**2 * logspace.exp_or_inf(2.0 * self.log_scale)
 
     def second_moments(self) -> tuple[float, float]:
         """(B²/d, B²/d): Z is uniform on a hemisphere of radius B, and z ↦ −z maps it onto the other
@@ -174,11 +175,11 @@ class DuchiL2(Mechanism):
         from ldpcli.math import _lawtests as lawtests
 
         if self.d == 1:
-            log_one_minus_m = sm.LOG2 + sm.log_expit(-self.epsilon)
+            log_one_minus_m = logspace.LOG2 + logspace.log_expit(-self.epsilon)
         else:
             log_one_minus_m = math.log(-math.expm1(-self.log_scale))
         return [OutputBranch(*b) for b in lawtests.sphere_output_branches(
-            x, norm_bound=self.norm_bound, d=self.d, cap_logit=0.0, log_p_cap=-sm.LOG2, logit_p=self.logit_p,
+            x, norm_bound=self.norm_bound, d=self.d, cap_logit=0.0, log_p_cap=-logspace.LOG2, logit_p=self.logit_p,
             log_m=-self.log_scale, log_one_minus_m=log_one_minus_m)]
 
     def branch_labels(self, x: np.ndarray, z: np.ndarray) -> np.ndarray:
@@ -194,7 +195,7 @@ class DuchiL2(Mechanism):
         from ldpcli.math import _lawtests as lawtests
 
         return lawtests.sphere_tests(
-            x, z, norm_bound=self.norm_bound, radius=self.radius, s_gamma=0.5, log_p_cap=-sm.LOG2,
+            x, z, norm_bound=self.norm_bound, radius=self.radius, s_gamma=0.5, log_p_cap=-logspace.LOG2,
             logit_p=self.epsilon,
         )
 
@@ -202,7 +203,7 @@ class DuchiL2(Mechanism):
         """The facing events (probability π_ε) and cosines (t, r) of ``rows`` rows: PrivUnit2's
         :func:`~ldpcli.mechanisms._privunit.cap_cosines` at γ = 0, P = 1/2; the host's part of the
         sampler, which the device path (:mod:`ldpcli.math._devices`) sends to the device."""
-        return cap_cosines(self.d, self.epsilon, 0.0, -sm.LOG2, rows, rng)
+        return cap_cosines(self.d, self.epsilon, 0.0, -logspace.LOG2, rows, rng)
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """The hemisphere mechanism on each row of ``x`` (rows with ‖x‖ ≤ L); rows of norm B."""

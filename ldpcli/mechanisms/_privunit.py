@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import UsageError
+from ldpcli.math import _logspace as logspace
 from ldpcli.math import _sphere as sm
 from ldpcli.math._lawtests import LawTest
 from ldpcli.mechanisms._base import Mechanism, register
@@ -55,12 +56,12 @@ _Y_HALF = 2.0 * math.atanh(0.5)  # the cap logit of γ = 1/2
 
 def _log_m(d: int, y: float, logit_p: float, log_p_cap: float) -> float:
     """log m for PrivUnit2(γ = tanh(y/2), p = expit(logit_p)), d ≥ 2, in log space (Eq. 15)."""
-    eps_exact = logit_p + sm.log1mexp(log_p_cap) - log_p_cap
+    eps_exact = logit_p + logspace.log1mexp(log_p_cap) - log_p_cap
     return (
         sm.log_cap_normaliser(y, d)
-        + sm.log_expm1(eps_exact)
-        + sm.log_expit(-logit_p)
-        - sm.log1mexp(log_p_cap)
+        + logspace.log_expm1(eps_exact)
+        + logspace.log_expit(-logit_p)
+        - logspace.log1mexp(log_p_cap)
     )
 
 
@@ -69,8 +70,8 @@ def _log_one_minus_m(d: int, y: float, logit_p: float, log_p_cap: float) -> floa
     log_j = sm.log_cap_gap_fraction(y, d)
     return float(
         np.logaddexp(
-            sm.log_expit(logit_p) + log_j - log_p_cap,
-            sm.log_expit(-logit_p) + sm.log1mexp(log_j) - sm.log1mexp(log_p_cap),
+            logspace.log_expit(logit_p) + log_j - log_p_cap,
+            logspace.log_expit(-logit_p) + logspace.log1mexp(log_j) - logspace.log1mexp(log_p_cap),
         )
     )
 
@@ -84,7 +85,7 @@ def exact_level(d: int, logit_p: float, log_p_cap: float) -> float:
     """
     if d == 1:
         return logit_p
-    return logit_p + sm.log1mexp(log_p_cap) - log_p_cap
+    return logit_p + logspace.log1mexp(log_p_cap) - log_p_cap
 
 
 def logit_p_at_most(d: int, logit_p: float, log_p_cap: float, epsilon: float) -> float:
@@ -114,7 +115,7 @@ def cap_cosines(
     d = 1 (randomized response): t = +1 on the cap event and −1 otherwise, r = 0. The hemisphere
     mechanism is the case γ = 0, P = 1/2.
     """
-    in_cap = sm.bernoulli_logit(logit_p, rows, rng)
+    in_cap = logspace.bernoulli_logit(logit_p, rows, rng)
     if d == 1:
         return np.where(in_cap, 1.0, -1.0), np.zeros(rows)
     return sm.sample_cap_cosines(in_cap, cap_logit, log_p_cap, d, rng)
@@ -123,7 +124,7 @@ def cap_cosines(
 def _cap_epsilon(y: float, d: int) -> float:
     """ε₁ = logit(1 − P) = log((1 − P)/P): the privacy loss spent by the cap threshold alone."""
     log_p_cap = sm.log_cap_probability(y, d)
-    return sm.log1mexp(log_p_cap) - log_p_cap
+    return logspace.log1mexp(log_p_cap) - log_p_cap
 
 
 def _grow_bracket(f: Any, start: float = 1.0) -> float:
@@ -151,10 +152,10 @@ def optimal_cap_logit(d: int, epsilon: float) -> float:
         # sign(m − γ), measured where it is well conditioned: log m − log γ for small γ, and
         # log(1 − γ) − log(1 − m) near γ = 1, where both m and γ round to 1 (1 − γ = 2·expit(−y)).
         log_p_cap = sm.log_cap_probability(y, d)
-        logit_p = epsilon - (sm.log1mexp(log_p_cap) - log_p_cap)
+        logit_p = epsilon - (logspace.log1mexp(log_p_cap) - log_p_cap)
         if y < _Y_HALF:
             return _log_m(d, y, logit_p, log_p_cap) - sm.log_tanh_half(y)
-        return sm.LOG2 + sm.log_expit(-y) - _log_one_minus_m(d, y, logit_p, log_p_cap)
+        return logspace.LOG2 + logspace.log_expit(-y) - _log_one_minus_m(d, y, logit_p, log_p_cap)
 
     if gap(y_max) >= 0.0:
         return y_max
@@ -178,7 +179,7 @@ def bhowmick_cap_logit(d: int, epsilon_cap: float) -> float:
 
     def excess_16b(y: float) -> float:
         return (
-            0.5 * math.log(d) + math.log(6.0) + 2.0 * alpha * sm.log_cosh(y / 2.0) + sm.log_tanh_half(y)
+            0.5 * math.log(d) + math.log(6.0) + 2.0 * alpha * logspace.log_cosh(y / 2.0) + sm.log_tanh_half(y)
             - epsilon_cap
         )
 
@@ -189,7 +190,11 @@ def bhowmick_cap_logit(d: int, epsilon_cap: float) -> float:
     return max(y_a, float(y_b))
 
 
-@register
+@register(
+    name="privunit2",
+    title="PrivUnit2 (Bhowmick et al. 2018; optimal parameters of Asi et al. 2022)",
+    calibrations=("optimal", "bhowmick"),
+)
 @dataclass(frozen=True)
 class PrivUnit2(Mechanism):
     """PrivUnit2 on the ℓ2 ball of radius L (see the module docstring for the formulas)."""
@@ -199,10 +204,6 @@ class PrivUnit2(Mechanism):
     log_cap_probability: float  # log P(⟨W, u⟩ ≥ γ)
     log_m: float  # log of the normaliser m; the output norm is L/m
     log_one_minus_m: float  # log(1 − m), computed without cancellation
-
-    name = "privunit2"
-    title = "PrivUnit2 (Bhowmick et al. 2018; optimal parameters of Asi et al. 2022)"
-    calibrations = ("optimal", "bhowmick")
 
     @classmethod
     def _calibrate(
@@ -216,7 +217,7 @@ class PrivUnit2(Mechanism):
         if calibration == "optimal":
             y = optimal_cap_logit(d, epsilon)
             log_p_cap = sm.log_cap_probability(y, d)
-            logit_p = epsilon - (sm.log1mexp(log_p_cap) - log_p_cap)  # tight: ε_exact = ε
+            logit_p = epsilon - (logspace.log1mexp(log_p_cap) - log_p_cap)  # tight: ε_exact = ε
         else:
             if d < 3:
                 raise UsageError(
@@ -243,14 +244,14 @@ class PrivUnit2(Mechanism):
         """
         if d == 1:
             log_m = math.log(-math.expm1(-logit_p)) - math.log1p(math.exp(-logit_p))
-            log_1mm = sm.LOG2 + sm.log_expit(-logit_p)  # 1 − m = 2(1 − p)
-            return cls(d, epsilon, norm_bound, calibration, 0.0, logit_p, -sm.LOG2, log_m, log_1mm)
+            log_1mm = logspace.LOG2 + logspace.log_expit(-logit_p)  # 1 − m = 2(1 − p)
+            return cls(d, epsilon, norm_bound, calibration, 0.0, logit_p, -logspace.LOG2, log_m, log_1mm)
         if log_p_cap is None:
             log_p_cap = sm.log_cap_probability(cap_logit, d)
         log_m = _log_m(d, cap_logit, logit_p, log_p_cap)
         log_1mm = _log_one_minus_m(d, cap_logit, logit_p, log_p_cap)
-        if log_1mm < -sm.LOG2:  # m > 1/2: m = 1 − (1 − m) is the better-conditioned route
-            log_m = sm.log1mexp(log_1mm)
+        if log_1mm < -logspace.LOG2:  # m > 1/2: m = 1 − (1 − m) is the better-conditioned route
+            log_m = logspace.log1mexp(log_1mm)
         return cls(d, epsilon, norm_bound, calibration, cap_logit, logit_p, log_p_cap, log_m, log_1mm)
 
     @property
@@ -261,7 +262,7 @@ class PrivUnit2(Mechanism):
     @property
     def p(self) -> float:
         """The probability of drawing from the cap."""
-        return math.exp(sm.log_expit(self.logit_p))
+        return math.exp(logspace.log_expit(self.logit_p))
 
     @property
     def cap_probability(self) -> float:
@@ -283,12 +284,12 @@ class PrivUnit2(Mechanism):
         """L²(1/m² − 1) = L²(1 − m)(1 + m)/m² = E‖Z − x‖² for ‖x‖ = L (the papers' convention); inf where
         that exceeds the double range (d = 1 at ε < 1e−154: bcdp's budget search goes there for tiny q)."""
         m = math.exp(self.log_m)
-        return self.norm_bound**2 * sm.exp_or_inf(self.log_one_minus_m + math.log1p(m) - 2.0 * self.log_m)
+        return self.norm_bound**2 * logspace.exp_or_inf(self.log_one_minus_m + math.log1p(m) - 2.0 * self.log_m)
 
     @property
     def expected_error_max(self) -> float:
         """L²/m², attained at x = 0 (inf beyond the double range, as ``expected_error``)."""
-        return self.norm_bound**2 * sm.exp_or_inf(-2.0 * self.log_m)
+        return self.norm_bound**2 * logspace.exp_or_inf(-2.0 * self.log_m)
 
     def second_moments(self) -> tuple[float, float]:
         """(L²/m²)·((1 + (d − 1)γm)/d, (1 − γm)/d): E⟨Z, u⟩² and E⟨Z, w⟩² for w ⊥ u.
@@ -303,7 +304,7 @@ class PrivUnit2(Mechanism):
         if self.d == 1:
             return total, 0.0
         gamma, m = self.gamma, math.exp(self.log_m)
-        one_minus_gm = 2.0 * math.exp(sm.log_expit(-self.cap_logit)) + gamma * math.exp(self.log_one_minus_m)
+        one_minus_gm = 2.0 * math.exp(logspace.log_expit(-self.cap_logit)) + gamma * math.exp(self.log_one_minus_m)
         return total * (1.0 + (self.d - 1) * gamma * m) / self.d, total * one_minus_gm / self.d
 
     def parameters(self) -> dict[str, Any]:
@@ -327,7 +328,7 @@ class PrivUnit2(Mechanism):
         if self.d == 1:
             return self.logit_p, "randomized response: the two outputs enumerated"
         log_p_cap = sm.log_cap_probability_by_quadrature(self.cap_logit, self.d)
-        cap_epsilon = sm.log1mexp(log_p_cap) - log_p_cap
+        cap_epsilon = logspace.log1mexp(log_p_cap) - log_p_cap
         return self.logit_p + cap_epsilon, "cap probability by adaptive quadrature of the cosine density"
 
     def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
@@ -339,7 +340,7 @@ class PrivUnit2(Mechanism):
 
         return lawtests.sphere_tests(
             x, z, norm_bound=self.norm_bound, radius=self.norm_bound * self.scale,
-            s_gamma=math.exp(sm.log_expit(-self.cap_logit)), log_p_cap=self.log_cap_probability,
+            s_gamma=math.exp(logspace.log_expit(-self.cap_logit)), log_p_cap=self.log_cap_probability,
             logit_p=self.logit_p,
         )
 

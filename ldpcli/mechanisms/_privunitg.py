@@ -65,7 +65,8 @@ from typing import Any
 
 import numpy as np
 
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _logspace as logspace
+from ldpcli.math import _rows as rowmath
 from ldpcli.math._kernels import compiled
 from ldpcli.math._lawtests import LawTest
 from ldpcli.math._lazy import special
@@ -108,14 +109,14 @@ def truncated_normal_variance(c: float) -> float:
 def threshold_from_split(eps1: float) -> float:
     """c = Φ^{-1}(q) for logit(q) = ε₁, inverting on the side where the probability is small."""
     if eps1 >= 0.0:
-        return -float(special.ndtri_exp(sm.log_expit(-eps1)))
-    return float(special.ndtri_exp(sm.log_expit(eps1)))
+        return -float(special.ndtri_exp(logspace.log_expit(-eps1)))
+    return float(special.ndtri_exp(logspace.log_expit(eps1)))
 
 
 def _ndtri_log(log_y: np.ndarray) -> np.ndarray:
     """Φ^{-1}(e^{log_y}) elementwise, accurate on both sides (ndtri_exp loses accuracy near log_y = 0)."""
     out = np.empty_like(log_y)
-    small = log_y <= -sm.LOG2
+    small = log_y <= -logspace.LOG2
     out[small] = special.ndtri_exp(log_y[small])
     big = log_y[~small]
     with np.errstate(divide="ignore"):
@@ -150,7 +151,7 @@ def split_at_threshold(c: float, epsilon: float) -> _Split:
     logit_p = epsilon - eps1
     while logit_p + eps1 > epsilon:  # never claim more than ε through a rounding of the sum
         logit_p = math.nextafter(logit_p, -math.inf)
-    log_p, log_1mp = sm.log_expit(logit_p), sm.log_expit(-logit_p)
+    log_p, log_1mp = logspace.log_expit(logit_p), logspace.log_expit(-logit_p)
     lam_up, lam_low = inverse_mills(c), inverse_mills(-c)  # E[z | upper] = λ₊, E[z | lower] = −λ₋
     up, low = math.exp(log_p) * lam_up, math.exp(log_1mp) * lam_low
     if up > 0.0 and low <= 0.5 * up:
@@ -159,7 +160,7 @@ def split_at_threshold(c: float, epsilon: float) -> _Split:
         log_mu = math.log(up - low)
     else:
         # small ε: the product form μ = φ(c)(e^ε − 1)(1 − p)/q has no cancellation
-        log_mu = _log_phi(c) + sm.log_expm1(logit_p + eps1) + log_1mp - log_q
+        log_mu = _log_phi(c) + logspace.log_expm1(logit_p + eps1) + log_1mp - log_q
     var_z = (
         math.exp(log_p) * truncated_normal_variance(c)
         + math.exp(log_1mp) * truncated_normal_variance(-c)
@@ -228,7 +229,11 @@ def normal_tail_log_by_quadrature(c: float) -> float:
     return -0.5 * c * c - 0.5 * math.log(2.0 * math.pi) + math.log(value)
 
 
-@register
+@register(
+    name="privunitg",
+    title="PrivUnitG (Asi, Feldman, Talwar 2022, Alg. 2; optimal split)",
+    calibrations=("optimal",),
+)
 @dataclass(frozen=True)
 class PrivUnitG(Mechanism):
     """PrivUnitG on the ℓ2 ball of radius L (see the module docstring for the formulas)."""
@@ -239,10 +244,6 @@ class PrivUnitG(Mechanism):
     log_one_minus_q: float  # log(1 − q) = log Φ(−c)
     log_mu: float  # log μ, μ = E[α]/σ = m√d
     var_z: float  # Var(α/σ)
-
-    name = "privunitg"
-    title = "PrivUnitG (Asi, Feldman, Talwar 2022, Alg. 2; optimal split)"
-    calibrations = ("optimal",)
 
     @classmethod
     def _calibrate(
@@ -271,7 +272,7 @@ class PrivUnitG(Mechanism):
     @property
     def p(self) -> float:
         """The probability of drawing α above γ."""
-        return math.exp(sm.log_expit(self.logit_p))
+        return math.exp(logspace.log_expit(self.logit_p))
 
     @property
     def m(self) -> float:
@@ -305,7 +306,7 @@ class PrivUnitG(Mechanism):
 
     def split_normals(self, rows: int, rng: np.random.Generator) -> np.ndarray:
         """The per-row z = α/σ (Alg. 2 lines 4–8): the half-space choices, then the truncated normals."""
-        upper = sm.bernoulli_logit(self.logit_p, rows, rng)
+        upper = logspace.bernoulli_logit(self.logit_p, rows, rng)
         return sample_split_normal(upper, self.threshold, self.log_q, self.log_one_minus_q, rng)
 
     def second_moments(self) -> tuple[float, float]:
@@ -365,7 +366,7 @@ class PrivUnitG(Mechanism):
             u = np.ones(1)
         scaled = z * (math.exp(self.log_mu) / self.norm_bound)
         t = scaled @ u
-        c, p, q = self.threshold, math.exp(sm.log_expit(self.logit_p)), math.exp(sm.log_expit(-self.logit_p))
+        c, p, q = self.threshold, math.exp(logspace.log_expit(self.logit_p)), math.exp(logspace.log_expit(-self.logit_p))
 
         def cdf(v: np.ndarray) -> np.ndarray:  # P(z ≤ v) for the truncated-normal mixture
             up = v >= c
@@ -409,7 +410,7 @@ class PrivUnitG(Mechanism):
         """
         u = self._cap_axis(x)
         c, scale = self.threshold, self.output_scale
-        p, not_p = math.exp(sm.log_expit(self.logit_p)), math.exp(sm.log_expit(-self.logit_p))
+        p, not_p = math.exp(logspace.log_expit(self.logit_p)), math.exp(logspace.log_expit(-self.logit_p))
         lam_up, lam_low = inverse_mills(c), inverse_mills(-c)
         spread = lam_up + lam_low
         across = self.d - 1
@@ -459,8 +460,8 @@ def fused_rows(
     if kernels is not None:
         kernels.gaussian_about_cosines(np.ascontiguousarray(x, dtype=np.float64), flips, radius, z, scale, rng, out, zero)
     else:
-        with sm.row_buffers(d):
-            for rows, u, zero_rows in sm.rounded_chunks(x, flips, radius):
+        with rowmath.row_buffers(d):
+            for rows, u, zero_rows in rowmath.rounded_chunks(x, flips, radius):
                 zero[rows] = zero_rows
                 g = out[rows]
                 rng.standard_normal(out=g)
@@ -483,5 +484,5 @@ def finish_zero_rows(out: np.ndarray, zero: np.ndarray, flips: np.ndarray, z: np
     d = out.shape[1]
     g = out[zero]
     chi2 = 2.0 * special.gammaincinv((d - 1) / 2.0, flips[zero]) if d > 1 else np.zeros(g.shape[0])
-    g *= (scale * np.sqrt(z[zero] ** 2 + chi2) / sm.row_norms(g))[:, None]
+    g *= (scale * np.sqrt(z[zero] ** 2 + chi2) / rowmath.row_norms(g))[:, None]
     out[zero] = g

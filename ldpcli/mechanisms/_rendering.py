@@ -24,6 +24,10 @@ Three kinds, chosen by what the mechanism is:
 
 Model (docs/floating-point.md §1): the generator's uniforms, normals and the cap cosine are treated as
 exact draws of their laws; everything computed after them is covered.
+
+Here: the kind and grid of each mechanism (:func:`secure_rendering`), the release through them
+(:func:`secure_privatize`), their law tests, and the secured mechanism (:func:`secured`). The
+extended-precision steps are :mod:`ldpcli.math._extended`'s, their error bounds :mod:`ldpcli.math._roundoff`'s.
 """
 
 from __future__ import annotations
@@ -31,14 +35,26 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from fractions import Fraction
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _logspace as logspace
+from ldpcli.math import _rows as rowmath
+from ldpcli.math._extended import (
+    WORK,
+    combine_rows,
+    gaussian_combine,
+    orthogonal_part,
+    orthogonal_rows,
+    pairwise_sum,
+    require_extended_precision,
+    round_to_grid,
+    secure_unit_rows,
+)
 from ldpcli.math._lawtests import LawTest, deterministic
+from ldpcli.math._roundoff import cap_error_sum, chi_mean, gaussian_bounds, step_bounds, unit_roundoff
 from ldpcli.mechanisms._base import Mechanism
 from ldpcli.mechanisms._hooks import (
     DirectionTimesMagnitude,
@@ -54,13 +70,8 @@ from ldpcli.mechanisms._hooks import (
 SECURE_DELTA = 1e-10
 #: Where the proof is, as the sidecar records it.
 PROOF = "docs/floating-point.md"
-#: The working type of the grid kind's arithmetic and its unit roundoff u = 2⁻⁶⁴ (x86-64, aarch64 Linux).
-WORK = np.longdouble
 #: Rows per chunk of the grid kind's arithmetic (n·d values of 16 bytes each stay in cache).
 _CHUNK_VALUES = 2**15
-_TWO_64 = 2**64
-#: The largest count of grid steps released: (2⁵³ − 1)·g is an exact double, and so is every count below it.
-_MAX_STEPS = 2**53 - 1
 #: PrivUnitG's grid is at least 2^{⌈log₂ ρ⌉ − 22}, ρ = √E‖Z‖²: the clip at ±(2⁵³ − 1)·g ≥ 2³⁰·ρ is never met
 #: in practice (Chebyshev: P ≤ 2⁻⁶⁰ per coordinate), and the added error d·g²/4 stays below d·2⁻⁴⁴·ρ².
 _GAUSSIAN_GRID_FLOOR = 22
@@ -87,113 +98,8 @@ class GaussianCap(Protocol):
         ...
 
 
-#: u = 2⁻⁶⁴, the unit roundoff of the x87 extended format that :data:`WORK` is on x86-64 and aarch64 Linux: the
-#: proof's bounds are stated for it, so computing them (``params --secure``, reading a secure release back) needs
-#: no such hardware; only computing a secure release does (:func:`require_extended_precision`).
-UNIT_ROUNDOFF = 2.0**-64
 #: How a rendering's working precision is recorded.
 _PRECISION = "longdouble (u = 2^-64)"
-
-
-def unit_roundoff() -> float:
-    """u of the extended precision the proof assumes (:data:`UNIT_ROUNDOFF`)."""
-    return UNIT_ROUNDOFF
-
-
-def require_extended_precision() -> None:
-    """UsageError where ``numpy.longdouble`` is not the extended format the proof assumes (u ≤ 2⁻⁶⁴, and a range
-    in which no square of a double underflows): macOS on Apple silicon and Windows, where it is a plain double."""
-    info = np.finfo(WORK)
-    if float(info.eps) / 2.0 > UNIT_ROUNDOFF or info.minexp > -16000:
-        raise UsageError("the secure rendering needs numpy's extended long double (x86-64 or aarch64 Linux); "
-                         "on this platform `numpy.longdouble` is a plain double")
-
-
-def _inverse_chi_mean(k: int) -> float:
-    """E[1/χ_k] = Γ((k − 1)/2)/(√2·Γ(k/2)) for k ≥ 2 (the χ law with k degrees of freedom), by
-    :func:`ldpcli.math._sphere.log_gamma_half_ratio` (full precision at every k; lgamma differences lose ~1e−9)."""
-    return math.exp(-sm.log_gamma_half_ratio(k - 1)) / math.sqrt(2.0)
-
-
-def _chi_mean(k: int) -> float:
-    """E[χ_k] = √2·Γ((k + 1)/2)/Γ(k/2) for k ≥ 1."""
-    return math.sqrt(2.0) * math.exp(sm.log_gamma_half_ratio(k))
-
-
-class StepBounds(NamedTuple):
-    """The relative error bounds of the grid kind's steps (docs/floating-point.md §3), for d and u.
-
-    With ℓ = ⌈log₂ d⌉ pairwise levels and γ_k = k·u/(1 − k·u):
-    ``e_u`` = (1 + u)/(1 − γ_{ℓ+2}) − 1 bounds ‖û − û/‖û‖‖ (steps 1–2);
-    ``e_c`` = γ_{ℓ+1}(1 + e_u) + e_u bounds |ĉ − ⟨g, u⟩|/‖g‖ (step 3), u = û/‖û‖;
-    ``e_w`` = e_c(1 + e_u) + e_u + u(1 + e_c)(1 + e_u)(2 + u) + u bounds ‖w̃ − (g − ⟨g, u⟩u)‖/‖g‖ (step 4);
-    ``e_a`` = (1 + γ₃)(1 + u)²/(1 − γ_{ℓ+2}) − 1 bounds |â/(c·r/‖w̃‖) − 1| (step 5), r = √(1 − t²);
-    ``k0`` = e_a + e_u(1 + u) + u + (2u + u²)(2 + e_a + u + e_u + u·e_u) (step 6), so that
-    ‖Ẑ − Z‖₂ ≤ c·(k0 + 2·e_w·‖g‖/‖g − ⟨g, u⟩u‖) (at d = 2, 2·e_u in place of the second term).
-    """
-
-    e_u: float
-    e_c: float
-    e_w: float
-    e_a: float
-    k0: float
-
-
-def _up(value: Fraction) -> float:
-    """The double just above a non-negative exact ``value``: a bound stays a bound when stored."""
-    return math.nextafter(float(value), math.inf)
-
-
-def step_bounds(d: int, u: float) -> StepBounds:
-    """:class:`StepBounds` for dimension d ≥ 2 and unit roundoff u, computed in exact rational arithmetic
-    (1 + u is 1 in double precision for u = 2⁻⁶⁴) and stored rounded up."""
-    levels = max(1, math.ceil(math.log2(d)))
-    uq = Fraction(u)
-
-    def gamma(k: int) -> Fraction:
-        return k * uq / (1 - k * uq)
-
-    g_norm = gamma(levels + 2)
-    e_u = (1 + uq) / (1 - g_norm) - 1
-    e_c = gamma(levels + 1) * (1 + e_u) + e_u
-    e_w = e_c * (1 + e_u) + e_u + uq * (1 + e_c) * (1 + e_u) * (2 + uq) + uq
-    e_a = (1 + gamma(3)) * (1 + uq) ** 2 / (1 - g_norm) - 1
-    k0 = e_a + e_u * (1 + uq) + uq + (2 * uq + uq * uq) * ((1 + e_a) + (1 + uq) * (1 + e_u))
-    return StepBounds(_up(e_u), _up(e_c), _up(e_w), _up(e_a), _up(k0))
-
-
-def cap_error_sum(d: int, u: float) -> float:
-    """A bound on E Σ_j |Ẑ_j − Z_j| / c for the grid kind (docs/floating-point.md §3), d ≥ 2.
-
-    c = L·scale is the output norm, Ẑ the computed output, Z the exact mechanism's output from the same
-    variates for the unit vector û/‖û‖: the per-row bound of :class:`StepBounds`, in expectation over
-    the normals, E[‖g‖/‖g − ⟨g, u⟩u‖] ≤ 1 + √(2/π)·E[1/χ_{d−1}] (⟨g, u⟩ ~ N(0, 1) is independent of
-    ‖g − ⟨g, u⟩u‖ ~ χ_{d−1}; d ≥ 3), then Σ_j ≤ √d·‖·‖₂.
-    """
-    b = step_bounds(d, u)
-    direction = 2.0 * b.e_u if d == 2 else 2.0 * b.e_w * (1.0 + math.sqrt(2.0 / math.pi) * _inverse_chi_mean(d - 1))
-    return math.sqrt(d) * (b.k0 + direction)
-
-
-class GaussianBounds(NamedTuple):
-    """PrivUnitG's per-row error bound (docs/floating-point.md §8): ‖Ẑ − Z‖₂ ≤ s·(``along``·|z| + ``across``·‖g‖)
-    for Ẑ_j = fl(fl(fl(s·z)·û_j) + fl(s·w̃_j)), w̃ = g − ĉ·û as in step 4, Z = s·(z·u + g − ⟨g, u⟩u).
-
-    ``along`` = ((1 + u)³ − 1)(1 + e_u) + e_u: ‖fl(s·z)·û_j(1 + θ)(1 + θ′) − s·z·u_j‖ over s|z|;
-    ``across`` = e_w + (2u + u²)(1 + e_w): ‖s·w̃_j(1 + θ)(1 + θ′) − s·(g − ⟨g, u⟩u)‖ over s‖g‖, with
-    ‖w̃‖ ≤ (1 + e_w)‖g‖ (e_u, e_w from :class:`StepBounds`).
-    """
-
-    along: float
-    across: float
-
-
-def gaussian_bounds(d: int, u: float) -> GaussianBounds:
-    """:class:`GaussianBounds` for d ≥ 2, in exact rational arithmetic from the rounded-up e_u and e_w
-    (both bounds increase with them), stored rounded up."""
-    b = step_bounds(d, u)
-    uq, e_u, e_w = Fraction(u), Fraction(b.e_u), Fraction(b.e_w)
-    return GaussianBounds(_up(((1 + uq) ** 3 - 1) * (1 + e_u) + e_u), _up(e_w + (2 * uq + uq * uq) * (1 + e_w)))
 
 
 def gaussian_error_sum(mech: GaussianCap, d: int, u: float) -> float:
@@ -206,7 +112,7 @@ def gaussian_error_sum(mech: GaussianCap, d: int, u: float) -> float:
     if d == 1:
         return 0.0
     b = gaussian_bounds(d, u)
-    return math.sqrt(d) * (b.along * math.sqrt(mech.radial_second_moment) + b.across * _chi_mean(d))
+    return math.sqrt(d) * (b.along * math.sqrt(mech.radial_second_moment) + b.across * chi_mean(d))
 
 
 @dataclass(frozen=True)
@@ -289,7 +195,7 @@ def secure_rendering(mech: Mechanism, delta: float | None = None) -> Rendering:
 def _finest_grid(mech: Mechanism, target: float, a: float, ceiling: float, what: str) -> int:
     """log₂ of the finest power-of-two grid g with (1 + e^ε)·a/g ≤ ``target`` (τ = a/g); UsageError where
     g would exceed ``ceiling`` (``what``: the output's own size, so the rendering would be mostly noise)."""
-    log2_grid = math.ceil((math.log(a) + sm.softplus(mech.epsilon_exact) - math.log(target)) / math.log(2.0))
+    log2_grid = math.ceil((math.log(a) + logspace.softplus(mech.epsilon_exact) - math.log(target)) / math.log(2.0))
     if log2_grid > math.log2(ceiling):
         raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: a secure rendering with δ ≤ {target:g} "
                          f"needs a grid g = 2^{log2_grid} above {what} {ceiling:.6g}; allow a larger `secure_delta`")
@@ -301,7 +207,7 @@ def _grid_rendering(mech: Mechanism, target: float, a: float, log2_grid: int, de
     grid = math.ldexp(1.0, log2_grid)
     tau = a / grid
     added = mech.d * grid * grid / 4.0
-    return Rendering("grid", target, grid, tau, math.exp(sm.softplus(mech.epsilon_exact)) * tau, added,
+    return Rendering("grid", target, grid, tau, math.exp(logspace.softplus(mech.epsilon_exact)) * tau, added,
                      (mech.expected_error_max + added) / mech.expected_error_max, _PRECISION, detail)
 
 
@@ -348,115 +254,12 @@ def _sign_rendering(mech: Mechanism, target: float) -> Rendering:
     tau = 0.0
     if mech.d > 1:
         e_c = step_bounds(mech.d, u).e_c
-        tau = math.sqrt(2.0 / math.pi) * e_c / (1.0 - e_c) * _chi_mean(mech.d - 1)
-    delta = math.exp(sm.softplus(mech.epsilon_exact)) * tau
+        tau = math.sqrt(2.0 / math.pi) * e_c / (1.0 - e_c) * chi_mean(mech.d - 1)
+    delta = math.exp(logspace.softplus(mech.epsilon_exact)) * tau
     if delta > target:
         raise UsageError(f"{mech.name} at d = {mech.d}, ε = {mech.epsilon:g}: its secure rendering has δ = {delta:.3g}, "
                          f"above {target:g}; allow a larger `secure_delta`")
     return Rendering("sign", target, None, tau, delta, 0.0, 1.0, _PRECISION)
-
-
-def exact_bernoulli(f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Booleans True with probability exactly f (an array of :data:`WORK` values in [0, 1)).
-
-    V < f for V uniform on [0, 1), compared 64 bits at a time: the block of V's bits (a uniform
-    64-bit integer) below f's block ⌊f·2⁶⁴⌋ decides True, above it False, and equal (probability 2⁻⁶⁴)
-    moves on to the next block of both; f's blocks and its rest are exact in :data:`WORK`, and a rest
-    of 0 means V ≥ f. f is never rounded: a fraction with bits below 2⁻⁶⁴ (a |z| far below g) is read
-    to its last bit.
-    """
-    flat = f.ravel()
-    out = np.zeros(flat.shape, dtype=bool)
-    todo = np.arange(flat.size)
-    rest = flat
-    while todo.size:
-        rest = rest * WORK(_TWO_64)
-        block = rest.astype(np.uint64)  # the floor: 0 ≤ rest < 2⁶⁴, converted by truncation, exactly
-        rest = rest - block.astype(WORK)
-        bits = rng.integers(0, _TWO_64, size=todo.size, dtype=np.uint64)
-        out[todo[bits < block]] = True
-        tie = (bits == block) & (rest > 0)
-        todo, rest = todo[tie], rest[tie]
-    return out.reshape(f.shape)
-
-
-def round_to_grid(z: np.ndarray, grid: float, rng: np.random.Generator) -> np.ndarray:
-    """Each value of ``z`` (:data:`WORK`) rounded without bias to gℤ: ±g·(⌊|z|/g⌋ + B), B ~ Bernoulli(frac(|z|/g))
-    exactly (:func:`exact_bernoulli`), so E[R | z] = z. |z|/g, its floor and its fraction are exact
-    (g a power of two, the fraction of a non-negative value is exact); the signed integer count of
-    steps (|·| < 2⁵³) times g is an exact float64, and a count of 0 is +0.0 whatever the sign of z
-    (a −0.0 would tell it). |z| is first clipped at (2⁵³ − 1)·g, a 1-Lipschitz post-processing that only
-    an unbounded output can reach (PrivUnitG; docs/floating-point.md §8)."""
-    y = np.minimum(np.abs(z) * WORK(1.0 / grid), WORK(_MAX_STEPS))
-    whole = y.astype(np.int64)  # the floor: 0 ≤ y < 2⁵³, converted by truncation, exactly
-    steps = whole + exact_bernoulli(y - whole.astype(WORK), rng)
-    return np.where(z < 0, -steps, steps).astype(np.float64) * grid
-
-
-def _pairwise_sum(a: np.ndarray) -> np.ndarray:
-    """Σ_j a_ij per row by halving: each term passes through at most ⌈log₂ d⌉ additions, so the error
-    is at most γ_{⌈log₂ d⌉}·Σ_j |a_ij| (Higham 2002, §4.2), whatever numpy's own order would be."""
-    while a.shape[1] > 1:
-        half = a.shape[1] // 2
-        head = a[:, :half] + a[:, half: 2 * half]
-        a = np.concatenate([head, a[:, 2 * half:]], axis=1) if a.shape[1] % 2 else head
-    return a[:, 0]
-
-
-def secure_unit_rows(x: np.ndarray, flips: np.ndarray, radius: float, rng: np.random.Generator) -> np.ndarray:
-    """Steps 1–2 (docs/floating-point.md §3): û = ±x/‖x‖ in :data:`WORK`, ‖x‖ by a pairwise sum of squares.
-
-    + where ``flips`` < (1 + ‖x‖/radius)/2 (the unbiased rounding; any rounding keeps the privacy, §2).
-    A zero row gets u uniform on the sphere: the direction of its own d normals, drawn here.
-    """
-    n, d = x.shape
-    xw = x.astype(WORK)
-    norms = np.sqrt(_pairwise_sum(xw * xw))
-    zero = norms == 0
-    while np.any(zero):
-        xw[zero] = rng.standard_normal((int(zero.sum()), d))
-        norms[zero] = np.sqrt(_pairwise_sum(xw[zero] * xw[zero]))
-        zero = norms == 0
-    sign = np.where(flips < (1 + norms / WORK(radius)) / 2, WORK(1), WORK(-1))
-    return xw / (norms * sign)[:, None]
-
-
-def orthogonal_rows(u: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
-    """Steps 3–4: (w̃, g), w̃ = g − ⟨g, û⟩·û for d normals g per row (⟨g, û⟩ a pairwise sum), whose
-    direction is uniform on the sphere orthogonal to u. At d = 2, w̃ = ±(−û₂, û₁) from one fair bit
-    per row, exact, and g is None. A w̃ of 0 (the normals exactly along û) is drawn again."""
-    n, d = u.shape
-    if d == 2:
-        turn = np.where(rng.integers(0, 2, size=n) == 1, WORK(1), WORK(-1))
-        return np.stack([-u[:, 1] * turn, u[:, 0] * turn], axis=1), None
-    g = rng.standard_normal((n, d)).astype(WORK)
-    w = orthogonal_part(g, u)
-    bad = np.flatnonzero(_pairwise_sum(w * w) == 0)
-    while bad.size:
-        g[bad] = rng.standard_normal((bad.size, d))
-        w[bad] = orthogonal_part(g[bad], u[bad])
-        bad = bad[_pairwise_sum(w[bad] * w[bad]) == 0]
-    return w, g
-
-
-def orthogonal_part(g: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Step 4: w̃ = g − ĉ·û per row, ĉ = ⟨g, û⟩ a pairwise sum (step 3), in :data:`WORK`."""
-    return g - _pairwise_sum(g * u)[:, None] * u
-
-
-def gaussian_combine(u: np.ndarray, w: np.ndarray, z: np.ndarray, s: float) -> np.ndarray:
-    """PrivUnitG's output Ẑ_j = fl(s·z)·û_j + s·w̃_j in :data:`WORK` (docs/floating-point.md §8)."""
-    return (WORK(s) * z.astype(WORK))[:, None] * u + WORK(s) * w
-
-
-def combine_rows(u: np.ndarray, w: np.ndarray, t: np.ndarray, c: float) -> np.ndarray:
-    """Steps 5–6: Ẑ = a·w̃ + b·û with r = √((1 − t)(1 + t)), a = (c·r)/‖w̃‖ (a pairwise sum of
-    squares) and b = c·t, all in :data:`WORK`."""
-    tw = t.astype(WORK)
-    r = np.sqrt((1 - tw) * (1 + tw))
-    a = (WORK(c) * r) / np.sqrt(_pairwise_sum(w * w))
-    b = WORK(c) * tw
-    return a[:, None] * w + b[:, None] * u
 
 
 def _signed_normals(mech: Mechanism, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -472,7 +275,7 @@ def _signed_normals(mech: Mechanism, x: np.ndarray, rng: np.random.Generator) ->
 
     def signed(rows: slice, u: np.ndarray) -> np.ndarray:
         normals = rng.standard_normal(u.shape)
-        positive = _pairwise_sum(normals.astype(WORK) * u) >= 0
+        positive = pairwise_sum(normals.astype(WORK) * u) >= 0
         return normals * np.where(positive == keep[rows], scale, -scale)[:, None]
 
     out = _by_chunks(x, flips, float(mech.norm_bound), rng, signed)
@@ -486,7 +289,7 @@ def _by_chunks(x: np.ndarray, flips: np.ndarray, radius: float, rng: np.random.G
     (:func:`secure_unit_rows`), then ``rows_out(rows, û)``, which draws the chunk's own variates after it."""
     n, d = x.shape
     out = np.empty((n, d))
-    for rows in sm.row_chunks(n, d, _CHUNK_VALUES):
+    for rows in rowmath.row_chunks(n, d, _CHUNK_VALUES):
         out[rows] = rows_out(rows, secure_unit_rows(x[rows], flips[rows], radius, rng))
     return out
 

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import UsageError
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _logspace as logspace
 from ldpcli.math._domains import INTERVAL
 from ldpcli.math._lawtests import LawTest
 from ldpcli.mechanisms._base import Mechanism, OptionSpec, declare, register
@@ -77,7 +77,7 @@ def default_k(epsilon: float) -> int:
 
 def rr_coefficients(epsilon: float, k: int) -> tuple[float, float]:
     """(A, B) = ((k + 1)/(e^ε − 1), (e^ε + k)/(e^ε − 1)), without forming e^ε."""
-    a = (k + 1) * math.exp(-sm.log_expm1(epsilon))
+    a = (k + 1) * math.exp(-logspace.log_expm1(epsilon))
     return a, 1.0 + a
 
 
@@ -96,7 +96,7 @@ def randomized_response(j: np.ndarray, k: int, epsilon: float, rng: np.random.Ge
     its complement is below 2⁻⁵³ (ε in the hundreds), where ``rng.random() < p`` would never lie.
     """
     n = j.shape[0]
-    truth = sm.bernoulli_logit(epsilon - math.log(k), n, rng)
+    truth = logspace.bernoulli_logit(epsilon - math.log(k), n, rng)
     other = rng.integers(0, k, size=n, dtype=np.int64)
     other += other >= j
     return np.where(truth, j, other)
@@ -210,13 +210,18 @@ class GridResponse:
         hits = np.zeros(values.shape[0], dtype=bool)
         for j in js:
             hits |= values == (b * g) * float(j) - a * 0.5 * self.norm_bound
-        lam = math.exp(-sm.log_expm1(self.epsilon))
+        lam = math.exp(-logspace.log_expm1(self.epsilon))
         prob = (len(js) * lam + 1.0) / (1.0 + (self.k + 1) * lam)
         return lawtests.binomial_test(f"share at the rounding's grid points (k = {self.k})",
                                        int(hits.sum()), values.shape[0], prob)
 
 
-@register
+@register(
+    name="scalar",
+    title="ScalarDP (Bhowmick et al. 2018, Alg. 3): rounding + (k+1)-ary randomized response",
+    calibrations=("bhowmick",),
+    example_d=1,
+)
 @dataclass(frozen=True)
 class ScalarDP(GridResponse, Mechanism):
     """ScalarDP (Bhowmick et al. 2018, Alg. 3): one value r ∈ [0, r_max] on the grid {j·r_max/k}.
@@ -236,16 +241,12 @@ class ScalarDP(GridResponse, Mechanism):
 
     k: int
 
-    name = "scalar"
-    title = "ScalarDP (Bhowmick et al. 2018, Alg. 3): rounding + (k+1)-ary randomized response"
-    calibrations = ("bhowmick",)
     domain = INTERVAL
     vector = False
     options = declare(
         OptionSpec("k", int, "grid size (default ⌈e^{ε/3}⌉, Bhowmick et al. Lemma 4.4; at most 2^52)", 4,
                    low=1, high=K_MAX),
     )
-    example_d = 1
 
     @classmethod
     def _calibrate(
@@ -312,7 +313,7 @@ class ScalarDP(GridResponse, Mechanism):
         r = float(np.clip(r, 0.0, self.norm_bound))
         a, b = self.coefficients
         js, up = self.rounding_points(r)
-        lam = math.exp(-sm.log_expm1(self.epsilon))
+        lam = math.exp(-logspace.log_expm1(self.epsilon))
         norm = 1.0 + (self.k + 1) * lam
         weights = [((1.0 - up if j == js[0] else up) + lam) / norm for j in js]
         values = [self._value(j) for j in js]
@@ -365,7 +366,7 @@ class ScalarDP(GridResponse, Mechanism):
         return {
             "k": self.k,
             "grid_step": self.grid_step,
-            "p_truth": math.exp(sm.log_expit(self.truth_logit)),
+            "p_truth": math.exp(logspace.log_expit(self.truth_logit)),
             "p_truth_logit": self.truth_logit,
             "a": self.grid_step * b,
             "b": 0.5 * self.k * a / b,
@@ -438,7 +439,7 @@ def _check_enumerable(k: int) -> None:
 def rr_pmf(rounding: np.ndarray, epsilon: float, k: int) -> np.ndarray:
     """P(Ĵ = j) = (P(J = j)·(e^ε − 1) + 1)/(e^ε + k), computed as (1 + P(J = j)/λ)·… stably."""
     # (1 + (e^ε − 1)π)/(e^ε + k) = (λ + π)/(λ(e^ε + k)) with λ = 1/(e^ε − 1) and λ(e^ε + k) = B.
-    lam = math.exp(-sm.log_expm1(epsilon))
+    lam = math.exp(-logspace.log_expm1(epsilon))
     return (lam + rounding) / (1.0 + (k + 1) * lam)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import UsageError, counted
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _logspace as logspace
 from ldpcli.math._domains import INTERVAL
 from ldpcli.mechanisms._base import Mechanism, OptionSpec, declare, register
 from ldpcli.mechanisms._scalar import (
@@ -71,7 +71,12 @@ def _cover_k(alpha: float, nu: float, r_max: float) -> int:
     return k
 
 
-@register
+@register(
+    name="scalar-rel",
+    title="ScalarRelDP (Bhowmick et al. 2018, Alg. 4): geometric grid, relative error",
+    calibrations=("bhowmick",),
+    example_d=1,
+)
 @dataclass(frozen=True)
 class ScalarRelDP(GridResponse, Mechanism):
     """ScalarRelDP (Bhowmick et al. 2018, Alg. 4, App. B.2): relative error on a geometric grid.
@@ -103,9 +108,6 @@ class ScalarRelDP(GridResponse, Mechanism):
     nu: float
     k: int
 
-    name = "scalar-rel"
-    title = "ScalarRelDP (Bhowmick et al. 2018, Alg. 4): geometric grid, relative error"
-    calibrations = ("bhowmick",)
     domain = INTERVAL
     vector = False
     options = declare(
@@ -116,7 +118,6 @@ class ScalarRelDP(GridResponse, Mechanism):
         OptionSpec("k", int, f"number of grid cells (default the smallest with ν^k α ≥ r_max; at most {K_REL_MAX})",
                    8, low=1, high=K_REL_MAX),
     )
-    example_d = 1
 
     @classmethod
     def _calibrate(
@@ -204,7 +205,7 @@ class ScalarRelDP(GridResponse, Mechanism):
         if v1 <= self.norm_bound:
             return self.epsilon
         rho = self.norm_bound / v1
-        log_em1 = sm.log_expm1(self.epsilon)
+        log_em1 = logspace.log_expm1(self.epsilon)
         one = float(np.logaddexp(0.0, log_em1 + math.log(rho)))
         zero = self.epsilon - float(np.logaddexp(0.0, log_em1 + math.log1p(-rho)))
         return max(one, zero)
@@ -276,7 +277,7 @@ class ScalarRelDP(GridResponse, Mechanism):
             "alpha0": self.alpha / self.norm_bound,
             "delta": self.nu - 1.0,
             "top_grid_value": float(self.grid[-1]),
-            "p_truth": math.exp(sm.log_expit(self.truth_logit)),
+            "p_truth": math.exp(logspace.log_expit(self.truth_logit)),
             "p_truth_logit": self.truth_logit,
             "a": self.alpha * b,
             "b": mean * a / (self.alpha * b),

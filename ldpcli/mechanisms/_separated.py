@@ -46,7 +46,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ldpcli.errors import UsageError, counted
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _logspace as logspace
+from ldpcli.math import _rows as rowmath
 from ldpcli.math._lawtests import LawTest
 from ldpcli.mechanisms._base import Mechanism, OptionSpec, declare, register
 from ldpcli.mechanisms._hooks import OutputBranch, RiskEpsilon
@@ -127,7 +128,7 @@ def optimal_direction_share(d: int, epsilon: float, norm_bound: float = 1.0, k: 
     def worst(u: float) -> float:
         u = float(u)
         if u not in seen:
-            s = math.exp(sm.log_expit(u))
+            s = math.exp(logspace.log_expit(u))
             try:
                 direction, magnitude = _parts(d, epsilon, norm_bound, "optimal", s, k)
                 seen[u] = _worst_norm(direction, magnitude)[1]
@@ -146,7 +147,7 @@ def optimal_direction_share(d: int, epsilon: float, norm_bound: float = 1.0, k: 
     if k is None:
         _best_tooth_end(epsilon, u_best, worst)
         u_best = min(seen, key=lambda u: (seen[u], abs(u - grid[i])))
-    return math.exp(sm.log_expit(u_best))
+    return math.exp(logspace.log_expit(u_best))
 
 
 def _best_tooth_end(epsilon: float, u_best: float, worst: Callable[[float], float]) -> None:
@@ -172,7 +173,7 @@ def _best_tooth_end(epsilon: float, u_best: float, worst: Callable[[float], floa
         margin = 1e-13 * epsilon
         return min(end(3.0 * math.log(tooth - 1) + margin), end(3.0 * math.log(tooth) - margin))
 
-    s_best = math.exp(sm.log_expit(u_best))
+    s_best = math.exp(logspace.log_expit(u_best))
     k0 = max(3, default_k(epsilon - s_best * epsilon))  # k = 2's left end is ε₂ = 0
     if k0 >= K_MAX:
         return  # k capped: no teeth left (the objective is smooth in the split there)
@@ -196,7 +197,11 @@ def _best_tooth_end(epsilon: float, u_best: float, worst: Callable[[float], floa
         at(tooth)
 
 
-@register
+@register(
+    name="separated",
+    title="Separated direction × magnitude (Bhowmick et al. 2018, Eq. 22/23): PrivUnit2 · ScalarDP",
+    calibrations=("optimal", "bhowmick"),
+)
 @dataclass(frozen=True)
 class Separated(Mechanism):
     """Direction × magnitude (Bhowmick et al. 2018, Eq. 22/23): PrivUnit2 at ε₁ times ScalarDP at ε₂.
@@ -211,9 +216,6 @@ class Separated(Mechanism):
     direction: PrivUnit2
     magnitude: ScalarDP
 
-    name = "separated"
-    title = "Separated direction × magnitude (Bhowmick et al. 2018, Eq. 22/23): PrivUnit2 · ScalarDP"
-    calibrations = ("optimal", "bhowmick")
     options = declare(
         OptionSpec("eps_split", float, "share ε1/ε of the budget for the direction, in (0, 1) (default: "
                    "error-minimising; required with --calibration bhowmick)", 0.9,
@@ -437,10 +439,10 @@ class Separated(Mechanism):
         output is the product of the two parts' outputs, a post-processing of the pair."""
         norms = np.sqrt(np.vecdot(x, x))
         # Zero rows stay zero here; PrivUnit2's rounding to the sphere gives them a uniform direction.
-        with sm.row_buffers(x.shape[1]):
+        with rowmath.row_buffers(x.shape[1]):
             u = x * (1.0 / np.where(norms > 0.0, norms, 1.0))[:, None]
         out = direction(u, rng)
         r_hat = self.magnitude.privatize_values(norms, rng)  # a norm within the slack is r_max
-        with sm.row_buffers(x.shape[1]):
+        with rowmath.row_buffers(x.shape[1]):
             out *= r_hat[:, None]
         return out

@@ -35,7 +35,7 @@ import numpy as np
 
 from ldpcli.errors import UsageError
 from ldpcli.math._lazy import optimize
-from ldpcli.math._sphere import logsumexp
+from ldpcli.math._logspace import logsumexp
 from ldpcli.risk._diffuse import DEFAULT_THRESHOLD, as_epsilon, finite_or_none, is_int, is_real, verdict
 
 EXACT_MAX_D = 20_000

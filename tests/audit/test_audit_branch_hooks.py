@@ -10,8 +10,10 @@ import pytest
 from helpers import ldp
 
 from ldpcli.audit._claims import audit
+from ldpcli.math import _logspace as logspace
 from ldpcli.math import _sphere as sm
-from ldpcli.mechanisms import Mechanism, MechanismSpec, PrivUnitG, _hooks as hooks
+from ldpcli.mechanisms import Mechanism, MechanismSpec, PrivUnitG
+from ldpcli.mechanisms import _hooks as hooks
 from ldpcli.mechanisms._privunitg import sample_split_normal
 
 #: The cap events drawn by the last call of :meth:`Recorded.split_normals` (True: α ≥ γ).
@@ -138,7 +140,7 @@ class LeakyCap(PrivUnitG):
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         u = sm.round_to_sphere(x, self.norm_bound, rng)
-        upper = sm.bernoulli_logit(self.logit_p + 0.13, x.shape[0], rng)
+        upper = logspace.bernoulli_logit(self.logit_p + 0.13, x.shape[0], rng)
         z = sample_split_normal(upper, self.threshold, self.log_q, self.log_one_minus_q, rng)
         g = rng.standard_normal(x.shape)
         g += (z - np.einsum("ij,ij->i", g, u))[:, None] * u

@@ -27,6 +27,7 @@ from ldpcli.audit._claims import FAMILY_ALPHA, LAW_ALPHA, LOWER_BOUND_BETA, TOTA
 from ldpcli.audit._lower_bound import cp_lower, cp_upper
 from ldpcli.errors import UsageError
 from ldpcli.math import _lawtests as lawtests
+from ldpcli.math import _logspace as logspace
 from ldpcli.math import _sphere as sm
 from ldpcli.mechanisms import (
     DuchiL2,
@@ -42,7 +43,7 @@ from ldpcli.mechanisms import (
     register,
     unregister,
 )
-from ldpcli.mechanisms._hypercube import _agreement_with_sign_pmf
+from ldpcli.mechanisms._threshold_channel import agreement_with_sign_pmf
 
 # --------------------------------------------------------------------------- broken samplers
 
@@ -60,7 +61,7 @@ class FixedCircle(PrivUnit2):
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         n, d = x.shape
         u = sm.round_to_sphere(x, self.norm_bound, rng)
-        in_cap = sm.bernoulli_logit(self.logit_p, n, rng)
+        in_cap = logspace.bernoulli_logit(self.logit_p, n, rng)
         t, r = sm.sample_cap_cosines(in_cap, self.cap_logit, self.log_cap_probability, d, rng)
         fixed = np.random.default_rng(12345).standard_normal(d)
         w = fixed[None, :] - (u @ fixed)[:, None] * u
@@ -335,7 +336,7 @@ def test_agreement_law_inside_the_box_by_brute_force() -> None:
                 p = np.prod([q[j] if same[j] else 1 - q[j] for j in range(d)])
                 k = sum(same[j] == (j in chosen) for j in range(d))
                 brute[k] += agreement[a] / math.comb(d, a) * p
-    assert np.allclose(_agreement_with_sign_pmf(agreement, q), brute, atol=1e-15)
+    assert np.allclose(agreement_with_sign_pmf(agreement, q), brute, atol=1e-15)
 
 
 def test_clopper_pearson_bounds() -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from ldpcli.analysis._estimate import estimate_file_mean
 from ldpcli.io import open_vectors
-from ldpcli.mechanisms._feature_levels import parse_feature_levels
+from ldpcli.io._feature_eps import parse_feature_levels
 from ldpcli.release._file import write_file_release
 from ldpcli.release._options import Columns, ReleaseOptions
 from ldpcli.release._sidecar import load_sidecar, sidecar_path

@@ -17,6 +17,8 @@ from helpers import bonferroni_z
 
 from ldpcli.errors import MissingDependency, UsageError
 from ldpcli.math import _kernels as kernels
+from ldpcli.math import _logspace as logspace
+from ldpcli.math import _rows as rowmath
 from ldpcli.math import _sphere as sm
 from ldpcli.mechanisms import get_mechanism
 
@@ -47,10 +49,10 @@ def reference(mech_name: str, x: np.ndarray, d: int, eps: float, seed: int) -> n
     rng = np.random.default_rng(seed)
     u = sm.round_to_sphere(x, mech.norm_bound, rng)
     if mech_name == "privunit2":
-        t, r = sm.sample_cap_cosines(sm.bernoulli_logit(mech.logit_p, len(x), rng), mech.cap_logit,
+        t, r = sm.sample_cap_cosines(logspace.bernoulli_logit(mech.logit_p, len(x), rng), mech.cap_logit,
                                      mech.log_cap_probability, d, rng)
         return sm.directions_with_cosines(u, t, r, mech.norm_bound * mech.scale, rng)
-    t, r = sm.sample_cap_cosines(sm.bernoulli_logit(mech.epsilon, len(x), rng), 0.0, -sm.LOG2, d, rng)
+    t, r = sm.sample_cap_cosines(logspace.bernoulli_logit(mech.epsilon, len(x), rng), 0.0, -logspace.LOG2, d, rng)
     return sm.directions_with_cosines(u, t, r, mech.radius, rng)
 
 
@@ -63,8 +65,8 @@ def test_numpy_chunks_match_the_unfused_reference_bit_for_bit(
     x = rows(400, d, seed=d)
     want = reference(name, x, d, 4.0, seed=7)
     mech = get_mechanism(name).calibrate(d, 4.0)
-    for chunk in (1, 3 * d, sm.FUSED_CHUNK_VALUES):  # one row per chunk, three, the default
-        monkeypatch.setattr(sm, "FUSED_CHUNK_VALUES", chunk)
+    for chunk in (1, 3 * d, rowmath.FUSED_CHUNK_VALUES):  # one row per chunk, three, the default
+        monkeypatch.setattr(rowmath, "FUSED_CHUNK_VALUES", chunk)
         got = mech.privatize(x, np.random.default_rng(7))
         assert np.array_equal(got, want), f"chunk of {chunk} values"
 
@@ -133,7 +135,7 @@ def test_row_buffers_change_no_result_and_are_restored() -> None:
     for d in (3, 500, 2000):
         g, a = rng.standard_normal((300, d)), rng.random(300) + 0.5
         want = g * a[:, None]
-        with sm.row_buffers(d):
+        with rowmath.row_buffers(d):
             inside = np.getbufsize()
             seen: list[int] = []
             worker = threading.Thread(target=lambda: seen.append(np.getbufsize()))
@@ -143,6 +145,6 @@ def test_row_buffers_change_no_result_and_are_restored() -> None:
         assert np.array_equal(got, want)
         assert inside == (default if d < 64 else min(default, d - d % 16)) and seen == [default]
         assert np.getbufsize() == default
-    with pytest.raises(RuntimeError), sm.row_buffers(1000):
+    with pytest.raises(RuntimeError), rowmath.row_buffers(1000):
         raise RuntimeError("a failing chunk")
     assert np.getbufsize() == default

@@ -4,7 +4,7 @@ Each runs chunk by chunk in numpy or as one compiled loop per row with numba (``
 :mod:`ldpcli.math._kernels`). Both draw the same numbers in the same order: privunitg's and
 gaussian-sign's agree to rounding (their inner products sum in different orders). The hypercube
 mechanisms' compiled loop draws each row's agreeing positions from fewer numbers than the numpy
-reference's d keys a row (``hypercube.uniform_subsets``), so it is checked against the channel's
+reference's d keys a row (``ldpcli.math._subsets.uniform_subsets``), so it is checked against the channel's
 exact law instead. The numpy forms match their unfused formulas bit for bit for rows x ≠ 0; both
 kernels are then checked for the law itself (the audit's law tests, unbiasedness, E‖Z − x‖² against
 the closed form, zero rows included) and for seeded outputs that do not depend on batches or threads.
@@ -21,8 +21,10 @@ import pytest
 from helpers import bonferroni_z, write_list
 
 from ldpcli.math import _kernels as kernels
-from ldpcli.math import _sphere as sm
-from ldpcli.mechanisms import get_mechanism, _privunitg as privunitg
+from ldpcli.math import _logspace as logspace
+from ldpcli.math import _rows as rowmath
+from ldpcli.mechanisms import _privunitg as privunitg
+from ldpcli.mechanisms import get_mechanism
 from ldpcli.release._file import write_file_release
 from ldpcli.release._options import ReleaseOptions, Resources
 
@@ -63,14 +65,14 @@ def unfused(name: str, x: np.ndarray, d: int, eps: float, seed: int) -> np.ndarr
     rng = np.random.default_rng(seed)
     n = len(x)
     flips = rng.random(n)
-    norms = sm.row_norms(x)
+    norms = rowmath.row_norms(x)
     u = x / np.where(flips < (1.0 + norms) / 2.0, norms, -norms)[:, None]
     if name == "privunitg":
-        upper = sm.bernoulli_logit(mech.logit_p, n, rng)
+        upper = logspace.bernoulli_logit(mech.logit_p, n, rng)
         z = privunitg.sample_split_normal(upper, mech.threshold, mech.log_q, mech.log_one_minus_q, rng)
         g = rng.standard_normal((n, d))
         return (g + u * (z - np.vecdot(g, u))[:, None]) * math.exp(-mech.log_mu)
-    keep = sm.bernoulli_logit(eps, n, rng)
+    keep = logspace.bernoulli_logit(eps, n, rng)
     g = rng.standard_normal((n, d))
     s = mech.gaussian_scale
     return g * np.where((np.vecdot(g, u) >= 0.0) == keep, s, -s)[:, None]
@@ -86,8 +88,8 @@ def test_numpy_chunks_match_the_unfused_formula_bit_for_bit(
     x[np.linalg.norm(x, axis=1) == 0.0, 0] = 0.5  # the formula has no zero rows
     want = unfused(name, x, d, 4.0, seed=7)
     mech = get_mechanism(name).calibrate(d, 4.0)
-    for chunk in (1, 3 * d, sm.FUSED_CHUNK_VALUES):  # one row per chunk, three, the default
-        monkeypatch.setattr(sm, "FUSED_CHUNK_VALUES", chunk)
+    for chunk in (1, 3 * d, rowmath.FUSED_CHUNK_VALUES):  # one row per chunk, three, the default
+        monkeypatch.setattr(rowmath, "FUSED_CHUNK_VALUES", chunk)
         assert np.array_equal(mech.privatize(x, np.random.default_rng(7)), want), f"chunk of {chunk} values"
 
 

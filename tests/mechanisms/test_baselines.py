@@ -237,9 +237,9 @@ def test_finite_exact_and_monotone_over_the_whole_range(d: int) -> None:
 def test_chunked_noise_is_one_draw_of_n_d(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The baselines add their noise chunk by chunk of rows (``sphere.row_chunks``): the result is x
     (projected) plus the same numbers as one draw of n·d, whatever the chunk, rows beyond L included."""
-    from ldpcli.math import _sphere as sm
+    from ldpcli.math import _rows as rowmath
 
-    monkeypatch.setattr(sm, "FUSED_CHUNK_VALUES", chunk)
+    monkeypatch.setattr(rowmath, "FUSED_CHUNK_VALUES", chunk)
     x = np.random.default_rng(3).standard_normal((301, 7))
     x[::4] *= 0.05
     for name, options in (("laplace", {}), ("gaussian", {"delta": 1e-6})):

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from ldpcli.errors import UsageError
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _logspace as logspace
 from ldpcli.mechanisms import Mechanism, PrivUnit2, ScalarDP, Separated, get_mechanism, mechanism_names
 from ldpcli.mechanisms._privunit import _cap_epsilon
 
@@ -198,5 +198,5 @@ def test_nudge_is_at_most_a_few_ulps() -> None:
             mech = PrivUnit2.calibrate(d, eps)
             before = unnudged_privunit2(mech)
             log_p = mech.log_cap_probability
-            terms = (eps, before.logit_p, sm.log1mexp(log_p), log_p) if d > 1 else (eps,)
+            terms = (eps, before.logit_p, logspace.log1mexp(log_p), log_p) if d > 1 else (eps,)
             assert before.logit_p - mech.logit_p <= 4 * math.ulp(max(abs(t) for t in terms)), (d, eps)

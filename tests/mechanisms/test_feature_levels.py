@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from ldpcli.errors import UsageError
+from ldpcli.io import _feature_eps as feps
 from ldpcli.mechanisms import _bcdp_budget as bb
 from ldpcli.mechanisms import _feature_levels as fl
 
@@ -424,12 +425,12 @@ def test_large_levels_and_a_million_coordinates(sensitive: float) -> None:
             assert len(fl.increments(c)) <= 2
             assert math.isfinite(fl.paper_error_proxy(c))
         assert np.all(np.isfinite(fl.log_dependence_cost(tilde, q)))
-        text = fl.format_levels(fl.tilde_levels(levels, eps), eps)
+        text = feps.format_levels(fl.tilde_levels(levels, eps), eps)
         assert text == ("" if sensitive == eps else f"{d - k}:{d - 1}={sensitive!r}")
         if text:
-            again = fl.parse_feature_levels(text, d=d, epsilon=eps, names=None)
+            again = feps.parse_feature_levels(text, d=d, epsilon=eps, names=None)
             assert np.array_equal(again.levels, levels)
-        groups = fl.group_summary(levels, eps)
+        groups = feps.group_summary(levels, eps)
         assert sum(g["count"] for g in groups) == d
 
 
@@ -438,8 +439,8 @@ def test_large_levels_and_a_million_coordinates(sensitive: float) -> None:
 NAMES = ["age", "income", "zip", "p0", "p1", "p2"]
 
 
-def parse(spec: str, names: list[str] | None = NAMES, d: int | None = None, eps: float = 2.0) -> fl.FeatureLevels:
-    return fl.parse_feature_levels(spec, d=len(names) if d is None else d, epsilon=eps, names=names)
+def parse(spec: str, names: list[str] | None = NAMES, d: int | None = None, eps: float = 2.0) -> feps.FeatureLevels:
+    return feps.parse_feature_levels(spec, d=len(names) if d is None else d, epsilon=eps, names=names)
 
 
 def test_keys_by_name_range_glob_and_coordinate() -> None:
@@ -528,13 +529,13 @@ def test_json_and_csv_files(tmp_path: Path) -> None:
 
 def test_format_levels_is_canonical_and_round_trips() -> None:
     levels = np.array([0.2, 0.2, 1.0, 1.0, 1.0, 0.7])
-    assert fl.format_levels(levels, 1.0) == "0:1=0.2,5=0.7"
-    assert fl.format_levels(np.full(3, 1.0), 1.0) == ""
+    assert feps.format_levels(levels, 1.0) == "0:1=0.2,5=0.7"
+    assert feps.format_levels(np.full(3, 1.0), 1.0) == ""
     awkward = np.array([0.1 + 0.2, 1 / 3, 1e-300, 2.0])
-    text = fl.format_levels(awkward, 2.0)
-    assert np.array_equal(fl.parse_feature_levels(text, d=4, epsilon=2.0, names=None).levels, awkward)
+    text = feps.format_levels(awkward, 2.0)
+    assert np.array_equal(feps.parse_feature_levels(text, d=4, epsilon=2.0, names=None).levels, awkward)
     with pytest.raises(ValueError):
-        fl.format_levels(np.array([0.5, 3.0]), 2.0)
+        feps.format_levels(np.array([0.5, 3.0]), 2.0)
 
 
 def test_round_trip_property_seeded() -> None:
@@ -546,30 +547,30 @@ def test_round_trip_property_seeded() -> None:
         levels = rng.choice(palette, size=d)
         if rng.random() < 0.5:  # long runs
             levels = np.repeat(levels, rng.integers(1, 5, size=d))[:d]
-        text = fl.format_levels(levels, eps)
+        text = feps.format_levels(levels, eps)
         if not text:
             assert np.all(levels == eps)
             continue
-        parsed = fl.parse_feature_levels(text, d=d, epsilon=eps, names=None)
+        parsed = feps.parse_feature_levels(text, d=d, epsilon=eps, names=None)
         assert np.array_equal(parsed.levels, levels), (text, levels)
         assert parsed.canonical == text and parsed.clipped == ()
         names = [f"f{i}" for i in range(d)]
-        assert np.array_equal(fl.parse_feature_levels(text, d=d, epsilon=eps, names=names).levels, levels)
+        assert np.array_equal(feps.parse_feature_levels(text, d=d, epsilon=eps, names=names).levels, levels)
 
 
 def test_canonical_coordinates_before_the_data_is_known() -> None:
-    assert fl.canonical_coordinates("3=0.5, 0:1=0.2") == "0:1=0.2,3=0.5"
-    assert fl.canonical_coordinates("1=0.5,2=0.5") == "1:2=0.5"
+    assert feps.canonical_coordinates("3=0.5, 0:1=0.2") == "0:1=0.2,3=0.5"
+    assert feps.canonical_coordinates("1=0.5,2=0.5") == "1:2=0.5"
     for text in ("", "age=0.5", "p*=0.2", "levels.json"):
-        assert fl.canonical_coordinates(text) == text
+        assert feps.canonical_coordinates(text) == text
 
 
 def test_group_summary_and_sort_order() -> None:
     levels = np.array([0.2, 0.2, 1.0, 1.0, 0.7, 0.2])
-    assert fl.group_summary(levels, 1.0) == [
+    assert feps.group_summary(levels, 1.0) == [
         {"coordinates": "0:1,5", "delta": 0.2, "count": 3},
         {"coordinates": "4", "delta": 0.7, "count": 1},
         {"coordinates": "2:3", "delta": 1.0, "count": 2},
     ]
     assert list(fl.sort_order(levels)) == [0, 1, 5, 4, 2, 3]
-    assert fl.group_summary(np.full(4, 2.0), 2.0) == [{"coordinates": "0:3", "delta": 2.0, "count": 4}]
+    assert feps.group_summary(np.full(4, 2.0), 2.0) == [{"coordinates": "0:3", "delta": 2.0, "count": 4}]

@@ -13,7 +13,7 @@ from helpers import D_GRID, EPS_GRID, bonferroni_z
 from scipy import integrate, special, stats
 
 from ldpcli.errors import UsageError
-from ldpcli.math import _sphere as sm
+from ldpcli.math import _logspace as logspace
 from ldpcli.math._sphere import log_gamma_half_ratio
 from ldpcli.mechanisms import PrivUnit2, get_mechanism
 from ldpcli.mechanisms._hemisphere import DuchiL2
@@ -34,8 +34,8 @@ def privunit2_at_gamma_zero(d: int, eps: float, norm_bound: float = 1.0) -> Priv
     if d == 1:
         return PrivUnit2.calibrate(1, eps, norm_bound=norm_bound)  # randomized response, logit p = ε
     return PrivUnit2(d=d, epsilon=eps, norm_bound=norm_bound, calibration="optimal", cap_logit=0.0, logit_p=eps,
-                     log_cap_probability=-sm.LOG2, log_m=_log_m(d, 0.0, eps, -sm.LOG2),
-                     log_one_minus_m=_log_one_minus_m(d, 0.0, eps, -sm.LOG2))
+                     log_cap_probability=-logspace.LOG2, log_m=_log_m(d, 0.0, eps, -logspace.LOG2),
+                     log_one_minus_m=_log_one_minus_m(d, 0.0, eps, -logspace.LOG2))
 
 
 # --- registry and interface --------------------------------------------------------------------

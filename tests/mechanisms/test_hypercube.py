@@ -16,17 +16,10 @@ from helpers import bonferroni_z, python_calls
 from scipy import special, stats
 
 from ldpcli.errors import UsageError
+from ldpcli.math._binomial import invert_survival, log_binomial_pmf, sample_agreements, standard_exponential_exact
 from ldpcli.mechanisms import get_mechanism, mechanism_names
-from ldpcli.mechanisms._hypercube import (
-    DuchiLinf,
-    PrivUnitInf,
-    agree_min_from_kappa,
-    invert_survival,
-    kappa_from_agree_min,
-    log_binomial_pmf,
-    sample_agreements,
-    standard_exponential_exact,
-)
+from ldpcli.mechanisms._hypercube import DuchiLinf, PrivUnitInf
+from ldpcli.mechanisms._threshold_channel import agree_min_from_kappa, kappa_from_agree_min
 
 mp.mp.dps = 50
 
@@ -272,7 +265,7 @@ def test_exact_exponential_and_survival_inversion() -> None:
     # Inversion: E just below −log S_k gives k − 1, at or above gives k — also in the far tail,
     # which −log(U) could never reach (d = 2000: S at a = d is 2^−2000/P).
     d, lo = 2000, 1001
-    from ldpcli.mechanisms._hypercube import _neg_log_survival
+    from ldpcli.math._binomial import _neg_log_survival
 
     nls = _neg_log_survival(d, lo, d)
     assert nls[0] == 0.0 and np.all(np.diff(nls) > 0)
@@ -535,7 +528,7 @@ def test_kappa_0_on_even_d_excludes_ties() -> None:
 
 
 def test_stirling_remainder_table() -> None:
-    from ldpcli.mechanisms._hypercube import _stirlerr
+    from ldpcli.math._binomial import _stirlerr
 
     k = np.arange(0, 40, dtype=float)
     got = _stirlerr(k)

@@ -1,6 +1,6 @@
 """The numpy reference's agreeing sets of the hypercube mechanisms (issue 27 item 3).
 
-``hypercube.uniform_subsets`` marks, per row, the A smallest of d uniform 32-bit keys, and draws a
+``ldpcli.math._subsets.uniform_subsets`` marks, per row, the A smallest of d uniform 32-bit keys, and draws a
 row's keys again when they tie at the cut (the A-th and (A + 1)-th smallest equal): exactly a
 uniform A-subset (the exchangeability argument in its docstring). Checked here: every size-A
 subset equally likely, exhaustively over the C(d, A) subsets for small d and every A = 0…d (both
@@ -18,8 +18,9 @@ import pytest
 from scipy import stats
 
 from ldpcli.math import _kernels as kernels
-from ldpcli.mechanisms import get_mechanism, _hypercube as hypercube
-from ldpcli.mechanisms._hypercube import uniform_subsets
+from ldpcli.math import _subsets as subsets
+from ldpcli.math._subsets import uniform_subsets
+from ldpcli.mechanisms import get_mechanism
 
 SMALL_D = [1, 2, 3, 4, 5]
 #: Seeded draws per agreement count: ≥ 400 per subset cell at d = 5 (C(5, 2) = 10 cells).
@@ -64,7 +65,7 @@ def agreement_counts(d: int) -> np.ndarray:
 def test_subsets_are_uniform_among_subsets_of_their_size(
     monkeypatch: pytest.MonkeyPatch, d: int, partition_min_d: int
 ) -> None:
-    monkeypatch.setattr(hypercube, "_PARTITION_MIN_D", partition_min_d)
+    monkeypatch.setattr(subsets, "_PARTITION_MIN_D", partition_min_d)
     agree = agreement_counts(d)
     mask = uniform_subsets(agree, d, np.random.default_rng(100 + d))
     assert_uniform_subsets(mask, agree, d, tests=d + 1)
@@ -79,9 +80,9 @@ def test_ties_at_the_cut_are_redrawn_and_the_subsets_stay_uniform(
     whenever its two keys are equal, probability 1/3): the redraw loop runs several rounds, and
     the accepted sets still have exactly A elements and the uniform law. Marking {k ≤ k_(A)}
     without the redraw would mark more than A positions."""
-    monkeypatch.setattr(hypercube, "_PARTITION_MIN_D", partition_min_d)
+    monkeypatch.setattr(subsets, "_PARTITION_MIN_D", partition_min_d)
     calls: list[int] = []
-    monkeypatch.setattr(hypercube, "_uniform_keys", few_valued_keys(calls))
+    monkeypatch.setattr(subsets, "_uniform_keys", few_valued_keys(calls))
     agree = agreement_counts(d)
     mask = uniform_subsets(agree, d, np.random.default_rng(200 + d))
     assert_uniform_subsets(mask, agree, d, tests=d + 1)
@@ -103,7 +104,7 @@ def test_sorting_and_selection_give_the_same_output(monkeypatch: pytest.MonkeyPa
     """The route that finds the cut never changes a seeded output (same keys, same cut)."""
     agree = np.random.default_rng(1).integers(0, 301, 40)
     want = uniform_subsets(agree, 300, np.random.default_rng(2))
-    monkeypatch.setattr(hypercube, "_PARTITION_MIN_D", 1)
+    monkeypatch.setattr(subsets, "_PARTITION_MIN_D", 1)
     assert np.array_equal(uniform_subsets(agree, 300, np.random.default_rng(2)), want)
 
 
@@ -127,7 +128,7 @@ def generators() -> list[object]:
 def test_keys_are_uniform_on_32_bits_for_each_generator(make) -> None:
     """Each byte of the keys uniform on 0…255 (χ² at family level 1e−6 over the 4 bytes), odd
     and even positions alike: MT19937's raw words, 32 bits wide, would leave half the high bytes 0."""
-    keys = hypercube._uniform_keys(401, 33, make())  # odd rows·d: the last raw word is cut in half
+    keys = subsets._uniform_keys(401, 33, make())  # odd rows·d: the last raw word is cut in half
     assert keys.dtype == np.uint32 and keys.shape == (401, 33)
     flat = keys.ravel()
     for part in (flat[0::2], flat[1::2]):
@@ -148,7 +149,7 @@ def test_numpy_privatize_draws_the_exact_channel(
     monkeypatch.setenv(kernels.KERNEL_ENV, "numpy")
     calls: list[int] = []
     if few_values:
-        monkeypatch.setattr(hypercube, "_uniform_keys", few_valued_keys(calls))
+        monkeypatch.setattr(subsets, "_uniform_keys", few_valued_keys(calls))
     n = 40_000
     mech = get_mechanism(name).calibrate(d, 1.0)
     s = np.array([1.0, -1.0, -1.0, 1.0, 1.0])[:d]

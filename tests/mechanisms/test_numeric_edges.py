@@ -7,13 +7,14 @@ import pytest
 from helpers import ldp
 
 from ldpcli.errors import UsageError
+from ldpcli.math import _rows as rowmath
 from ldpcli.math import _sphere as sm
 from ldpcli.mechanisms import PrivUnit2, PrivUnitInf, get_mechanism
 
 
 def test_row_norms_survive_overflow_and_underflow() -> None:
     x = np.array([[1e308, 1e308, 0.0], [3e-200, 4e-200, 0.0], [5e-324, 0.0, 0.0], [0.0, 0.0, 0.0], [3.0, 4.0, 0.0]])
-    norms = sm.row_norms(x)
+    norms = rowmath.row_norms(x)
     assert norms[0] == pytest.approx(np.sqrt(2) * 1e308, rel=1e-15)
     assert norms[1] == pytest.approx(5e-200, rel=1e-15)
     assert norms[2] == 5e-324 and norms[3] == 0.0 and norms[4] == 5.0
@@ -21,7 +22,7 @@ def test_row_norms_survive_overflow_and_underflow() -> None:
 
 def test_clip_keeps_the_direction_of_a_huge_row() -> None:
     """√Σx² overflowed to inf and the row became the zero row (a random direction)."""
-    clipped, count = PrivUnit2.calibrate(3, 4.0).clip(np.array([[1e308, -1e308, 0.0]]))
+    clipped, count = PrivUnit2.calibrate(3, 4.0).project(np.array([[1e308, -1e308, 0.0]]))
     assert count == 1 and np.allclose(clipped, [[2**-0.5, -(2**-0.5), 0.0]])
 
 

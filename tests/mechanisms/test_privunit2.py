@@ -11,6 +11,7 @@ from helpers import PRIVUNIT2_D_GRID, PRIVUNIT2_EPS_GRID, bonferroni_z
 from scipy import integrate, optimize, special
 
 from ldpcli.errors import UsageError
+from ldpcli.math import _logspace as logspace
 from ldpcli.math import _sphere as sm
 from ldpcli.mechanisms import PrivUnit2, get_mechanism, mechanism_names
 from ldpcli.mechanisms._privunit import _log_m
@@ -76,7 +77,7 @@ def test_optimum_beats_every_other_split(d: int, eps: float) -> None:
 
     def log_m_at(y: float) -> float:
         log_p_cap = sm.log_cap_probability(y, d)
-        logit_p = eps - (sm.log1mexp(log_p_cap) - log_p_cap)
+        logit_p = eps - (logspace.log1mexp(log_p_cap) - log_p_cap)
         return _log_m(d, y, logit_p, log_p_cap) if logit_p >= 0 else -1e300
 
     for factor in np.linspace(0.2, 3.0, 57):

@@ -377,7 +377,7 @@ def test_describe_recreates_the_mechanism(mech) -> None:
 def test_clip_and_privatize_shapes() -> None:
     mech = ScalarDP.calibrate(1, 2.0, norm_bound=1.0)
     x = np.array([[-0.5], [0.3], [1.0 + 1e-12], [7.0]])
-    x, moved = mech.clip(x)
+    x, moved = mech.project(x)
     assert moved == 2 and x.min() >= 0.0 and x.max() <= 1.0 + 1e-9
     z = mech.privatize(x, np.random.default_rng(0))
     assert z.shape == (4, 1)

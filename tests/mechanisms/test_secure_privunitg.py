@@ -18,12 +18,14 @@ import pytest
 
 from ldpcli.math import _lawtests as lawtests
 from ldpcli.mechanisms import _rendering as rd
+from ldpcli.math import _extended as extended
+from ldpcli.math import _roundoff as roundoff
 from ldpcli.mechanisms._base import get_mechanism
 from ldpcli.mechanisms._composition import release_cost
 from ldpcli.release._sidecar import load_sidecar
 from tests.helpers import bonferroni_z, ldp, unit_rows
 
-U = rd.unit_roundoff()
+U = roundoff.unit_roundoff()
 PREC = 400
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "ldpcli" / "schemas" / "sidecar-v2.schema.json").read_text())
 
@@ -68,15 +70,15 @@ def test_each_step_within_its_bound(d: int) -> None:
     bits from the exact values of the computed û, the given normals g and z (u = û/‖û‖: Lemma 1); and the
     orthogonal part alone within e_w·‖g‖ (step 4, here at d = 2 too)."""
     mpmath.mp.prec = PREC
-    bounds = rd.gaussian_bounds(d, U)
-    e_w = rd.step_bounds(d, U).e_w
+    bounds = roundoff.gaussian_bounds(d, U)
+    e_w = roundoff.step_bounds(d, U).e_w
     x, normals = hard_rows(d, seed=d)
-    u = rd.secure_unit_rows(x, np.zeros(len(x)), 1.0, np.random.default_rng(0))
-    w = rd.orthogonal_part(normals.astype(rd.WORK), u)
+    u = extended.secure_unit_rows(x, np.zeros(len(x)), 1.0, np.random.default_rng(0))
+    w = extended.orthogonal_part(normals.astype(extended.WORK), u)
     worst = 0.0
     for s in (get_mechanism("privunitg").calibrate(d, 2.0).output_scale, 3e-7, 7.5e40):
         for z in Z_VALUES:
-            out = rd.gaussian_combine(u, w, np.full(len(x), z), s)
+            out = extended.gaussian_combine(u, w, np.full(len(x), z), s)
             for i in range(len(x)):
                 u_hat = [mp(v) for v in u[i]]
                 size = mpmath.sqrt(mpmath.fsum(v * v for v in u_hat))
@@ -99,14 +101,14 @@ def test_d1_output_is_a_function_of_the_exact_one() -> None:
     input's magnitude: a function of the exact output z·u, hence τ = δ = 0."""
     x = np.array([[0.7], [-0.7], [5e-324], [-3e-200], [1.0], [0.0]])
     rng = np.random.default_rng(1)
-    u = rd.secure_unit_rows(x, np.zeros(len(x)), 1.0, rng)
+    u = extended.secure_unit_rows(x, np.zeros(len(x)), 1.0, rng)
     assert np.all(np.abs(u) == 1)
-    w = rd.orthogonal_part(rng.standard_normal(u.shape).astype(rd.WORK), u)
+    w = extended.orthogonal_part(rng.standard_normal(u.shape).astype(extended.WORK), u)
     assert np.all(w == 0)
     z = np.array([0.3, 0.3, -1.7, 0.0, 2.5, 1e-310])
     s = 2.75
-    out = rd.gaussian_combine(u, w, z, s)
-    expected = (rd.WORK(s) * z.astype(rd.WORK)) * u[:, 0]
+    out = extended.gaussian_combine(u, w, z, s)
+    expected = (extended.WORK(s) * z.astype(extended.WORK)) * u[:, 0]
     assert np.array_equal(out[:, 0], expected) and not np.any(np.signbit(out[z == 0]))
     mech = rd.secured(get_mechanism("privunitg").calibrate(1, 1.0))
     assert mech.rendering.tau == 0.0 and mech.rendering.delta == 0.0 and mech.delta_exact == 0.0
@@ -120,7 +122,7 @@ def test_error_sum_dominates_the_rows() -> None:
     n = 200_000
     for d, eps in [(2, 0.5), (3, 8.0), (64, 2.0)]:
         mech = get_mechanism("privunitg").calibrate(d, eps)
-        b = rd.gaussian_bounds(d, U)
+        b = roundoff.gaussian_bounds(d, U)
         per_row = np.sqrt(d) * (b.along * np.abs(mech.split_normals(n, rng))
                                 + b.across * np.linalg.norm(rng.standard_normal((n, d)), axis=1))
         assert per_row.mean() + 5 * per_row.std() / np.sqrt(n) <= rd.gaussian_error_sum(mech, d, U)
@@ -153,8 +155,8 @@ def test_clip_at_the_largest_exact_count() -> None:
     """A value beyond (2⁵³ − 1)·g (an unbounded coordinate could be, in principle) is released as ±(2⁵³ − 1)·g
     exactly, a grid point, instead of an overflowed integer; values below are unchanged."""
     g = 2.0**-20
-    z = np.array([[1e300, -1e300, 2.0**32 * 1.5, -(2.0**32) + g]], dtype=rd.WORK)
-    r = rd.round_to_grid(z, g, np.random.default_rng(5))
+    z = np.array([[1e300, -1e300, 2.0**32 * 1.5, -(2.0**32) + g]], dtype=extended.WORK)
+    r = extended.round_to_grid(z, g, np.random.default_rng(5))
     top = (2.0**53 - 1) * g
     assert list(r[0]) == [top, -top, 2.0**32 * 1.5, -(2.0**32) + g]
 

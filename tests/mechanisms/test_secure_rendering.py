@@ -18,6 +18,8 @@ import pytest
 import ldpcli
 from ldpcli.errors import UsageError
 from ldpcli.mechanisms import _rendering as rd
+from ldpcli.math import _extended as extended
+from ldpcli.math import _roundoff as roundoff
 from ldpcli.mechanisms._base import get_mechanism
 from ldpcli.mechanisms._composition import release_cost
 from ldpcli.release._ledger import Ledger
@@ -116,11 +118,11 @@ def test_exact_bernoulli_reads_bits_beyond_the_first_64() -> None:
     comparison with 2⁶³ decides; a rounded f (k or k + 1 over 2⁶⁴) would decide from the first block alone."""
     k = 123456789
     f = np.array([(np.longdouble(k) + np.longdouble(0.5)) * np.longdouble(2.0) ** -64])
-    assert rd.exact_bernoulli(f, Bits(k, 2**63 - 1))[0]
-    assert not rd.exact_bernoulli(f, Bits(k, 2**63))[0]
-    assert rd.exact_bernoulli(f, Bits(k - 1))[0]
-    assert not rd.exact_bernoulli(f, Bits(k + 1))[0]
-    assert not rd.exact_bernoulli(np.array([np.longdouble(0)]), Bits(0))[0]
+    assert extended.exact_bernoulli(f, Bits(k, 2**63 - 1))[0]
+    assert not extended.exact_bernoulli(f, Bits(k, 2**63))[0]
+    assert extended.exact_bernoulli(f, Bits(k - 1))[0]
+    assert not extended.exact_bernoulli(f, Bits(k + 1))[0]
+    assert not extended.exact_bernoulli(np.array([np.longdouble(0)]), Bits(0))[0]
 
 
 def test_round_to_grid_is_unbiased_with_the_binomial_variance() -> None:
@@ -129,7 +131,7 @@ def test_round_to_grid_is_unbiased_with_the_binomial_variance() -> None:
     g = 0.25
     z0 = np.array([0.3 * g, -2.7 * g, 5.5 * g, 1e-30, -1e-30, -3 * g + 1e-12], dtype=np.longdouble)
     n = 200_000
-    r = rd.round_to_grid(np.tile(z0, (n, 1)), g, np.random.default_rng(6))
+    r = extended.round_to_grid(np.tile(z0, (n, 1)), g, np.random.default_rng(6))
     assert np.all(r / g == np.round(r / g)) and not np.any(bits(r) == NEGATIVE_ZERO)
     f = np.abs(z0.astype(np.float64)) / g % 1.0
     var = g * g * f * (1 - f)
@@ -168,7 +170,7 @@ def test_delta_is_at_most_the_target_and_counted_in_the_cost() -> None:
         mech = rd.secured(plain, target)
         r = mech.rendering
         c = plain.norm_bound * plain.scale
-        tau = c * rd.cap_error_sum(d, rd.unit_roundoff()) / r.grid
+        tau = c * roundoff.cap_error_sum(d, roundoff.unit_roundoff()) / r.grid
         assert r.delta == pytest.approx((1 + np.exp(eps)) * tau, rel=1e-12) and r.delta <= target
         assert (1 + np.exp(eps)) * 2 * tau > target  # g/2 would miss the target
         assert r.error_ratio == pytest.approx((plain.expected_error_max + d * r.grid**2 / 4) / plain.expected_error_max)
@@ -313,7 +315,7 @@ def test_bit_audit_finds_the_leak_only_on_the_default_rendering() -> None:
 def test_only_computing_a_secure_release_needs_extended_precision(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where numpy's longdouble is a plain double (macOS arm64, Windows), params and reading a secure release
     back still work (the proof's u = 2⁻⁶⁴ is a constant), and only privatizing refuses, with one message."""
-    monkeypatch.setattr(rd, "WORK", np.float64)
+    monkeypatch.setattr(extended, "WORK", np.float64)
     plain = ldpcli.mechanisms.PrivUnit2.calibrate(8, 2.0)
     mech = rd.secured(plain)
     assert mech.rendering.delta > 0.0  # type: ignore[attr-defined]

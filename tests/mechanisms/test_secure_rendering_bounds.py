@@ -4,7 +4,7 @@ exact recomputation (mpmath at 400 bits from the exact values of the computed lo
 Each step of the grid kind (:func:`unit_rows`, :func:`orthogonal_rows`, :func:`combine_rows`) is run on
 random and adversarial rows (mixed magnitudes down to subnormals, all-equal coordinates, normals
 almost along u, cosines at ±1 and 0) and its error is compared with its bound in
-:class:`~ldpcli.mechanisms._rendering.StepBounds`: never exceeded.
+:class:`~ldpcli.math._roundoff.StepBounds`: never exceeded.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import mpmath
 import numpy as np
 import pytest
 
-from ldpcli.mechanisms import _rendering as rd
+from ldpcli.math import _extended as extended
+from ldpcli.math import _roundoff as roundoff
 
 mpmath.mp.prec = 400
-U = rd.unit_roundoff()
+U = roundoff.unit_roundoff()
 
 
 def exact(value: Any) -> mpmath.mpf:
@@ -84,16 +85,16 @@ COSINES = np.array([1.0, -1.0, 0.0, 1e-300, 1.0 - 2.0**-53, -1.0 + 2.0**-53, 0.3
 
 @pytest.mark.parametrize("d", [2, 3, 4, 7, 64, 300])
 def test_each_step_within_its_bound(d: int) -> None:
-    bounds = rd.step_bounds(d, U)
+    bounds = roundoff.step_bounds(d, U)
     x = rows(d, seed=d)
     n = x.shape[0]
-    u = rd.secure_unit_rows(x, np.zeros(n), 1.0, np.random.default_rng(0))
+    u = extended.secure_unit_rows(x, np.zeros(n), 1.0, np.random.default_rng(0))
     g_given = normals_for(u, seed=d)
-    w, g = rd.orthogonal_rows(u, FixedNormals(g_given))
+    w, g = extended.orthogonal_rows(u, FixedNormals(g_given))
     c = 3.7
     worst = {"u": 0.0, "w": 0.0, "z": 0.0}
     for t in COSINES:
-        z = rd.combine_rows(u, w, np.full(n, t), c)
+        z = extended.combine_rows(u, w, np.full(n, t), c)
         for i in range(n):
             u_hat = vector(u[i])
             size = norm(u_hat)
@@ -128,11 +129,11 @@ def test_pairwise_sum_bound() -> None:
     """Σ by halving: |ŝ − s| ≤ γ_⌈log₂ d⌉ Σ|a| on sums built to cancel (d = 1000, 1001)."""
     rng = np.random.default_rng(5)
     for d in (1000, 1001):
-        a = (rng.standard_normal((20, d)) * 10.0 ** rng.integers(-5, 5, size=(20, d))).astype(rd.WORK)
+        a = (rng.standard_normal((20, d)) * 10.0 ** rng.integers(-5, 5, size=(20, d))).astype(extended.WORK)
         a[:, -1] = -np.sum(a[:, :-1].astype(np.float64), axis=1)
         levels = int(np.ceil(np.log2(d)))
         gamma = levels * U / (1 - levels * U)
-        s = rd._pairwise_sum(a)
+        s = extended.pairwise_sum(a)
         for i in range(a.shape[0]):
             terms = vector(a[i])
             assert abs(exact(s[i]) - mpmath.fsum(terms)) <= gamma * mpmath.fsum(abs(v) for v in terms)
@@ -144,17 +145,17 @@ def test_expected_error_sum_dominates_the_rows() -> None:
     than five standard errors of that mean."""
     rng = np.random.default_rng(11)
     for d in (3, 8, 64):
-        b = rd.step_bounds(d, U)
+        b = roundoff.step_bounds(d, U)
         g = rng.standard_normal((200_000, d))
         ratio = np.linalg.norm(g, axis=1) / np.linalg.norm(g[:, 1:], axis=1)  # u = e₁
         per_row = np.sqrt(d) * (b.k0 + 2 * b.e_w * ratio)
-        assert per_row.mean() + 5 * per_row.std() / np.sqrt(per_row.size) <= rd.cap_error_sum(d, U)
+        assert per_row.mean() + 5 * per_row.std() / np.sqrt(per_row.size) <= roundoff.cap_error_sum(d, U)
 
 
 def test_bounds_are_rational_not_rounded_away() -> None:
     """1 + 2⁻⁶⁴ is 1 in double precision: the bounds are computed exactly, so none is 0 and each is
     at least the first-order term it must contain."""
-    b = rd.step_bounds(1000, U)
+    b = roundoff.step_bounds(1000, U)
     assert b.e_u >= 13 * U  # γ_{ℓ+2} + u with ℓ = 10
     assert b.e_a >= 3 * U + 2 * U + 12 * U
     assert min(b) > 0

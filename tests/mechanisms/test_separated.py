@@ -252,7 +252,7 @@ def test_privatize_shapes_seeds_and_zero_rows() -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((40, 30))
     x[::4] = 0.0
-    x, _ = mech.clip(x * 0.3)
+    x, _ = mech.project(x * 0.3)
     a = mech.privatize(x, np.random.default_rng(1))
     b = mech.privatize(x, np.random.default_rng(1))
     assert a.shape == x.shape and np.array_equal(a, b) and np.all(np.isfinite(a))
