@@ -45,6 +45,11 @@ def _cell(text: str) -> str:
     return _escape(" ".join(text.split()).replace("|", "\\|"))
 
 
+def _code(text: str) -> str:
+    """``text`` inside a code span of a table cell: one line, its pipes escaped (no HTML escape in code)."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
 def _help_text(command: Any) -> str:
     text = (command.help or "").replace("\b\n", "").strip()
     return _escape("\n".join(line.rstrip() for line in text.splitlines()))
@@ -71,7 +76,7 @@ def render_command(command: Any, path: list[str], level: int) -> list[str]:
         if not records:
             continue
         lines += [f"**{title}**", "", "| name | description |", "|---|---|"]
-        lines += [f"| `{_cell(names)}` | {_cell(help_)} |" for names, help_ in records]
+        lines += [f"| `{_code(names)}` | {_cell(help_)} |" for names, help_ in records]
         lines.append("")
     for sub_name, sub in getattr(command, "commands", {}).items():
         lines += render_command(sub, [*path, sub_name], level + 1)
@@ -80,8 +85,9 @@ def render_command(command: Any, path: list[str], level: int) -> list[str]:
 
 def render() -> str:
     """The whole page: ``ldp``'s own options, then every command in the order ``ldp --help`` lists them."""
-    from ldpcli.cli.app import COMMANDS, app, load_command
     from typer.main import get_command
+
+    from ldpcli.cli.app import COMMANDS, app, load_command
 
     root = get_command(app)
     lines = HEADER.splitlines() + [""]
@@ -101,7 +107,7 @@ def render_command_root(root: Any) -> list[str]:
     lines = ["## `ldp`", "", _help_text(root), "", "```text", "Usage: ldp [OPTIONS] COMMAND [ARGS]...", "```", ""]
     records = [r for p in root.params if (r := p.get_help_record(ctx)) is not None]
     lines += ["**Options**", "", "| name | description |", "|---|---|"]
-    lines += [f"| `{_cell(names)}` | {_cell(help_)} |" for names, help_ in records]
+    lines += [f"| `{_code(names)}` | {_cell(help_)} |" for names, help_ in records]
     lines += ["", "**Commands**", "", "| command | what it does |", "|---|---|"]
     lines += [f"| [`{name}`](#ldp-{name}) | {_cell(summary)} |" for name, summary in COMMANDS.items()]
     return lines + [""]
