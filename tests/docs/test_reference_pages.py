@@ -138,6 +138,13 @@ def test_the_home_page_links_every_section_in_one_click() -> None:
     assert wanted - linked == set()
 
 
+def test_the_readme_links_resolve() -> None:
+    """Every relative link of the README names a file of the repository (the site's pages it points into)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\((?!https?://)([^)#\s]+)(?:#[\w-]+)?\)", readme)
+    assert len(links) > 20 and [link for link in links if not (ROOT / link).exists()] == []
+
+
 @pytest.mark.slow
 def test_the_site_builds_with_strict(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
