@@ -42,6 +42,8 @@ def generated() -> dict[str, str]:
     return reference().pages()
 
 
+@pytest.mark.slow  # 2-3 s alone on the loaded 2-core machine (it renders every page); the completeness tests below
+# catch a new option or public name missing from the pages in the fast subset
 def test_the_generated_pages_are_current() -> None:
     stale = [page for page, text in generated().items()
              if not (ROOT / page).is_file() or (ROOT / page).read_text(encoding="utf-8") != text]
