@@ -274,6 +274,8 @@ def write_dataset_release(
         Called once, before any part starts, with the rows of all the inputs (None when one of
         them has no row count before it is read: CSV).
 
+    Notes
+    -----
     Nothing is published unless every part and every check succeeded.
     """
     options.refuse(_NOT_FOR_DATASETS if engine is None else (*_NOT_FOR_DATASETS, "resources.threads"),

@@ -311,6 +311,8 @@ def write_file_releases(
     mechanism, epsilon, norm_bound, options, sidecar, on_rows, on_start
         As :func:`write_file_release` takes them, the same for every input.
 
+    Notes
+    -----
     Before any row is read, every target is checked (an existing output needs
     ``options.overwrite``). If an input fails, the ones before it stay released, complete with
     their sidecars and ledger records, and the error says which they are.

@@ -42,12 +42,14 @@ def errata_text() -> str:
 
 
 def cited_sources() -> list[Path]:
-    """The files whose citations must resolve: ldpcli/ and tests/ (Python) and README.md."""
+    """The files whose citations must resolve: ldpcli/ and tests/ (Python), README.md and the site's pages."""
     files = sorted((ROOT / "ldpcli").rglob("*.py")) + sorted((ROOT / "tests").rglob("*.py"))
     files = [f for f in files if f.resolve() != THIS_FILE]
     readme = ROOT / "README.md"
     if readme.is_file():
         files.append(readme)
+    # The site's pages that were README sections until the site (docs/errata.md itself is the target).
+    files += sorted((ROOT / "docs").glob("*/**/*.md"))
     return files
 
 

@@ -1,6 +1,7 @@
 """Numbers and install lines the README states, checked against the registry and pyproject.toml.
 
-- The gaussian-sign bullet states its worst-case error as a multiple of privunit2's, per d and ε
+- The gaussian-sign bullet (docs/how-to/queries.md, the README's until the site) states its worst-case error as a
+  multiple of privunit2's, per d and ε
   (issue 26 item 18: it said "1.0–1.17× at ε ≤ 1", which holds only for large d; the ratio is π/2
   at d = 1 and 1.40 at d = 2). Every "X at d = N" and "X–Y at d = N" it gives is recomputed from
   the mechanisms' ``expected_error_max`` and must round to what is printed.
@@ -21,6 +22,8 @@ from ldpcli.mechanisms import MechanismSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: The page that holds the gaussian-sign bullet (the README's "Projection and query release" until the site).
+QUERIES = (ROOT / "docs" / "how-to" / "queries.md").read_text(encoding="utf-8")
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 #: The ε of each part of the gaussian-sign bullet: the part's first words, and the ε it ranges over.
@@ -37,8 +40,8 @@ def worst_case_ratio(d: int, epsilon: float) -> float:
 
 
 def gaussian_sign_bullet() -> str:
-    start = README.index("- **`gaussian-sign`**")
-    return " ".join(README[start:README.index("\n- **", start + 1)].split())
+    start = QUERIES.index("- **`gaussian-sign`**")
+    return " ".join(QUERIES[start:QUERIES.index("\n- **", start + 1)].split())
 
 
 def printed_claims() -> list[tuple[tuple[float, ...], int, str, str | None]]:
@@ -60,7 +63,7 @@ def rounds_to(value: float, printed: str) -> bool:
     return abs(value - float(printed)) <= 0.5 * 10.0**-decimals + 1e-12
 
 
-def test_the_readme_states_the_ratio_for_every_d_at_small_epsilon() -> None:
+def test_the_page_states_the_ratio_for_every_d_at_small_epsilon() -> None:
     stated = {d for epsilons, d, _, _ in printed_claims() if epsilons == SEGMENTS[0][1]}
     assert stated == set(D_STATED)
 
@@ -79,13 +82,25 @@ def test_the_ratio_is_pi_over_2_at_d_1_whatever_epsilon() -> None:
                for epsilon in (0.1, 1.0, 4.0, 16.0))
 
 
-def test_every_extra_the_readme_names_exists_and_has_its_clone_form() -> None:
+SITE = {path.relative_to(ROOT).as_posix(): path.read_text(encoding="utf-8") for path in (ROOT / "docs").rglob("*.md")}
+
+
+@pytest.mark.parametrize("doc", ["README.md", *sorted(SITE)])
+def test_every_extra_the_readme_names_exists_and_has_its_clone_form(doc: str) -> None:
+    """The README and every page of the site: each extra named exists, and the README gives its clone form."""
+    text = README if doc == "README.md" else SITE[doc]
     extras = set(PYPROJECT["project"]["optional-dependencies"])
     name = PYPROJECT["project"]["name"]
-    named = re.findall(r"pip install (?:-e )?'([^'\[]+)\[([^\]]+)\]'", README)
-    assert named, "the README names no extra"
+    named = re.findall(r"pip install (?:-e )?'([^'\[]+)\[([^\]]+)\]'", text)
+    assert named or doc != "README.md", "the README names no extra"
     for package, listed in named:
         assert package in (".", name), f"pip install '{package}[{listed}]': neither the clone (.) nor {name!r}"
         assert set(listed.split(",")) <= extras, f"unknown extra in [{listed}]; pyproject.toml has {sorted(extras)}"
     for extra in {extra for _, listed in named for extra in listed.split(",")}:
         assert f"pip install -e '.[{extra}]'" in README, f"the extra {extra!r} is not given in its clone form"
+
+
+def test_the_readme_lists_every_extra_in_its_table() -> None:
+    """The README's install table has one row per extra of pyproject.toml (but dev, the test extra plus one)."""
+    rows = set(re.findall(r"^\| `(\w+)` \|", README, re.M))
+    assert set(PYPROJECT["project"]["optional-dependencies"]) - {"dev"} <= rows

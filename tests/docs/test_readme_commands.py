@@ -1,4 +1,7 @@
-"""Every command shown in README.md and examples/README.md runs, and its output matches what is shown.
+"""Every command shown in README.md, examples/README.md and the site (docs/) runs, and its output matches what is shown.
+
+The site's pages that hold what the README held (``README_PAGES``) are replayed after the README, in its
+directory, as one document; every other page of the site is a document of its own.
 
 The documents are read when the tests are collected, so an edit to them is picked up by the next run.
 Their fenced code blocks are taken in document order:
@@ -49,7 +52,31 @@ import pytest
 from helpers import files_under, ldp
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = ("README.md", "examples/README.md")
+#: The pages of the site that hold what the README held before the site (issue 38), in the README's old order:
+#: replayed after the README, in its directory, as one document (a page may use what an earlier one wrote, as
+#: the README's sections did).
+README_PAGES = (
+    "docs/how-to/params.md", "docs/how-to/privatize.md", "docs/how-to/dask.md", "docs/how-to/estimate-mean.md",
+    "docs/how-to/audit.md", "docs/how-to/sweep-plot.md", "docs/how-to/risk-budget.md", "docs/how-to/signing.md",
+    "docs/how-to/regression.md", "docs/how-to/queries.md", "docs/how-to/train.md", "docs/how-to/central.md",
+    "docs/reference/sidecar.md", "docs/explanation/mechanisms.md", "docs/how-to/python-api.md",
+    "docs/reference/errors.md", "docs/reference/benchmarks.md", "docs/explanation/threat-model.md",
+)
+
+
+def _site_pages() -> tuple[str, ...]:
+    """Every other page of the site (docs/**/*.md), each replayed on its own."""
+    pages = sorted(path.relative_to(ROOT).as_posix() for path in (ROOT / "docs").rglob("*.md"))
+    return tuple(page for page in pages if page not in README_PAGES)
+
+
+#: Each replayed document: its name → its files, replayed in order in one directory.
+PARTS: dict[str, tuple[str, ...]] = {
+    "README.md": ("README.md", *README_PAGES),
+    "examples/README.md": ("examples/README.md",),
+    **{page: (page,) for page in _site_pages()},
+}
+DOCUMENTS = tuple(PARTS)
 TIMEOUT_S = 180
 #: Subcommands whose output is a function of their arguments alone: shown values are compared.
 DETERMINISTIC = {"params"}
@@ -77,12 +104,13 @@ class Block:
 
 @dataclass
 class Step:
-    doc: str
+    doc: str  # the file it is in
     line: int
     kind: str  # "command", "synopsis" or "python"
     text: str
     shown: list[str] | None = None  # console output shown under a command
-    index: int = -1
+    index: int = -1  # its place among the steps of its document (PARTS)
+    document: str = ""  # the replayed document (PARTS) it belongs to
 
     @property
     def id(self) -> str:
@@ -218,10 +246,15 @@ def parse_document(doc: str, text: str) -> list[Step]:
 
 
 def document_steps(doc: str) -> list[Step]:
-    path = ROOT / doc
-    if not path.is_file():
-        return []
-    return parse_document(doc, path.read_text(encoding="utf-8"))
+    """The steps of a replayed document (its files' steps, in order), numbered across its files."""
+    steps: list[Step] = []
+    for part in PARTS.get(doc, (doc,)):
+        path = ROOT / part
+        if path.is_file():
+            steps += parse_document(part, path.read_text(encoding="utf-8"))
+    for k, step in enumerate(steps):
+        step.index, step.document = k, doc
+    return steps
 
 
 STEPS: list[Step] = [step for doc in DOCUMENTS for step in document_steps(doc)]
@@ -496,10 +529,10 @@ def check_synopsis(step: Step, result: Result) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "step", [pytest.param(step, id=step.id, marks=pytest.mark.xdist_group(f"replay {step.doc}")) for step in STEPS]
+    "step", [pytest.param(step, id=step.id, marks=pytest.mark.xdist_group(f"replay {step.document}")) for step in STEPS]
 )
 def test_documented_step(step: Step, documents) -> None:
-    result = documents(step.doc).result(step.index)
+    result = documents(step.document).result(step.index)
     if step.kind == "command":
         check_command(step, result)
     elif step.kind == "synopsis":
@@ -510,7 +543,8 @@ def test_documented_step(step: Step, documents) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "doc", [pytest.param(doc, marks=pytest.mark.xdist_group(f"replay {doc}")) for doc in DOCUMENTS]
+    "doc", [pytest.param(doc, marks=pytest.mark.xdist_group(f"replay {doc}"))
+            for doc in DOCUMENTS if any(step.document == doc for step in STEPS)]
 )
 def test_the_replay_leaves_the_repository_as_it_was(doc: str, documents) -> None:
     """After every step of the document (run now if no test ran them yet), the repository holds what it held
@@ -520,7 +554,8 @@ def test_the_replay_leaves_the_repository_as_it_was(doc: str, documents) -> None
     assert files_under(ROOT, depth=2) == run.repository
 
 
-@pytest.mark.parametrize("doc", DOCUMENTS)
+@pytest.mark.parametrize("doc", ("README.md", "examples/README.md", "docs/tutorials/quick-start.md",
+                                 "docs/tutorials/release-embeddings.md"))
 def test_document_shows_commands(doc: str) -> None:
     assert (ROOT / doc).is_file(), f"{doc} is missing"
     commands = [s for s in document_steps(doc) if s.kind == "command"]

@@ -1,6 +1,8 @@
-"""The README's "Python API" page runs, and it uses only names of the public API (``ldpcli.X``).
+"""The Python API how-to (docs/how-to/python-api.md, the README's "Python API" section until the site) and the
+README's Python example run, and they use only names of the public API (``ldpcli.X``).
 
-Its ```` ```python ```` blocks are read when the tests are collected, run in document order in one
+Their ```` ```python ```` blocks (the README's, then the page's "Python API" section) are read when the tests are
+collected, run in document order in one
 temporary directory holding a copy of ``examples/`` (one process, so a block may use what an earlier
 one made), three times over, leaving nothing there nor in the repository; and parsed: they may import
 ``ldpcli`` itself and nothing below it, and every ``ldpcli.X`` they use must be one of ``ldpcli.__all__``.
@@ -22,15 +24,19 @@ from helpers import files_under
 import ldpcli
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = "## Python API"
+PAGE = "docs/how-to/python-api.md"
+SECTION = "# Python API"
 FENCE = re.compile(r"^```(\w*)\s*$")
 
 
-def python_blocks(text: str) -> list[tuple[int, str]]:
-    """The (first line number, code) of each python block in the section titled ``SECTION``."""
+def python_blocks(text: str, section: str | None = SECTION) -> list[tuple[int, str]]:
+    """The (first line number, code) of each python block in the section titled ``section`` (up to the next
+    ``## `` heading; the whole text when ``section`` is None)."""
     lines = text.splitlines()
-    start = lines.index(SECTION)
+    start = lines.index(section) if section is not None else -1
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    if section is None:
+        end = len(lines)
     blocks: list[tuple[int, str]] = []
     lang: str | None = None  # inside a fence: its language
     body: list[str] = []
@@ -49,7 +55,10 @@ def python_blocks(text: str) -> list[tuple[int, str]]:
     return blocks
 
 
-BLOCKS = python_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
+#: (file, first line, code) of each block: the README's example, then the page's section.
+BLOCKS = [("README.md", line, code) for line, code in python_blocks((ROOT / "README.md").read_text(encoding="utf-8"),
+                                                                    None)]
+BLOCKS += [(PAGE, line, code) for line, code in python_blocks((ROOT / PAGE).read_text(encoding="utf-8"))]
 
 
 def ldpcli_names(code: str) -> Iterator[str]:
@@ -64,16 +73,20 @@ def ldpcli_names(code: str) -> Iterator[str]:
 
 
 def test_the_section_has_its_examples() -> None:
-    code = "\n".join(block for _, block in BLOCKS)
+    code = "\n".join(block for doc, _, block in BLOCKS if doc == PAGE)
     for call in ("ldpcli.privatize(", "ldpcli.privatize_file(", "ldpcli.open_release(", ".mean(", ".group_means(",
                  ".regress(", ".answer(", ".attack(", "ldpcli.Ledger", "ldpcli.MechanismSpec"):
         assert call in code, call
 
 
-@pytest.mark.parametrize("line, code", BLOCKS, ids=[f"README.md:{line}" for line, _ in BLOCKS])
-def test_blocks_use_only_the_public_api(line: int, code: str) -> None:
+@pytest.mark.parametrize("doc, line, code", BLOCKS, ids=[f"{doc}:{line}" for doc, line, _ in BLOCKS])
+def test_blocks_use_only_the_public_api(doc: str, line: int, code: str) -> None:
     outside = sorted(set(ldpcli_names(code)) - set(ldpcli.__all__))
-    assert outside == [], f"README.md:{line} uses names outside ldpcli.__all__: {outside}"
+    assert outside == [], f"{doc}:{line} uses names outside ldpcli.__all__: {outside}"
+
+
+def test_the_readme_has_a_python_example() -> None:
+    assert any(doc == "README.md" and "ldpcli.privatize(" in code for doc, _, code in BLOCKS)
 
 
 RUNS = 3  # an owner's ledger kept between runs refused the third (2 + 2 + 2 > 5): each run must start afresh
@@ -94,10 +107,10 @@ def test_blocks_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypa
     monkeypatch.chdir(work)
     for run in range(RUNS):
         namespace: dict[str, object] = {"__name__": "__readme__"}
-        for line, code in BLOCKS:
+        for doc, line, code in BLOCKS:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ldpcli.LdpWarning)
-                exec(compile(code, f"README.md:{line}", "exec"), namespace)  # noqa: S102
+                exec(compile(code, f"{doc}:{line}", "exec"), namespace)  # noqa: S102
         shown = capsys.readouterr().out
         assert "reconstructed to cosine" in shown and "would exceed" in shown, run  # the attack ran; the cap refused
         assert files_under(work, depth=3) == here, f"run {run + 1} left files where it ran"
