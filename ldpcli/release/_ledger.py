@@ -78,8 +78,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import DataError, UsageError, counted
-from ldpcli.io import _faults as faults
-from ldpcli.io._atomic import AtomicFileSink, atomic_write_text
+from ldpcli.io._atomic import AtomicFileSink
 from ldpcli.io._hashing import Sha256
 from ldpcli.io._messages import _reason
 from ldpcli.release._ledger_file import (
@@ -90,16 +89,15 @@ from ldpcli.release._ledger_file import (
     Spend,
     default_ledger_path,
     distinct,
-    dump_ledger,
     entry_problem,
     locked,
     private_umask,
-    read_ledger,
     spend_of,
     unreadable,
 )
+from ldpcli.release._ledger_log import Change, LedgerState, load, positions, write
 from ldpcli.release._rowhash import ReleaseRows, RowDigest, key_check
-from ldpcli.release._rowindex import Charge, RowIndex
+from ldpcli.release._rowindex import Charge, RowIndex, RowRuns
 
 #: The prefix of every input tag (the 1 is the tag's version: HMAC-SHA256 of the fingerprint).
 TAG_PREFIX = "ldptag1-"
@@ -215,12 +213,17 @@ class Ledger:
     2014, Theorem 3.16).
     """
 
-    def __init__(self, path: Path, label: str, key: bytes | None, entries: list[LedgerEntry]) -> None:
+    def __init__(self, path: Path, label: str, key: bytes | None, entries: list[LedgerEntry],
+                 state: LedgerState | None = None) -> None:
         """Use :meth:`open`."""
         self._path = path
         self._label = label
         self._key = key
         self._entries = entries
+        #: The file as last read (base and log), brought up to date by each change (only the log's new bytes),
+        #: and the row files of its entries as sorted runs: a run of many releases reads each once (issue 36).
+        self._state = state
+        self._runs: RowRuns | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None) -> Ledger:
@@ -240,11 +243,10 @@ class Ledger:
         """
         target = Path(path) if path is not None else default_ledger_path()
         label = os.fspath(target)
-        state = read_ledger(target, label)
+        state = load(Path(os.path.realpath(target)), label)
         if state is None:
             return cls(target, label, None, [])
-        key, entries = state
-        return cls(target, label, key, entries)
+        return cls(target, label, state.key, state.entries, state)
 
     @property
     def path(self) -> Path:
@@ -269,7 +271,7 @@ class Ledger:
         and the others read it. A release needs the key before it reads its input (its row
         hashes are keyed), so it calls this first.
         """
-        self._update(lambda key, entries: None, create=True)
+        self._update(lambda key, state, change: None, create=True)
         assert self._key is not None
         return self._key
 
@@ -348,7 +350,19 @@ class Ledger:
         vectorized, no per-row Python. DataError when a row file is missing or damaged (the ledger
         is never guessed at).
         """
-        return RowIndex(self._load_rows, self._map_rows, self._entries).spend(rows.hashes, len(self._entries), fingerprint)
+        if self._state is None:
+            return RowIndex(self._load_rows, self._map_rows, self._entries).spend(rows.hashes, len(self._entries), fingerprint)
+        runs = self._row_runs(self._state)
+        return RowIndex(self._load_rows, self._map_rows, self._entries, runs=runs).spend(rows.hashes, runs.count,
+                                                                                        fingerprint)
+
+    def _row_runs(self, state: LedgerState) -> RowRuns:
+        """The row files of ``state``'s entries as sorted runs: those indexed before and the ones appended since,
+        or all of them again when an entry was removed or replaced by one with other rows (or the file swapped)."""
+        runs = self._runs
+        if runs is None or runs.lineage is not state.lineage or runs.changes != state.changes:
+            runs = self._runs = RowRuns(lambda entry: self._load_rows(entry), state.lineage, state.changes)
+        return runs.extend(state.entries)
 
     def _rows_name(self, release: str) -> str:
         """The row file of ``release``, relative to the ledger's directory: ``<ledger stem>-rows/<release>.npy``
@@ -425,7 +439,7 @@ class Ledger:
         problem = entry_problem(entry.to_dict())
         if problem is not None:
             raise ValueError(f"not a valid ledger entry: {problem}")
-        self._update(lambda key, entries: entries.append(entry))
+        self._update(lambda key, state, change: change.add.append(entry))
 
     def reserve(self, entry: LedgerEntry, *, max_budget: float | None, input_label: str,
                 rows: ReleaseRows | None = None) -> Reservation:
@@ -465,12 +479,14 @@ class Ledger:
         for charge in charges:
             _check_arguments(charge.entry.epsilon_exact, max_budget)
 
-        def add(key: bytes, entries: list[LedgerEntry]) -> None:
+        def add(key: bytes, state: LedgerState, change: Change) -> None:
+            entries = state.entries
             for charge in charges:
                 if charge.rows is not None and charge.rows.key_check != key_check(key):
                     raise DataError(f"{self._label}: the ledger's key changed while {charge.label} was read (was the "
                                     "ledger replaced?); nothing was written: run again")
-            index = RowIndex(self._load_rows, self._map_rows, entries, charges) if any(c.rows is not None for c in charges) else None
+            index = (RowIndex(self._load_rows, self._map_rows, entries, charges, runs=self._row_runs(state))
+                     if any(c.rows is not None for c in charges) else None)
             for charge, release in zip(charges, releases):
                 if charge.rows is None:
                     used = _input_spend([*entries, *reserved], charge.entry.fingerprint)
@@ -490,7 +506,7 @@ class Ledger:
                 if charge.rows is not None:
                     written.append(entry)
                     self._write_rows(entry, charge.rows)
-            entries.extend(reserved)
+            change.add.extend(reserved)
 
         written: list[LedgerEntry] = []
         # The row files were written (some of them), the entries were not.
@@ -510,11 +526,12 @@ class Ledger:
         """:meth:`confirm` every reservation in ``releases`` in one rewrite (all, or none when one is missing)."""
         wanted = set(releases)
 
-        def mark(key: bytes, entries: list[LedgerEntry]) -> None:
+        def mark(key: bytes, state: LedgerState, change: Change) -> None:
             found = set()
-            for index, entry in enumerate(entries):
-                if entry.release in wanted and entry.state == RESERVED:
-                    entries[index] = replace(entry, state=CONFIRMED, owner=None, **changes)
+            for index in positions(state, wanted):  # by release id: no pass over every entry
+                entry = state.entries[index]
+                if entry.state == RESERVED:
+                    change.set[index] = replace(entry, state=CONFIRMED, owner=None, **changes)
                     found.add(entry.release)
             missing = [release for release in releases if release not in found]
             if missing:
@@ -537,9 +554,9 @@ class Ledger:
         """:meth:`cancel` every entry in ``releases`` in one rewrite, and their row files after it."""
         wanted = set(releases)
 
-        def drop(key: bytes, entries: list[LedgerEntry]) -> None:
-            removed.extend(e for e in entries if e.release in wanted)
-            entries[:] = [e for e in entries if e.release not in wanted]
+        def drop(key: bytes, state: LedgerState, change: Change) -> None:
+            change.drop.extend(positions(state, wanted))
+            removed.extend(state.entries[at] for at in change.drop)
 
         removed: list[LedgerEntry] = []
         self._update(drop, then=lambda: self._remove_rows(removed))
@@ -556,68 +573,55 @@ class Ledger:
         (:func:`ldpcli.release._commit.release_reservation` judges whether its run still runs or published).
         UsageError when no reservation has that id, or it must stay.
         """
-        def drop(key: bytes, entries: list[LedgerEntry]) -> None:
-            matches = [e for e in entries if e.state == RESERVED and len(release) >= 4 and e.release.startswith(release)]
+        def drop(key: bytes, state: LedgerState, change: Change) -> None:
+            matches = [(at, e) for at, e in enumerate(state.entries)
+                       if e.state == RESERVED and len(release) >= 4 and e.release.startswith(release)]
             if len(matches) != 1:
                 found = "no" if not matches else "more than one"
                 raise UsageError(f"{self._label}: {found} reservation has the id {release!r}; `ldp budget` lists them")
-            reason = removable(matches[0])
+            at, match = matches[0]
+            reason = removable(match)
             if reason is not None:
-                raise UsageError(f"{self._label}: reservation {matches[0].release} is {reason}; it stays counted")
-            entries.remove(matches[0])
-            removed.append(matches[0])
+                raise UsageError(f"{self._label}: reservation {match.release} is {reason}; it stays counted")
+            change.drop.append(at)
+            removed.append(match)
 
         removed: list[LedgerEntry] = []
         self._update(drop, then=lambda: self._remove_rows(removed))
         return removed[0]
 
-    def _update(self, change: Callable[[bytes, list[LedgerEntry]], None], *, step: str = "",
+    def _update(self, change: Callable[[bytes, LedgerState, Change], None], *, step: str = "",
                 create: bool = False, then: Callable[[], None] | None = None,
                 undo: Callable[[], None] | None = None) -> None:
-        """Read the file under the lock, ``change(key, entries)`` in place, write it back atomically.
+        """Bring the ledger up to date under the lock, ``change(key, state, draft)`` it, write the draft durably.
 
-        A missing file starts empty with this object's key (made now, and so written once, under
-        the lock, by the first change, or at once with ``create``). ``change`` may raise to write
-        nothing; an unchanged list is not written. ``step`` names the write for
-        :func:`ldpcli.io._faults.checkpoint`. Still under the lock, ``then()`` runs once the file is
-        written, and ``undo()`` when ``change`` or the write failed.
+        ``change`` reads the entries (``state``) and records what it changes in the draft
+        (:class:`ldpcli.release._ledger_log.Change`): one line appended to the log, or the base
+        rewritten (:func:`ldpcli.release._ledger_log.write`). A missing file starts empty with this
+        object's key (made now, and so written once, under the lock, by the first change, or at once
+        with ``create``). ``change`` may raise to write nothing; an empty draft is not written.
+        ``step`` names the write for :func:`ldpcli.io._faults.checkpoint`. Still under the lock,
+        ``then()`` runs once the change is written, and ``undo()`` when ``change`` or the write failed.
         """
         target = Path(os.path.realpath(self._path))
         self._make_directory(target.parent)
         with locked(target.with_name(target.name + ".lock"), self._label):
-            state = read_ledger(target, self._label)
-            entries: list[LedgerEntry]
-            if state is None:
-                key, entries = self._secret(), []
-            else:
-                key, entries = state
-            before = list(entries)
+            loaded = load(target, self._label, self._state)
+            state = loaded if loaded is not None else LedgerState(self._secret(), [])
+            draft = Change()
             try:
-                change(key, entries)
-                if entries != before or (state is None and create):
-                    self._write(target, key, entries, step)
+                change(state.key, state, draft)
+                if draft or (loaded is None and create):
+                    write(state, draft, target, self._label, step)
             except BaseException:
                 if undo is not None:
                     undo()
                 raise
             if then is not None:
                 then()
-        self._key = key
-        self._entries = entries
-
-    def _write(self, target: Path, key: bytes, entries: list[LedgerEntry], step: str) -> None:
-        """Rewrite the ledger file atomically (0600 when it is new); DataError if it cannot be written."""
-        text = dump_ledger(key, entries)
-        try:
-            faults.checkpoint(step)
-            if target.exists():
-                atomic_write_text(target, text, overwrite=True)
-            else:
-                with private_umask():
-                    atomic_write_text(target, text, overwrite=True)
-        except OSError as exc:
-            raise DataError(f"{self._label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
-                            "free space or fix its permissions, then run again") from exc
+        self._key = state.key
+        self._state = state
+        self._entries = state.entries
 
     def _make_directory(self, directory: Path) -> None:
         """Create the ledger's directory (0700, parents with the usual mode) if it is missing."""

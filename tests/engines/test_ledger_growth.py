@@ -2,7 +2,7 @@
 
 A dataset of 10,000 tiny files was quadratic: every input's reservation and confirmation rewrote
 the whole ledger file, and every input's row check read every earlier release's row file. The
-tests count the work, never a wall-clock time: the ledger rewrites (``dump_ledger``) of one run do
+tests count the work, never a wall-clock time: the ledger writes (``_ledger_log.write``) of one run do
 not grow with its inputs, and a run reads each earlier release's row file once
 (``Ledger._load_rows``), whatever the number of its inputs. The batch reservation must charge each
 row exactly what reserving the inputs one by one charged, to the last bit of its ε.
@@ -18,30 +18,31 @@ from helpers import unit_rows, write_list
 
 from ldpcli.release import _ledger as ledger_module
 from ldpcli.release import _rowindex as rowindex
-from ldpcli.release._rowindex import Charge
 from ldpcli.release._dataset import write_dataset_release
 from ldpcli.release._ledger import Ledger, LedgerEntry
 from ldpcli.release._options import Budget, ReleaseOptions
 from ldpcli.release._rowhash import ReleaseRows
+from ldpcli.release._rowindex import Charge
 
 
 class Calls:
-    """Counts the calls of the ledger's file rewrite and row-file reads, passing each through."""
+    """Counts the ledger's writes (each a log line or a rewrite of the file, ``_ledger_log.write``) and
+    row-file reads, passing each through."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.dumps = 0
         self.loads = 0
-        dump, load = ledger_module.dump_ledger, Ledger._load_rows
+        dump, load = ledger_module.write, Ledger._load_rows
 
-        def counted_dump(*args: object) -> str:
+        def counted_dump(*args: object) -> None:
             self.dumps += 1
-            return dump(*args)  # type: ignore[arg-type]
+            dump(*args)  # type: ignore[arg-type]
 
         def counted_load(ledger: Ledger, entry: LedgerEntry) -> np.ndarray:
             self.loads += 1
             return load(ledger, entry)
 
-        monkeypatch.setattr(ledger_module, "dump_ledger", counted_dump)
+        monkeypatch.setattr(ledger_module, "write", counted_dump)
         monkeypatch.setattr(Ledger, "_load_rows", counted_load)
 
     def reset(self) -> None:
