@@ -170,8 +170,9 @@ def load(target: Path, label: str, known: LedgerState | None = None) -> LedgerSt
             raise unreadable(label, _reason(exc)) from exc
         try:
             stamp = _stamp(os.fstat(base))
-            if known is not None and known.base == stamp and known.log == log_id:
-                state = known
+            if known is not None and known.base == stamp and known.log in (log_id, None) and (
+                    log is None or log.st_size >= known.offset):  # the same file: only the log's new bytes
+                state, state.log = known, log_id
             else:
                 state = _read_base(base, stamp, label)
                 state.log = log_id
