@@ -51,13 +51,15 @@ Concurrency and crashes: reserve, publish, confirm
     release as a *reservation* (``"state": "reserved"``) before anything is published. The outputs are then published, and :meth:`Ledger.confirm` marks the entry
     ``"confirmed"``; a release that fails before it is published is taken out again
     (:meth:`Ledger.cancel`). A release of many inputs does each step for all of them in one
-    rewrite (:meth:`Ledger.reserve_all`, :meth:`Ledger.confirm_all`, :meth:`Ledger.cancel_all`). A reservation counts like a release, so overlapping runs can never
+    write (:meth:`Ledger.reserve_all`, :meth:`Ledger.confirm_all`, :meth:`Ledger.cancel_all`). A reservation counts like a release, so overlapping runs can never
     spend past a cap, and a run killed at any moment leaves the ledger over-counting, never
     under-counting: its reservation stays, :meth:`Ledger.pending` lists it (``ldp budget``, with what became of it:
     :func:`ldpcli.release._commit.pending_releases`), and the owner removes it with :func:`ldpcli.release._commit.release_reservation` once its release is known never to
-    have appeared. Every write rewrites the file atomically; readers need no lock.
+    have appeared. Every change is one line appended to the ledger's log (``<ledger>.log``, 0600,
+    fsynced), folded into the file, rewritten atomically, once the log outgrows it; readers need no lock.
 
-The entries, their file format and the lock are in :mod:`ldpcli.release._ledger_file`.
+The entries, their file format and the lock are in :mod:`ldpcli.release._ledger_file`; the log, its
+crash rules and the incremental reading in :mod:`ldpcli.release._ledger_log` (``docs/commit-protocol.md``).
 """
 
 from __future__ import annotations
@@ -420,11 +422,13 @@ class Ledger:
         """Append ``entry`` (as it is: no budget check) to the ledger file, atomically and under its lock.
 
         Creates the directory (0700) and the file (0600, with a new key unless :meth:`tag` made one
-        already) when missing. Under the lock the file is read again, so releases recorded by other
-        runs since :meth:`open` are kept; if it has become unreadable, DataError and nothing is
-        written. A rewrite keeps the file's mode (``atomic_write_text`` gives the new file the mode
-        of the one it replaces), so 0600 stays 0600. A symbolic link at the ledger's path is
-        followed: the file it points to is rewritten, and the lock file sits beside that file.
+        already) when missing. Under the lock the file and its log are read again (the log's new
+        bytes only, when the file is the one read before), so releases recorded by other runs since
+        :meth:`open` are kept; if it has become unreadable, DataError and nothing is written. The
+        entry is appended to the log (created 0600); a compaction's rewrite keeps the file's mode
+        (``atomic_write_text`` gives the new file the mode of the one it replaces), so 0600 stays
+        0600. A symbolic link at the ledger's path is followed: the file it points to is rewritten,
+        and the lock file and the log sit beside that file.
 
         If the file held a different key when re-read (another run created the ledger after this
         one opened it, or it was swapped), the file's key is kept: tags already handed out with this
@@ -468,8 +472,10 @@ class Ledger:
         inputs share is charged for both), against one merged index of every row file
         (:class:`RowIndex`, each file read once), so a release of many inputs costs the ledger
         linear work, not one rewrite and one pass over every earlier row file per input (issue 36).
-        Every row file is written, then every entry, in one atomic rewrite: a kill leaves either
-        none of the reservations or all of them (and perhaps row files no entry names, never read).
+        Every row file is written, then every entry, in one log line: a kill leaves either none of
+        the reservations or all of them (and perhaps row files no entry names, never read). The
+        ledger keeps the row files read as sorted runs (:class:`RowRuns`), so the next reservation
+        reads only the row files added since.
         :class:`BudgetError` for the first charge past ``max_budget``, and nothing is written.
         """
         releases = [secrets.token_hex(8) for _ in charges]
@@ -523,7 +529,7 @@ class Ledger:
         self.confirm_all([release], **changes)
 
     def confirm_all(self, releases: Sequence[str], **changes: Any) -> None:
-        """:meth:`confirm` every reservation in ``releases`` in one rewrite (all, or none when one is missing)."""
+        """:meth:`confirm` every reservation in ``releases`` in one log line (all, or none when one is missing)."""
         wanted = set(releases)
 
         def mark(key: bytes, state: LedgerState, change: Change) -> None:
@@ -551,7 +557,7 @@ class Ledger:
         self.cancel_all([release])
 
     def cancel_all(self, releases: Sequence[str]) -> None:
-        """:meth:`cancel` every entry in ``releases`` in one rewrite, and their row files after it."""
+        """:meth:`cancel` every entry in ``releases`` in one log line, and their row files after it."""
         wanted = set(releases)
 
         def drop(key: bytes, state: LedgerState, change: Change) -> None:

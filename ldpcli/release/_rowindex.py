@@ -143,8 +143,9 @@ class RowIndex:
         self._charges = np.array([c.entry.epsilon_exact for c in charges], dtype=float)
         mine = RowRuns(load_rows)
         mine.merged = known.merged  # at most _MERGED_ROWS rows merged in all, the charges' with the entries'
-        mine.add_run(sorted(((len(entries) + j, c.rows.hashes) for j, c in enumerate(charges) if c.rows is not None),
-                            key=lambda holder: holder[1].shape[0]))
+        held: list[tuple[int, LedgerEntry | np.ndarray]] = [
+            (len(entries) + j, c.rows.hashes) for j, c in enumerate(charges) if c.rows is not None]
+        mine.add_run(sorted(held, key=lambda holder: int(holder[1].shape[0])))  # type: ignore[union-attr]
         self._mine_whole: dict[str, list[int]] = {}
         for j, charge in enumerate(charges):
             if charge.rows is None:

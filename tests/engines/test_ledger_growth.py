@@ -133,3 +133,44 @@ def one_by_one(ledger: Ledger, fingerprint: str, hashes: np.ndarray) -> float:
         elif held.fingerprint == fingerprint:
             spent += held.epsilon_exact
     return float(spent.max())
+
+
+# --- per-file releases (ldp privatize DIR/, --layout files, write_file_releases) -------------------------
+
+
+def process_io() -> tuple[int, int]:
+    """(bytes read, bytes written) by this process's read and write calls so far (Linux's /proc/self/io)."""
+    fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    return int(fields["rchar"]), int(fields["wchar"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes through Linux's /proc/self/io")
+def test_per_file_releases_into_one_ledger_cost_linear_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """N tiny inputs released one by one (``write_file_releases``, one release each) into one ledger: the row
+    files read and the bytes read and written grow about 2× from N to 2N inputs, not 4× (each release re-read
+    and rewrote the whole ledger, and re-read every earlier release's row file: issue 36). Each run's ledger
+    starts empty; the inputs' and outputs' own bytes grow linearly and are in the counts too."""
+    from ldpcli.release._file import write_file_releases
+
+    loads = []
+    load = Ledger._load_rows
+
+    def counted_load(ledger: Ledger, entry: LedgerEntry) -> np.ndarray:
+        loads.append(entry.release)
+        return load(ledger, entry)
+
+    monkeypatch.setattr(Ledger, "_load_rows", counted_load)
+    work = {}
+    for count in (4, 40, 80):  # the first: a warm-up (what the first release imports is read once)
+        inputs = tiny_inputs(tmp_path / f"in{count}", count)
+        options = ReleaseOptions(budget=Budget(ledger=Ledger.open(tmp_path / f"owner{count}" / "ledger.json")), seed=1)
+        loads.clear()
+        before = process_io()
+        results = write_file_releases(inputs, None, epsilon=1.0, options=options)  # each beside its input
+        after = process_io()
+        assert len(results) == count and len(Ledger.open(tmp_path / f"owner{count}" / "ledger.json").entries) == count
+        work[count] = (len(loads), after[0] - before[0], after[1] - before[1])
+    (loaded, read, written), (loaded2, read2, written2) = work[40], work[80]
+    assert loaded2 <= 2.2 * loaded + 2 and loaded2 <= 80  # each earlier row file read about once, not once a release
+    assert read2 < 2.6 * read and written2 < 2.6 * written, work  # about 2× (3.6× to 4× before issue 36)
