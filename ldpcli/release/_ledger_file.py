@@ -406,7 +406,7 @@ def parse_base(raw: bytes, label: str) -> tuple[bytes, list[LedgerEntry], int, i
             f"{LEDGER_VERSION} (and 1); use the ldp that wrote it, or choose another ledger with `ledger` PATH "
             "(ldp never resets a ledger)"
         )
-    generation: Any = data.get("generation", 0) if version == 1 else data.get("generation")
+    generation: Any = data.get("generation", 0)  # none: no log was ever written beside it (version 1)
     if not _is_int(generation) or generation < 0:
         raise unreadable(label, 'no non-negative integer "generation"')
     key = data.get("key")
