@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from scipy import stats
 from typer.testing import CliRunner, Result
 
 from ldpcli.cli.app import app
+from ldpcli.release._ledger_log import compact_ledger
 
 # --- work ----------------------------------------------------------------------------------------
 
@@ -202,3 +204,10 @@ def files_open_for_writing(pid: int, directory: Path) -> dict[str, int]:
         if Path(target).parent == directory and flags & os.O_ACCMODE != os.O_RDONLY:
             found[target] = size
     return found
+
+
+def ledger_document(path: Path) -> dict[str, Any]:
+    """The ledger file's JSON document with its log folded in: a change is a line appended to ``<ledger>.log``,
+    folded into the file when the log outgrows it (issue 36), so a test reading the entries compacts first."""
+    compact_ledger(path)
+    return json.loads(Path(path).read_text())  # type: ignore[no-any-return]

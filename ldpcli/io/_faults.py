@@ -2,7 +2,7 @@
 
 The tests of the commit protocol (``docs/commit-protocol.md``) run real ``ldp`` processes and make
 them fail, die or receive a signal at a chosen step: ``LDP_FAULT=STEP:ACTION`` in the environment,
-where ``STEP`` is one of :data:`STEPS` or :data:`COMMITTED_STEPS` and ``ACTION`` is one of
+where ``STEP`` is one of :data:`STEPS`, :data:`COMMITTED_STEPS` or :data:`LEDGER_STEPS` and ``ACTION`` is one of
 :data:`ACTIONS`:
 
 - ``kill``: the process sends itself SIGKILL (nothing runs after it, as with a power cut or the
@@ -54,6 +54,15 @@ STEPS = (
 COMMITTED_STEPS = (
     "committed",  # the journal is removed (the commit point), the backups not yet; signals still held back
     "done",  # the publication has returned and signals are let through again
+)
+
+#: The named steps inside a write of the ledger's journal (:mod:`ldpcli.release._ledger_log`), passed by
+#: whichever ledger write comes first (a reservation's or a confirmation's), for the kill tests.
+LEDGER_STEPS = (
+    "log-created",  # a new log is about to get its first line (it names the base's generation)
+    "ledger-append",  # a change's line is written without its newline: not acknowledged yet
+    "compact-write",  # the log has outgrown the base, which is about to be rewritten with it folded in
+    "compacted",  # the new base is in place, the log it folded in not yet removed
 )
 
 #: The signals each signal action sends, in order.

@@ -51,13 +51,15 @@ Concurrency and crashes: reserve, publish, confirm
     release as a *reservation* (``"state": "reserved"``) before anything is published. The outputs are then published, and :meth:`Ledger.confirm` marks the entry
     ``"confirmed"``; a release that fails before it is published is taken out again
     (:meth:`Ledger.cancel`). A release of many inputs does each step for all of them in one
-    rewrite (:meth:`Ledger.reserve_all`, :meth:`Ledger.confirm_all`, :meth:`Ledger.cancel_all`). A reservation counts like a release, so overlapping runs can never
+    write (:meth:`Ledger.reserve_all`, :meth:`Ledger.confirm_all`, :meth:`Ledger.cancel_all`). A reservation counts like a release, so overlapping runs can never
     spend past a cap, and a run killed at any moment leaves the ledger over-counting, never
     under-counting: its reservation stays, :meth:`Ledger.pending` lists it (``ldp budget``, with what became of it:
     :func:`ldpcli.release._commit.pending_releases`), and the owner removes it with :func:`ldpcli.release._commit.release_reservation` once its release is known never to
-    have appeared. Every write rewrites the file atomically; readers need no lock.
+    have appeared. Every change is one line appended to the ledger's log (``<ledger>.log``, 0600,
+    fsynced), folded into the file, rewritten atomically, once the log outgrows it; readers need no lock.
 
-The entries, their file format and the lock are in :mod:`ldpcli.release._ledger_file`.
+The entries, their file format and the lock are in :mod:`ldpcli.release._ledger_file`; the log, its
+crash rules and the incremental reading in :mod:`ldpcli.release._ledger_log` (``docs/commit-protocol.md``).
 """
 
 from __future__ import annotations
@@ -78,8 +80,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import DataError, UsageError, counted
-from ldpcli.io import _faults as faults
-from ldpcli.io._atomic import AtomicFileSink, atomic_write_text
+from ldpcli.io._atomic import AtomicFileSink
 from ldpcli.io._hashing import Sha256
 from ldpcli.io._messages import _reason
 from ldpcli.release._ledger_file import (
@@ -90,16 +91,15 @@ from ldpcli.release._ledger_file import (
     Spend,
     default_ledger_path,
     distinct,
-    dump_ledger,
     entry_problem,
     locked,
     private_umask,
-    read_ledger,
     spend_of,
     unreadable,
 )
+from ldpcli.release._ledger_log import Change, LedgerState, load, positions, write
 from ldpcli.release._rowhash import ReleaseRows, RowDigest, key_check
-from ldpcli.release._rowindex import Charge, RowIndex
+from ldpcli.release._rowindex import Charge, RowIndex, RowRuns
 
 #: The prefix of every input tag (the 1 is the tag's version: HMAC-SHA256 of the fingerprint).
 TAG_PREFIX = "ldptag1-"
@@ -215,12 +215,17 @@ class Ledger:
     2014, Theorem 3.16).
     """
 
-    def __init__(self, path: Path, label: str, key: bytes | None, entries: list[LedgerEntry]) -> None:
+    def __init__(self, path: Path, label: str, key: bytes | None, entries: list[LedgerEntry],
+                 state: LedgerState | None = None) -> None:
         """Use :meth:`open`."""
         self._path = path
         self._label = label
         self._key = key
         self._entries = entries
+        #: The file as last read (base and log), brought up to date by each change (only the log's new bytes),
+        #: and the row files of its entries as sorted runs: a run of many releases reads each once (issue 36).
+        self._state = state
+        self._runs: RowRuns | None = None
 
     @classmethod
     def open(cls, path: str | os.PathLike[str] | None = None) -> Ledger:
@@ -240,11 +245,10 @@ class Ledger:
         """
         target = Path(path) if path is not None else default_ledger_path()
         label = os.fspath(target)
-        state = read_ledger(target, label)
+        state = load(Path(os.path.realpath(target)), label)
         if state is None:
             return cls(target, label, None, [])
-        key, entries = state
-        return cls(target, label, key, entries)
+        return cls(target, label, state.key, state.entries, state)
 
     @property
     def path(self) -> Path:
@@ -269,7 +273,7 @@ class Ledger:
         and the others read it. A release needs the key before it reads its input (its row
         hashes are keyed), so it calls this first.
         """
-        self._update(lambda key, entries: None, create=True)
+        self._update(lambda key, state, change: None, create=True)
         assert self._key is not None
         return self._key
 
@@ -348,7 +352,19 @@ class Ledger:
         vectorized, no per-row Python. DataError when a row file is missing or damaged (the ledger
         is never guessed at).
         """
-        return RowIndex(self._load_rows, self._map_rows, self._entries).spend(rows.hashes, len(self._entries), fingerprint)
+        if self._state is None:
+            return RowIndex(self._load_rows, self._map_rows, self._entries).spend(rows.hashes, len(self._entries), fingerprint)
+        runs = self._row_runs(self._state)
+        return RowIndex(self._load_rows, self._map_rows, self._entries, runs=runs).spend(rows.hashes, runs.count,
+                                                                                        fingerprint)
+
+    def _row_runs(self, state: LedgerState) -> RowRuns:
+        """The row files of ``state``'s entries as sorted runs: those indexed before and the ones appended since,
+        or all of them again when an entry was removed or replaced by one with other rows (or the file swapped)."""
+        runs = self._runs
+        if runs is None or runs.lineage is not state.lineage or runs.changes != state.changes:
+            runs = self._runs = RowRuns(lambda entry: self._load_rows(entry), state.lineage, state.changes)
+        return runs.extend(state.entries)
 
     def _rows_name(self, release: str) -> str:
         """The row file of ``release``, relative to the ledger's directory: ``<ledger stem>-rows/<release>.npy``
@@ -406,11 +422,13 @@ class Ledger:
         """Append ``entry`` (as it is: no budget check) to the ledger file, atomically and under its lock.
 
         Creates the directory (0700) and the file (0600, with a new key unless :meth:`tag` made one
-        already) when missing. Under the lock the file is read again, so releases recorded by other
-        runs since :meth:`open` are kept; if it has become unreadable, DataError and nothing is
-        written. A rewrite keeps the file's mode (``atomic_write_text`` gives the new file the mode
-        of the one it replaces), so 0600 stays 0600. A symbolic link at the ledger's path is
-        followed: the file it points to is rewritten, and the lock file sits beside that file.
+        already) when missing. Under the lock the file and its log are read again (the log's new
+        bytes only, when the file is the one read before), so releases recorded by other runs since
+        :meth:`open` are kept; if it has become unreadable, DataError and nothing is written. The
+        entry is appended to the log (created 0600); a compaction's rewrite keeps the file's mode
+        (``atomic_write_text`` gives the new file the mode of the one it replaces), so 0600 stays
+        0600. A symbolic link at the ledger's path is followed: the file it points to is rewritten,
+        and the lock file and the log sit beside that file.
 
         If the file held a different key when re-read (another run created the ledger after this
         one opened it, or it was swapped), the file's key is kept: tags already handed out with this
@@ -425,7 +443,7 @@ class Ledger:
         problem = entry_problem(entry.to_dict())
         if problem is not None:
             raise ValueError(f"not a valid ledger entry: {problem}")
-        self._update(lambda key, entries: entries.append(entry))
+        self._update(lambda key, state, change: change.add.append(entry))
 
     def reserve(self, entry: LedgerEntry, *, max_budget: float | None, input_label: str,
                 rows: ReleaseRows | None = None) -> Reservation:
@@ -454,8 +472,10 @@ class Ledger:
         inputs share is charged for both), against one merged index of every row file
         (:class:`RowIndex`, each file read once), so a release of many inputs costs the ledger
         linear work, not one rewrite and one pass over every earlier row file per input (issue 36).
-        Every row file is written, then every entry, in one atomic rewrite: a kill leaves either
-        none of the reservations or all of them (and perhaps row files no entry names, never read).
+        Every row file is written, then every entry, in one log line: a kill leaves either none of
+        the reservations or all of them (and perhaps row files no entry names, never read). The
+        ledger keeps the row files read as sorted runs (:class:`RowRuns`), so the next reservation
+        reads only the row files added since.
         :class:`BudgetError` for the first charge past ``max_budget``, and nothing is written.
         """
         releases = [secrets.token_hex(8) for _ in charges]
@@ -465,12 +485,14 @@ class Ledger:
         for charge in charges:
             _check_arguments(charge.entry.epsilon_exact, max_budget)
 
-        def add(key: bytes, entries: list[LedgerEntry]) -> None:
+        def add(key: bytes, state: LedgerState, change: Change) -> None:
+            entries = state.entries
             for charge in charges:
                 if charge.rows is not None and charge.rows.key_check != key_check(key):
                     raise DataError(f"{self._label}: the ledger's key changed while {charge.label} was read (was the "
                                     "ledger replaced?); nothing was written: run again")
-            index = RowIndex(self._load_rows, self._map_rows, entries, charges) if any(c.rows is not None for c in charges) else None
+            index = (RowIndex(self._load_rows, self._map_rows, entries, charges, runs=self._row_runs(state))
+                     if any(c.rows is not None for c in charges) else None)
             for charge, release in zip(charges, releases):
                 if charge.rows is None:
                     used = _input_spend([*entries, *reserved], charge.entry.fingerprint)
@@ -490,7 +512,7 @@ class Ledger:
                 if charge.rows is not None:
                     written.append(entry)
                     self._write_rows(entry, charge.rows)
-            entries.extend(reserved)
+            change.add.extend(reserved)
 
         written: list[LedgerEntry] = []
         # The row files were written (some of them), the entries were not.
@@ -507,14 +529,15 @@ class Ledger:
         self.confirm_all([release], **changes)
 
     def confirm_all(self, releases: Sequence[str], **changes: Any) -> None:
-        """:meth:`confirm` every reservation in ``releases`` in one rewrite (all, or none when one is missing)."""
+        """:meth:`confirm` every reservation in ``releases`` in one log line (all, or none when one is missing)."""
         wanted = set(releases)
 
-        def mark(key: bytes, entries: list[LedgerEntry]) -> None:
+        def mark(key: bytes, state: LedgerState, change: Change) -> None:
             found = set()
-            for index, entry in enumerate(entries):
-                if entry.release in wanted and entry.state == RESERVED:
-                    entries[index] = replace(entry, state=CONFIRMED, owner=None, **changes)
+            for index in positions(state, wanted):  # by release id: no pass over every entry
+                entry = state.entries[index]
+                if entry.state == RESERVED:
+                    change.set[index] = replace(entry, state=CONFIRMED, owner=None, **changes)
                     found.add(entry.release)
             missing = [release for release in releases if release not in found]
             if missing:
@@ -534,12 +557,12 @@ class Ledger:
         self.cancel_all([release])
 
     def cancel_all(self, releases: Sequence[str]) -> None:
-        """:meth:`cancel` every entry in ``releases`` in one rewrite, and their row files after it."""
+        """:meth:`cancel` every entry in ``releases`` in one log line, and their row files after it."""
         wanted = set(releases)
 
-        def drop(key: bytes, entries: list[LedgerEntry]) -> None:
-            removed.extend(e for e in entries if e.release in wanted)
-            entries[:] = [e for e in entries if e.release not in wanted]
+        def drop(key: bytes, state: LedgerState, change: Change) -> None:
+            change.drop.extend(positions(state, wanted))
+            removed.extend(state.entries[at] for at in change.drop)
 
         removed: list[LedgerEntry] = []
         self._update(drop, then=lambda: self._remove_rows(removed))
@@ -556,68 +579,55 @@ class Ledger:
         (:func:`ldpcli.release._commit.release_reservation` judges whether its run still runs or published).
         UsageError when no reservation has that id, or it must stay.
         """
-        def drop(key: bytes, entries: list[LedgerEntry]) -> None:
-            matches = [e for e in entries if e.state == RESERVED and len(release) >= 4 and e.release.startswith(release)]
+        def drop(key: bytes, state: LedgerState, change: Change) -> None:
+            matches = [(at, e) for at, e in enumerate(state.entries)
+                       if e.state == RESERVED and len(release) >= 4 and e.release.startswith(release)]
             if len(matches) != 1:
                 found = "no" if not matches else "more than one"
                 raise UsageError(f"{self._label}: {found} reservation has the id {release!r}; `ldp budget` lists them")
-            reason = removable(matches[0])
+            at, match = matches[0]
+            reason = removable(match)
             if reason is not None:
-                raise UsageError(f"{self._label}: reservation {matches[0].release} is {reason}; it stays counted")
-            entries.remove(matches[0])
-            removed.append(matches[0])
+                raise UsageError(f"{self._label}: reservation {match.release} is {reason}; it stays counted")
+            change.drop.append(at)
+            removed.append(match)
 
         removed: list[LedgerEntry] = []
         self._update(drop, then=lambda: self._remove_rows(removed))
         return removed[0]
 
-    def _update(self, change: Callable[[bytes, list[LedgerEntry]], None], *, step: str = "",
+    def _update(self, change: Callable[[bytes, LedgerState, Change], None], *, step: str = "",
                 create: bool = False, then: Callable[[], None] | None = None,
                 undo: Callable[[], None] | None = None) -> None:
-        """Read the file under the lock, ``change(key, entries)`` in place, write it back atomically.
+        """Bring the ledger up to date under the lock, ``change(key, state, draft)`` it, write the draft durably.
 
-        A missing file starts empty with this object's key (made now, and so written once, under
-        the lock, by the first change, or at once with ``create``). ``change`` may raise to write
-        nothing; an unchanged list is not written. ``step`` names the write for
-        :func:`ldpcli.io._faults.checkpoint`. Still under the lock, ``then()`` runs once the file is
-        written, and ``undo()`` when ``change`` or the write failed.
+        ``change`` reads the entries (``state``) and records what it changes in the draft
+        (:class:`ldpcli.release._ledger_log.Change`): one line appended to the log, or the base
+        rewritten (:func:`ldpcli.release._ledger_log.write`). A missing file starts empty with this
+        object's key (made now, and so written once, under the lock, by the first change, or at once
+        with ``create``). ``change`` may raise to write nothing; an empty draft is not written.
+        ``step`` names the write for :func:`ldpcli.io._faults.checkpoint`. Still under the lock,
+        ``then()`` runs once the change is written, and ``undo()`` when ``change`` or the write failed.
         """
         target = Path(os.path.realpath(self._path))
         self._make_directory(target.parent)
         with locked(target.with_name(target.name + ".lock"), self._label):
-            state = read_ledger(target, self._label)
-            entries: list[LedgerEntry]
-            if state is None:
-                key, entries = self._secret(), []
-            else:
-                key, entries = state
-            before = list(entries)
+            loaded = load(target, self._label, self._state)
+            state = loaded if loaded is not None else LedgerState(self._secret(), [])
+            draft = Change()
             try:
-                change(key, entries)
-                if entries != before or (state is None and create):
-                    self._write(target, key, entries, step)
+                change(state.key, state, draft)
+                if draft or (loaded is None and create):
+                    write(state, draft, target, self._label, step)
             except BaseException:
                 if undo is not None:
                     undo()
                 raise
             if then is not None:
                 then()
-        self._key = key
-        self._entries = entries
-
-    def _write(self, target: Path, key: bytes, entries: list[LedgerEntry], step: str) -> None:
-        """Rewrite the ledger file atomically (0600 when it is new); DataError if it cannot be written."""
-        text = dump_ledger(key, entries)
-        try:
-            faults.checkpoint(step)
-            if target.exists():
-                atomic_write_text(target, text, overwrite=True)
-            else:
-                with private_umask():
-                    atomic_write_text(target, text, overwrite=True)
-        except OSError as exc:
-            raise DataError(f"{self._label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
-                            "free space or fix its permissions, then run again") from exc
+        self._key = state.key
+        self._state = state
+        self._entries = state.entries
 
     def _make_directory(self, directory: Path) -> None:
         """Create the ledger's directory (0700, parents with the usual mode) if it is missing."""

@@ -1,8 +1,9 @@
 """The ledger's file: its entries, what they add up to, its JSON format, and its lock.
 
 :class:`ldpcli.release._ledger.Ledger` reads and rewrites the file only through this module:
-:func:`read_ledger` (every entry checked, DataError naming the first malformed one, a file of
-another version refused), :func:`dump_ledger`, and :func:`locked`, the exclusive lock on the sibling
+:func:`parse_base` (every entry checked, DataError naming the first malformed one, a file of
+another version refused), :func:`dump_ledger` (the compacted base; the append-only log beside it is
+:mod:`ldpcli.release._ledger_log`'s), and :func:`locked`, the exclusive lock on the sibling
 ``<ledger>.lock`` (``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows; on a platform with
 neither, no lock) under which every read-modify-write runs. What the entries of one input spent
 is their costs added up by basic composition (:func:`spend_of`).
@@ -64,7 +65,8 @@ else:
             fcntl.flock(descriptor, fcntl.LOCK_UN)
 
 
-LEDGER_VERSION = 1
+#: The ledger file's version: 2 has a generation and may have a log beside it (issue 36); 1 is read too.
+LEDGER_VERSION = 2
 LEDGER_ENV = "LDP_LEDGER"
 
 #: The ``"format"`` of a ledger file.
@@ -378,14 +380,15 @@ def unreadable(label: str, reason: str) -> DataError:
     return DataError(f"{label}: cannot read the privacy-budget ledger ({reason}); {_FIX}")
 
 
-def read_ledger(path: Path, label: str) -> tuple[bytes, list[LedgerEntry]] | None:
-    """The key and entries stored at ``path``; None when there is no file; DataError when unusable."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise unreadable(label, _reason(exc)) from exc
+def parse_base(raw: bytes, label: str) -> tuple[bytes, list[LedgerEntry], int, int]:
+    """The key, entries, version and generation of the ledger file's bytes ``raw`` (its compacted base;
+    the log beside it is :mod:`ldpcli.release._ledger_log`'s); DataError when unusable.
+
+    Version 1 (before the log, issue 36) has no generation: it is read as generation 0, and the next
+    write converts it. A version newer than :data:`LEDGER_VERSION` is refused: ldp never guesses at
+    a ledger it does not know (an older ldp refuses a version-2 ledger the same way, so it never
+    reads the base without its log, which would under-count).
+    """
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -397,26 +400,32 @@ def read_ledger(path: Path, label: str) -> tuple[bytes, list[LedgerEntry]] | Non
     version = data.get("version")
     if not _is_int(version):
         raise unreadable(label, "no integer \"version\"")
-    if version != LEDGER_VERSION:
+    if version not in (1, LEDGER_VERSION):
         raise DataError(
             f"{label}: this privacy-budget ledger is version {version}, and this ldp reads version "
-            f"{LEDGER_VERSION}; use the ldp that wrote it, or choose another ledger with `ledger` PATH "
+            f"{LEDGER_VERSION} (and 1); use the ldp that wrote it, or choose another ledger with `ledger` PATH "
             "(ldp never resets a ledger)"
         )
+    generation: Any = data.get("generation", 0)  # none: no log was ever written beside it (version 1)
+    if not _is_int(generation) or generation < 0:
+        raise unreadable(label, 'no non-negative integer "generation"')
     key = data.get("key")
     if not isinstance(key, str) or not HEX64.fullmatch(key):
         raise unreadable(label, 'no "key" of 64 lowercase hex digits')
     entries = data.get("entries")
     if not isinstance(entries, list):
         raise unreadable(label, 'no "entries" list')
-    return bytes.fromhex(key), [LedgerEntry.from_dict(item, label, index=i) for i, item in enumerate(entries)]
+    return (bytes.fromhex(key), [LedgerEntry.from_dict(item, label, index=i) for i, item in enumerate(entries)],
+            int(version), int(generation))
 
 
-def dump_ledger(key: bytes, entries: list[LedgerEntry]) -> str:
-    """The ledger file's text (ASCII JSON, so paths that are not valid UTF-8 survive as escapes)."""
+def dump_ledger(key: bytes, entries: list[LedgerEntry], generation: int) -> str:
+    """The ledger file's text (ASCII JSON, so paths that are not valid UTF-8 survive as escapes): the
+    compacted base of ``generation`` (a log of that generation may follow it, :mod:`ldpcli.release._ledger_log`)."""
     document = {
         "format": LEDGER_FORMAT,
         "version": LEDGER_VERSION,
+        "generation": generation,
         "key": key.hex(),
         "entries": [entry.to_dict() for entry in entries],
     }

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from helpers import ldp, write_list
+from helpers import ldp, ledger_document, write_list
 
 from ldpcli.release._accounting import (
     ADD_OR_REMOVE_ONE,
@@ -57,7 +57,7 @@ def test_a_central_training_run_shows_its_central_claim_in_the_budget(tmp_path: 
             assert item["central"] == {"epsilon": runs[0]["epsilon"], "delta": 1e-6, "theorem": TRAINED}
             assert "trained with the central layer (z = 1.2, q = 0.1, T = 10)" in item["central_note"]
             assert "adding or removing one row" in item["central_note"]
-    stored = json.loads(ledger.read_text())["entries"]
+    stored = ledger_document(ledger)["entries"]
     assert [entry["central"] for entry in stored] == runs
     item = json.loads(ldp("budget", "--ledger", ledger, "--json").stdout)["inputs"][0]
     assert item["releases"] == 2
@@ -96,7 +96,7 @@ def test_the_central_record_makes_the_round_trip_through_the_ledger_file(tmp_pat
     ledger.record(trained)
     ledger.record(plain)
     assert Ledger.open(path).entries == (trained, plain)
-    stored = json.loads(path.read_text())["entries"]
+    stored = ledger_document(path)["entries"]
     assert stored[0]["central"] == _run(1.1) and "central" not in stored[1]
     assert LedgerEntry.from_dict(trained.to_dict(), path) == trained
 

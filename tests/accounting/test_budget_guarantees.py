@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ldp
+from helpers import ldp, ledger_document
 
 from ldpcli.release._accounting import (
     BASIC,
@@ -157,7 +157,7 @@ def test_an_unreadable_shuffled_record_is_an_error_not_a_guarantee(tmp_path: Pat
     path = tmp_path / "ledger.json"
     book = Ledger.open(path)
     entry = release(book, "f" * 64, 1.0, shuffled=central(0.3))
-    raw = json.loads(path.read_text())
+    raw = ledger_document(path)
     raw["entries"][0]["shuffled"] = {"n": 10}
     path.write_text(json.dumps(raw))
     assert replace(entry, shuffled={"n": 10}).shuffled == {"n": 10}

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import ldp, write_list
+from helpers import ldp, ledger_document, write_list
 
 from ldpcli.analysis._answer import answer_queries, read_workload
 from ldpcli.analysis._estimate import estimate_file_mean
@@ -220,7 +220,7 @@ def test_a_central_release_is_recorded_in_the_ledger_and_capped(tmp_path, margin
               tmp_path / "a.json", "--ledger", ledger, "--json")
     assert res.exit_code == 0, res.output
     epsilon = json.loads(res.stdout)["privacy"]["epsilon_exact_gaussian"]
-    (entry,) = json.loads(ledger.read_text())["entries"]
+    (entry,) = ledger_document(ledger)["entries"]
     assert entry["input"] == str(data.resolve()) and entry["state"] == "confirmed"
     assert entry["epsilon_exact"] == pytest.approx(epsilon) and entry["delta"] == pytest.approx(1e-6)
     assert entry["mechanism"] == "projection" and entry["rows"] == 3000
@@ -228,4 +228,4 @@ def test_a_central_release_is_recorded_in_the_ledger_and_capped(tmp_path, margin
                  tmp_path / "b.json", "--ledger", ledger, "--max-budget", 1.5 * epsilon)
     assert capped.exit_code == 1 and "exceed" in capped.stderr
     assert not (tmp_path / "b.json").exists()
-    assert len(json.loads(ledger.read_text())["entries"]) == 1
+    assert len(ledger_document(ledger)["entries"]) == 1

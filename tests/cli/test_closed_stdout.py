@@ -6,7 +6,6 @@ pipe's buffer and the read end is closed then."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ledger_document, unit_rows, write_list
 
 from ldpcli.cli.pipes import EXIT_CLOSED_STDOUT
 
@@ -84,6 +83,6 @@ def test_a_release_on_stdout_cut_off_by_its_reader_says_so_and_stays_in_the_ledg
     assert head.startswith(b'"c0","c1"')
     assert errors.count("\n") == 1 and errors.startswith("ldp: warning: stdout was closed before the whole release")
     assert "Traceback" not in errors and "Exception ignored" not in errors
-    entries = json.loads(ledger.read_text())["entries"]
+    entries = ledger_document(ledger)["entries"]
     assert len(entries) == 1 and entries[0]["output"].startswith("<stdout>")
     assert (tmp_path / "big.side.json").exists() and os.listdir(spool) == []

@@ -2,7 +2,7 @@
 
 A dataset of 10,000 tiny files was quadratic: every input's reservation and confirmation rewrote
 the whole ledger file, and every input's row check read every earlier release's row file. The
-tests count the work, never a wall-clock time: the ledger rewrites (``dump_ledger``) of one run do
+tests count the work, never a wall-clock time: the ledger writes (``_ledger_log.write``) of one run do
 not grow with its inputs, and a run reads each earlier release's row file once
 (``Ledger._load_rows``), whatever the number of its inputs. The batch reservation must charge each
 row exactly what reserving the inputs one by one charged, to the last bit of its ε.
@@ -18,30 +18,31 @@ from helpers import unit_rows, write_list
 
 from ldpcli.release import _ledger as ledger_module
 from ldpcli.release import _rowindex as rowindex
-from ldpcli.release._rowindex import Charge
 from ldpcli.release._dataset import write_dataset_release
 from ldpcli.release._ledger import Ledger, LedgerEntry
 from ldpcli.release._options import Budget, ReleaseOptions
 from ldpcli.release._rowhash import ReleaseRows
+from ldpcli.release._rowindex import Charge
 
 
 class Calls:
-    """Counts the calls of the ledger's file rewrite and row-file reads, passing each through."""
+    """Counts the ledger's writes (each a log line or a rewrite of the file, ``_ledger_log.write``) and
+    row-file reads, passing each through."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.dumps = 0
         self.loads = 0
-        dump, load = ledger_module.dump_ledger, Ledger._load_rows
+        dump, load = ledger_module.write, Ledger._load_rows
 
-        def counted_dump(*args: object) -> str:
+        def counted_dump(*args: object) -> None:
             self.dumps += 1
-            return dump(*args)  # type: ignore[arg-type]
+            dump(*args)  # type: ignore[arg-type]
 
         def counted_load(ledger: Ledger, entry: LedgerEntry) -> np.ndarray:
             self.loads += 1
             return load(ledger, entry)
 
-        monkeypatch.setattr(ledger_module, "dump_ledger", counted_dump)
+        monkeypatch.setattr(ledger_module, "write", counted_dump)
         monkeypatch.setattr(Ledger, "_load_rows", counted_load)
 
     def reset(self) -> None:
@@ -132,3 +133,44 @@ def one_by_one(ledger: Ledger, fingerprint: str, hashes: np.ndarray) -> float:
         elif held.fingerprint == fingerprint:
             spent += held.epsilon_exact
     return float(spent.max())
+
+
+# --- per-file releases (ldp privatize DIR/, --layout files, write_file_releases) -------------------------
+
+
+def process_io() -> tuple[int, int]:
+    """(bytes read, bytes written) by this process's read and write calls so far (Linux's /proc/self/io)."""
+    fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    return int(fields["rchar"]), int(fields["wchar"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="counts bytes through Linux's /proc/self/io")
+def test_per_file_releases_into_one_ledger_cost_linear_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """N tiny inputs released one by one (``write_file_releases``, one release each) into one ledger: the row
+    files read and the bytes read and written grow about 2× from N to 2N inputs, not 4× (each release re-read
+    and rewrote the whole ledger, and re-read every earlier release's row file: issue 36). Each run's ledger
+    starts empty; the inputs' and outputs' own bytes grow linearly and are in the counts too."""
+    from ldpcli.release._file import write_file_releases
+
+    loads = []
+    load = Ledger._load_rows
+
+    def counted_load(ledger: Ledger, entry: LedgerEntry) -> np.ndarray:
+        loads.append(entry.release)
+        return load(ledger, entry)
+
+    monkeypatch.setattr(Ledger, "_load_rows", counted_load)
+    work = {}
+    for count in (4, 40, 80):  # the first: a warm-up (what the first release imports is read once)
+        inputs = tiny_inputs(tmp_path / f"in{count}", count)
+        options = ReleaseOptions(budget=Budget(ledger=Ledger.open(tmp_path / f"owner{count}" / "ledger.json")), seed=1)
+        loads.clear()
+        before = process_io()
+        results = write_file_releases(inputs, None, epsilon=1.0, options=options)  # each beside its input
+        after = process_io()
+        assert len(results) == count and len(Ledger.open(tmp_path / f"owner{count}" / "ledger.json").entries) == count
+        work[count] = (len(loads), after[0] - before[0], after[1] - before[1])
+    (loaded, read, written), (loaded2, read2, written2) = work[40], work[80]
+    assert loaded2 <= 2.2 * loaded + 2 and loaded2 <= 80  # each earlier row file read about once, not once a release
+    assert read2 < 2.6 * read and written2 < 2.6 * written, work  # about 2× (3.6× to 4× before issue 36)

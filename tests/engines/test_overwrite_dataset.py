@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ldp_process, unit_rows, write_list
+from helpers import ldp_process, ledger_document, unit_rows, write_list
 
 from ldpcli.release._inputs import MANIFEST_NAME
 
@@ -94,7 +94,7 @@ def test_a_file_added_during_the_run_is_never_deleted(tmp_path: Path, source: Pa
                        env={"LDP_FAULT": f"{step}:touch={added}"})
     one_line_refusal(result, str(out), ".notes.ldp-keep", "nothing was replaced")
     assert tree(out) == {**old, added.name: hashlib.sha256(b"a file ldp did not write\n").hexdigest()}
-    assert [e["state"] for e in json.loads(ledger.read_text())["entries"]] == ["confirmed"]
+    assert [e["state"] for e in ledger_document(ledger)["entries"]] == ["confirmed"]
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 

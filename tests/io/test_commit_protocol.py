@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import LDP, ldp_process, unit_rows, write_list
+from helpers import LDP, ldp_process, ledger_document, unit_rows, write_list
 
 from ldpcli.io._faults import NAMED_TEMPORARIES_ENV, STEPS
 
@@ -39,7 +39,7 @@ def sha(path: Path) -> str:
 
 
 def ledger_entries(ledger: Path) -> list[dict[str, object]]:
-    return json.loads(ledger.read_text())["entries"] if ledger.exists() else []
+    return ledger_document(ledger)["entries"] if ledger.exists() else []
 
 
 def release_state(out: Path, old: tuple[str, str] | None) -> str:

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ldp_process, unit_rows, write_list
+from helpers import ldp_process, ledger_document, unit_rows, write_list
 
 
 def run(*args: object, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -124,7 +124,7 @@ def test_a_file_that_appears_at_the_target_during_the_run_is_not_replaced(tmp_pa
     refused(result, str(out), "not written by ldp")
     assert out.read_text() == "a file ldp did not write\n"
     assert not (tmp_path / "out.parquet.ldp.json").exists()
-    assert json.loads(ledger.read_text())["entries"] == []
+    assert ledger_document(ledger)["entries"] == []
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import ldp_process, unit_rows, write_list
+from helpers import ldp_process, ledger_document, unit_rows, write_list
 
 from ldpcli.io._faults import COMMITTED_STEPS, STEPS
 
@@ -87,7 +87,7 @@ def spent(ledger: Path) -> tuple[float, list[str]]:
     report = run("budget", "--ledger", ledger, "--json")
     assert report.returncode == 0, report.stderr
     inputs = json.loads(report.stdout)["inputs"]
-    entries = json.loads(ledger.read_text())["entries"] if ledger.exists() else []
+    entries = ledger_document(ledger)["entries"] if ledger.exists() else []
     return (inputs[0]["epsilon"] if inputs else 0.0), [entry["state"] for entry in entries]
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet  # noqa: F401 - pa.parquet below
 import pytest
-from helpers import unit_rows
+from helpers import ledger_document, unit_rows
 
 from ldpcli.analysis._estimate import estimate_file_mean
 from ldpcli.io._atomic import file_sha256
@@ -254,7 +254,7 @@ def test_a_pipe_release_is_recorded_under_stable_names(tmp_path: Path) -> None:
     side = tmp_path / "release.ldp.json"
     run = ldp_pipe(["privatize", "-", "--eps", "1", "--keep", "id", "-o", "-", "--sidecar", str(side)], data, tmp_path)
     assert run.returncode == 0, run.stderr
-    (entry,) = json.loads((tmp_path / "ledger.json").read_text())["entries"]
+    (entry,) = ledger_document((tmp_path / "ledger.json"))["entries"]
     assert entry["input"] == "<stdin>"
     assert entry["output"] == f"<stdout> (sidecar {side.resolve()})"
     again = ldp_pipe(["privatize", "-", "--eps", "1", "--keep", "id", "-o", "-", "--sidecar", str(tmp_path / "b.json")],

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ldp
+from helpers import ldp, ledger_document
 
 import ldpcli
 from ldpcli.mechanisms import BCDP, get_mechanism
@@ -82,7 +82,7 @@ def test_the_summary_and_the_ledger_say_the_epsilon_spent(tmp_path: Path) -> Non
     assert summary["epsilon_asked"] == 4.0 and math.isclose(summary["epsilon_spent"], 1.0, rel_tol=1e-9)
     assert any(SPENT.search(text) for text in summary["warnings"])
     # the ledger records both, says why, and charges the ε spent: two releases spent 2, not 8
-    stored = json.loads(ledger.read_text())["entries"]
+    stored = ledger_document(ledger)["entries"]
     assert [entry["epsilon"] for entry in stored] == [4.0, 4.0]
     assert all(math.isclose(entry["epsilon_exact"], 1.0, rel_tol=1e-9) for entry in stored)
     assert all(SPENT.search(entry["note"]) for entry in stored)
@@ -96,5 +96,5 @@ def test_a_release_that_spends_what_it_asks_keeps_its_summary(tmp_path: Path) ->
     res = ldp("privatize", data, "-o", tmp_path / "out.csv", "--eps", 4, "--ledger", tmp_path / "ledger.json")
     assert res.exit_code == 0, res.stderr
     assert "privunit2, ε = 4)" in res.stdout and "spent" not in res.stdout
-    entry = json.loads((tmp_path / "ledger.json").read_text())["entries"][0]
+    entry = ledger_document((tmp_path / "ledger.json"))["entries"][0]
     assert "note" not in entry

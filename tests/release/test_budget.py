@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ledger_document
 
 from ldpcli.errors import DataError, UsageError
 from ldpcli.release._ledger import BudgetError, InputFingerprint, Ledger
@@ -169,8 +170,8 @@ def test_record_and_reopen_round_trip(tmp_path: Path) -> None:
     reopened = Ledger.open(path)
     assert reopened.entries == (first, second)
     assert reopened.tag("a" * 64) == tag_before == first.tag  # the key made before the first record was kept
-    document = json.loads(path.read_text())
-    assert document["format"] == "ldp-ledger" and document["version"] == LEDGER_VERSION == 1
+    document = ledger_document(path)
+    assert document["format"] == "ldp-ledger" and document["version"] == LEDGER_VERSION == 2
     assert len(bytes.fromhex(document["key"])) == 32
     assert [LedgerEntry.from_dict(item, path) for item in document["entries"]] == [first, second]
 
@@ -184,7 +185,7 @@ def test_a_shuffled_release_keeps_its_central_guarantee_through_the_ledger(tmp_p
     ledger.record(shuffled)
     ledger.record(plain)
     assert Ledger.open(path).entries == (shuffled, plain)
-    stored = json.loads(path.read_text())["entries"]
+    stored = ledger_document(path)["entries"]
     assert stored[0]["shuffled"] == central and "shuffled" not in stored[1]
 
 
@@ -328,7 +329,7 @@ def _unreadable_contents(case: str, scratch_dir: Path) -> bytes:
     if case == "list":
         return b"[1, 2, 3]"
     if case == "version":
-        return json.dumps({**document, "version": 2}).encode()
+        return json.dumps({**document, "version": 3}).encode()
     if case == "format":
         return json.dumps({**document, "format": "something-else"}).encode()
     if case == "no-key":
@@ -358,7 +359,7 @@ def test_unreadable_ledger_is_refused_and_left_alone(tmp_path: Path, case: str) 
     assert message.startswith(f"{path}: ") and "\n" not in message
     assert "ledger PATH" in message
     if case == "version":
-        assert "version 2" in message and "reads version 1" in message
+        assert "version 3" in message and "reads version 2" in message
     else:
         assert "cannot read the privacy-budget ledger" in message and "never resets" in message
     assert path.read_bytes() == contents

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
-from helpers import ldp_process, unit_rows
+from helpers import ldp_process, ledger_document, unit_rows
 
 from ldpcli.analysis._scan import scan
 from ldpcli.errors import DataError
@@ -170,7 +170,7 @@ def digest_of(ledger: Ledger, rows: np.ndarray) -> rowhash.ReleaseRows:
 def test_the_ledger_charges_each_row_what_it_spent_and_keeps_the_rows_privately(tmp_path: Path) -> None:
     ledger = Ledger.open(tmp_path / "owner" / "ledger.json")
     key = ledger.ensure_key()
-    assert ledger.path.exists() and json.loads(ledger.path.read_text())["entries"] == []
+    assert ledger.path.exists() and ledger_document(ledger.path)["entries"] == []
     assert Ledger.open(ledger.path).ensure_key() == key  # once
     rows = unit_rows(1000, 3, seed=6)
     first = ledger.reserve(entry(ledger, "a" * 64, 1000), max_budget=None, input_label="all.csv",
@@ -237,7 +237,7 @@ def test_a_row_file_outside_the_rows_directory_or_damaged_is_refused(tmp_path: P
     ledger = Ledger.open(tmp_path / "ledger.json")
     rows = unit_rows(20, 3, seed=9)
     ledger.reserve(entry(ledger, "a" * 64, 20), max_budget=None, input_label="a.csv", rows=digest_of(ledger, rows))
-    document = json.loads(ledger.path.read_text())
+    document = ledger_document(ledger.path)
     release = document["entries"][0]["release"]
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")

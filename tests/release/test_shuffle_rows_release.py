@@ -18,7 +18,7 @@ from typing import Any
 import jsonschema
 import numpy as np
 import pytest
-from helpers import ldp, ldp_process, ldp_without, read_list, unit_rows, write_list
+from helpers import ldp, ldp_process, ldp_without, ledger_document, read_list, unit_rows, write_list
 
 from ldpcli.errors import Interrupted
 from ldpcli.io import _interrupts as interrupts
@@ -76,7 +76,7 @@ def test_the_sidecar_states_the_central_guarantee_and_what_it_rests_on(released:
 
 
 def test_the_ledger_entry_carries_the_same_claim(released: dict[str, Any]) -> None:
-    entries = json.loads(released["ledger"].read_text())["entries"]
+    entries = ledger_document(released["ledger"])["entries"]
     plain, shuffled = entries
     assert "shuffled" not in plain
     assert shuffled["shuffled"] == released["sidecar"]["release"]["shuffled"]
@@ -184,14 +184,14 @@ def test_a_kill_or_a_full_disk_during_the_shuffle_leaves_no_output_and_no_tempor
     # the bucket files never had names, nor (Linux) the output's temporary; else it is the one hidden file, of the dead pid
     left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
     assert all(name.startswith(".out.parquet.ldp-") and name.endswith(".tmp") for name in left), left
-    assert json.loads(ledger.read_text())["entries"] == []  # killed before its reservation: nothing counted
+    assert ledger_document(ledger)["entries"] == []  # killed before its reservation: nothing counted
 
     full = run(*args, env={"LDP_FAULT": f"{SCATTERED}:enospc"})
     assert full.returncode == 1 and full.stderr.count("\n") == 1, full.stderr
     assert "could not write the shuffle's temporary files" in full.stderr
     # the failed run swept the dead run's temporary and removed its own
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "owner"]
-    assert json.loads(ledger.read_text())["entries"] == []
+    assert ledger_document(ledger)["entries"] == []
 
 
 def test_an_interrupt_during_the_shuffle_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
