@@ -62,7 +62,7 @@ from ldpcli.io._publication import Publication, entry_list, remove_dataset_direc
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms._composition import release_cost
 from ldpcli.release._batches import Privatizer, run_batches
-from ldpcli.release._commit import commit_release
+from ldpcli.release._commit import Commit
 from ldpcli.release._engines import DaskEngine, LocalEngine, describe_engine, run_all
 from ldpcli.release._file import check_threads, ledger_entry, release_checks, released_input_warning
 from ldpcli.release._inputs import (
@@ -376,11 +376,13 @@ def write_dataset_release(
             for source, read in zip(sources, fingerprints or [])
         ]
 
-        def finish(tags: Sequence[str | None], created: str) -> None:
-            """Write every part's sidecar (on the local engine's threads: each is synced to the disk)
-            and the manifest into the staging directory."""
+        publication = Publication(overwrite=overwrite)
+        publication.add_directory(staging, out, dataset_id, replaces=replaces)
+        with Commit(publication, ledger=ledger, charges=charges, max_budget=max_budget) as commit:
+            tags, created = commit.reserve(), commit.created
 
             def write_part(index: int) -> None:
+                """One part's sidecar (on the local engine's threads: each is synced to the disk)."""
                 result, file = kept[index], files[index]
                 # No row position: the gaps between parts' positions would count the rows skip_invalid left out.
                 part = {"dataset": dataset_id, "index": index, "input": result.task.input_index, "parts": len(kept)}
@@ -405,10 +407,7 @@ def write_dataset_release(
                 manifest = signer.sign(manifest)
             atomic_write_text(staging / MANIFEST_NAME, json.dumps(manifest, indent=2, allow_nan=False) + "\n")
             _sync_entries(staging)
-
-        publication = Publication(overwrite=overwrite)
-        publication.add_directory(staging, out, dataset_id, replaces=replaces)
-        reservations = commit_release(publication, finish, ledger=ledger, charges=charges, max_budget=max_budget)
+            reservations = commit.publish()
         notices.extend(r.notice for r in reservations if r.notice is not None)
         notices.extend(text for text in released if text)
     finally:

@@ -46,7 +46,7 @@ from ldpcli.mechanisms._composition import ReleaseCost, release_cost
 from ldpcli.mechanisms._hooks import spending_note
 from ldpcli.mechanisms._rendering import secured
 from ldpcli.release._batches import Privatizer, run_batches
-from ldpcli.release._commit import commit_release
+from ldpcli.release._commit import Commit
 from ldpcli.release._inputs import expand_inputs, refuse_output_over_input
 from ldpcli.release._ledger import InputFingerprint
 from ldpcli.release._ledger_file import LedgerEntry
@@ -412,7 +412,7 @@ def write_file_release(
     input's spent ε plus this release's would exceed ``max_budget`` (which needs a ledger), warns
     (in ``warnings`` of the result, not in the sidecar) when the input was released before, writes
     the input's keyed tag to the sidecar, and commits the release by
-    :func:`ldpcli.release._commit.commit_release`: reserved in the ledger (the budget checked again
+    :class:`ldpcli.release._commit.Commit`: reserved in the ledger (the budget checked again
     under its lock), output and sidecar published together, then confirmed; after any failure the
     reservation is taken out. Without a ledger nothing is recorded and the sidecar has no tag.
     ``input_label`` and ``output_label`` are the ledger's names for an input or output that is no
@@ -547,21 +547,19 @@ def write_file_release(
                     reproducible=seed is not None, label=options.input_label, output_label=options.output_label,
                     shuffled=shuffled,
                 ), options.input_label or str(source), rows))
-            with contextlib.ExitStack() as sidecars:
-
-                def finish(tags: Sequence[str | None], created: str) -> None:
-                    content = build_sidecar(
-                        mech, n=n, layout=layout, data_path=target, sha256=writer.sha256,
-                        reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=next(iter(tags), None),
-                        reconstruction=risk, created=created, row_sketch=rows.sketch if rows is not None else None,
-                        rng=options.rng, shuffled=shuffled,
-                    )
-                    if signer is not None:
-                        content = signer.sign(content)
-                    publication.add_file(sidecars.enter_context(finished_text(side, sidecar_text(content))))
-
-                reservations = commit_release(publication, finish, ledger=ledger, charges=charges,
-                                              max_budget=options.budget.max_budget)
+            with contextlib.ExitStack() as sidecars, Commit(publication, ledger=ledger, charges=charges,
+                                                            max_budget=options.budget.max_budget) as commit:
+                tags = commit.reserve()
+                content = build_sidecar(
+                    mech, n=n, layout=layout, data_path=target, sha256=writer.sha256,
+                    reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=next(iter(tags), None),
+                    reconstruction=risk, created=commit.created, row_sketch=rows.sketch if rows is not None else None,
+                    rng=options.rng, shuffled=shuffled,
+                )
+                if signer is not None:
+                    content = signer.sign(content)
+                publication.add_file(sidecars.enter_context(finished_text(side, sidecar_text(content))))
+                reservations = commit.publish()
             notices = (*bound_notes, *(r.notice for r in reservations if r.notice is not None),
                        *((released,) if released else ()))
             tag = reservations[0].tag if reservations else None
