@@ -44,7 +44,8 @@ def main() -> None:
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         pq.write_table(pa.table({"embedding": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), args.dim)}),
                        source)
-        ldpcli.privatize_file(source, Path(folder) / "warm.parquet", mechanism="privunit2", epsilon=4.0)
+        privatize_file = ldpcli.privatize_file  # the name looked up before: the profile is of the call alone
+        privatize_file(source, Path(folder) / "warm.parquet", mechanism="privunit2", epsilon=4.0)
         known: dict[str, str | None] = {}
         edges: set[tuple[str, str]] = set()
         files: set[str] = set()
@@ -71,7 +72,7 @@ def main() -> None:
         threading.setprofile(profile)
         sys.setprofile(profile)
         try:
-            ldpcli.privatize_file(source, Path(folder) / "out.parquet", mechanism="privunit2", epsilon=4.0)
+            privatize_file(source, Path(folder) / "out.parquet", mechanism="privunit2", epsilon=4.0)
         finally:
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]

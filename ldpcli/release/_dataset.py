@@ -60,7 +60,7 @@ from ldpcli.io._formats import check_codec, data_suffix, file_suffixes
 from ldpcli.io._jsonfile import read_json
 from ldpcli.io._publication import Publication, entry_list, remove_dataset_directory, sweep_stale, unknown_entries
 from ldpcli.mechanisms import Mechanism, MechanismSpec
-from ldpcli.mechanisms._composition import release_cost
+from ldpcli.mechanisms._composition import ReleaseCost
 from ldpcli.release._batches import Privatizer, run_batches
 from ldpcli.release._commit import Commit
 from ldpcli.release._engines import DaskEngine, LocalEngine, describe_engine, run_all
@@ -77,10 +77,10 @@ from ldpcli.release._options import ReleaseOptions
 from ldpcli.release._randomness import input_key, key_block_rows, root_seed
 from ldpcli.release._rowhash import RowDigest
 from ldpcli.release._rowindex import Charge
-from ldpcli.release._safety import check_clipping, release_warnings
+from ldpcli.release._safety import check_clipping
 from ldpcli.release._sidecar import build_sidecar, sidecar_path, write_sidecar
 from ldpcli.release._signing import signer_for
-from ldpcli.risk._section import reconstruction
+from ldpcli.release._steps import calibrate
 
 #: The suffix of every part file (parts are Parquet whatever the inputs' format).
 PART_SUFFIX = ".parquet"
@@ -174,6 +174,8 @@ class DatasetResult:
     layout: VectorLayout
     reproducible: bool
     engine: dict[str, Any]
+    #: What the release spent on each row (:func:`ldpcli.mechanisms._composition.release_cost`), computed once.
+    cost: ReleaseCost
     #: Statistics of the raw data, for the operator only (never in a sidecar or the manifest).
     n_clipped: int = 0
     n_skipped: int = 0
@@ -183,7 +185,7 @@ class DatasetResult:
 
     def summary(self) -> dict[str, Any]:
         """What ``ldp privatize --engine dask --json`` prints."""
-        mech, cost = self.mechanism, release_cost(self.mechanism)
+        mech, cost = self.mechanism, self.cost
         return {
             "output": str(self.output), "manifest": str(self.manifest), "parts": [str(p) for p in self.parts],
             "inputs": [str(p) for p in self.inputs], "n": self.n, "d": self.d,
@@ -317,13 +319,9 @@ def write_dataset_release(
                 f"{source}: its vectors ({other.kind} {list(other.columns)[:4]}…, d = {other.d}) differ from "
                 f"{sources[0]}'s (d = {layout.d}); the inputs of one dataset must share their columns"
             )
-    names = layout.columns if layout.kind == "columns" else None
-    bound_spec, bound_notes = spec.bind_columns(names, layout.d)
-    mech = bound_spec.calibrate(layout.d)
-    mech.describe()
-    risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a,
-                          threshold=options.risk.threshold)
-    recorded = release_warnings(mech, layout.keep, forced, options.warnings)
+    release = calibrate(spec, layout, forced=forced, options=options, source=sources[0])  # step 3, as a file's
+    bound_spec, bound_notes, mech = release.spec, release.notes, release.mechanism
+    risk, recorded = release.risk, release.warnings
     root = root_seed(seed)
     block = key_block_rows(layout.d)
     dataset_id = secrets.token_hex(16)
@@ -371,7 +369,7 @@ def write_dataset_release(
         files = _number_parts(staging, [Path(r.task.target) for r in kept])
         charges = [
             Charge(ledger_entry(mech, digest=read.digest, source=source, rows=read.rows, columns=layout.columns,
-                                output=out, copies=1, created="", tag="", reproducible=seed is not None), str(source),
+                                output=out, cost=release.cost, created="", tag="", reproducible=seed is not None), str(source),
                    row_digest.summarize(read.hashes[read.released]) if row_digest is not None else None)
             for source, read in zip(sources, fingerprints or [])
         ]
@@ -415,7 +413,7 @@ def write_dataset_release(
     return DatasetResult(
         output=out, manifest=out / MANIFEST_NAME, parts=tuple(out / file.name for file in files),
         inputs=tuple(sources), n=sum(r.rows for r in kept), d=mech.d, mechanism=mech, layout=layout,
-        reproducible=seed is not None, engine=describe_engine(engine), n_clipped=sum(r.clipped for r in results),
+        reproducible=seed is not None, engine=describe_engine(engine), cost=release.cost, n_clipped=sum(r.clipped for r in results),
         n_skipped=sum(r.skipped for r in results), warnings=(*recorded, *notices),
         dropped_columns=tuple(dict.fromkeys(name for names in dropped for name in names)),
     )

@@ -65,7 +65,7 @@ from ldpcli.io._messages import _reason
 from ldpcli.math._bitgen import require_randomgen
 from ldpcli.math._shuffling import default_central_delta
 from ldpcli.mechanisms import Mechanism
-from ldpcli.mechanisms._composition import release_cost
+from ldpcli.mechanisms._composition import ReleaseCost
 from ldpcli.release._randomness import block_generators, root_seed
 
 #: Bucket files per level of the external shuffle. With the default memory budget (256 MB, of which
@@ -354,13 +354,13 @@ def check_shuffle(*, shuffle: bool, delta: float | None, keep: Sequence[str], co
     require_randomgen()
 
 
-def check_pure(mech: Mechanism) -> None:
+def check_pure(mech: Mechanism, cost: ReleaseCost) -> None:
     """UsageError for reports that are not pure ε0-LDP: the shuffle bound is for pure ε0-LDP reports only.
 
     Refused, each with its own reason: a mechanism that is (ε0, δ0)-LDP itself (the Gaussian baseline),
     and a pure one made (ε0, δ)-LDP by its secure rendering (:mod:`ldpcli.mechanisms._rendering`: a grid
     or sign rendering's δ > 0; a finite one's is 0 and keeps a pure mechanism pure)."""
-    delta, mechanism = release_cost(mech).delta, mech.name
+    delta, mechanism = cost.delta, mech.name
     rendering = getattr(mech, "rendering", None)  # `secure`'s, else None
     rendering_delta = rendering.delta if rendering is not None else 0.0
     if delta > 0 and rendering_delta > 0 and delta <= rendering_delta:

@@ -83,7 +83,7 @@ from ldpcli.io._jsonfile import read_json
 from ldpcli.math._kernels import kernel_name
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms._base import MechanismSpec
-from ldpcli.mechanisms._composition import release_cost
+from ldpcli.mechanisms._composition import ReleaseCost, release_cost
 from ldpcli.mechanisms._hooks import feature_section
 from ldpcli.mechanisms._rendering import as_recorded
 from ldpcli.release._randomness import DEFAULT_RNG, randomness_record
@@ -184,8 +184,9 @@ def build_sidecar(
     row_sketch: np.ndarray | None = None,
     rng: str = DEFAULT_RNG,
     shuffled: dict[str, Any] | None = None,
+    cost: ReleaseCost | None = None,
 ) -> dict[str, Any]:
-    """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``.
+    """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``; ``cost``: the release's (default computed).
 
     ``created`` (UTC ISO-8601, default now) is the release's time: the ledger's reservation sets it,
     so that the sidecar and the ledger entry name the release by the same time.
@@ -253,7 +254,7 @@ def build_sidecar(
     release["expected_error_mean"] = mechanism.expected_error_mean(n) / layout.copies
     if layout.copies > 1:
         release["copies"] = layout.copies
-        release["epsilon_total"] = release_cost(mechanism, copies=layout.copies).epsilon_exact
+        release["epsilon_total"] = (cost or release_cost(mechanism, copies=layout.copies)).epsilon_exact
     release["unprivatized_columns"] = list(layout.keep)
     release["warnings"] = recorded
     if input_tag is not None:
