@@ -30,7 +30,7 @@ from ldpcli.io import file_sha256
 from ldpcli.mechanisms._composition import release_cost
 from ldpcli.release._arrays import ReleaseRecord, privatize_rows
 from ldpcli.release._options import ReleaseOptions
-from ldpcli.release._shuffle import ShuffleClaim
+from ldpcli.release._shuffle_claim import ShuffleClaim
 from ldpcli.release._sidecar import Sidecar
 from ldpcli.release._signing import PublicKey
 
@@ -106,7 +106,7 @@ class Release(ReleaseRecord):
     def shuffled(self) -> ShuffleClaim | None:
         """The central claim of a release of one file written in a uniformly random order (``privatize_file``
         with ``shuffle``): ``epsilon_central_upper`` at ``delta`` for its n reports, under its ``assumptions``
-        (:class:`~ldpcli.release._shuffle.ShuffleClaim`, checked on opening). None in memory, for an unshuffled
+        (:class:`~ldpcli.release._shuffle_claim.ShuffleClaim`, checked on opening). None in memory, for an unshuffled
         release, and for several files (each was shuffled apart: each file's is ``sidecars[i].shuffled``)."""
         return self.sidecars[0].shuffled if len(self.sidecars) == 1 else None
 

@@ -55,15 +55,8 @@ from ldpcli.release._randomness import check_rng, input_key, key_block_rows, roo
 from ldpcli.release._rowhash import ReleaseRows, RowDigest
 from ldpcli.release._rowindex import Charge
 from ldpcli.release._safety import check_clip_fraction, check_clipping, check_epsilon
-from ldpcli.release._shuffle import (
-    ExternalShuffle,
-    OrderKeys,
-    check_pure,
-    check_shuffle,
-    order_root,
-    shuffle_delta,
-    shuffled_section,
-)
+from ldpcli.release._shuffle import ExternalShuffle, OrderKeys, order_root
+from ldpcli.release._shuffle_claim import check_pure, check_shuffle, shuffle_delta, shuffled_section
 from ldpcli.release._sidecar import (
     Sidecar,
     build_sidecar,
@@ -203,7 +196,7 @@ def ledger_entry(
     ``"<stdout>"``); by default the resolved paths. The ε and δ are the release's ``cost``, its copies
     together (:func:`ldpcli.mechanisms._composition.release_cost`, computed once per release); the budget counts the exact ε, and
     ``note`` says why it is below the ε asked (:func:`~ldpcli.mechanisms._hooks.spending_note`); ``shuffled``
-    is a shuffled release's central claim (:func:`ldpcli.release._shuffle.shuffled_section`)."""
+    is a shuffled release's central claim (:func:`ldpcli.release._shuffle_claim.shuffled_section`)."""
     return LedgerEntry(
         fingerprint=digest, input=label if label is not None else str(source.resolve()), rows=rows, d=mech.d,
         columns=list(columns), output=output_label if output_label is not None else str(output.resolve()),
@@ -511,8 +504,9 @@ def plan_file_release(
     """Step 1: the paths, the options and the outputs checked (an existing one needs ``overwrite``
     and must be ldp's own), the dead runs' litter swept, the owner's key and the seed."""
     ledger, overwrite, memory = options.budget.ledger, options.overwrite, options.resources.memory
-    check_shuffle(shuffle=options.shuffle, delta=options.shuffle_delta, keep=options.columns.keep,
-                  copies=options.copies)
+    if options.shuffle or options.shuffle_delta is not None:  # an unshuffled release has nothing to check
+        check_shuffle(shuffle=options.shuffle, delta=options.shuffle_delta, keep=options.columns.keep,
+                      copies=options.copies)
     threads = check_threads(options.resources.threads)
     if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
         raise UsageError(f"`memory` must be at least 1 MB, got {memory!r} bytes")

@@ -89,7 +89,7 @@ from ldpcli.mechanisms._rendering import as_recorded
 from ldpcli.release._randomness import DEFAULT_RNG, randomness_record
 from ldpcli.release._rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
 from ldpcli.release._safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
-from ldpcli.release._shuffle import ShuffleClaim, read_shuffle_claim
+from ldpcli.release._shuffle_claim import ShuffleClaim, read_shuffle_claim
 
 FORMAT = "ldp-sidecar"
 #: The version ``build_sidecar`` writes; ``load_sidecar`` reads this one and every older one.
@@ -208,7 +208,7 @@ def build_sidecar(
     key blocks' generator ``rng`` (:func:`ldpcli.release._randomness.randomness_record`: its name, package and
     version, whether it is cryptographic, and its entropy: "chosen by the user: not for release" when
     ``reproducible``, else "from the OS"; never the seed or a key) and the kernel that ran the samplers.
-    ``shuffled`` (a release written in a uniformly random order: :func:`ldpcli.release._shuffle.shuffled_section`)
+    ``shuffled`` (a release written in a uniformly random order: :func:`ldpcli.release._shuffle_claim.shuffled_section`)
     goes to ``release.shuffled``. UsageError (from
     ``describe``) if a number is not finite.
     """
@@ -427,7 +427,7 @@ class Sidecar:
     #: ``release.row_sketch``'s values (ascending), None when not recorded (no ledger, older sidecars).
     row_sketch: tuple[int, ...] | None = None
     #: ``release.shuffled``: the central claim of a release written in a uniformly random order
-    #: (``privatize --shuffle``, :class:`ldpcli.release._shuffle.ShuffleClaim`), None for any other.
+    #: (``privatize --shuffle``, :class:`ldpcli.release._shuffle_claim.ShuffleClaim`), None for any other.
     shuffled: ShuffleClaim | None = None
 
     @property

@@ -25,7 +25,7 @@ from ldpcli.mechanisms._rendering import secured
 from ldpcli.release._options import ReleaseOptions
 from ldpcli.release._rowhash import decode_sketch
 from ldpcli.release._safety import release_warnings
-from ldpcli.release._shuffle import read_shuffle_claim
+from ldpcli.release._shuffle_claim import read_shuffle_claim
 from ldpcli.release._sidecar import SCHEMA_VERSION, Sidecar
 from ldpcli.release._signing import Signer
 from ldpcli.risk._section import reconstruction
