@@ -433,7 +433,7 @@ def write_file_release(
                              options)
     ledger, seed = options.budget.ledger, options.seed
     with open_input(plan) as reader:
-        release = calibrate(plan.spec.for_copies(options.copies), reader.layout, forced=plan.forced,
+        release = calibrate(plan.copy_spec, reader.layout, forced=plan.forced,
                             options=options, source=plan.source, copies=options.copies)
         if options.shuffle:
             check_pure(release.mechanism, release.cost)
@@ -488,6 +488,8 @@ class FilePlan:
     #: The warning for an input that is itself an ldp release (:func:`released_input_warning`).
     released: str | None
     root: np.random.SeedSequence
+    #: Each copy's spec (:meth:`~ldpcli.mechanisms.MechanismSpec.for_copies`: together they spend ``spec``).
+    copy_spec: MechanismSpec
 
     def replaceable(self) -> None:
         """The rule for replacing the output (:func:`ldpcli.release._sidecar.check_replaceable`), run
@@ -507,6 +509,7 @@ def plan_file_release(
     if options.shuffle or options.shuffle_delta is not None:  # an unshuffled release has nothing to check
         check_shuffle(shuffle=options.shuffle, delta=options.shuffle_delta, keep=options.columns.keep,
                       copies=options.copies)
+    copy_spec = checked[0].for_copies(options.copies)
     threads = check_threads(options.resources.threads)
     if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
         raise UsageError(f"`memory` must be at least 1 MB, got {memory!r} bytes")
@@ -535,7 +538,8 @@ def plan_file_release(
     # A shuffle holds half the budget (the rows, or a bucket of them), the batches in flight the other half.
     per_batch = (memory // 2 if options.shuffle else memory) // max(_MIN_BATCHES_PER_BUDGET, threads + 2)
     plan = FilePlan(source, target, side, out_format, *checked, options, threads, per_batch,
-                    signer=None, released=None, root=root_seed(options.seed))  # seed None: fresh OS entropy
+                    signer=None, released=None, root=root_seed(options.seed),  # seed None: fresh OS entropy
+                    copy_spec=copy_spec)
     if overwrite:
         plan.replaceable()  # and again at the publication
     sweep_stale(target.parent)
