@@ -62,8 +62,8 @@ if TYPE_CHECKING:
     from ldpcli.analysis._handle import privatize_dataset as privatize_dataset
     from ldpcli.analysis._handle import privatize_file as privatize_file
     from ldpcli.mechanisms._base import MechanismSpec as MechanismSpec
+    from ldpcli.release._array_estimate import estimate_mean as estimate_mean
     from ldpcli.release._arrays import LdpWarning as LdpWarning
-    from ldpcli.release._arrays import estimate_mean as estimate_mean
     from ldpcli.release._ledger import Ledger as Ledger
     from ldpcli.release._options import Budget as Budget
     from ldpcli.release._options import Columns as Columns

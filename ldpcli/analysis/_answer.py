@@ -480,13 +480,13 @@ def save_central_release(release: CentralRelease, workload: Workload, output: Pa
                          fingerprint: InputFingerprint | None = None, max_budget: float | None = None) -> Path:
     """Write the answers (``.json``, ``.csv`` or ``.parquet``: query, answer, noisy) and the sidecar
     ``OUTPUT.ldp.json`` beside them, published together by the commit protocol
-    (:func:`ldpcli.release._commit.commit_release`). With a ``ledger`` (and the ``fingerprint`` that
+    (:class:`ldpcli.release._commit.Commit`). With a ``ledger`` (and the ``fingerprint`` that
     :func:`release_queries` fed from ``source``), the release is charged to that input at its exact
     (ε, δ) (the Gaussian mechanism's curve at ``release.delta``) and refused past ``max_budget``.
     Returns the sidecar's path."""
     from ldpcli.io._atomic import finished_bytes
     from ldpcli.io._publication import Publication
-    from ldpcli.release._commit import commit_release
+    from ldpcli.release._commit import Commit
     from ldpcli.release._rowindex import Charge
     from ldpcli.release._sidecar import check_replaceable, sidecar_path, sidecar_text
 
@@ -521,10 +521,10 @@ def save_central_release(release: CentralRelease, workload: Workload, output: Pa
         check_replaceable, path, side, ledger_path=ledger.path if ledger is not None else None))
     with contextlib.ExitStack() as files:
         publication.add_file(files.enter_context(finished_bytes(path, payload)))
-
-        def finish(tags: Sequence[str | None], created: str) -> None:
-            content = central_sidecar(release, path, hashlib.sha256(payload).hexdigest(), workload, created=created)
+        with Commit(publication, ledger=ledger, charges=charges, max_budget=max_budget) as commit:
+            commit.reserve()
+            content = central_sidecar(release, path, hashlib.sha256(payload).hexdigest(), workload,
+                                      created=commit.created)
             publication.add_file(files.enter_context(finished_bytes(side, sidecar_text(content).encode())))
-
-        commit_release(publication, finish, ledger=ledger, charges=charges, max_budget=max_budget)
+            commit.publish()
     return side

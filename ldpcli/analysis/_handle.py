@@ -30,7 +30,7 @@ from ldpcli.io import file_sha256
 from ldpcli.mechanisms._composition import release_cost
 from ldpcli.release._arrays import ReleaseRecord, privatize_rows
 from ldpcli.release._options import ReleaseOptions
-from ldpcli.release._shuffle import ShuffleClaim
+from ldpcli.release._shuffle_claim import ShuffleClaim
 from ldpcli.release._sidecar import Sidecar
 from ldpcli.release._signing import PublicKey
 
@@ -106,7 +106,7 @@ class Release(ReleaseRecord):
     def shuffled(self) -> ShuffleClaim | None:
         """The central claim of a release of one file written in a uniformly random order (``privatize_file``
         with ``shuffle``): ``epsilon_central_upper`` at ``delta`` for its n reports, under its ``assumptions``
-        (:class:`~ldpcli.release._shuffle.ShuffleClaim`, checked on opening). None in memory, for an unshuffled
+        (:class:`~ldpcli.release._shuffle_claim.ShuffleClaim`, checked on opening). None in memory, for an unshuffled
         release, and for several files (each was shuffled apart: each file's is ``sidecars[i].shuffled``)."""
         return self.sidecars[0].shuffled if len(self.sidecars) == 1 else None
 
@@ -427,7 +427,8 @@ def privatize_file(src: PathLike, dst: PathLike | None = None, *, mechanism: Mec
     Returns
     -------
     Release
-        The written release, opened (and verified) as :func:`open_release` would; ``result`` holds
+        The written release, as :func:`open_release` would open it (built from the sidecar written and
+        the SHA-256 the writer computed, without reading the file again); ``result`` holds
         what the run did (:class:`~ldpcli.release._file.PrivatizeResult`), ``n_clipped`` its count
         of rows moved onto the bound (for the operator: never publish it).
     """
@@ -435,8 +436,13 @@ def privatize_file(src: PathLike, dst: PathLike | None = None, *, mechanism: Mec
 
     result = privatize_one(src, dst, mechanism=mechanism, epsilon=epsilon, norm_bound=norm_bound, options=options,
                            sidecar=sidecar)
-    release = open_release(result.output, sidecar=result.sidecar)
-    return dataclasses.replace(release, n_clipped=result.n_clipped, result=result)
+    meta = result.written  # the sidecar as it was written, hashed by the writer: nothing is read back
+    assert meta is not None
+    return Release(
+        mechanism=meta.mechanism, n=meta.n, columns=meta.layout.columns, keep=meta.layout.keep, dtype=meta.dtype,
+        reproducible=result.reproducible, warnings=meta.warnings, n_clipped=result.n_clipped, paths=(result.output,),
+        sidecars=(meta,), result=result,
+    )
 
 
 def privatize_dataset(inputs: Paths, output_dir: PathLike, *, mechanism: MechanismSpec | str = "privunit2",

@@ -75,7 +75,7 @@ class MeanEstimate:
     #: for an estimate not made from files.
     signature: dict[str, Any] | None = None
     #: For each of ``files``, the central claim its release recorded when it was written shuffled
-    #: (``privatize --shuffle``: :class:`ldpcli.release._shuffle.ShuffleClaim`, from the sidecar already
+    #: (``privatize --shuffle``: :class:`ldpcli.release._shuffle_claim.ShuffleClaim`, from the sidecar already
     #: read), else None; empty for an estimate not made from files. Not in :meth:`to_dict`.
     shuffled: tuple[Any, ...] = ()
     #: The files whose rows are noisier than their sidecars' mechanism allows

@@ -371,7 +371,7 @@ def _sync(file: BinaryIO) -> None:
 
 
 def _publish(
-    temp: Path, target: Path, label: str, overwrite: bool, on_published: Callable[[], None]
+    temp: Path, target: Path, label: str, overwrite: bool, on_published: Callable[[], None] | None = None
 ) -> None:
     """Give the finished temporary file its final permissions and rename it onto ``target``.
 
@@ -395,7 +395,8 @@ def _publish(
                 raise UsageError(f"{label}: already exists (another run wrote it meanwhile); "
                                  "pass `overwrite=True` to replace it.") from exc
         _LIVE_TEMPORARIES.discard(temp)
-        on_published()
+        if on_published is not None:
+            on_published()
     _sync_directory(target.parent)
 
 

@@ -4,7 +4,8 @@ directory), and finishing what dead runs left behind.
 :class:`Publication`: after any failure, and after a kill at any moment once the next run has
 looked at the place (:func:`sweep_stale`), every target holds either its old content or its new
 one, all of them the same. It writes a journal before it replaces anything, keeps the replaced
-outputs as hidden backups until the caller's ``confirm`` (the ledger) has succeeded, and removes
+outputs as hidden backups until the caller's confirmation (the ledger), the block of
+:meth:`Publication.publishing`, has succeeded, and removes
 the journal as its commit point. ``docs/commit-protocol.md`` states the protocol.
 
 The outputs are the finished temporaries of :mod:`ldpcli.io._atomic` (an
@@ -22,7 +23,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,14 +83,15 @@ class Publication:
     """Finished outputs published together: every target old, or every target new.
 
     Add each finished temporary (:meth:`add_file` for an :class:`AtomicFileSink` after
-    ``finish``, :meth:`add_directory` for a staging directory), then :meth:`run`:
+    ``finish``, :meth:`add_directory` for a staging directory), then enter :meth:`publishing`:
 
     1. a journal (a hidden ``.journal`` file beside the first target) lists every move;
     2. each target that exists is kept as a hidden backup (a hard link; a directory is swapped
        with ``renameat2(RENAME_EXCHANGE)`` where the file system has it, else renamed aside);
     3. each temporary is renamed onto its target (without ``overwrite``: only if the target does
        not exist, checked atomically at the rename, so two runs never both publish one target);
-    4. ``confirm`` runs (the ledger's confirmation of the release);
+    4. the block of ``with publication.publishing():`` runs (the caller's confirmation of the
+       release in the ledger: :class:`ldpcli.release._commit.Commit` drives it);
     5. the journal is removed: the commit point. Then the backups are removed.
 
     A failure in steps 2-4 puts every old output back and removes the new ones (the error is
@@ -130,68 +132,85 @@ class Publication:
         self._moves.append(_Move(staging, target, os.fspath(target), directory=True, dataset=dataset,
                                  known=frozenset(replaces)))
 
-    def run(self, confirm: Callable[[], None] | None = None) -> None:
-        """Publish every output, then ``confirm``; on any failure restore the old outputs and re-raise."""
+    @contextlib.contextmanager
+    def publishing(self) -> Iterator[None]:
+        """Publish every output; the block is step 4 (the caller's confirmation: the ledger's), and
+        its normal end is the commit point. On any failure before it, the old outputs are restored
+        and the error goes on. Signals are held back from the journal to the end (see the class)."""
         check_interrupt()  # a cancellation some library code swallowed still stops the run here
         if not self._moves:  # a release with no file (a model printed on stdout): only the confirmation
             with held(commit=True):
-                if confirm is not None:
-                    confirm()
+                yield
                 self.committed = True
             return
         journal = hidden_name(self._moves[0].target, "journal")
         with held(commit=True):
-            for move in self._moves:
-                sweep_stale(move.target.parent)
-                move.had_old = os.path.lexists(move.target)
-                if move.had_old and not self._overwrite:
-                    raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.")
-                if move.had_old:
-                    move.backup = hidden_name(move.target, "old")
-            if self._replaceable is not None and any(move.had_old for move in self._moves):
-                self._replaceable()  # again now: a file may have appeared, or changed, since the run began
+            self._check_targets()
             try:
-                for sink in self._sinks:
-                    sink.name()  # a file without a name until now: a kill before this left nothing
-                _write_journal(journal, self._moves)
-                checkpoint("journal")
-                for move in self._moves:
-                    if move.had_old and not move.directory:
-                        _keep_backup(move)
-                for index, move in enumerate(self._moves):
-                    self._place(move)
-                    if index == 0:
-                        checkpoint("data-placed")
-                for directory in {move.target.parent for move in self._moves}:
-                    _sync_directory(directory)
+                self._place_all(journal)
                 checkpoint("published")
-                if confirm is not None:
-                    confirm()
+                yield
                 checkpoint("confirmed")
             except BaseException:
-                _roll_back(self._moves)
-                _remove_path(journal)
-                for move in self._moves:
-                    if move.directory:
-                        remove_dataset_directory(move.temp, move.dataset)
-                    else:
-                        _remove(move.temp)
-                        if move.backup is not None:
-                            _remove_path(move.backup)  # not restored: the target never left its old content
+                self._undo(journal)
                 raise
-            for move in self._moves:
-                _LIVE_TEMPORARIES.discard(move.temp)
-            with contextlib.suppress(OSError):
-                os.unlink(journal)  # the commit point
-            self.committed = True
-            note_published(self.label)
-            for sink in self._sinks:
-                sink._mark_committed()
-            checkpoint("committed")
-            _sync_directory(journal.parent)
-            for move in self._moves:
-                _drop_old(move)
+            self._commit(journal)
         checkpoint("done")
+
+    def _check_targets(self) -> None:
+        """Which targets exist (each gets a backup), refused without ``overwrite``; the caller's rule again."""
+        for move in self._moves:
+            sweep_stale(move.target.parent)
+            move.had_old = os.path.lexists(move.target)
+            if move.had_old and not self._overwrite:
+                raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.")
+            if move.had_old:
+                move.backup = hidden_name(move.target, "old")
+        if self._replaceable is not None and any(move.had_old for move in self._moves):
+            self._replaceable()  # again now: a file may have appeared, or changed, since the run began
+
+    def _place_all(self, journal: Path) -> None:
+        """Steps 1-3 (and the sync): name the temporaries, write the journal, keep backups, rename."""
+        for sink in self._sinks:
+            sink.name()  # a file without a name until now: a kill before this left nothing
+        _write_journal(journal, self._moves)
+        checkpoint("journal")
+        for move in self._moves:
+            if move.had_old and not move.directory:
+                _keep_backup(move)
+        for index, move in enumerate(self._moves):
+            self._place(move)
+            if index == 0:
+                checkpoint("data-placed")
+        for directory in {move.target.parent for move in self._moves}:
+            _sync_directory(directory)
+
+    def _undo(self, journal: Path) -> None:
+        """Every old output back, every new one and every temporary removed, the journal too."""
+        _roll_back(self._moves)
+        _remove_path(journal)
+        for move in self._moves:
+            if move.directory:
+                remove_dataset_directory(move.temp, move.dataset)
+            else:
+                _remove(move.temp)
+                if move.backup is not None:
+                    _remove_path(move.backup)  # not restored: the target never left its old content
+
+    def _commit(self, journal: Path) -> None:
+        """Step 5: remove the journal (the commit point), then the backups."""
+        for move in self._moves:
+            _LIVE_TEMPORARIES.discard(move.temp)
+        with contextlib.suppress(OSError):
+            os.unlink(journal)  # the commit point
+        self.committed = True
+        note_published(self.label)
+        for sink in self._sinks:
+            sink._mark_committed()
+        checkpoint("committed")
+        _sync_directory(journal.parent)
+        for move in self._moves:
+            _drop_old(move)
 
     def _place(self, move: _Move) -> None:
         """Step 3 for one output (the old one is kept already, or swapped aside here)."""
@@ -209,7 +228,7 @@ class Publication:
             except FileExistsError as exc:
                 raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.") from exc
             return
-        _publish(move.temp, move.target, move.label, move.had_old, lambda: None)
+        _publish(move.temp, move.target, move.label, move.had_old)
 
 
 def _check_swapped_out(move: _Move, old: Path) -> None:

@@ -63,6 +63,25 @@ def default_batch_rows(d: int, memory_bytes: int = DEFAULT_BATCH_MEMORY) -> int:
     return min(_MAX_BATCH_ROWS, max(1, memory_bytes // (8 * d * _WORKING_COPIES)))
 
 
+@dataclass(frozen=True)
+class BatchRows:
+    """Rows per batch for vectors of dimension d, as a format's reader asks once it knows d:
+    ``rows`` if given, else :func:`default_batch_rows` of ``memory_bytes``; with ``granule`` (the
+    keyed randomness's block, per d) a multiple of it. A value the reader calls, not a closure of
+    the caller's."""
+
+    rows: int | None
+    memory_bytes: int
+    granule: Callable[[int], int] | None = None
+
+    def __call__(self, d: int) -> int:
+        rows = self.rows or default_batch_rows(d, self.memory_bytes)
+        if self.granule is None:
+            return rows
+        step = self.granule(d)
+        return max(1, rows // step) * step
+
+
 @dataclass
 class VectorBatch:
     """One batch of vectors read from a file.

@@ -16,7 +16,7 @@ from ldpcli.errors import UsageError, counted
 from ldpcli.io._columns import _check_keep_names, _Choice, _name_option, _text_columns
 from ldpcli.io._formats import file_format, get_format
 from ldpcli.io._layout import VectorLayout
-from ldpcli.io._read import DEFAULT_BATCH_MEMORY, VectorReader, default_batch_rows
+from ldpcli.io._read import DEFAULT_BATCH_MEMORY, BatchRows, VectorReader
 
 #: Names of left-out columns shown in the note (:func:`dropped_note`); the rest are counted.
 _DROPPED_SHOWN = 8
@@ -107,14 +107,7 @@ def open_vectors(
         offer_keep=offer_keep, no_header=no_header,
     )
 
-    def rows_for(d: int) -> int:
-        rows = batch_rows or default_batch_rows(d, memory_bytes)
-        if granule is None:
-            return rows
-        step = granule(d)
-        return max(1, rows // step) * step
-
-    reader = fmt.open_reader(target, label, choice, rows_for)
+    reader = fmt.open_reader(target, label, choice, BatchRows(batch_rows, memory_bytes, granule))
     reader.writable = writable
     reader.skip_invalid = skip_invalid
     if granule is not None:

@@ -7,7 +7,7 @@ of one mechanism, by basic composition (:func:`ldpcli.mechanisms._composition.re
 with the central layer (:mod:`ldpcli.learn._central`) also carries its central (ε, δ), in the
 sidecar's ``central`` section beside the local ``privacy``, and in its ledger entry (the same section, as
 ``central``: ``ldp budget`` composes it with the input's other central guarantees).
-:func:`publish_model` commits it like every release (:func:`ldpcli.release._commit.commit_release`):
+:func:`publish_model` commits it like every release (:class:`ldpcli.release._commit.Commit`):
 reserved in the ledger, model and sidecar published together, confirmed.
 """
 
@@ -18,7 +18,6 @@ import hashlib
 import io
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -36,7 +35,7 @@ from ldpcli.learn._reference import Minimizer
 from ldpcli.learn._sgd import DEFAULT_MECHANISM, StepRule, gradient_moment_bounds
 from ldpcli.mechanisms._base import Mechanism
 from ldpcli.mechanisms._composition import ReleaseCost, release_cost
-from ldpcli.release._commit import commit_release
+from ldpcli.release._commit import Commit
 from ldpcli.release._ledger import InputFingerprint, Ledger
 from ldpcli.release._ledger_file import LedgerEntry
 from ldpcli.release._rowindex import Charge
@@ -382,7 +381,7 @@ def model_sidecar(result: TrainResult, target: Path, sha256: str, *, created: st
 def publish_model(result: TrainResult, source: Path, target: Path | None, overwrite: bool, ledger: Ledger | None,
              digest: str | None, fingerprint: InputFingerprint | None, layout: Any,
              max_budget: float | None) -> TrainResult:
-    """Commit the release (:func:`ldpcli.release._commit.commit_release`): reserve it in the ledger, publish
+    """Commit the release (:class:`ldpcli.release._commit.Commit`): reserve it in the ledger, publish
     the model and its sidecar together (when ``target``), confirm. Returns the result with its
     input tag and sidecar."""
     side = sidecar_path(target) if target is not None else None
@@ -396,19 +395,16 @@ def publish_model(result: TrainResult, source: Path, target: Path | None, overwr
             delta=result.cost.delta if mech.delta_exact > 0 else None, created="", tag="",
             reproducible=result.reproducible, central=result.central_section(),
         ), str(source)))
-    published = [replace(result, sidecar=side)]
     publication = Publication(overwrite=overwrite, replaceable=None if target is None or side is None else partial(
         check_replaceable, target, side, ledger_path=ledger.path if ledger is not None else None))
-    with contextlib.ExitStack() as files:
-
-        def finish(tags: Sequence[str | None], created: str) -> None:
-            published[0] = tagged = replace(published[0], input_tag=next(iter(tags), None))
-            if target is not None and side is not None:
-                payload = model_bytes(tagged, target)
-                content = model_sidecar(tagged, target, hashlib.sha256(payload).hexdigest(), created=created)
-                publication.add_file(files.enter_context(finished_bytes(target, payload)))
-                publication.add_file(files.enter_context(finished_bytes(side, sidecar_text(content).encode())))
-
-        reservations = commit_release(publication, finish, ledger=ledger, charges=charges, max_budget=max_budget)
+    with contextlib.ExitStack() as files, Commit(publication, ledger=ledger, charges=charges,
+                                                 max_budget=max_budget) as commit:
+        tagged = replace(result, sidecar=side, input_tag=next(iter(commit.reserve()), None))
+        if target is not None and side is not None:
+            payload = model_bytes(tagged, target)
+            content = model_sidecar(tagged, target, hashlib.sha256(payload).hexdigest(), created=commit.created)
+            publication.add_file(files.enter_context(finished_bytes(target, payload)))
+            publication.add_file(files.enter_context(finished_bytes(side, sidecar_text(content).encode())))
+        reservations = commit.publish()
     notices = tuple(r.notice for r in reservations if r.notice is not None)
-    return replace(published[0], notices=(*published[0].notices, *notices))
+    return replace(tagged, notices=(*tagged.notices, *notices))

@@ -19,7 +19,9 @@ class LazyModule:
         self._name = name
 
     def __getattr__(self, attribute: str) -> Any:
-        return getattr(importlib.import_module(self._name), attribute)
+        value = getattr(importlib.import_module(self._name), attribute)
+        self.__dict__[attribute] = value  # read as a plain attribute from now on: no call per use
+        return value
 
     def __repr__(self) -> str:
         return f"<lazy module {self._name!r}>"

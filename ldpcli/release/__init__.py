@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ldpcli.release._randomness import keyed_generator as keyed_generator
     from ldpcli.release._randomness import root_seed as root_seed
     from ldpcli.release._safety import check_epsilon as check_epsilon
-    from ldpcli.release._shuffle import ShuffleClaim as ShuffleClaim
+    from ldpcli.release._shuffle_claim import ShuffleClaim as ShuffleClaim
     from ldpcli.release._sidecar import Sidecar as Sidecar
     from ldpcli.release._sidecar import load_sidecar as load_sidecar
     from ldpcli.release._sidecar import sidecar_path as sidecar_path

@@ -44,7 +44,7 @@ from ldpcli.accounting._pld import PLD_DELTA_MARGIN, pld_interval
 from ldpcli.accounting._theorems import BASIC, DRV, KOV_HETEROGENEOUS, KOV_OPTIMAL
 from ldpcli.errors import DataError
 from ldpcli.release._ledger_file import LedgerEntry
-from ldpcli.release._shuffle import ShuffleClaim, read_shuffle_claim
+from ldpcli.release._shuffle_claim import ShuffleClaim, read_shuffle_claim
 
 __all__ = [
     "ADD_OR_REMOVE_ONE", "BASIC", "DRV", "KOV_HETEROGENEOUS", "KOV_OPTIMAL", "PLD_DELTA_MARGIN", "RECORDED", "TRAINED",
@@ -108,7 +108,7 @@ def _central_claim(entry: LedgerEntry) -> CentralClaim | None:
 
 def _recorded_claim(entry: LedgerEntry) -> ShuffleClaim:
     """The central claim a shuffled release's ledger entry records, checked as its sidecar's is
-    (:func:`ldpcli.release._shuffle.read_shuffle_claim`; no row count to hold its n to: the entry's rows are
+    (:func:`ldpcli.release._shuffle_claim.read_shuffle_claim`; no row count to hold its n to: the entry's rows are
     the input's); DataError naming the release's file when the ledger's copy is malformed."""
     return read_shuffle_claim(
         entry.shuffled, None, where=f"{entry.output}: its ledger entry's 'shuffled'",

@@ -1,17 +1,18 @@
 """The one commit protocol of every release: reserve in the ledger, publish, confirm.
 
 ``ldp privatize`` (a file or a dataset directory), ``ldp train`` and ``ldp queries release`` all
-end in :func:`commit_release`, so a release is counted the same way whatever wrote it:
+end in a :class:`Commit` that they drive, so a release is counted the same way whatever wrote it:
 
 1. **reserve**: :meth:`ldpcli.release._ledger.Ledger.reserve_all` checks ``max_budget`` for every input
    under the ledger's lock, against every release and every reservation of other runs and the inputs
    before it (per row when the charge carries the release's row hashes), and appends every input as
    a reservation (with its row file) in one rewrite; the input tags come from the key the ledger
    file holds;
-2. **finish**: the caller's ``finish(tags, created)`` writes the sidecars (they carry the tags and the
-   release time) as finished temporaries and adds them to the :class:`ldpcli.io._publication.Publication`;
-3. **publish** the outputs together and **confirm** the reservations (one rewrite) before the commit point
-   (:meth:`ldpcli.io._publication.Publication.run`).
+2. **finish**: the caller writes the sidecars (they carry the tags and the release time
+   :attr:`Commit.created`) as finished temporaries and adds them to the
+   :class:`ldpcli.io._publication.Publication`;
+3. **publish** (:meth:`Commit.publish`) the outputs together and **confirm** the reservations (one
+   rewrite) before the commit point (the block of :meth:`ldpcli.io._publication.Publication.publishing`).
 
 A failure before the commit point restores the previous outputs and takes the reservations out
 again (a signal during the publication comes too late: it completes); after the commit point nothing
@@ -23,7 +24,7 @@ states the protocol and what each kind of failure leaves.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -40,56 +41,69 @@ from ldpcli.release._sidecar import SUFFIX as SIDECAR_SUFFIX
 from ldpcli.release._sidecar import sidecar_path, utc_now
 
 
-def commit_release(
-    publication: Publication,
-    finish: Callable[[Sequence[str | None], str], None],
-    *,
-    ledger: Ledger | None,
-    charges: Sequence[Charge],
-    max_budget: float | None,
-) -> list[Reservation]:
-    """Reserve each charge in ``ledger``, ``finish(tags, created)``, publish and confirm (see the module).
+class Commit:
+    """One release's commit, driven by the caller: reserve, (write the sidecars), publish and confirm.
 
-    ``tags`` has one input tag per charge (None for each when there is no ledger); ``created`` is
-    the release's time, the same in the sidecars and the ledger. Returns the confirmed
-    reservations (their ``notice`` says when an input was released before). On any failure before
-    the commit point the previous outputs are back in place, the reservations are taken out where
-    the ledger can still be written, and the error is raised (an :class:`~ldpcli.errors.LdpError`
-    says what was kept). Once the publication passed its commit point the release is complete: an
-    interrupt that surfaces after it (a signal held back during the commit is not raised at all)
-    goes on, and the confirmed reservations stay.
+    ::
+
+        with Commit(publication, ledger=ledger, charges=charges, max_budget=max_budget) as commit:
+            tags = commit.reserve()             # step 1: one input tag per charge (None without a ledger)
+            publication.add_file(sidecar_sink)  # step 2: the sidecars carry the tags and commit.created
+            reservations = commit.publish()     # steps 3-5: publish, confirm, the commit point
+
+    ``created`` is the release's time, the same in the sidecars and the ledger. On any failure in the
+    block before the commit point the previous outputs are back in place, the reservations are taken
+    out where the ledger can still be written, and the error goes on (an :class:`~ldpcli.errors.LdpError`,
+    or an OSError made one, says what was kept). Once the publication passed its commit point the
+    release is complete: an interrupt that surfaces after it (a signal held back during the commit is
+    not raised at all) goes on, and the confirmed reservations stay.
     """
-    interrupts.check()
-    created = utc_now()
-    reservations: list[Reservation] = []
-    try:
-        if ledger is not None:
-            with interrupts.held():  # a reservation written is one this run knows of, to take out again
-                # every input in one rewrite of the ledger: a run of thousands of inputs stays linear (issue 36)
-                reservations = ledger.reserve_all(
-                    [replace(charge, entry=replace(charge.entry, created=created)) for charge in charges],
-                    max_budget=max_budget)
-            faults.checkpoint("reserved")
-        finish([reservation.tag for reservation in reservations] if ledger is not None else [None] * len(charges),
-               created)
 
-        def confirm() -> None:
-            if ledger is not None and reservations:
-                ledger.confirm_all([reservation.release for reservation in reservations])
+    def __init__(self, publication: Publication, *, ledger: Ledger | None, charges: Sequence[Charge],
+                 max_budget: float | None) -> None:
+        self.publication = publication
+        self._ledger = ledger
+        self._charges = charges
+        self._max_budget = max_budget
+        #: The confirmed reservations once :meth:`publish` returned (their ``notice`` says when an input
+        #: was released before).
+        self.reservations: list[Reservation] = []
+        self.created = ""
 
-        publication.run(confirm=confirm)
-    except BaseException as exc:
-        if publication.committed:  # past the commit point: the release is complete and counted, nothing takes it back
-            raise
+    def __enter__(self) -> Commit:
+        interrupts.check()
+        self.created = utc_now()
+        return self
+
+    def reserve(self) -> list[str | None]:
+        """Step 1: reserve every charge in the ledger at once; the input tags (None for each without a ledger)."""
+        if self._ledger is None:
+            return [None] * len(self._charges)
+        with interrupts.held():  # a reservation written is one this run knows of, to take out again
+            # every input in one rewrite of the ledger: a run of thousands of inputs stays linear (issue 36)
+            self.reservations = self._ledger.reserve_all(
+                [replace(charge, entry=replace(charge.entry, created=self.created)) for charge in self._charges],
+                max_budget=self._max_budget)
+        faults.checkpoint("reserved")
+        return [reservation.tag for reservation in self.reservations]
+
+    def publish(self) -> list[Reservation]:
+        """Steps 3-5: publish the outputs together, confirm the reservations (one rewrite), commit."""
+        with self.publication.publishing():
+            if self._ledger is not None and self.reservations:
+                self._ledger.confirm_all([reservation.release for reservation in self.reservations])
+        return self.reservations
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, trace: object) -> None:
+        if exc is None or self.publication.committed:  # past the commit point: nothing takes the release back
+            return
         with interrupts.held():  # a signal now must not cut the cancellation short
-            kept = _cancel(ledger, reservations)
+            kept = _cancel(self._ledger, self.reservations)
         if isinstance(exc, OSError):  # a full disk, a lost permission: one line, saying what was kept
-            raise DataError(f"{publication.label}: cannot publish the release ({_reason(exc)})"
+            raise DataError(f"{self.publication.label}: cannot publish the release ({_reason(exc)})"
                             f"{_after_failure(kept)}") from exc
         if isinstance(exc, LdpError) and not isinstance(exc, BudgetError):
             raise type(exc)(f"{exc.template}{_after_failure(kept)}") from exc
-        raise
-    return reservations
 
 
 def _cancel(ledger: Ledger | None, reservations: Sequence[Reservation]) -> list[str]:

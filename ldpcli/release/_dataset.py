@@ -60,9 +60,9 @@ from ldpcli.io._formats import check_codec, data_suffix, file_suffixes
 from ldpcli.io._jsonfile import read_json
 from ldpcli.io._publication import Publication, entry_list, remove_dataset_directory, sweep_stale, unknown_entries
 from ldpcli.mechanisms import Mechanism, MechanismSpec
-from ldpcli.mechanisms._composition import release_cost
+from ldpcli.mechanisms._composition import ReleaseCost
 from ldpcli.release._batches import Privatizer, run_batches
-from ldpcli.release._commit import commit_release
+from ldpcli.release._commit import Commit
 from ldpcli.release._engines import DaskEngine, LocalEngine, describe_engine, run_all
 from ldpcli.release._file import check_threads, ledger_entry, release_checks, released_input_warning
 from ldpcli.release._inputs import (
@@ -77,10 +77,10 @@ from ldpcli.release._options import ReleaseOptions
 from ldpcli.release._randomness import input_key, key_block_rows, root_seed
 from ldpcli.release._rowhash import RowDigest
 from ldpcli.release._rowindex import Charge
-from ldpcli.release._safety import check_clipping, release_warnings
+from ldpcli.release._safety import check_clipping
 from ldpcli.release._sidecar import build_sidecar, sidecar_path, write_sidecar
-from ldpcli.release._signing import signer_for
-from ldpcli.risk._section import reconstruction
+from ldpcli.release._signing import Signer, signer_for
+from ldpcli.release._steps import Calibrated, calibrate, signed
 
 #: The suffix of every part file (parts are Parquet whatever the inputs' format).
 PART_SUFFIX = ".parquet"
@@ -176,6 +176,8 @@ class DatasetResult:
     layout: VectorLayout
     reproducible: bool
     engine: dict[str, Any]
+    #: What the release spent on each row (:func:`ldpcli.mechanisms._composition.release_cost`), computed once.
+    cost: ReleaseCost
     #: Statistics of the raw data, for the operator only (never in a sidecar or the manifest).
     n_clipped: int = 0
     n_skipped: int = 0
@@ -185,7 +187,7 @@ class DatasetResult:
 
     def summary(self) -> dict[str, Any]:
         """What ``ldp privatize --engine dask --json`` prints."""
-        mech, cost = self.mechanism, release_cost(self.mechanism)
+        mech, cost = self.mechanism, self.cost
         return {
             "output": str(self.output), "manifest": str(self.manifest), "parts": [str(p) for p in self.parts],
             "inputs": [str(p) for p in self.inputs], "n": self.n, "d": self.d,
@@ -307,28 +309,11 @@ def write_dataset_release(
     choice = {"column": chosen.column, "columns": tuple(chosen.columns) if chosen.columns else None,
               "keep": tuple(chosen.keep), "keep_unsafe": chosen.keep_unsafe, "skip_invalid": options.skip_invalid,
               "no_header": chosen.no_header}
-    layouts, rows, dropped = [], [], []
-    for source in sources:
-        file_format(source)
-        with open_vectors(source, writable=False, **choice) as reader:  # type: ignore[arg-type]
-            layouts.append(reader.layout)
-            rows.append(reader.num_rows)
-            dropped.append(reader.dropped_columns)
+    layout, rows, dropped = open_inputs(sources, choice)
     released = [released_input_warning(source) for source in sources]
-    layout = layouts[0]
-    for source, other in zip(sources[1:], layouts[1:]):
-        if other != layout:
-            raise UsageError(
-                f"{source}: its vectors ({other.kind} {list(other.columns)[:4]}…, d = {other.d}) differ from "
-                f"{sources[0]}'s (d = {layout.d}); the inputs of one dataset must share their columns"
-            )
-    names = layout.columns if layout.kind == "columns" else None
-    bound_spec, bound_notes = spec.bind_columns(names, layout.d)
-    mech = bound_spec.calibrate(layout.d)
-    mech.describe()
-    risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a,
-                          threshold=options.risk.threshold)
-    recorded = release_warnings(mech, layout.keep, forced, options.warnings)
+    release = calibrate(spec, layout, forced=forced, options=options, source=sources[0])  # step 3, as a file's
+    bound_spec, bound_notes, mech = release.spec, release.notes, release.mechanism
+    recorded = release.warnings
     root = root_seed(seed)
     block = key_block_rows(layout.d)
     dataset_id = secrets.token_hex(16)
@@ -376,44 +361,18 @@ def write_dataset_release(
         files = _number_parts(staging, [Path(r.task.target) for r in kept])
         charges = [
             Charge(ledger_entry(mech, digest=read.digest, source=source, rows=read.rows, columns=layout.columns,
-                                output=out, copies=1, created="", tag="", reproducible=seed is not None), str(source),
+                                output=out, cost=release.cost, created="", tag="", reproducible=seed is not None), str(source),
                    row_digest.summarize(read.hashes[read.released]) if row_digest is not None else None)
             for source, read in zip(sources, fingerprints or [])
         ]
 
-        def finish(tags: Sequence[str | None], created: str) -> None:
-            """Write every part's sidecar (on the local engine's threads: each is synced to the disk)
-            and the manifest into the staging directory."""
-
-            def write_part(index: int) -> None:
-                result, file = kept[index], files[index]
-                # No row position: the gaps between parts' positions would count the rows skip_invalid left out.
-                part = {"dataset": dataset_id, "index": index, "input": result.task.input_index, "parts": len(kept)}
-                content = build_sidecar(
-                    mech, n=result.rows, layout=layout, data_path=file, sha256=result.sha256,
-                    reproducible=seed is not None, dtype=result.dtype, warnings=recorded,
-                    input_tag=tags[result.task.input_index] if tags else None, reconstruction=risk, part=part,
-                    created=created, row_sketch=_part_sketch(result.task, fingerprints, row_digest), rng=options.rng,
-                )
-                write_sidecar(sidecar_path(file), signer.sign(content) if signer is not None else content)
-
-            LocalEngine(threads if engine is None else 1).map(write_part, range(len(kept)))
-            manifest = {
-                "format": MANIFEST_FORMAT, "schema_version": 1, "tool": {"name": "ldp", "version": __version__},
-                "dataset": dataset_id, "created": created, "engine": describe_engine(engine),
-                "mechanism": {"spec": mech.spec.to_dict(), "d": mech.d, "epsilon_exact": mech.epsilon_exact},
-                "inputs": len(sources), "rows": sum(r.rows for r in kept),
-                "parts": [{"file": file.name, "rows": r.rows, "sha256": r.sha256, "input": r.task.input_index}
-                          for r, file in zip(kept, files)],
-            }
-            if signer is not None:
-                manifest = signer.sign(manifest)
-            atomic_write_text(staging / MANIFEST_NAME, json.dumps(manifest, indent=2, allow_nan=False) + "\n")
-            _sync_entries(staging)
-
         publication = Publication(overwrite=overwrite)
         publication.add_directory(staging, out, dataset_id, replaces=replaces)
-        reservations = commit_release(publication, finish, ledger=ledger, charges=charges, max_budget=max_budget)
+        with Commit(publication, ledger=ledger, charges=charges, max_budget=max_budget) as commit:
+            write_dataset_sidecars(_Parts(staging, dataset_id, kept, files, fingerprints, row_digest), release, layout,
+                                   commit.reserve(), commit.created, options=options, signer=signer,
+                                   threads=threads if engine is None else 1, engine=engine, inputs=len(sources))
+            reservations = commit.publish()
         notices.extend(r.notice for r in reservations if r.notice is not None)
         notices.extend(text for text in released if text)
     finally:
@@ -421,10 +380,77 @@ def write_dataset_release(
     return DatasetResult(
         output=out, manifest=out / MANIFEST_NAME, parts=tuple(out / file.name for file in files),
         inputs=tuple(sources), n=sum(r.rows for r in kept), d=mech.d, mechanism=mech, layout=layout,
-        reproducible=seed is not None, engine=describe_engine(engine), n_clipped=sum(r.clipped for r in results),
+        reproducible=seed is not None, engine=describe_engine(engine), cost=release.cost, n_clipped=sum(r.clipped for r in results),
         n_skipped=sum(r.skipped for r in results), warnings=(*recorded, *notices),
         dropped_columns=tuple(dict.fromkeys(name for names in dropped for name in names)),
     )
+
+
+def open_inputs(sources: Sequence[Path], choice: Mapping[str, Any]) -> tuple[VectorLayout, list[int | None], list[Any]]:
+    """Step 2 of a dataset: each input opened once, before any part runs: their one layout (UsageError
+    unless they share their vector columns), each one's row count (None: not known before it is read)
+    and the columns left out of each."""
+    layouts, rows, dropped = [], [], []
+    for source in sources:
+        file_format(source)
+        with open_vectors(source, writable=False, **choice) as reader:
+            layouts.append(reader.layout)
+            rows.append(reader.num_rows)
+            dropped.append(reader.dropped_columns)
+    layout = layouts[0]
+    for source, other in zip(sources[1:], layouts[1:]):
+        if other != layout:
+            raise UsageError(
+                f"{source}: its vectors ({other.kind} {list(other.columns)[:4]}…, d = {other.d}) differ from "
+                f"{sources[0]}'s (d = {layout.d}); the inputs of one dataset must share their columns"
+            )
+    return layout, rows, dropped
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """Step 4's outcome for a dataset: the parts kept (numbered in the staging directory) and the
+    driver's reads of the inputs for the ledger (None without one)."""
+
+    staging: Path
+    dataset: str
+    kept: list[PartResult]
+    files: list[Path]
+    reads: list[_InputRead] | None
+    row_digest: RowDigest | None
+
+
+def write_dataset_sidecars(parts: _Parts, release: Calibrated, layout: VectorLayout, tags: Sequence[str | None],
+                           created: str, *, options: ReleaseOptions, signer: Signer | None, threads: int,
+                           engine: DaskEngine | None, inputs: int) -> None:
+    """Step 5 of a dataset: every part's sidecar (on ``threads`` of this process: each is synced to the
+    disk) and the manifest into the staging directory, with the reservation's tags and time, signed."""
+    mech, kept, files = release.mechanism, parts.kept, parts.files
+
+    def write_part(index: int) -> None:
+        result, file = kept[index], files[index]
+        # No row position: the gaps between parts' positions would count the rows skip_invalid left out.
+        part = {"dataset": parts.dataset, "index": index, "input": result.task.input_index, "parts": len(kept)}
+        content = build_sidecar(
+            mech, n=result.rows, layout=layout, data_path=file, sha256=result.sha256,
+            reproducible=options.seed is not None, dtype=result.dtype, warnings=release.warnings,
+            input_tag=tags[result.task.input_index] if tags else None, reconstruction=release.risk, part=part,
+            created=created, row_sketch=_part_sketch(result.task, parts.reads, parts.row_digest), rng=options.rng,
+        )
+        write_sidecar(sidecar_path(file), signed(content, signer))
+
+    LocalEngine(threads).map(write_part, range(len(kept)))
+    manifest = {
+        "format": MANIFEST_FORMAT, "schema_version": 1, "tool": {"name": "ldp", "version": __version__},
+        "dataset": parts.dataset, "created": created, "engine": describe_engine(engine),
+        "mechanism": {"spec": mech.spec.to_dict(), "d": mech.d, "epsilon_exact": mech.epsilon_exact},
+        "inputs": inputs, "rows": sum(r.rows for r in kept),
+        "parts": [{"file": file.name, "rows": r.rows, "sha256": r.sha256, "input": r.task.input_index}
+                  for r, file in zip(kept, files)],
+    }
+    atomic_write_text(parts.staging / MANIFEST_NAME, json.dumps(signed(manifest, signer), indent=2, allow_nan=False)
+                      + "\n")
+    _sync_entries(parts.staging)
 
 
 def _unwritable(out: Path, reason: str) -> UsageError:

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ldpcli.errors import DataError, LdpError, UsageError, counted, python_text
-from ldpcli.io import AtomicVectorWriter, VectorLayout, file_format, open_vectors
+from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_format, open_vectors
 from ldpcli.io import _interrupts as interrupts
 from ldpcli.io._atomic import finished_text
 from ldpcli.io._formats import check_codec, check_local, data_suffix
@@ -42,28 +43,22 @@ from ldpcli.io._publication import Publication, sweep_stale
 from ldpcli.io._write import check_dtype
 from ldpcli.math._bitgen import require_randomgen
 from ldpcli.mechanisms import Mechanism, MechanismSpec
-from ldpcli.mechanisms._composition import ReleaseCost, release_cost
+from ldpcli.mechanisms._composition import ReleaseCost
 from ldpcli.mechanisms._hooks import spending_note
-from ldpcli.mechanisms._rendering import secured
 from ldpcli.release._batches import Privatizer, run_batches
-from ldpcli.release._commit import commit_release
+from ldpcli.release._commit import Commit
 from ldpcli.release._inputs import expand_inputs, refuse_output_over_input
-from ldpcli.release._ledger import InputFingerprint
+from ldpcli.release._ledger import InputFingerprint, Ledger
 from ldpcli.release._ledger_file import LedgerEntry
 from ldpcli.release._options import ReleaseOptions, mechanism_spec
 from ldpcli.release._randomness import check_rng, input_key, key_block_rows, root_seed
+from ldpcli.release._rowhash import ReleaseRows, RowDigest
 from ldpcli.release._rowindex import Charge
-from ldpcli.release._safety import check_clip_fraction, check_clipping, check_epsilon, release_warnings
-from ldpcli.release._shuffle import (
-    ExternalShuffle,
-    OrderKeys,
-    check_pure,
-    check_shuffle,
-    order_root,
-    shuffle_delta,
-    shuffled_section,
-)
+from ldpcli.release._safety import check_clip_fraction, check_clipping, check_epsilon
+from ldpcli.release._shuffle import ExternalShuffle, OrderKeys, order_root
+from ldpcli.release._shuffle_claim import check_pure, check_shuffle, shuffle_delta, shuffled_section
 from ldpcli.release._sidecar import (
+    Sidecar,
     build_sidecar,
     check_replaceable,
     find_sidecar,
@@ -71,8 +66,8 @@ from ldpcli.release._sidecar import (
     sidecar_path,
     sidecar_text,
 )
-from ldpcli.release._signing import signer_for
-from ldpcli.risk._section import reconstruction
+from ldpcli.release._signing import Signer, signer_for
+from ldpcli.release._steps import Calibrated, calibrate, signed, written_sidecar
 
 #: A batch gets 1/8 of the budget when 6 threads or fewer privatize (one batch being read, one per
 #: thread, one being written), and 1/(threads + 2) beyond, so the budget holds whatever the thread count.
@@ -110,6 +105,9 @@ class PrivatizeResult:
     #: onto it (:meth:`ldpcli.math._domains.Domain.rounded`). A statistic of the raw data: shown to
     #: the person running the command, never written to the sidecar.
     n_clipped: int
+    #: What the release spent on each row: its copies together (basic composition,
+    #: :func:`ldpcli.mechanisms._composition.release_cost`), computed once by the release (:func:`calibrate`).
+    cost: ReleaseCost
     #: The sentences recorded in the sidecar's ``release.warnings`` (ε forced out of range, a
     #: baseline, a near-exact release, kept columns released unprivatized), to show on stderr; then,
     #: for the operator only (not in the sidecar), the ledger's notice that the input was released before
@@ -130,11 +128,10 @@ class PrivatizeResult:
     dropped_columns: tuple[str, ...] = ()
     #: With ``shuffle``: the sidecar's ``release.shuffled`` (the central claim and what it rests on).
     shuffled: dict[str, Any] | None = None
-
-    @property
-    def cost(self) -> ReleaseCost:
-        """What the release spent on each row: its copies together (basic composition)."""
-        return release_cost(self.mechanism, copies=self.layout.copies)
+    #: The SHA-256 of the output's bytes, as the writer hashed them.
+    sha256: str | None = None
+    #: The sidecar written, as :func:`ldpcli.release._sidecar.load_sidecar` would read it back.
+    written: Sidecar | None = field(default=None, repr=False, compare=False)
 
     def summary(self) -> dict[str, Any]:
         """What ``ldp privatize --json`` prints: the outputs, the public description, the ε asked and
@@ -189,18 +186,17 @@ def release_checks(
 
 
 def ledger_entry(
-    mech: Mechanism, *, digest: str, source: Path, rows: int, columns: Sequence[str], output: Path, copies: int,
+    mech: Mechanism, *, digest: str, source: Path, rows: int, columns: Sequence[str], output: Path, cost: ReleaseCost,
     created: str, tag: str, reproducible: bool, label: str | None = None, output_label: str | None = None,
     shuffled: dict[str, Any] | None = None,
 ) -> LedgerEntry:
-    """The ledger's record of one input released by ``mech`` (``copies`` times) into ``output``.
+    """The ledger's record of one input released by ``mech`` into ``output``, at the release's ``cost``.
 
     ``label`` and ``output_label`` name an input or output that is no file of its own (``"<stdin>"``,
-    ``"<stdout>"``); by default the resolved paths. The ε and δ are the release's cost, its copies
-    together (:func:`ldpcli.mechanisms._composition.release_cost`); the budget counts the exact ε, and
+    ``"<stdout>"``); by default the resolved paths. The ε and δ are the release's ``cost``, its copies
+    together (:func:`ldpcli.mechanisms._composition.release_cost`, computed once per release); the budget counts the exact ε, and
     ``note`` says why it is below the ε asked (:func:`~ldpcli.mechanisms._hooks.spending_note`); ``shuffled``
-    is a shuffled release's central claim (:func:`ldpcli.release._shuffle.shuffled_section`)."""
-    cost = release_cost(mech, copies=copies)
+    is a shuffled release's central claim (:func:`ldpcli.release._shuffle_claim.shuffled_section`)."""
     return LedgerEntry(
         fingerprint=digest, input=label if label is not None else str(source.resolve()), rows=rows, d=mech.d,
         columns=list(columns), output=output_label if output_label is not None else str(output.resolve()),
@@ -414,7 +410,7 @@ def write_file_release(
     input's spent ε plus this release's would exceed ``max_budget`` (which needs a ledger), warns
     (in ``warnings`` of the result, not in the sidecar) when the input was released before, writes
     the input's keyed tag to the sidecar, and commits the release by
-    :func:`ldpcli.release._commit.commit_release`: reserved in the ledger (the budget checked again
+    :class:`ldpcli.release._commit.Commit`: reserved in the ledger (the budget checked again
     under its lock), output and sidecar published together, then confirmed; after any failure the
     reservation is taken out. Without a ledger nothing is recorded and the sidecar has no tag.
     ``input_label`` and ``output_label`` are the ledger's names for an input or output that is no
@@ -435,12 +431,88 @@ def write_file_release(
     Raises ``UsageError`` / ``DataError`` with one-line messages
     (a ``dtype`` other than float32 or float64 is a UsageError).
     """
-    spec, forced, clip_limit = release_checks(mechanism, epsilon, norm_bound, options)
-    copies, seed, overwrite, chosen = options.copies, options.seed, options.overwrite, options.columns
-    ledger, threads, memory = options.budget.ledger, options.resources.threads, options.resources.memory
-    check_shuffle(shuffle=options.shuffle, delta=options.shuffle_delta, keep=chosen.keep, copies=copies)
-    copy_spec = spec.for_copies(copies)
-    threads = check_threads(threads)
+    plan = plan_file_release(input_path, output_path, sidecar, release_checks(mechanism, epsilon, norm_bound, options),
+                             options)
+    ledger, seed = options.budget.ledger, options.seed
+    with open_input(plan) as reader:
+        release = calibrate(plan.copy_spec, reader.layout, forced=plan.forced,
+                            options=options, source=plan.source, copies=options.copies)
+        if options.shuffle:
+            check_pure(release.mechanism, release.cost)
+            if reader.num_rows is not None:  # n can only fall below it (skip_invalid): refuse now, not after the work
+                shuffle_delta(reader.num_rows, options.shuffle_delta)
+        hashes = _RowHashes.start(ledger, reader.layout.d)  # the ledger's key is made now if it has none
+        if on_start is not None:
+            on_start(reader.num_rows)
+        with AtomicVectorWriter(
+            plan.target, release.layout, format=plan.out_format, keep_schema=reader.keep_schema,
+            overwrite=options.overwrite, dtype=options.dtype, like=reader, codec=options.compression,
+        ) as writer:
+            done = privatize_batches(plan, release, reader, writer, hashes, on_rows)
+            publication = Publication(overwrite=options.overwrite, replaceable=plan.replaceable)
+            publication.add_file(writer.sink)
+            with contextlib.ExitStack() as sidecars, Commit(publication, ledger=ledger, charges=done.charges(
+                    plan, release, reader.layout.columns), max_budget=options.budget.max_budget) as commit:
+                content = signed(file_sidecar(plan, release, done, writer, next(iter(commit.reserve()), None),
+                                              commit.created), plan.signer)
+                publication.add_file(sidecars.enter_context(finished_text(plan.side, sidecar_text(content))))
+                reservations = commit.publish()
+    notices = (*release.notes, *(r.notice for r in reservations if r.notice is not None),
+               *((plan.released,) if plan.released else ()))
+    return PrivatizeResult(
+        output=plan.target, sidecar=plan.side, n=done.n, d=release.mechanism.d, mechanism=release.mechanism,
+        layout=release.layout, reproducible=seed is not None, n_clipped=done.n_clipped,
+        warnings=(*release.warnings, *notices), dtype=writer.dtype, n_skipped=reader.skipped,
+        skipped_rows=tuple(reader.skipped_rows), input_tag=reservations[0].tag if reservations else None,
+        signed_by=plan.signer.public_key.text if plan.signer is not None else None,
+        dropped_columns=reader.dropped_columns, shuffled=done.shuffled, cost=release.cost, sha256=writer.sha256,
+        written=written_sidecar(plan.side, content, release.mechanism, release.layout),
+    )
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """Step 1 of a file release: where it reads and writes and what it was asked, checked before any
+    row is read (:func:`plan_file_release`)."""
+
+    source: Path
+    target: Path
+    side: Path
+    out_format: str
+    spec: MechanismSpec
+    forced: str | None
+    clip_limit: float | None
+    options: ReleaseOptions
+    threads: int
+    #: Bytes per batch in flight.
+    per_batch: int
+    signer: Signer | None
+    #: The warning for an input that is itself an ldp release (:func:`released_input_warning`).
+    released: str | None
+    root: np.random.SeedSequence
+    #: Each copy's spec (:meth:`~ldpcli.mechanisms.MechanismSpec.for_copies`: together they spend ``spec``).
+    copy_spec: MechanismSpec
+
+    def replaceable(self) -> None:
+        """The rule for replacing the output (:func:`ldpcli.release._sidecar.check_replaceable`), run
+        again by the publication just before it replaces anything."""
+        ledger = self.options.budget.ledger
+        check_replaceable(self.target, self.side, ledger_path=ledger.path if ledger is not None else None)
+
+
+def plan_file_release(
+    input_path: str | os.PathLike[str], output_path: str | os.PathLike[str] | None,
+    sidecar: str | os.PathLike[str] | None, checked: tuple[MechanismSpec, str | None, float | None],
+    options: ReleaseOptions,
+) -> FilePlan:
+    """Step 1: the paths, the options and the outputs checked (an existing one needs ``overwrite``
+    and must be ldp's own), the dead runs' litter swept, the owner's key and the seed."""
+    ledger, overwrite, memory = options.budget.ledger, options.overwrite, options.resources.memory
+    if options.shuffle or options.shuffle_delta is not None:  # an unshuffled release has nothing to check
+        check_shuffle(shuffle=options.shuffle, delta=options.shuffle_delta, keep=options.columns.keep,
+                      copies=options.copies)
+    copy_spec = checked[0].for_copies(options.copies)
+    threads = check_threads(options.resources.threads)
     if isinstance(memory, bool) or not isinstance(memory, int) or memory < 2**20:
         raise UsageError(f"`memory` must be at least 1 MB, got {memory!r} bytes")
     source = Path(input_path)
@@ -463,114 +535,118 @@ def write_file_release(
             f"{side} already exists (the sidecar of {target.name}); "
             "pass `overwrite=True` to replace it, or choose another -o"
         )
-    if overwrite:
-        check_replaceable(target, side, ledger_path=ledger.path if ledger is not None else None)  # and at the publication
-    sweep_stale(target.parent)
-    signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
-    released = released_input_warning(source)
-
-    root = root_seed(seed)  # seed None: fresh OS entropy
     # Batches in flight: one being read, up to `threads` queued for or being privatized, one being
     # written. The output does not depend on the batch size or the thread count (keyed randomness).
     # A shuffle holds half the budget (the rows, or a bucket of them), the batches in flight the other half.
     per_batch = (memory // 2 if options.shuffle else memory) // max(_MIN_BATCHES_PER_BUDGET, threads + 2)
-    with open_vectors(
-        source, column=chosen.column, columns=chosen.columns, keep=chosen.keep, batch_rows=options.resources.batch_rows,
-        memory_bytes=per_batch, writable=False, granule=key_block_rows, keep_unsafe=chosen.keep_unsafe,
-        skip_invalid=options.skip_invalid, no_header=chosen.no_header,
-    ) as reader:
-        names = reader.layout.columns if reader.layout.kind == "columns" else None
-        bound_spec, bound_notes = copy_spec.bind_columns(names, reader.layout.d)
-        mech = bound_spec.calibrate(reader.layout.d)
-        if options.secure:
-            mech = secured(mech, options.secure_delta)
-        mech.describe()  # UsageError now, before any row is read, if a number would not be finite
-        if options.shuffle:
-            check_pure(mech)
-            if reader.num_rows is not None:  # n can only fall below it (skip_invalid): refuse now, not after the work
-                shuffle_delta(reader.num_rows, options.shuffle_delta)
+    plan = FilePlan(source, target, side, out_format, *checked, options, threads, per_batch,
+                    signer=None, released=None, root=root_seed(options.seed),  # seed None: fresh OS entropy
+                    copy_spec=copy_spec)
+    if overwrite:
+        plan.replaceable()  # and again at the publication
+    sweep_stale(target.parent)
+    signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
+    return replace(plan, signer=signer, released=released_input_warning(source))
+
+
+def open_input(plan: FilePlan) -> VectorReader:
+    """Step 2: the input's reader, in batches of ``plan.per_batch`` bytes on the key blocks' boundaries."""
+    chosen, options = plan.options.columns, plan.options
+    return open_vectors(
+        plan.source, column=chosen.column, columns=chosen.columns, keep=chosen.keep,
+        batch_rows=options.resources.batch_rows, memory_bytes=plan.per_batch, writable=False,
+        granule=key_block_rows, keep_unsafe=chosen.keep_unsafe, skip_invalid=options.skip_invalid,
+        no_header=chosen.no_header,
+    )
+
+
+@dataclass(frozen=True)
+class _RowHashes:
+    """The ledger's view of the input while it is read (None for each without a ledger): its
+    fingerprint and the keyed hash of each row released (the row-level budget and the sidecar's row
+    sketch), each hashed on its own background thread (hashlib releases the GIL), overlapping with the
+    privatizing; the reader's arrays are read-only views that nothing writes to."""
+
+    fingerprint: InputFingerprint | None
+    rows: RowDigest | None
+
+    @classmethod
+    def start(cls, ledger: Ledger | None, d: int) -> _RowHashes:
+        if ledger is None:
+            return cls(None, None)
+        return cls(InputFingerprint(d, threaded=True), ledger.row_digest(d, threaded=True))
+
+    def close(self) -> None:
+        with interrupts.held():  # their threads are joined even if a signal comes now
+            if self.fingerprint is not None:
+                self.fingerprint.close()
+            if self.rows is not None:
+                self.rows.close()
+
+
+@dataclass(frozen=True)
+class _Privatized:
+    """Step 4's outcome: the rows written, the rows clipped, a shuffle's claim and the ledger's view."""
+
+    n: int
+    n_clipped: int
+    shuffled: dict[str, Any] | None
+    fingerprint: InputFingerprint | None
+    rows: ReleaseRows | None
+
+    def charges(self, plan: FilePlan, release: Calibrated, columns: Sequence[str]) -> list[Charge]:
+        """The release's charge to the ledger (none without one)."""
+        if self.fingerprint is None:
+            return []
+        options = plan.options
+        return [Charge(ledger_entry(
+            release.mechanism, digest=self.fingerprint.hexdigest(), source=plan.source, rows=self.fingerprint.rows,
+            columns=columns, output=plan.target, cost=release.cost, created="", tag="",
+            reproducible=options.seed is not None, label=options.input_label, output_label=options.output_label,
+            shuffled=self.shuffled,
+        ), options.input_label or str(plan.source), self.rows)]
+
+
+def privatize_batches(plan: FilePlan, release: Calibrated, reader: VectorReader, writer: AtomicVectorWriter,
+                      hashes: _RowHashes, on_rows: Callable[[int], None] | None) -> _Privatized:
+    """Step 4: every batch clipped, privatized and written (:func:`ldpcli.release._batches.run_batches`),
+    through an external shuffle first with ``shuffle``; the clipping checked; the output finished."""
+    options, mech, seed = plan.options, release.mechanism, plan.options.seed
+    key = input_key(plan.source, reader.layout.columns, plan.spec) if seed is not None else ()
+    privatize = Privatizer(mech, plan.root, key, reader.precision, options.copies, options.rng)
+    with contextlib.ExitStack() as held:
+        shuffler = held.enter_context(ExternalShuffle(
+            mech.d, memory=options.resources.memory // 2, directory=plan.target.parent,
+        )) if options.shuffle else None
         try:
-            layout = reader.layout.with_copies(copies)
-        except ValueError as exc:
-            raise UsageError(f"{source}: `copies` {copies}: {exc}; rename that column") from exc
-        risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies,
-                              threshold=options.risk.threshold)
-        recorded = release_warnings(mech, reader.layout.keep, forced, options.warnings, copies)
-        # The ledger's fingerprint hashes each batch in a background thread (hashlib releases the GIL), so
-        # it overlaps with the privatizing; the reader's arrays are read-only views that nothing writes to.
-        fingerprint = InputFingerprint(reader.layout.d, threaded=True) if ledger is not None else None
-        # The keyed hash of each row released (the ledger's row-level budget and the sidecar's row sketch), on
-        # its own background thread; the ledger's key is made now if it has none (it keys the hashes).
-        row_digest = ledger.row_digest(reader.layout.d, threaded=True) if ledger is not None else None
-        key = input_key(source, reader.layout.columns, spec) if seed is not None else ()
-        if on_start is not None:
-            on_start(reader.num_rows)
-        with AtomicVectorWriter(
-            target, layout, format=out_format, keep_schema=reader.keep_schema, overwrite=overwrite,
-            dtype=options.dtype, like=reader, codec=options.compression,
-        ) as writer, contextlib.ExitStack() as held:
-            shuffler = held.enter_context(ExternalShuffle(
-                mech.d, memory=memory // 2, directory=target.parent,
-            )) if options.shuffle else None
-            privatize = Privatizer(mech, root, key, reader.precision, copies, options.rng)
-            try:
-                n, n_clipped = run_batches(
-                    reader, writer if shuffler is None else shuffler, privatize if shuffler is None else
-                    OrderKeys(order_root(root, seed is not None), key).keyed(privatize, mech.d), threads, on_rows,
-                    fingerprint, row_digest,
-                )
-            finally:
-                with interrupts.held():  # their threads are joined even if a signal comes now
-                    if fingerprint is not None:
-                        fingerprint.close()
-                    if row_digest is not None:
-                        row_digest.close()
-            if n == 0:
-                raise DataError(f"{source}: every row is invalid ({reader.skipped} left out); nothing was written")
-            check_clipping(n_clipped, n, clip_limit, os.fspath(source), mech, why=released)
-            shuffled = None
-            if shuffler is not None:  # every row is privatized: write them in the shuffled order
-                shuffled = shuffled_section(release_cost(mech).epsilon_exact, n,
-                                            shuffle_delta(n, options.shuffle_delta), reproducible=seed is not None)
-                for rows_out in shuffler.rows(max(1, per_batch // (8 * mech.d))):
-                    interrupts.check()
-                    writer.write(rows_out, None)
-                held.close()
-            writer.finish()
-            publication = Publication(overwrite=overwrite, replaceable=partial(
-                check_replaceable, target, side, ledger_path=ledger.path if ledger is not None else None))
-            publication.add_file(writer.sink)
-            charges = []
-            rows = row_digest.finish() if row_digest is not None else None
-            if ledger is not None and fingerprint is not None:
-                charges.append(Charge(ledger_entry(
-                    mech, digest=fingerprint.hexdigest(), source=source, rows=fingerprint.rows,
-                    columns=reader.layout.columns, output=target, copies=copies, created="", tag="",
-                    reproducible=seed is not None, label=options.input_label, output_label=options.output_label,
-                    shuffled=shuffled,
-                ), options.input_label or str(source), rows))
-            with contextlib.ExitStack() as sidecars:
+            n, n_clipped = run_batches(
+                reader, writer if shuffler is None else shuffler, privatize if shuffler is None else
+                OrderKeys(order_root(plan.root, seed is not None), key).keyed(privatize, mech.d), plan.threads,
+                on_rows, hashes.fingerprint, hashes.rows,
+            )
+        finally:
+            hashes.close()
+        if n == 0:
+            raise DataError(f"{plan.source}: every row is invalid ({reader.skipped} left out); nothing was written")
+        check_clipping(n_clipped, n, plan.clip_limit, os.fspath(plan.source), mech, why=plan.released)
+        shuffled = None
+        if shuffler is not None:  # every row is privatized: write them in the shuffled order
+            shuffled = shuffled_section(release.cost.epsilon_exact, n, shuffle_delta(n, options.shuffle_delta),
+                                        reproducible=seed is not None)
+            for rows_out in shuffler.rows(max(1, plan.per_batch // (8 * mech.d))):
+                interrupts.check()
+                writer.write(rows_out, None)
+    writer.finish()
+    return _Privatized(n, n_clipped, shuffled, hashes.fingerprint,
+                       hashes.rows.finish() if hashes.rows is not None else None)
 
-                def finish(tags: Sequence[str | None], created: str) -> None:
-                    content = build_sidecar(
-                        mech, n=n, layout=layout, data_path=target, sha256=writer.sha256,
-                        reproducible=seed is not None, dtype=writer.dtype, warnings=recorded, input_tag=next(iter(tags), None),
-                        reconstruction=risk, created=created, row_sketch=rows.sketch if rows is not None else None,
-                        rng=options.rng, shuffled=shuffled,
-                    )
-                    if signer is not None:
-                        content = signer.sign(content)
-                    publication.add_file(sidecars.enter_context(finished_text(side, sidecar_text(content))))
 
-                reservations = commit_release(publication, finish, ledger=ledger, charges=charges,
-                                              max_budget=options.budget.max_budget)
-            notices = (*bound_notes, *(r.notice for r in reservations if r.notice is not None),
-                       *((released,) if released else ()))
-            tag = reservations[0].tag if reservations else None
-    return PrivatizeResult(
-        output=target, sidecar=side, n=n, d=mech.d, mechanism=mech, layout=layout,
-        reproducible=seed is not None, n_clipped=n_clipped, warnings=(*recorded, *notices), dtype=writer.dtype,
-        n_skipped=reader.skipped, skipped_rows=tuple(reader.skipped_rows), input_tag=tag,
-        signed_by=signer.public_key.text if signer is not None else None, dropped_columns=reader.dropped_columns,
-        shuffled=shuffled,
+def file_sidecar(plan: FilePlan, release: Calibrated, done: _Privatized, writer: AtomicVectorWriter,
+                 tag: str | None, created: str) -> dict[str, Any]:
+    """Step 5: the output's sidecar, with the input tag and the time of its reservation."""
+    return build_sidecar(
+        release.mechanism, n=done.n, layout=release.layout, data_path=plan.target, sha256=writer.sha256,
+        reproducible=plan.options.seed is not None, dtype=writer.dtype, warnings=release.warnings, input_tag=tag,
+        reconstruction=release.risk, created=created, row_sketch=done.rows.sketch if done.rows is not None else None,
+        rng=plan.options.rng, shuffled=done.shuffled, cost=release.cost,
     )

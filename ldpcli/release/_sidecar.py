@@ -83,13 +83,13 @@ from ldpcli.io._jsonfile import read_json
 from ldpcli.math._kernels import kernel_name
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms._base import MechanismSpec
-from ldpcli.mechanisms._composition import release_cost
+from ldpcli.mechanisms._composition import ReleaseCost, release_cost
 from ldpcli.mechanisms._hooks import feature_section
 from ldpcli.mechanisms._rendering import as_recorded
 from ldpcli.release._randomness import DEFAULT_RNG, randomness_record
 from ldpcli.release._rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
 from ldpcli.release._safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
-from ldpcli.release._shuffle import ShuffleClaim, read_shuffle_claim
+from ldpcli.release._shuffle_claim import ShuffleClaim, read_shuffle_claim
 
 FORMAT = "ldp-sidecar"
 #: The version ``build_sidecar`` writes; ``load_sidecar`` reads this one and every older one.
@@ -184,8 +184,9 @@ def build_sidecar(
     row_sketch: np.ndarray | None = None,
     rng: str = DEFAULT_RNG,
     shuffled: dict[str, Any] | None = None,
+    cost: ReleaseCost | None = None,
 ) -> dict[str, Any]:
-    """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``.
+    """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``; ``cost``: the release's (default computed).
 
     ``created`` (UTC ISO-8601, default now) is the release's time: the ledger's reservation sets it,
     so that the sidecar and the ledger entry name the release by the same time.
@@ -207,7 +208,7 @@ def build_sidecar(
     key blocks' generator ``rng`` (:func:`ldpcli.release._randomness.randomness_record`: its name, package and
     version, whether it is cryptographic, and its entropy: "chosen by the user: not for release" when
     ``reproducible``, else "from the OS"; never the seed or a key) and the kernel that ran the samplers.
-    ``shuffled`` (a release written in a uniformly random order: :func:`ldpcli.release._shuffle.shuffled_section`)
+    ``shuffled`` (a release written in a uniformly random order: :func:`ldpcli.release._shuffle_claim.shuffled_section`)
     goes to ``release.shuffled``. UsageError (from
     ``describe``) if a number is not finite.
     """
@@ -253,7 +254,7 @@ def build_sidecar(
     release["expected_error_mean"] = mechanism.expected_error_mean(n) / layout.copies
     if layout.copies > 1:
         release["copies"] = layout.copies
-        release["epsilon_total"] = release_cost(mechanism, copies=layout.copies).epsilon_exact
+        release["epsilon_total"] = (cost or release_cost(mechanism, copies=layout.copies)).epsilon_exact
     release["unprivatized_columns"] = list(layout.keep)
     release["warnings"] = recorded
     if input_tag is not None:
@@ -426,7 +427,7 @@ class Sidecar:
     #: ``release.row_sketch``'s values (ascending), None when not recorded (no ledger, older sidecars).
     row_sketch: tuple[int, ...] | None = None
     #: ``release.shuffled``: the central claim of a release written in a uniformly random order
-    #: (``privatize --shuffle``, :class:`ldpcli.release._shuffle.ShuffleClaim`), None for any other.
+    #: (``privatize --shuffle``, :class:`ldpcli.release._shuffle_claim.ShuffleClaim`), None for any other.
     shuffled: ShuffleClaim | None = None
 
     @property

@@ -1,5 +1,5 @@
 """One reading of a shuffled release's recorded claim (``release.shuffled``): the sidecar and the ledger both
-check it through :func:`ldpcli.release._shuffle.read_shuffle_claim`, so a malformed record gets the same one-line
+check it through :func:`ldpcli.release._shuffle_claim.read_shuffle_claim`, so a malformed record gets the same one-line
 reason from each, naming the file; and ``ldp estimate-mean`` takes the claims from the sidecars its scan read
 (the estimate carries them) instead of reading each sidecar a second time.
 """
@@ -18,7 +18,7 @@ import ldpcli.release._sidecar as sidecar_module
 from ldpcli.errors import DataError
 from ldpcli.release._accounting import compose_central
 from ldpcli.release._ledger_file import LedgerEntry
-from ldpcli.release._shuffle import ShuffleClaim
+from ldpcli.release._shuffle_claim import ShuffleClaim
 from ldpcli.release._sidecar import load_sidecar
 
 ROWS = 120

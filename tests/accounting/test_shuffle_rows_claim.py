@@ -16,7 +16,7 @@ from helpers import ldp, unit_rows, write_list
 
 import ldpcli
 from ldpcli.errors import DataError
-from ldpcli.release._shuffle import ShuffleClaim
+from ldpcli.release._shuffle_claim import ShuffleClaim
 from ldpcli.release._sidecar import load_sidecar
 
 ROWS = 200

@@ -22,7 +22,7 @@ import pytest
 from helpers import bonferroni_z, unit_rows
 
 import ldpcli
-from ldpcli.math._devices import host_copy, device_rounded_cap_directions
+from ldpcli.math._devices import device_rounded_cap_directions, host_copy
 from ldpcli.mechanisms import get_mechanism
 from ldpcli.mechanisms._hooks import law_tests
 
@@ -158,7 +158,7 @@ def test_estimate_mean_reads_the_rows_where_they_live() -> None:
 def test_many_batches_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
     """Batches of 7 rows (the path of inputs over 2²⁶ values): every row privatized, the rows in
     order (the norm is the same everywhere, so the zero rows' neighbours tell), a seeded run repeats."""
-    import ldpcli.release._arrays as arrays
+    import ldpcli.release._array_device as arrays
 
     monkeypatch.setattr(arrays, "_DEVICE_BATCH_VALUES", 7 * 5)
     x = unit_rows(100, 5, seed=17)
@@ -171,7 +171,7 @@ def test_many_batches_on_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_batches_are_written_into_one_output_not_concatenated(monkeypatch: pytest.MonkeyPatch) -> None:
     """The device holds the output once: each batch goes into its slice of one array allocated up
     front (``RowStack``), and nothing is concatenated (which would hold it twice and copy it again)."""
-    import ldpcli.release._arrays as arrays
+    import ldpcli.release._array_device as arrays
     from ldpcli.math._devices import RowStack
 
     monkeypatch.setattr(arrays, "_DEVICE_BATCH_VALUES", 7 * 5)

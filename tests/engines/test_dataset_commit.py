@@ -25,7 +25,7 @@ from ldpcli.errors import UsageError
 from ldpcli.io._faults import STEPS
 from ldpcli.release._dataset import write_dataset_release
 from ldpcli.release._inputs import MANIFEST_NAME
-from ldpcli.release._ledger import Ledger
+from ldpcli.release._ledger import Ledger, Reservation
 from ldpcli.release._options import Budget, ReleaseOptions
 
 needs_dask = pytest.mark.skipif(importlib.util.find_spec("dask") is None, reason="pip install 'ldp[dask]'")
@@ -122,14 +122,14 @@ def test_a_directory_that_appears_before_publishing_is_not_replaced(tmp_path: Pa
     import ldpcli.release._dataset as module
 
     out = tmp_path / "release"
-    real = module.commit_release
 
-    def late_rival(*args: object, **kwargs: object) -> object:
-        out.mkdir()
-        (out / "rival.txt").write_text("another run's output")
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+    class LateRival(module.Commit):
+        def publish(self) -> list[Reservation]:
+            out.mkdir()
+            (out / "rival.txt").write_text("another run's output")
+            return super().publish()
 
-    monkeypatch.setattr(module, "commit_release", late_rival)
+    monkeypatch.setattr(module, "Commit", LateRival)
     ledger = Ledger.open(tmp_path / "ledger.json")
     with pytest.raises(UsageError, match="already exists"):
         write_dataset_release([source], out, engine=None, epsilon=1.0, options=ReleaseOptions(budget=Budget(ledger=ledger)))

@@ -23,7 +23,8 @@ from ldpcli.release._dataset import write_dataset_release
 from ldpcli.release._file import write_file_release
 from ldpcli.release._options import Columns, ReleaseOptions
 from ldpcli.release._randomness import keyed_generator
-from ldpcli.release._shuffle import SHUFFLE_STREAM, ExternalShuffle, OrderKeys, keyed_rows, order_root, shuffle_delta
+from ldpcli.release._shuffle import SHUFFLE_STREAM, ExternalShuffle, OrderKeys, keyed_rows, order_root
+from ldpcli.release._shuffle_claim import shuffle_delta
 
 ORDERS = list(itertools.permutations(range(4)))
 #: Bytes of one record of a row of width 1: its 128-bit order key and its value.

@@ -15,7 +15,7 @@ from ldpcli.cli.options import SCHEDULER_OPTION, TRUST_OPTION, command_app
 from ldpcli.cli.render import fmt, fmt_bound, note, out, progress, render, signature_row, summary_table, warn
 from ldpcli.errors import counted
 from ldpcli.release._engines import make_engine
-from ldpcli.release._shuffle import ShuffleClaim
+from ldpcli.release._shuffle_claim import ShuffleClaim
 
 app = command_app()
 

@@ -41,7 +41,7 @@ from ldpcli.io._formats import suffix_words
 from ldpcli.io._streams import STDIN_LABEL, STDOUT_LABEL, copy_to_stdout, spool_stdin, stdio_directory, stdout_suffix
 from ldpcli.io._vectors import dropped_note
 from ldpcli.mechanisms import MechanismSpec
-from ldpcli.mechanisms._composition import ReleaseCost, release_cost
+from ldpcli.mechanisms._composition import ReleaseCost
 from ldpcli.release._dataset import write_dataset_release
 from ldpcli.release._engines import make_engine
 from ldpcli.release._file import write_file_releases
@@ -344,7 +344,7 @@ def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
         (warn if clipped[1] else lambda text: note(text, quiet))(clipped[0])
     if dataset.reproducible:
         warn("seeded run: reproducible by anyone who knows the seed; do not release it")
-    spent, _ = _epsilon_text(dataset.mechanism, release_cost(dataset.mechanism), 1)
+    spent, _ = _epsilon_text(dataset.mechanism, dataset.cost, 1)
     wrote = (f"{dataset.output}/ ({counted(dataset.n, 'row')} of {counted(len(dataset.inputs), 'input')} in "
              f"{counted(len(dataset.parts), 'part')}, "
              f"d = {dataset.d}, {dataset.mechanism.name}, {spent}) with its manifest "
