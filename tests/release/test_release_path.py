@@ -4,7 +4,6 @@ it just wrote."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import unit_rows, write_list
+from helpers import ledger_document, unit_rows, write_list
 
 import ldpcli
 from ldpcli.errors import DataError
@@ -55,7 +54,7 @@ def test_release_cost_is_computed_once_per_release(tmp_path: Path, how: dict[str
         result = write_file_release(source, tmp_path / "out.parquet", epsilon=2.0, options=options)
         result.summary()
     assert count[0] == 1
-    (entry,) = json.loads((tmp_path / "ledger.json").read_text())["entries"]
+    (entry,) = ledger_document(tmp_path / "ledger.json")["entries"]
     assert entry["epsilon_exact"] == result.cost.epsilon_exact
 
 
@@ -116,7 +115,7 @@ def test_the_caller_drives_the_commit(tmp_path: Path) -> None:
         (seen["reservation"],) = commit.publish()
 
     _commit_with(tmp_path, body)
-    (entry,) = json.loads((tmp_path / "ledger.json").read_text())["entries"]
+    (entry,) = ledger_document(tmp_path / "ledger.json")["entries"]
     assert (entry["state"], entry["tag"], entry["created"]) == ("confirmed", seen["tag"], seen["created"])
     assert seen["reservation"].tag == seen["tag"] and (tmp_path / "out.json").read_bytes() == b"{}\n"
 
@@ -131,7 +130,7 @@ def test_a_failure_in_the_callers_block_takes_the_reservation_out(tmp_path: Path
 
     with pytest.raises(DataError, match="nothing was published"):
         _commit_with(tmp_path, body)
-    assert json.loads((tmp_path / "ledger.json").read_text())["entries"] == []
+    assert ledger_document(tmp_path / "ledger.json")["entries"] == []
     assert not (tmp_path / "out.json").exists()
 
 
@@ -146,5 +145,5 @@ def test_an_error_after_the_commit_point_keeps_the_release(tmp_path: Path) -> No
 
     with pytest.raises(KeyboardInterrupt):
         _commit_with(tmp_path, body)
-    (entry,) = json.loads((tmp_path / "ledger.json").read_text())["entries"]
+    (entry,) = ledger_document(tmp_path / "ledger.json")["entries"]
     assert entry["state"] == "confirmed" and (tmp_path / "out.json").exists()
