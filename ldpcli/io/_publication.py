@@ -159,8 +159,9 @@ class Publication:
 
     def _check_targets(self) -> None:
         """Which targets exist (each gets a backup), refused without ``overwrite``; the caller's rule again."""
+        for directory in dict.fromkeys(move.target.parent for move in self._moves):  # each once: a listing costs O(entries)
+            sweep_stale(directory)
         for move in self._moves:
-            sweep_stale(move.target.parent)
             move.had_old = os.path.lexists(move.target)
             if move.had_old and not self._overwrite:
                 raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.")
