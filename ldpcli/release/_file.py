@@ -134,7 +134,7 @@ class PrivatizeResult:
     written: Sidecar | None = field(default=None, repr=False, compare=False)
 
     def summary(self) -> dict[str, Any]:
-        """What ``ldp privatize --json`` prints: the outputs, the public description, the ε asked and
+        """What the ``ldp privatize`` command prints as JSON: the outputs, the public description, the ε asked and
         the ε spent (the exact ε the ledger charges, all copies together), and the counts for the operator (``n_clipped``, ``n_skipped``: statistics of the raw data, kept out
         of the sidecar; do not publish them)."""
         mech = self.mechanism
