@@ -371,7 +371,7 @@ class Mechanism(ABC):
     baseline: ClassVar[bool] = False
     #: Privatizes vectors of any dimension (False for mechanisms of one scalar column).
     vector: ClassVar[bool] = True
-    #: In the all-mechanism comparisons (``ldp params`` without ``-m``, the default ``ldp sweep``,
+    #: In the all-mechanism comparisons (``compare_mechanisms``, the default ``ldp sweep``,
     #: the ε solver): False for a mechanism that needs the user's own claims to calibrate (bcdp).
     compared: ClassVar[bool] = True
     #: The largest d the mechanism accepts.
