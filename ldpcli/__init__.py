@@ -1,6 +1,6 @@
 """ldp: privatize vector datasets under local differential privacy, and analyse what was released.
 
-The public API is these names (each loaded on first use, so ``import ldpcli`` and ``ldp --help``
+The public API is these names (each loaded on first use, so ``import ldpcli`` and starting the CLI
 stay fast and load neither pyarrow nor scipy):
 
 Making a release
@@ -10,7 +10,8 @@ Making a release
     ``privatize_file(src, dst, mechanism="privunit2", epsilon=…, norm_bound=1.0, options=ReleaseOptions())``
         ``ldp privatize``: a file and its sidecar; returns the written :class:`Release`.
     ``privatize_dataset(inputs, output_dir, mechanism=…, epsilon=…, options=…, engine=…)``
-        ``ldp privatize --engine dask``: a dataset directory of parts; returns its :class:`Release`.
+        Files into a dataset directory of parts, one task per part (``engine``: a Dask cluster, else
+        this process); returns its :class:`Release`.
 
 Holding a release
     ``open_release(paths, trust=None)``

@@ -55,7 +55,7 @@ RENAMED: dict[str, dict[str, tuple[str, str]]] = {
 #: Where an old module's names live now, when it is not simply ``ldpcli.P._M``.
 NEW_HOME: dict[str, str] = {"ldpcli.analysis.release": "ldpcli.analysis._handle"}
 
-#: Old modules split along their seams (issue 37): the private modules that hold the names moved out of
+#: Old modules split along their seams: the private modules that hold the names moved out of
 #: ``ldpcli.P._M``, asked in this order after it.
 SPLIT: dict[str, tuple[str, ...]] = {
     "ldpcli.math.sphere": ("ldpcli.math._logspace", "ldpcli.math._rows"),

@@ -30,7 +30,7 @@ def exports_of(init_file: str) -> dict[str, tuple[str, str]]:
     """Each public name of a package's ``__init__``: (its module, its name there).
 
     Read from the ``from … import Name as Name`` lines of its ``if TYPE_CHECKING:`` block, one name a
-    line as ldp writes them (a regular expression, not :mod:`ast`: ``ldp --help`` should not pay for a
+    line as ldp writes them (a regular expression, not :mod:`ast`: starting the CLI should not pay for a
     parser).
     """
     text = Path(init_file).read_text(encoding="utf-8")

@@ -1,3 +1,3 @@
-"""The version of ldp (one place: the sidecar, the manifest and ``ldp --version`` read it)."""
+"""The version of ldp (one place: the sidecar, the manifest and the CLI read it)."""
 
 __version__ = "0.1.0"

@@ -1,13 +1,13 @@
 """Privacy accounting in one home: typed events, one :func:`compose`, and the theorems as pure functions.
 
-An **event** says what was released (:class:`LocalRelease`, :class:`ShuffledRelease`,
-:class:`SubsampledGaussian`, a recorded :class:`CentralClaim`, a :class:`Composed` set); :func:`compose` states
-their (ε, δ) at a δ with the theorem that proves it (a :class:`Composition` of :class:`Guarantee`\\ s). ``ldp
-budget``, ``ldp params --shuffle``, the shuffle claim of ``privatize --shuffle`` and ``ldp train``'s central layer
-all call it. The theorems: basic composition (Dwork & Roth 2014, Thm 3.16), Kairouz–Oh–Viswanath's optimal and
-heterogeneous composition (2015, Thm 3.3 and 3.5), Dwork–Rothblum–Vadhan's advanced composition (2010, Thm III.3),
-dp-accounting's privacy loss distributions and RDP (the optional extra ``central``, imported on first use), and
-amplification by shuffling (Feldman, McMillan & Talwar 2021, evaluated in :mod:`ldpcli.math._shuffling`).
+An **event** says what was released (:class:`LocalRelease`, :class:`ShuffledRelease`, :class:`SubsampledGaussian`, a
+recorded :class:`CentralClaim`, a :class:`Composed` set); :func:`compose` states their (ε, δ) at a δ with the
+theorem that proves it (a :class:`Composition` of :class:`Guarantee`\\ s). The ledger's budget, the shuffle section
+of ``ldp params``, the shuffle claim of a shuffled release and training's central layer all call it. The theorems:
+basic composition (Dwork & Roth 2014, Thm 3.16), Kairouz–Oh–Viswanath's optimal and heterogeneous composition (2015,
+Thm 3.3 and 3.5), Dwork–Rothblum–Vadhan's advanced composition (2010, Thm III.3), dp-accounting's privacy loss
+distributions and RDP (the optional extra ``central``, imported on first use), and amplification by shuffling
+(Feldman, McMillan & Talwar 2021, evaluated in :mod:`ldpcli.math._shuffling`).
 
 What one release of a mechanism costs (``release_cost``) stays with the mechanisms
 (:mod:`ldpcli.mechanisms._composition`); the ledger's records are read in :mod:`ldpcli.release._accounting`.

@@ -1,7 +1,7 @@
 """One composition for every caller: :func:`compose` of accounting events at a δ, with the theorem that proves it.
 
-``ldp budget`` (the ledger's releases, :mod:`ldpcli.release._accounting`), ``ldp params --shuffle``, the
-sidecar's shuffle claim and ``ldp train``'s central layer all ask :func:`compose`; each number it states
+The ledger's budget (its releases, :mod:`ldpcli.release._accounting`), the shuffle section of ``ldp params``,
+the sidecar's shuffle claim and training's central layer all ask :func:`compose`; each number it states
 carries the theorem behind it, and it is never above basic composition (docs/composition.md).
 
 - **Local releases** (:class:`~ldpcli.accounting.LocalRelease`): basic composition (Σε_i, Σδ_i) always; at a
@@ -72,7 +72,7 @@ class Guarantee:
     theorem: str
 
     def to_dict(self) -> dict[str, Any]:
-        """The guarantee as ``ldp budget --json`` prints it."""
+        """The guarantee as the ``ldp budget`` command prints it in JSON."""
         return {"epsilon": self.epsilon, "delta": self.delta, "theorem": self.theorem}
 
 

@@ -64,7 +64,7 @@ class _Event:
 @dataclass(frozen=True)
 class LocalRelease(_Event):
     """A local release: each row's report of an (ε, δ)-LDP mechanism, ``copies`` independent reports side by side
-    (``privatize --copies``), each row used ``epochs`` times (``train --epochs``): copies × epochs uses of one
+    (``ReleaseOptions.copies``), each row used ``epochs`` times in training: copies × epochs uses of one
     (ε, δ) mechanism on each row (ε, δ per use)."""
 
     epsilon: float

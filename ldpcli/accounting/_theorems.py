@@ -34,7 +34,7 @@ REPLACE_ONE = "replace one row"
 #: (dp-accounting's ``ADD_OR_REMOVE_ONE``).
 ADD_OR_REMOVE_ONE = "add/remove one row"
 #: The largest ε_i the PLD accountant is given: dp-accounting computes e^ε_i, which overflows a double past 709.78
-#: (``ldp budget --delta`` on releases at ε = 1000 stopped with an OverflowError); above it the PLD states no bound.
+#: (composing releases at ε = 1000 at a δ would raise an OverflowError); above it the PLD states no bound.
 PLD_MAX_EPSILON = 700.0
 #: The optimal ε is computed to about 1e-14 relative; it is stated this much larger, so rounding never states less.
 ROUND_UP = 1e-12

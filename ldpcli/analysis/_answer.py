@@ -165,7 +165,7 @@ class Encoded:
     path: Path
     rows: int
     queries: int
-    #: max ‖Q(x) − c‖₂ over the universe: the smallest --norm-bound that clips no row.
+    #: max ‖Q(x) − c‖₂ over the universe: the smallest ``norm_bound`` that clips no row.
     norm_bound: float
     #: Also the ℓ∞ bound max |Q(x) − c|_j, for box mechanisms.
     box_bound: float
@@ -194,7 +194,7 @@ def encode_queries(
     """Write each data row's centred answer vector Q(x) − c (one column per query) to ``output``.
 
     ``workload`` must have keys. The file is as private as ``data`` (it is the data, re-expressed):
-    privatize it (``ldp privatize OUTPUT --norm-bound B``, B = :attr:`Encoded.norm_bound`) and
+    privatize it (``privatize_file(OUTPUT, norm_bound=B)``, B = :attr:`Encoded.norm_bound`) and
     publish only the privatized file. Atomic.
     """
     from ldpcli.io import AtomicVectorWriter

@@ -208,7 +208,7 @@ def attack(
     verified: the rows and bytes must be those released). ``raw`` is the file that was privatized:
     its vector columns must be the release's (the output of ``ldp privatize`` keeps the input's
     column names and layout; kept columns are ignored) and row i of it must be row i of the release,
-    so a release made with ``--skip-invalid`` that left rows out, or a different file, is refused
+    so a release made with ``skip_invalid`` that left rows out, or a different file, is refused
     (DataError) when the row counts differ. Both are read in lockstep, batch by batch; the raw file
     is read a second time for the prior-only guess. Memory: the batches plus 2n floats (the cosines).
 

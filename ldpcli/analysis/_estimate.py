@@ -194,7 +194,7 @@ def estimate_group_means(
 
 
 def projection_set(spec: str | ConvexSet, mechanism: Mechanism) -> ConvexSet:
-    """The public convex set of ``estimate-mean --project SET`` for a release by ``mechanism``.
+    """The public convex set of ``project`` (a mean estimate's) for a release by ``mechanism``.
 
     ``ball`` and ``box`` without a size take the release's L; ``domain`` is the mechanism's own
     domain at L (the ℓ2 ball or the ℓ∞ box, [0, L] for a scalar mechanism); ``hull:FILE`` is the
@@ -296,8 +296,8 @@ def _bind(result: MeanEstimate, source: Scan) -> MeanEstimate:
 
 def save_mean(estimate: MeanEstimate, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
     """Save the estimate by extension: ``.json`` (everything), ``.npy`` (the mean vector: the
-    projected one after ``--project``), or ``.parquet`` / ``.csv`` (one row per coordinate: mean,
-    std_error, lower, upper, and projected after ``--project``). Atomic."""
+    projected one with ``project``), or ``.parquet`` / ``.csv`` (one row per coordinate: mean,
+    std_error, lower, upper, and projected with ``project``). Atomic."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".json":

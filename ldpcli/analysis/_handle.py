@@ -176,7 +176,7 @@ class Release(ReleaseRecord):
 
     def group_means(self, column: str, *, confidence: float = 0.95, where: Sequence[str] = (),
                     project: str | None = None, **options: Any) -> GroupMeans:
-        """The mean with error bars for each value of a kept column: ``ldp estimate-mean --group-by``.
+        """The mean with error bars for each value of a kept column (``ldp estimate-mean``'s groups).
 
         Parameters
         ----------
@@ -250,7 +250,7 @@ class Release(ReleaseRecord):
         return answer_queries(self.paths, workload, confidence=confidence, **self._scan(), **options)
 
     def attack(self, raw: PathLike, **options: Any) -> AttackReport:
-        """The reconstruction demonstration against the raw file: ``ldp risk --attack``. For the data
+        """The reconstruction demonstration against the raw file (the ``ldp risk`` command's attack). For the data
         owner only: the report holds statistics of the raw data.
 
         Parameters
@@ -449,7 +449,7 @@ def privatize_dataset(inputs: Paths, output_dir: PathLike, *, mechanism: Mechani
                       epsilon: float | None = None, norm_bound: float | None = None,
                       options: ReleaseOptions = ReleaseOptions(), engine: DaskEngine | None = None,
                       part_rows: int | None = None) -> Release:
-    """Privatize files into a dataset directory of parts, one task per part: ``ldp privatize --engine dask``.
+    """Privatize files into a dataset directory of parts, one task per part.
 
     Parameters
     ----------

@@ -17,7 +17,7 @@ with numpy on each batch (no per-row Python, no second read):
    stored values' roundoff: relative (4 + 2√d)·(u + 2⁻⁵³), u the unit roundoff of the values as
    stored (2⁻⁵³ for float64, 2⁻²⁴ for float32, the text's for a CSV read unverified), which covers the
    mechanisms' own float64 arithmetic (measured at most 26·2⁻⁵³ at d = 4096), plus √d·g for a grid
-   rendering (``privatize --secure``).
+   rendering (``secure=True``).
 
 2. **The dispersion**, for every mechanism: an honest row has E‖Z‖² ≤ B, the mechanism's
    :func:`~ldpcli.mechanisms._hooks.second_moment_max` (times the copies of each row). The rows are

@@ -1,7 +1,7 @@
 """Least squares from a release of two private copies of each row: the library call behind ``ldp regress``.
 
 Aliakbarpour et al. 2024, Algorithm 3: each row x = [z, l] is privatized twice independently
-(``ldp privatize --copies 2``, any vector mechanism; with ``bcdp`` each copy gets c/2), and the
+(``ReleaseOptions(copies=2)``, any vector mechanism; with ``bcdp`` each copy gets c/2), and the
 analyst minimises the unbiased quadratic f̂(θ) = ½θᵀAθ − bᵀθ built from products of the two copies
 (:mod:`ldpcli.estimators._regression`) over the ball ‖θ‖ ≤ R, exactly. The rows are read once,
 batch by batch, through the verified scan (:func:`ldpcli.analysis._scan.scan`), so memory stays flat and only
@@ -79,7 +79,7 @@ class RegressionResult:
 
 
 def _label_index(layout: VectorLayout, label: str, where: Path) -> tuple[int, tuple[str, ...]]:
-    """The label's coordinate in a copy and the features' names, from ``--label``.
+    """The label's coordinate in a copy and the features' names, from ``label``.
 
     A column name of the (first copy's) vector columns, or a 0-based coordinate (negative counts
     from the end) for a list column.
@@ -125,7 +125,7 @@ def regress(
 
     ``label`` names the coordinate that is the label (the features are the others, in order).
     ``radius`` defaults to √p (p features): the ball holds every θ with all |θ_j| ≤ 1. The release
-    must hold two or more copies of each row (``ldp privatize --copies 2``): the first two are
+    must hold two or more copies of each row (``ReleaseOptions(copies=2)``): the first two are
     used. Thm 3's rate uses r² = the per-copy worst-case error (Lemma 1, Eq. (85)). ``trust``: the
     data owner's public key; files not signed by it are refused (:func:`ldpcli.analysis._scan.scan`).
     """

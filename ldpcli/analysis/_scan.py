@@ -56,7 +56,7 @@ _COMPARE = {"==": pc.equal, "=": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=
 
 @dataclass(frozen=True)
 class Condition:
-    """One ``--where`` condition on a kept column: ``COLUMN OP VALUE`` or ``COLUMN in (V1, V2, …)``."""
+    """One ``where`` condition on a kept column: ``COLUMN OP VALUE`` or ``COLUMN in (V1, V2, …)``."""
 
     column: str
     op: str
@@ -163,7 +163,7 @@ class Scan:
 
     @property
     def copies(self) -> int:
-        """Independent privatized copies of each row in the files (``privatize --copies``; 1 usually).
+        """Independent privatized copies of each row in the files (``ReleaseOptions.copies``; 1 usually).
 
         With ``combine_copies`` (the default) each batch holds one row per person, the average of
         its copies: unbiased, with the per-copy error divided by ``copies``. Without, the copies
@@ -225,7 +225,7 @@ def scan(
     default) a file whose vector type (before any row is read), row count or bytes differ from
     what its sidecar records. ``where``
     conditions select rows by their kept columns. ``on_rows`` is called with each batch's size
-    before filtering (progress). A release of several copies of each row (``privatize --copies``)
+    before filtering (progress). A release of several copies of each row (``ReleaseOptions.copies``)
     is read as the average of the copies, or with ``combine_copies=False`` as the copies side by
     side (:attr:`Scan.copies`).
 

@@ -1,4 +1,4 @@
-"""Bit-level events of the privacy lower bound (``ldp audit --bits``): what the raw doubles show.
+"""Bit-level events of the privacy lower bound (the audit's ``bits=True``): what the raw doubles show.
 
 The lower bound's ordinary features are rounded to a relative 1e−9 (:mod:`ldpcli.audit._lower_bound`,
 step 3), so they see the mechanism's law and not its floating-point rendering. A release is read

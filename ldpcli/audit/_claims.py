@@ -51,7 +51,7 @@ z_P = Φ⁻¹(power), μ = ``expected_error``, σ the standard deviation of ‖Z
 from a pilot run of ``PILOT_TRIALS`` rows, raised to its 90% upper confidence bound), capped at ``MAX_TRIALS`` rows (and
 ``MAX_VALUES`` values) per input with a note saying what the cap detects.
 
-The audit is seeded (``--seed``) for reproducibility and otherwise draws OS entropy. Rows are
+The audit is seeded (``seed``) for reproducibility and otherwise draws OS entropy. Rows are
 privatized in chunks, so memory stays bounded whatever d.
 """
 

@@ -20,7 +20,7 @@ Construction (``privacy_lower_bound``):
    and of the coordinates differs between the two more than between random directions (PrivUnit2
    at d = 2, ε = 0.5, 20000 trials, seeds 0–7: ε_lb from 0.39 to 1.62 without this pair, from
    1.56 to 2.23 with it).
-2. Each input is privatized N times (``--lower-bound-trials``). The first half of each sample
+2. Each input is privatized N times (``lower_bound_trials``). The first half of each sample
    chooses the event; the second half, independent of the choice, measures it.
 3. Events, for the ordered pair (x, x′) (both orders are tried): thresholds {f ≥ t} and
    {f ≤ t} on f = ⟨z, x − x′⟩, ⟨z, x⟩, ⟨z, x′⟩ and ‖z‖; atoms {z = v} for the most frequent

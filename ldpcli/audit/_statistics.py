@@ -200,7 +200,7 @@ def _z(value: float, tol: float, se: float) -> float:
 
 
 def rounding_allowance(mech: Mechanism) -> float:
-    """The bound on E‖R − Ẑ‖² that a ``--secure`` rendering's unbiased rounding adds to every row (d·g²/4,
+    """The bound on E‖R − Ẑ‖² that a secure rendering's (``secure=True``) unbiased rounding adds to every row (d·g²/4,
     docs/floating-point.md §2), 0 for the default rendering.
 
     The rounding leaves the means unchanged but adds Σ_j g²·f_j(1 − f_j) ∈ [0, d·g²/4] to a row's E‖Z − x‖², an amount

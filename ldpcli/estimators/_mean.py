@@ -64,10 +64,10 @@ class MeanEstimate:
     norm_bound: float | None = None
     #: The mechanism's domain at L, in words (``"ℓ2 ball of radius L = 1"``), or None.
     domain: str | None = None
-    #: Privatized copies of each row averaged into it (``privatize --copies``): the guaranteed
+    #: Privatized copies of each row averaged into it (``ReleaseOptions.copies``): the guaranteed
     #: error is the per-copy one divided by this.
     copies: int = 1
-    #: The mean projected onto a public convex set (``estimate-mean --project``), else None.
+    #: The mean projected onto a public convex set (``project``), else None.
     projected: np.ndarray | None = None
     #: What it was projected onto and how far it moved (:func:`ldpcli.analysis._estimate.project_mean`).
     projection: dict[str, Any] | None = None
@@ -75,7 +75,7 @@ class MeanEstimate:
     #: for an estimate not made from files.
     signature: dict[str, Any] | None = None
     #: For each of ``files``, the central claim its release recorded when it was written shuffled
-    #: (``privatize --shuffle``: :class:`ldpcli.release._shuffle_claim.ShuffleClaim`, from the sidecar already
+    #: (``ReleaseOptions.shuffle``: :class:`ldpcli.release._shuffle_claim.ShuffleClaim`, from the sidecar already
     #: read), else None; empty for an estimate not made from files. Not in :meth:`to_dict`.
     shuffled: tuple[Any, ...] = ()
     #: The files whose rows are noisier than their sidecars' mechanism allows

@@ -3,9 +3,9 @@
 Błasiok, Bun, Nikolov, Steinke 2019, Lemma 5.3: if W is an unbiased estimate of x and x lies in a
 closed convex set K, the projection W* of W onto K satisfies ‖W* − x‖ ≤ ‖W − x‖ for every outcome
 (the projection's obtuse angle: ⟨W − W*, x − W*⟩ ≤ 0), and on average it can be far smaller. So any
-mean estimate can be projected onto a public set known to contain the truth (``ldp estimate-mean
---project``), and query answers onto the convex hull of the universe's answer vectors
-(``ldp queries``). Each set here projects exactly, with no general-purpose solver:
+mean estimate can be projected onto a public set known to contain the truth (``Release.mean(project=…)``),
+and query answers onto the convex hull of the universe's answer vectors
+(``Release.answer``). Each set here projects exactly, with no general-purpose solver:
 
 - :class:`Ball` and :class:`Box`: closed forms (the ball reuses :data:`ldpcli.math._domains.L2_BALL`'s
   overflow-safe scaling);

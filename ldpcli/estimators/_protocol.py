@@ -23,7 +23,7 @@ from ldpcli.mechanisms._base import Mechanism
 R_co = TypeVar("R_co", covariant=True)
 E = TypeVar("E", bound="Estimator[Any]")
 
-#: The most distinct values ``--group-by`` accepts: a label, not an identifier.
+#: The most distinct values a group-by column may have: a label, not an identifier.
 MAX_GROUPS = 10_000
 
 

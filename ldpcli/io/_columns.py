@@ -1,8 +1,8 @@
 """Choosing the vector and keep columns from a pyarrow schema.
 
-The caller's column options (:class:`_Choice`: ``--column``, ``--columns``, ``--keep`` or a
+The caller's column options (:class:`_Choice`: ``column``, ``columns``, ``keep`` or a
 saved layout) are checked for consistency, then resolved against a file's schema by
-:func:`_resolve`, which expands the globs and ranges of ``--columns`` (:func:`_expand_columns`)
+:func:`_resolve`, which expands the globs and ranges of ``columns`` (:func:`_expand_columns`)
 and auto-detects the vector column(s) when none are named, refusing to take columns that look
 like an identifier or a label as coordinates (:func:`_suspicious_columns`).
 
@@ -240,11 +240,11 @@ def _match_layout(
     return layout.kind, layout.columns, layout.keep, layout.d
 
 
-# --------------------------------------------------------------------------- --columns patterns
+# --------------------------------------------------------------------------- ``columns`` patterns
 
 
 def _expand_columns(names: Sequence[str], items: Sequence[str], label: str) -> tuple[str, ...]:
-    """The columns that the items of ``--columns`` name, in the order of the items.
+    """The columns that the items of ``columns`` name, in the order of the items.
 
     Each item is an exact column name if the file has such a column; otherwise ``A:B`` is the
     inclusive range of columns from A to B in file order (both must exist, B not before A), and an
@@ -317,7 +317,7 @@ def _range(names: Sequence[str], position: Mapping[str, int], item: str, label: 
 
 
 def _column_spec(chosen: Sequence[str], names: Sequence[str]) -> str:
-    """A ``--columns`` value for exactly ``chosen`` (in file order): runs of three or more adjacent
+    """A ``columns`` value for exactly ``chosen`` (in file order): runs of three or more adjacent
     columns as ``A:B`` ranges, the rest by name, comma-separated and quoted for a shell."""
     position = _positions(names)
     runs: list[list[str]] = []

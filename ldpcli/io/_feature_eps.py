@@ -1,4 +1,4 @@
-"""The text of ``feature_eps`` (``--feature-eps``): per-feature privacy levels written as
+"""The text of ``feature_eps``: per-feature privacy levels written as
 ``FEATURE=LEVEL`` items, inline or in a .json / .csv file, resolved against the vectors' columns.
 
 :func:`parse_feature_levels` reads it into one level per coordinate (:class:`FeatureLevels`): a
@@ -42,7 +42,7 @@ FEATURE_EPS = "`feature_eps`"
 
 @dataclass(frozen=True, eq=False)
 class FeatureLevels:
-    """The parsed ``--feature-eps``.
+    """The parsed ``feature_eps``.
 
     ``levels``: δ̃, one per coordinate in the original order (read-only), ε for the coordinates no
     item names, and levels above ε clipped to ε; ``clipped``: the keys (as written) whose level was
@@ -190,8 +190,8 @@ def _coordinates(
 ) -> Sequence[int]:
     """The 0-based coordinates ``key`` names: an exact column name, a range ``A:B`` of column names,
     a glob over the names (``*``, ``?``, ``[``; :func:`fnmatch.fnmatchcase`), else coordinates
-    ``i`` / ``i:j`` written with integers. (The ``--columns`` helpers of :mod:`ldpcli.io._columns` do
-    the same for columns, but their messages name ``--columns`` and a ``:`` item that is not a range
+    ``i`` / ``i:j`` written with integers. (The ``columns`` helpers of :mod:`ldpcli.io._columns` do
+    the same for columns, but their messages name the column option and a ``:`` item that is not a range
     of names is an error there, not coordinates.) ``position``: each name's first coordinate, built
     once for all keys, so that naming each of d columns takes time linear in d."""
     if names is not None:
@@ -217,7 +217,7 @@ def _coordinates(
 
 
 def parse_feature_levels(spec: str, *, d: int, epsilon: float, names: Sequence[str] | None) -> FeatureLevels:
-    """The d per-feature levels δ̃ = min(δ, ε) from ``--feature-eps``.
+    """The d per-feature levels δ̃ = min(δ, ε) from ``feature_eps``.
 
     ``spec`` is inline text ``KEY=LEVEL,KEY=LEVEL`` (whitespace around keys and levels ignored) or,
     if it ends with ``.json`` or ``.csv`` (any case), a file: JSON ``{"KEY": level, ...}`` or
@@ -276,7 +276,7 @@ def _span(start: int, stop: int) -> str:
 
 
 def format_levels(levels: np.ndarray, epsilon: float) -> str:
-    """The canonical ``--feature-eps`` text of δ̃ (levels in (0, ε]).
+    """The canonical ``feature_eps`` text of δ̃ (levels in (0, ε]).
 
     Only coordinates whose level is below ε, as 0-based inclusive ranges of equal adjacent levels, in
     coordinate order, e.g. ``"0:1=0.2,5=0.7"``; levels written with ``float.__repr__`` (the shortest
@@ -298,7 +298,7 @@ def format_levels(levels: np.ndarray, epsilon: float) -> str:
 
 
 def canonical_coordinates(text: str) -> str:
-    """``--feature-eps`` as a spec stores it before the data is known: text that names coordinates
+    """``feature_eps`` as a spec stores it before the data is known: text that names coordinates
     only (inline ``i=…`` / ``i:j=…`` items) in canonical form (:func:`format_levels`, without
     clipping, since ε is applied later); any other text (column names, globs, a file) unchanged, for
     the mechanism to resolve against the data's columns; "" unchanged.

@@ -21,8 +21,8 @@ class VectorLayout:
     ``kind="list"``: one list column, ``columns == (name,)``, every list of length ``d``.
     ``kind="columns"``: one numeric column per coordinate, ``len(columns) == d``, in order.
     ``keep``: pass-through columns (an id, a label) copied unchanged to the output.
-    ``copies``: a release of ``copies`` independent privatized copies of each row (``ldp privatize
-    --copies``, for estimators that need two independent copies, as least squares does): the
+    ``copies``: a release of ``copies`` independent privatized copies of each row (``ReleaseOptions.copies``,
+    for estimators that need two independent copies, as least squares does): the
     vector columns of each copy in turn (``copies`` list columns, or ``copies·d`` numeric
     columns), and a batch's values hold the copies side by side, shape ``(rows, copies·d)``.
     """

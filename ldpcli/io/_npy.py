@@ -2,7 +2,7 @@
 written as a stream; registered for ``.npy``.
 
 A ``.npy`` file has no column names: its vectors are the list column ``vector`` (a re-read of a
-privatized ``.npy`` takes the layout its sidecar records). It holds only the vectors, so ``--keep``
+privatized ``.npy`` takes the layout its sidecar records). It holds only the vectors, so kept columns
 and several copies are refused for an ``.npy`` output. The format's header states the row count
 before the data, which a stream does not know in advance, so the writer spools the rows to an
 anonymous temporary file and writes header and rows into the output when it closes: one more

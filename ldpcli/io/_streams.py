@@ -1,14 +1,15 @@
 """``-`` for standard input and output: ldp in a pipeline.
 
-``ldp privatize - -o - --sidecar release.ldp.json`` reads an Arrow IPC stream (or CSV text) on stdin
-and writes the privatized rows on stdout in the same format. Standard input is first copied to a
-temporary file (:func:`spool_stdin`): a seeded run keys its noise by the input's bytes, and the
-reader needs the schema before the rows, so the input is read in full before the first output
-byte; memory stays flat (the copy is on disk). That copy is the raw data, so on Linux it has no name
-from the moment it is created: the operating system frees it when the process ends, however it ends
-(even by ``kill -9``). The output is written, hashed and committed like any file, then copied to
-stdout (:func:`copy_to_stdout`), so its sidecar binds exactly the bytes that went down the pipe.
-What a release of standard input records as its input is :data:`STDIN_LABEL`, not the copy's path.
+The ``ldp privatize`` command given ``-`` as its input and its output (and a file for the sidecar)
+reads an Arrow IPC stream (or CSV text) on stdin and writes the privatized rows on stdout in the
+same format. Standard input is first copied to a temporary file (:func:`spool_stdin`): a seeded run
+keys its noise by the input's bytes, and the reader needs the schema before the rows, so the input
+is read in full before the first output byte; memory stays flat (the copy is on disk). That copy is
+the raw data, so on Linux it has no name from the moment it is created: the operating system frees
+it when the process ends, however it ends (even by ``kill -9``). The output is written, hashed and
+committed like any file, then copied to stdout (:func:`copy_to_stdout`), so its sidecar binds
+exactly the bytes that went down the pipe. What a release of standard input records as its input is
+:data:`STDIN_LABEL`, not the copy's path.
 Both live in a temporary folder (:func:`stdio_directory`) named by host and pid, so that a run killed
 outright, whose folder nothing removed, has it removed by the next run on that host.
 """

@@ -29,7 +29,7 @@ from ldpcli.io._layout import VectorLayout
 from ldpcli.io._messages import _reason, _write_failed
 from ldpcli.io._read import VectorReader, _ArrowFailure
 
-#: The value types vectors can be written as (``--dtype``).
+#: The value types vectors can be written as (``dtype``).
 DTYPES = ("float32", "float64")
 _ARROW_TYPES = {"float32": pa.float32(), "float64": pa.float64()}
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -405,7 +405,7 @@ def table_bytes(columns: Mapping[str, Any], format: str) -> bytes:
 def _encode_failed(label: str, exc: BaseException) -> DataError:
     """The error for an output that could not be written."""
     if isinstance(exc, pa.ArrowException) and not isinstance(exc, OSError):
-        # Not the disk: pyarrow refused a value (vectors are plain floats, so a --keep column's).
+        # Not the disk: pyarrow refused a value (vectors are plain floats, so a kept column's).
         return DataError(
             f"{label}: could not write the file ({_reason(exc)}); a `keep` column holds values "
             "this format cannot store, so write Parquet or leave that column out of `keep`."

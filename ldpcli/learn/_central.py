@@ -171,7 +171,7 @@ class CentralLayer:
                 f"accountant (a looser upper bound), for {NEIGHBOURING} neighbours. It protects against {PROTECTS_AGAINST}.")
 
     def section(self, rows: int, *, seeded: bool) -> dict[str, Any]:
-        """The sidecar's and ``--json``'s ``central`` section (``seeded``: the run had a seed)."""
+        """The ``central`` section of the sidecar and the JSON output (``seeded``: the run had a seed)."""
         a = self.account
         return {
             "radius": self.radius, "noise_multiplier": a.noise_multiplier, "sampling_rate": a.sampling_rate,

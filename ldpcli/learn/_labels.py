@@ -80,7 +80,7 @@ def check_label_type(arrow_type: Any, loss: type[Loss], label: str, where: str) 
 
 
 def parse_classes(classes: Sequence[Any], arrow_type: Any, label: str) -> tuple[Any, ...]:
-    """The --classes values as values of the label column's type (UsageError naming the first bad one)."""
+    """The ``classes`` values as values of the label column's type (UsageError naming the first bad one)."""
     import pyarrow as pa
 
     target = arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type

@@ -44,7 +44,7 @@ from ldpcli.release._sidecar import REPRODUCIBLE_NOTE, check_replaceable, sideca
 MODEL_FORMAT = "ldp-model"
 MODEL_SIDECAR_FORMAT = "ldp-model-release"
 MODEL_VERSION = 1
-#: What ``--json`` says of its entries computed from the raw rows (:data:`OWNER_ONLY`).
+#: What :meth:`to_dict` says of its entries computed from the raw rows (:data:`OWNER_ONLY`).
 OWNER_ONLY_STATEMENT = ("computed from the raw training (and evaluation) rows without privacy: for the data owner "
                         "only, never written to the model file, its sidecar or the ledger")
 #: The entries of :meth:`TrainResult.to_dict` that are statistics of the raw rows, not releases.
@@ -237,7 +237,7 @@ class TrainResult:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything for ``--json``: the model, its privacy, training and (for the operator) evaluation."""
+        """Everything for the JSON output: the model, its privacy, training and (for the operator) evaluation."""
         out: dict[str, Any] = {
             "model": self.model_dict(),
             "privacy": self.privacy(),

@@ -1,6 +1,6 @@
 """The sets a mechanism's rows must lie in, as objects: ℓ2 ball, ℓ∞ box, interval.
 
-A mechanism is ε-LDP for rows inside its domain, whose size is the public bound L (``--norm-bound``,
+A mechanism is ε-LDP for rows inside its domain, whose size is the public bound L (``norm_bound``,
 chosen by the user, never computed from the data). Each domain owns everything that depends on its
 shape, so the pipeline, the audit and the mechanisms never re-derive it:
 
@@ -56,7 +56,7 @@ _DOMAINS: dict[str, Domain] = {}
 class Domain(str):
     """A convex set of rows, scaled by the public bound L; the string value is its name."""
 
-    #: One line for ``--help``, ``params`` and messages, with ``{L}`` for the bound.
+    #: One line for the CLI's help, ``params`` and messages, with ``{L}`` for the bound.
     words: ClassVar[str]
 
     def __new__(cls, name: str) -> Domain:

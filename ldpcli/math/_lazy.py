@@ -1,6 +1,6 @@
 """scipy's submodules, imported on first use.
 
-Importing ``scipy.special`` costs about 0.3 s, more than some whole commands (``ldp --help``,
+Importing ``scipy.special`` costs about 0.3 s, more than some whole commands (starting the CLI,
 ``ldp estimate-mean`` of a small file); only the code that calibrates, samples a cap, audits or
 solves needs it. Modules write ``from ldpcli.math._lazy import special`` and call ``special.betainc``
 as usual: the first attribute read imports the real module.

@@ -6,7 +6,7 @@ over the coordinates in expectation (:func:`cap_error_sum`), PrivUnitG's per-row
 
 Computed in exact rational arithmetic (1 + u is 1 in double precision) and stored rounded up, so a
 bound stays a bound. No array is computed here, and no extended-precision hardware is needed:
-``ldp params --secure`` and reading a secure release back use these numbers on any platform; the
+Describing a secure rendering (``secure=True``) and reading a secure release back use these numbers on any platform; the
 arithmetic they bound is :mod:`ldpcli.math._extended`'s, the rendering that spends them
 :mod:`ldpcli.mechanisms._rendering`'s.
 """
@@ -20,8 +20,8 @@ from typing import NamedTuple
 from ldpcli.math import _sphere as sm
 
 #: u = 2⁻⁶⁴, the unit roundoff of the x87 extended format that :data:`WORK` is on x86-64 and aarch64 Linux: the
-#: proof's bounds are stated for it, so computing them (``params --secure``, reading a secure release back) needs
-#: no such hardware; only computing a secure release does (:func:`require_extended_precision`).
+#: proof's bounds are stated for it, so computing them (describing a secure rendering, reading a secure release
+#: back) needs no such hardware; only computing a secure release does (:func:`require_extended_precision`).
 UNIT_ROUNDOFF = 2.0**-64
 
 

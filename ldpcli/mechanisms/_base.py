@@ -139,7 +139,7 @@ def check_count(value: Any, what: str, minimum: int = 1) -> int:
 class OptionSpec:
     """One calibration option of a mechanism: its type, range, default, help and an example.
 
-    ``name`` is the keyword of ``calibrate`` (``eps_split``) and the flag is ``--eps-split``.
+    ``name`` is the keyword of ``calibrate`` (``eps_split``); the CLI spells it with dashes.
     ``low``/``high`` bound a number (``low_open``/``high_open``: strictly). A text option
     (``kind=str``) is one of ``choices`` (a base mechanism's name) or, with ``normalize``, any text
     that function accepts: it returns the canonical form stored in the spec and the sidecar (or
@@ -291,7 +291,7 @@ class MechanismSpec:
 
     def for_copies(self, copies: int) -> MechanismSpec:
         """The spec of each of ``copies`` independent releases of one row that together spend this
-        spec's privacy (``privatize --copies``).
+        spec's privacy (``ReleaseOptions.copies``).
 
         Basic composition: ``copies`` releases at ε/copies are ε-LDP together. A mechanism whose
         privacy is more than one ε (per-feature levels) splits its own way (:class:`SplitsCopies`).
@@ -371,12 +371,12 @@ class Mechanism(ABC):
     baseline: ClassVar[bool] = False
     #: Privatizes vectors of any dimension (False for mechanisms of one scalar column).
     vector: ClassVar[bool] = True
-    #: In the all-mechanism comparisons (``ldp params`` without ``-m``, the default ``ldp sweep``,
+    #: In the all-mechanism comparisons (``compare_mechanisms``, the default ``ldp sweep``,
     #: the ε solver): False for a mechanism that needs the user's own claims to calibrate (bcdp).
     compared: ClassVar[bool] = True
     #: The largest d the mechanism accepts.
     max_d: ClassVar[int] = MAX_D
-    #: A valid (d, ε) for the registry-wide test battery and ``--help`` examples.
+    #: A valid (d, ε) for the registry-wide test battery and the CLI help's examples.
     example_d: ClassVar[int] = 8
 
     @classmethod
@@ -499,7 +499,7 @@ class Mechanism(ABC):
     @property
     def epsilon_asked(self) -> float:
         """The share of the asked ε that one use of this mechanism stands for: ``epsilon`` (a copy of
-        ``privatize --copies`` is calibrated at ε/copies, :meth:`MechanismSpec.for_copies`); a mechanism
+        ``ReleaseOptions.copies`` is calibrated at ε/copies, :meth:`MechanismSpec.for_copies`); a mechanism
         whose copies each keep the asked ε and split their privacy otherwise (:class:`SplitsCopies`) says its share."""
         return self.epsilon
 
@@ -526,7 +526,7 @@ class Mechanism(ABC):
         return self.expected_error_max / check_count(n, "n")
 
     def describe(self) -> dict[str, Any]:
-        """The public description that ``ldp params --json`` prints and the sidecar stores.
+        """The public description that the ``ldp params`` command prints as JSON and the sidecar stores.
 
         UsageError if a number in it is not a finite double (e.g. an error beyond 1e308).
         """

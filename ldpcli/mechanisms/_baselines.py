@@ -218,7 +218,7 @@ def classic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> 
 
 def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     """The smallest σ (to an ulp) with δ(σ) ≤ δ (Balle & Wang 2018, Thm 8, Alg. 1 by root finding)."""
-    from scipy import optimize  # imported here: `ldp --help` should not pay for it
+    from scipy import optimize  # imported here: starting the CLI should not pay for it
 
     target = math.log(delta)
 

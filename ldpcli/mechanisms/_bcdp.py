@@ -34,7 +34,7 @@ proof of Thm 2; errata §16), which is ≤ δ̃_i by construction; :meth:`BCDP.f
 it. Exact errors: ``expected_error`` at a vertex is Σ_i 1/Σ_{k≤i} w_k; ``expected_error_max``, the
 supremum over the box, uses each base's second moments (:class:`~ldpcli.mechanisms._hooks.SecondMoments`).
 
-``split`` (``privatize --copies``): the release is one of ``split`` independent copies of the row
+``split`` (``ReleaseOptions.copies``): the release is one of ``split`` independent copies of the row
 (Alg. 3 privatizes each row twice with c/2): every increment is divided by ``split`` and the
 levels reported are those of all copies together.
 """

@@ -57,9 +57,9 @@ class ReleaseCost:
 def release_cost(mechanism: Mechanism, *, copies: int = 1, epochs: int = 1) -> ReleaseCost:
     """The cost of running ``mechanism`` ``copies`` × ``epochs`` times on each row.
 
-    ``copies``: independent outputs of each row released side by side (``privatize --copies``, whose
+    ``copies``: independent outputs of each row released side by side (``ReleaseOptions.copies``, whose
     mechanism is already the per-copy one, :meth:`ldpcli.mechanisms.MechanismSpec.for_copies`);
-    ``epochs``: uses of each row in training (``ldp train --epochs``). By basic composition (the
+    ``epochs``: uses of each row in training (``TrainingOptions.epochs``). By basic composition (the
     module's references) k = copies × epochs runs of an ε-LDP mechanism are kε-LDP, and δ adds
     likewise. The ε asked is k times each use's share of it (:attr:`~ldpcli.mechanisms.Mechanism.epsilon_asked`:
     bcdp's copies each keep the asked ε, so two copies asked ε = 2 record 2, not 4). ``UsageError`` for

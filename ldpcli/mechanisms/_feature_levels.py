@@ -20,10 +20,10 @@ kept inside a logarithm (:func:`log_dependence_cost`, :func:`c_d_for_zeta`), so 
   least-error c_d (docs/errata.md §15) is :func:`ldpcli.mechanisms._bcdp_budget.best_c_d`.
 
 The order in which the mechanism sorts the features (:func:`sort_order`) is here too; the text of
-``--feature-eps`` (its parser, canonical form and per-level groups) is :mod:`ldpcli.io._feature_eps`.
+``feature_eps`` (its parser, canonical form and per-level groups) is :mod:`ldpcli.io._feature_eps`.
 
 Conventions: :class:`~ldpcli.errors.UsageError` (one line, for a person) for values a user chose —
-levels, ε, q, ζ, c_d and the ``--feature-eps`` text; :class:`ValueError` for a caller's programming
+levels, ε, q, ζ, c_d and the ``feature_eps`` text; :class:`ValueError` for a caller's programming
 error (an input that should be sorted and is not, an empty vector).
 """
 

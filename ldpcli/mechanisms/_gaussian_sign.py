@@ -29,7 +29,7 @@ d/ε for large ε while theirs tends to (π/2)·d·L².
 
 The local projection mechanism of Błasiok et al. (Sec. 5.1, Thm 5.1) is this randomizer followed by
 the server's projection of the mean onto the convex hull of the universe:
-``ldp estimate-mean --project`` and ``ldp queries answer`` (:mod:`ldpcli.estimators._projection`).
+``Release.mean(project=…)`` and ``Release.answer`` (:mod:`ldpcli.estimators._projection`).
 """
 
 from __future__ import annotations

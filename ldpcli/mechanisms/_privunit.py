@@ -92,7 +92,7 @@ def logit_p_at_most(d: int, logit_p: float, log_p_cap: float, epsilon: float) ->
     """logit p moved down by the least amount that makes ``exact_level`` ≤ ε in floating point.
 
     A tight calibration solves logit p = ε − logit(1 − P), and the recomputed level can round an
-    ulp or two above ε (issue 13: ε_exact = 0.0010000000000000009 at d = 384, ε = 0.001). The
+    ulp or two above ε (e.g. ε_exact = 0.0010000000000000009 at d = 384, ε = 0.001). The
     level has slope 1 in logit p, so each step takes off the excess it still has, and at least one
     ulp of logit p; the result is below the solved value by about an ulp of ε, which changes the
     error by a relative ~1e−16. Returned unchanged when the level is already ≤ ε.
@@ -142,7 +142,7 @@ def optimal_cap_logit(d: int, epsilon: float) -> float:
     the root of m − γ (Asi et al. Thm 2: at the optimum the normaliser m equals γ), found by
     bisection-safe Brent iteration on the sign of m − γ.
     """
-    from scipy import optimize  # imported here: `ldp --help` should not pay for it
+    from scipy import optimize  # imported here: starting the CLI should not pay for it
     y_max = optimize.brentq(
         lambda y: _cap_epsilon(y, d) - epsilon, 0.0, _grow_bracket(lambda y: _cap_epsilon(y, d) - epsilon),
         xtol=1e-300, rtol=_RTOL, maxiter=500,

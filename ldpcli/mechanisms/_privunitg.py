@@ -176,7 +176,7 @@ def log_error(d: int, split: _Split) -> float:
 
 def optimal_split(d: int, epsilon: float) -> _Split:
     """The error-minimising tight split: bounded Brent iteration on log Err over ε₁."""
-    from scipy import optimize  # imported here: `ldp --help` should not pay for it
+    from scipy import optimize  # imported here: starting the CLI should not pay for it
 
     def objective(eps1: float) -> float:
         return log_error(d, split_at_threshold(threshold_from_split(eps1), epsilon))

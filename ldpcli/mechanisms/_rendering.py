@@ -1,5 +1,5 @@
-"""The secure rendering (``secure=True``, ``--secure``): released doubles whose law is a proven
-post-processing of the exact mechanism, up to a computed δ (issue 29; the proof is docs/floating-point.md).
+"""The secure rendering (``secure=True``): released doubles whose law is a proven
+post-processing of the exact mechanism, up to a computed δ (the proof is docs/floating-point.md).
 
 Three kinds, chosen by what the mechanism is:
 
@@ -137,7 +137,7 @@ class Rendering:
     detail: str = ""
 
     def describe(self) -> dict[str, Any]:
-        """The sidecar's ``release.rendering`` and ``ldp params --secure``'s section."""
+        """The sidecar's ``release.rendering`` and the secure section of ``ldp params``."""
         claims = {
             "finite": "each coordinate is one of finitely many public doubles, a function of the sampled discrete "
                       "choice only: ε-LDP with δ = 0",
@@ -345,7 +345,7 @@ _ENUMERATED_VALUES = 2**20
 
 
 def rendered_law_tests(plain: Mechanism, rendering: Rendering, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
-    """The audit's law tests of a secure release ``z`` of input ``x`` (``ldp audit --secure``).
+    """The audit's law tests of a secure release ``z`` of input ``x`` (the audit of a secure release).
 
     ``finite``: every coordinate one of the public values (enumerated up to 2²⁰ of them), then the plain
     mechanism's tests, whose law is unchanged. ``grid`` for PrivUnitG: every coordinate an integer multiple

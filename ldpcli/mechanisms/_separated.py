@@ -121,7 +121,7 @@ def optimal_direction_share(d: int, epsilon: float, norm_bound: float = 1.0, k: 
     a grid comes first, and why, with the default k, the ends of the teeth near the result are
     searched last (:func:`_best_tooth_end`: the least end found does not rise with ε).
     """
-    from scipy import optimize  # imported here: `ldp --help` should not pay for it
+    from scipy import optimize  # imported here: starting the CLI should not pay for it
 
     seen: dict[float, float] = {}
 
@@ -229,7 +229,7 @@ class Separated(Mechanism):
     ) -> Separated:
         """The separated mechanism at total level ε; options ``eps_split`` and ``k``."""
         eps_split, k = options["eps_split"], options["k"]
-        if eps_split is None:  # given with --calibration bhowmick (Eq. 23 takes the split from the user)
+        if eps_split is None:  # given with calibration="bhowmick" (Eq. 23 takes the split from the user)
             eps_split = optimal_direction_share(d, epsilon, 1.0, k)  # the split is scale-free: decide it at r_max = 1
         direction, magnitude = _parts(d, epsilon, norm_bound, calibration, eps_split, k)
         return cls(d, epsilon, norm_bound, calibration, eps_split, magnitude.k, direction, magnitude)

@@ -1,5 +1,5 @@
-"""Compare every registered vector mechanism at one (d, ε): the data behind `ldp params` without
-`--mechanism`.
+"""Compare every registered vector mechanism at one (d, ε): the data behind the `ldp params` command
+when it is given no mechanism.
 
 The common yardstick is the worst-case E‖Z − x‖² over the ℓ2 ball of radius L, the set every
 mechanism here accepts (the ℓ∞-box mechanisms are calibrated with box radius L, which contains

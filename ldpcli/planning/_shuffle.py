@@ -1,4 +1,4 @@
-"""The central ε of a mechanism's reports when n of them are shuffled: the data behind `ldp params --shuffle`.
+"""The central ε of a mechanism's reports when n of them are shuffled: what `ldp params` shows of shuffling.
 
 A pure ε0-LDP mechanism's n reports, published in a uniformly random order by an honest shuffler, are
 (ε, δ)-DP centrally with ε bracketed by :func:`ldpcli.accounting.compose` of a

@@ -213,7 +213,7 @@ def epsilon_for_error(
     UsageError for an unknown mechanism, calibration or option, d or n not an integer ≥ 1, a bad
     norm bound, or a target that is not a finite number > 0.
     """
-    from scipy import optimize  # imported here: `ldp --help` should not pay for it
+    from scipy import optimize  # imported here: starting the CLI should not pay for it
 
     target = check_target(target_error, target_name)
     cls = get_mechanism(mechanism)

@@ -8,9 +8,9 @@ states what they spend together, with the theorem that proves it (docs/compositi
   (Thm 3.3 for equal ε's, Thm 3.5), Dwork, Rothblum & Vadhan's (Thm III.3) and dp-accounting's PLD. A release
   of c copies or e epochs is one entry of cε in the ledger, composed as one release of that ε (valid; its
   copies composed one by one could give a smaller total).
-- **central** (:func:`compose_central`): shuffled releases (``privatize --shuffle``,
+- **central** (:func:`compose_central`): shuffled releases (``ReleaseOptions.shuffle``,
   :attr:`ldpcli.release._ledger_file.LedgerEntry.shuffled`) and models trained with the central layer
-  (``train --central-radius``, :attr:`~ldpcli.release._ledger_file.LedgerEntry.central`) each recorded a central
+  (``TrainingOptions.central``, :attr:`~ldpcli.release._ledger_file.LedgerEntry.central`) each recorded a central
   (ε, δ), read back here as a :class:`~ldpcli.accounting.CentralClaim`: one release keeps the (ε, δ) it
   recorded; several are composed by basic composition and by dp-accounting's PLD of their (ε_i, δ_i) worst
   cases, the smaller ε said (for one neighbouring relation: a training run's add/remove-one pair is restated
@@ -66,7 +66,7 @@ class LocalComposition:
     bounds: tuple[Guarantee, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """``local`` of ``ldp budget --json``."""
+        """The ``local`` section of the ``ldp budget`` command's JSON."""
         return {"basic": self.basic.to_dict(), "advanced": None if self.advanced is None else self.advanced.to_dict(),
                 "bounds": [bound.to_dict() for bound in self.bounds]}
 
@@ -145,8 +145,8 @@ def compose_central(entries: Sequence[LedgerEntry], delta: float | None) -> tupl
     """The central (ε, δ) of ``entries`` when every one recorded a central guarantee, else None; and a sentence
     on it.
 
-    A central guarantee is a shuffled release's (``privatize --shuffle``, for replace-one neighbours) or a
-    central training run's (``train --central-radius``, for add/remove-one neighbours). One release: the
+    A central guarantee is a shuffled release's (``ReleaseOptions.shuffle``, for replace-one neighbours) or a
+    central training run's (``TrainingOptions.central``, for add/remove-one neighbours). One release: the
     (ε upper, δ) it recorded. Several: basic composition (Σε_i, Σδ_i), and dp-accounting's PLD of the
     (ε_i, δ_i) worst cases at δ = Σδ_i + ``delta`` (``delta`` 0 when None); the smaller ε is said, with its
     theorem (the sum, and the sentence says why, where dp-accounting is not installed: ``ldp budget`` needs

@@ -89,7 +89,7 @@ def run_batches(
     def write(result: tuple[np.ndarray, int], keep: Any, valid: np.ndarray | None) -> None:
         values, clipped = result
         rows = values.shape[0]
-        if valid is not None:  # --skip-invalid: privatized by position, then the invalid rows left out
+        if valid is not None:  # skip_invalid: privatized by position, then the invalid rows left out
             values = values[valid]
             keep = None if keep is None else keep.filter(pa.array(valid))
         writer.write(values, keep)

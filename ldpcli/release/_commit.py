@@ -80,7 +80,7 @@ class Commit:
         if self._ledger is None:
             return [None] * len(self._charges)
         with interrupts.held():  # a reservation written is one this run knows of, to take out again
-            # every input in one rewrite of the ledger: a run of thousands of inputs stays linear (issue 36)
+            # every input in one rewrite of the ledger: a run of thousands of inputs stays linear
             self.reservations = self._ledger.reserve_all(
                 [replace(charge, entry=replace(charge.entry, created=self.created)) for charge in self._charges],
                 max_budget=self._max_budget)

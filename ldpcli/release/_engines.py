@@ -1,8 +1,8 @@
 """Where independent pieces of work run: on threads of this process (the default) or on Dask.
 
 An engine maps a function over a list of picklable work items and returns the results in order.
-``ldp privatize --engine dask`` maps the privatization of one part of an input (a key-block-aligned
-range of rows, about one Parquet row group) and ``ldp estimate-mean --engine dask`` the partial
+The Dask engine maps the privatization of one part of an input (a key-block-aligned range of
+rows, about one Parquet row group, :func:`ldpcli.privatize_dataset`) and a mean estimate's partial
 moments of one privatized file, so that only work descriptions, file names and sums cross the
 network; the reading, mechanism and writing code is the local engine's. Dask is an optional extra
 (``pip install 'ldp[dask]'``): ``dask.delayed`` tasks, never ``dask.dataframe`` (which turns
@@ -41,7 +41,7 @@ from ldpcli.errors import MissingDependency, UsageError, install_hint, quoted
 T = TypeVar("T")
 R = TypeVar("R")
 
-#: The engines ``--engine`` accepts.
+#: The engines an ``engine`` argument accepts.
 ENGINES = ("local", "dask")
 #: Dask's schedulers on this machine; anything else is a scheduler address.
 LOCAL_SCHEDULERS = ("threads", "synchronous", "processes")

@@ -10,7 +10,7 @@ the privatizing, but it offers no way to encode row groups on other threads and 
 one file (its C++ writer's per-column threading, ``ArrowWriterProperties::use_threads``, is not
 exposed, and buffers encoded apart would need their footer offsets rewritten). With enough threads
 a run takes about as long as encoding and writing the file alone. A dataset directory of part files
-(``ldp privatize -o DIR/``, :func:`ldpcli.release._dataset.write_dataset_release`) has no such bound:
+(:func:`ldpcli.privatize_dataset`, :func:`ldpcli.release._dataset.write_dataset_release`) has no such bound:
 each thread writes its own parts.
 Randomness is keyed (:mod:`ldpcli.release._randomness`): each block of rows has its own generator named by
 (run, input, block index), so a given seed gives the same output whatever the thread count, the
@@ -134,7 +134,7 @@ class PrivatizeResult:
     written: Sidecar | None = field(default=None, repr=False, compare=False)
 
     def summary(self) -> dict[str, Any]:
-        """What ``ldp privatize --json`` prints: the outputs, the public description, the ε asked and
+        """What the ``ldp privatize`` command prints as JSON: the outputs, the public description, the ε asked and
         the ε spent (the exact ε the ledger charges, all copies together), and the counts for the operator (``n_clipped``, ``n_skipped``: statistics of the raw data, kept out
         of the sidecar; do not publish them)."""
         mech = self.mechanism
@@ -245,7 +245,7 @@ def output_paths(
     """Where each input's privatized file goes, and the directory to create first (or None).
 
     No ``output``: :func:`default_output_path` beside each input. An ``output`` that is an existing
-    directory, or ends with a path separator (``-o DIR/``, created if its parent exists): that name
+    directory, or ends with a path separator (``DIR/``, created if its parent exists): that name
     inside it. Any other ``output`` is one file, for one input only. UsageError for a file output
     with several inputs and for two inputs that would write the same file.
     """

@@ -11,7 +11,7 @@
 - a URL of one file, ``s3://``, ``gs://``, ``hf://`` or ``file://`` (:mod:`ldpcli.io._remote`): read
   from a local copy.
 
-A directory written by ``ldp privatize --engine dask`` (:mod:`ldpcli.release._dataset`) holds a manifest,
+A directory written by :func:`ldpcli.privatize_dataset` (:mod:`ldpcli.release._dataset`) holds a manifest,
 ``_ldp_dataset.json``, that binds its parts: reading the directory gives exactly the parts it lists,
 in its order, and refuses a directory where a listed part is missing, is a link, or disagrees with
 the manifest (:func:`dataset_parts`), and a directory of parts whose manifest is gone. A part given

@@ -17,7 +17,7 @@ What the ledger holds
     belongs with the data owner, never next to a release.
 
 Where it lives
-    ``--ledger PATH``, else ``$LDP_LEDGER``, else the user data directory
+    The path given (``Ledger.open(path)``), else ``$LDP_LEDGER``, else the user data directory
     (:func:`default_ledger_path`): ``$XDG_DATA_HOME/ldp/ledger.json`` (``~/.local/share/...``) on
     Linux and other systems, ``~/Library/Application Support/ldp/ledger.json`` on macOS,
     ``%APPDATA%\\ldp\\ledger.json`` on Windows. A missing file is an empty ledger; nothing is
@@ -111,7 +111,7 @@ _BUDGET_SLACK = 1e-9
 
 
 class BudgetError(DataError):
-    """A release would take an input's privacy loss past ``--max-budget`` (nothing was written)."""
+    """A release would take an input's privacy loss past ``options.budget.max_budget`` (nothing written)."""
 
     exit_code = 1
 
@@ -223,7 +223,7 @@ class Ledger:
         self._key = key
         self._entries = entries
         #: The file as last read (base and log), brought up to date by each change (only the log's new bytes),
-        #: and the row files of its entries as sorted runs: a run of many releases reads each once (issue 36).
+        #: and the row files of its entries as sorted runs: a run of many releases reads each once.
         self._state = state
         self._runs: RowRuns | None = None
 
@@ -471,7 +471,7 @@ class Ledger:
         Each charge is checked as if the ones before it had been reserved one by one (a row two
         inputs share is charged for both), against one merged index of every row file
         (:class:`RowIndex`, each file read once), so a release of many inputs costs the ledger
-        linear work, not one rewrite and one pass over every earlier row file per input (issue 36).
+        linear work, not one rewrite and one pass over every earlier row file per input.
         Every row file is written, then every entry, in one log line: a kill leaves either none of
         the reservations or all of them (and perhaps row files no entry names, never read). The
         ledger keeps the row files read as sorted runs (:class:`RowRuns`), so the next reservation

@@ -65,7 +65,7 @@ else:
             fcntl.flock(descriptor, fcntl.LOCK_UN)
 
 
-#: The ledger file's version: 2 has a generation and may have a log beside it (issue 36); 1 is read too.
+#: The ledger file's version: 2 has a generation and may have a log beside it; 1 is read too.
 LEDGER_VERSION = 2
 LEDGER_ENV = "LDP_LEDGER"
 
@@ -80,7 +80,7 @@ _FIX = "ldp never resets a ledger: fix or move it, or choose another with `ledge
 
 
 def default_ledger_path() -> Path:
-    """Where the ledger lives when no ``--ledger`` is given.
+    """Where the ledger lives when no path is given (``Ledger.open()``).
 
     ``$LDP_LEDGER`` if set and non-empty; else the user data directory: ``%APPDATA%\\ldp`` on
     Windows, ``~/Library/Application Support/ldp`` on macOS, ``$XDG_DATA_HOME/ldp`` elsewhere
@@ -137,11 +137,11 @@ class LedgerEntry:
     #: Why the release spends less than the ε asked (bcdp whose levels bind: ``epsilon_exact`` below
     #: ``epsilon``, and the budget counts ``epsilon_exact``); "" when it spends the ε asked.
     note: str = ""
-    #: For a release written in a uniformly random order by an honest shuffler (``privatize --shuffle``): its
+    #: For a release written in a uniformly random order by an honest shuffler (``ReleaseOptions.shuffle``): its
     #: central guarantee, ``{"n", "delta", "epsilon_central_upper", "epsilon_central_lower", ...}`` as the
     #: sidecar's ``release.shuffled`` records it; None for an unshuffled release.
     shuffled: dict[str, Any] | None = None
-    #: For a model trained with the central layer (``ldp train --central-radius``): its central guarantee,
+    #: For a model trained with the central layer (``TrainingOptions.central``): its central guarantee,
     #: ``{"epsilon", "delta", "neighbouring", "steps", "noise_multiplier", "sampling_rate", ...}`` as the model's
     #: sidecar's ``central`` section records it; None for any other release (older ledgers included).
     central: dict[str, Any] | None = None
@@ -384,7 +384,7 @@ def parse_base(raw: bytes, label: str) -> tuple[bytes, list[LedgerEntry], int, i
     """The key, entries, version and generation of the ledger file's bytes ``raw`` (its compacted base;
     the log beside it is :mod:`ldpcli.release._ledger_log`'s); DataError when unusable.
 
-    Version 1 (before the log, issue 36) has no generation: it is read as generation 0, and the next
+    Version 1 (a ledger without a log) has no generation: it is read as generation 0, and the next
     write converts it. A version newer than :data:`LEDGER_VERSION` is refused: ldp never guesses at
     a ledger it does not know (an older ldp refuses a version-2 ledger the same way, so it never
     reads the base without its log, which would under-count).

@@ -1,4 +1,4 @@
-"""The ledger's journal: ``ledger.json``, the compacted base, and ``<ledger>.log``, what changed since (issue 36).
+"""The ledger's journal: ``ledger.json``, the compacted base, and ``<ledger>.log``, what changed since.
 
 A release appends to the ledger; rewriting the whole file for each change made a run of N
 per-file releases cost O(N²). So a change is one line appended to the *log* beside the file
@@ -85,7 +85,7 @@ class LedgerState:
 
     key: bytes
     entries: list[LedgerEntry]
-    #: The base's generation and version (1: written before the log, converted by the next write).
+    #: The base's generation and version (1: a ledger without a log, converted by the next write).
     generation: int = 0
     version: int = LEDGER_VERSION
     #: (device, inode, size, mtime_ns) of the base read; None when there is none yet.

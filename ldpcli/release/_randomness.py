@@ -17,7 +17,7 @@ engine or partitioning runs them: only on the seed, the input, the row's positio
 - **Unseeded runs** (the default, and the only ones fit for release) take the root from 256 bits of
   OS entropy (:func:`root_seed`); the input key adds nothing there and is not computed.
 - **Seeded runs** key the input by the SHA-256 of its bytes, the vector columns and the mechanism
-  spec, so one ``--seed`` on two different inputs (two shards, two column sets, two ε) gives
+  spec, so one ``seed`` on two different inputs (two shards, two column sets, two ε) gives
   independent noise instead of the same noise twice. The same bytes with the same options give the
   same output on any machine, whatever the file is called.
 
@@ -61,7 +61,7 @@ from ldpcli.mechanisms._base import MechanismSpec
 RNG_NAMES = ("pcg64", "secure")
 DEFAULT_RNG = "pcg64"
 #: Values (rows × d) in one key block: 8 MiB of float64, the batch a default run privatizes at once
-#: (``--memory 256MB``), so that run makes one mechanism call per batch and no extra copy.
+#: (``Resources.memory`` of 256 MiB), so that run makes one mechanism call per batch and no extra copy.
 KEY_BLOCK_VALUES = 2**20
 #: Rows of a key block for short rows (d < 64, where 8 MiB would be over 16384 rows): small
 #: enough that even a small file splits into many blocks (and threads), large enough (≥ 512·d

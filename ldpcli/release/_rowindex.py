@@ -1,4 +1,4 @@
-"""What a release's inputs cost the ledger, and the index that charges their rows (issue 36).
+"""What a release's inputs cost the ledger, and the index that charges their rows.
 
 :class:`Charge` is one input of a release as the ledger reserves it: its entry, its label, its row
 hashes. :class:`RowIndex` reads the row files of a ledger's earlier entries once and merges them
@@ -21,8 +21,8 @@ from ldpcli.release._rowhash import ReleaseRows, contains
 _QUERY_CHUNK = 1 << 18
 #: Row hashes of earlier releases that a budget check merges into one sorted index in memory (16 bytes a row:
 #: the hash and its release), from the row files of at most :data:`_QUERY_CHUNK` rows, smallest first; the
-#: other row files are mapped one at a time for each chunk of rows checked, as every row file was before
-#: issue 36 (thousands of tiny releases checked one file at a time made a run of many inputs quadratic).
+#: other row files are mapped one at a time for each chunk of rows checked (checking every row file one at a time
+#: would make a run of thousands of tiny releases quadratic).
 _MERGED_ROWS = 1 << 24
 #: (row, release) matches added up at a time while a chunk of rows is charged (bounds the temporaries).
 _PAIRS = 1 << 22
@@ -49,8 +49,8 @@ class RowRuns:
     the one before it while that one is at most twice its size (LSM-style, as a binary counter), so
     there are O(log n) runs and each row is merged O(log n) times. The row files of more than
     :data:`_QUERY_CHUNK` rows, and any past :data:`_MERGED_ROWS` rows in all, are kept *apart*, to be
-    mapped (``map_rows``) for each check, as :class:`RowIndex` always did. A run of N per-file releases
-    in one process thus reads each earlier row file once, not once per release (issue 36).
+    mapped (``map_rows``) for each check. A run of N per-file releases in one process thus reads
+    each earlier row file once, not once per release.
     """
 
     def __init__(self, load_rows: Callable[[LedgerEntry], np.ndarray], lineage: object = None,

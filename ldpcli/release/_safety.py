@@ -88,7 +88,7 @@ def near_exact_warning(mechanism: Mechanism, copies: int = 1) -> str | None:
     and its number:
 
     - a row on the boundary is released within RMS 0.1·L of itself (:func:`relative_rms`);
-    - the natural reconstruction (``ldp risk --attack``: the direction of the released row) recovers
+    - the natural reconstruction (``Release.attack``: the direction of the released row) recovers
       a boundary row's direction to an expected cosine ≥ 0.9 (:func:`ldpcli.risk._cosine.expected_cosine`,
       exact for the sphere and box mechanisms, not computed for bcdp and the baselines);
     - the reconstruction bound on guessing a row's direction (k = d) to cosine ≥ 0.9,

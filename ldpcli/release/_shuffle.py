@@ -1,4 +1,4 @@
-"""``privatize --shuffle``: the privatized rows written in a uniformly random order, in flat memory.
+"""``ReleaseOptions.shuffle``: the privatized rows written in a uniformly random order, in flat memory.
 
 A release of n reports of an ε0-LDP mechanism whose order is a uniformly random permutation, unknown to
 the reader, is (ε, δ)-DP centrally with an ε far below ε0 (amplification by shuffling: Feldman, McMillan

@@ -1,4 +1,4 @@
-"""The claim of a release written in a uniformly random order (``privatize --shuffle``; the order
+"""The claim of a release written in a uniformly random order (``ReleaseOptions.shuffle``; the order
 itself is :mod:`ldpcli.release._shuffle`'s external sort), and the refusals of such a release.
 
 **The claim** (:func:`shuffled_section`) is the sidecar's ``release.shuffled`` and the ledger entry's

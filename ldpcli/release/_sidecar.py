@@ -20,7 +20,7 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     the creation time (UTC), whether the run was seeded (``reproducible``, then also a ``note``),
     the worst-case expected error of the mean of the n rows (of the average of each row's copies,
     with ``copies`` and the whole release's ``epsilon_total`` for a release of several independent
-    copies of each row: ``ldp privatize --copies``), ``unprivatized_columns`` (the
+    copies of each row: ``ReleaseOptions.copies``), ``unprivatized_columns`` (the
     layout's keep columns: copied to the output as they were, with no privacy protection) and
     ``warnings`` (sentences for whoever receives the file: for a baseline mechanism
     :func:`ldpcli.release._safety.baseline_warning`'s, then the caller's), and ``input_tag`` when the release
@@ -28,7 +28,7 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     releases of one input, useless to anyone without the ledger's key), ``row_sketch`` with it (the
     k smallest keyed hashes of the released rows, :mod:`ldpcli.release._rowhash`: two releases of one owner
     that share rows share sketch values, whatever their inputs), ``shuffled`` for a release written in a
-    uniformly random order (``ldp privatize --shuffle``: its central (ε, δ) and the trust it rests on,
+    uniformly random order (``ReleaseOptions.shuffle``: its central (ε, δ) and the trust it rests on,
     :mod:`ldpcli.release._shuffle`), and ``part`` for a part of
     a dataset directory (:class:`DatasetPart`: the dataset's id, the part's number, its input and
     the dataset's number of parts; no row position, which would count skipped rows).
@@ -52,11 +52,11 @@ validates by hand (no jsonschema at run time: one-line DataErrors naming the fil
 by its dotted path in version 2) and re-derives the mechanism from the public parameters, so the
 error bars of ``estimate-mean`` come from the code, and a sidecar whose numbers disagree with its
 own parameters is refused. Unknown extra keys are ignored when reading (the schema, for writers,
-is strict). Version-2 sidecars written before ``data.dtype``, ``mechanism.baseline``,
-``release.unprivatized_columns``, ``release.warnings``, ``release.input_tag`` and
-``reconstruction`` existed (and version-1 ones) still load:
-the vectors were then always float64, the unprivatized columns are the layout's keep columns,
-``baseline`` is the mechanism's own and no warning was recorded. ``find_sidecar`` finds the
+is strict). Version-2 sidecars without ``data.dtype``, ``mechanism.baseline``,
+``release.unprivatized_columns``, ``release.warnings``, ``release.input_tag`` or
+``reconstruction`` (and version-1 ones) load too:
+the vectors are then float64, the unprivatized columns are the layout's keep columns,
+``baseline`` is the mechanism's own and there are no warnings. ``find_sidecar`` finds the
 sidecar of a data file, also under the old name ``<stem>.ldp.json`` that version 1 used.
 """
 
@@ -427,7 +427,7 @@ class Sidecar:
     #: ``release.row_sketch``'s values (ascending), None when not recorded (no ledger, older sidecars).
     row_sketch: tuple[int, ...] | None = None
     #: ``release.shuffled``: the central claim of a release written in a uniformly random order
-    #: (``privatize --shuffle``, :class:`ldpcli.release._shuffle_claim.ShuffleClaim`), None for any other.
+    #: (``ReleaseOptions.shuffle``, :class:`ldpcli.release._shuffle_claim.ShuffleClaim`), None for any other.
     shuffled: ShuffleClaim | None = None
 
     @property
@@ -524,7 +524,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
             {"name": name, "epsilon": epsilon, "calibration": calibration, "norm_bound": norm_bound, "options": options}
         )
         mechanism = spec.calibrate(d)
-        if v2:  # a --secure release: its rendering, recomputed and checked against the record
+        if v2:  # a secure release (``secure=True``): its rendering, recomputed and checked against the record
             mechanism = as_recorded(mechanism, content.get("release", {}).get("rendering"))
         recomputed = mechanism.describe()
         recorded_parameters = set(mechanism.parameters())
@@ -575,7 +575,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     part: DatasetPart | None = None
     row_sketch: tuple[int, ...] | None = None
     shuffled: ShuffleClaim | None = None
-    if v2:  # fields added within version 2: absent from the sidecars written before them
+    if v2:  # fields that not every version-2 sidecar has
         if _lookup(content, "data.dtype") is not _MISSING:
             dtype, dtype_recorded = _field(path, content, "data.dtype", str), True
             if dtype not in DTYPES:

@@ -1,6 +1,6 @@
 """How well the natural reconstruction recovers a row's direction: E⟨Z/‖Z‖, x/‖x‖⟩ for a row on the boundary.
 
-The attack of ``ldp risk --attack`` (:mod:`ldpcli.analysis._attack`, Bhowmick et al. 2018 Sec. 2.3.1
+The reconstruction attack (``Release.attack``, :mod:`ldpcli.analysis._attack`, Bhowmick et al. 2018 Sec. 2.3.1
 with k = d) guesses the direction of a raw row x by the direction of its released row Z. Here is
 its expected cosine for a row on the boundary of the domain (‖x‖ = L; a vertex of the ℓ∞ box),
 the row whose error ``expected_error`` states, computed from public parameters only:

@@ -497,7 +497,7 @@ def sparse_risk(epsilon: float, *, m: int, d: int, precision: float, recall: flo
     """Reconstruction risk of a sparse histogram after an ε-LDP release (Bhowmick et al. 2018, Sec. 2.3.2).
 
     ε ≥ 0 finite, m ≥ 1 and d > m integers, precision and recall in (0, 1]; UsageError otherwise
-    (naming --eps, --m, --d, --precision, --recall). The exact route is skipped above
+    (naming the parameter: ``eps``, ``m``, ``d``, ``precision`` or ``recall``). The exact route is skipped above
     :data:`EXACT_MAX_D` (``exact_reason`` says so).
     """
     epsilon = as_epsilon(epsilon)
