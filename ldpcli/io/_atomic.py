@@ -9,7 +9,9 @@ it is finished, just before the renames of the commit (``linkat`` of ``/proc/sel
 :meth:`AtomicFileSink.name`), so the journal and the renames of ``docs/commit-protocol.md`` are the
 same from there on. Where the directory's file system, the kernel or ``/proc`` lacks that, the
 temporary is named from the start as before (found out per temporary, so per directory; forced by
-``$LDP_NAMED_TEMPORARIES`` for the tests: :mod:`ldpcli.io._faults`).
+``$LDP_NAMED_TEMPORARIES`` for the tests: :mod:`ldpcli.io._faults`). A dataset's part is made
+without a name beside the staging directory that does not exist yet (``anonymous_in``) and linked
+into it, under its final name, at the commit (:meth:`AtomicFileSink.place`).
 
 :class:`AtomicFileSink` is that temporary file as a write-only binary sink (hashing its bytes on
 the way); it is the one :class:`Sink` so far, the place where a remote-filesystem or stream sink
@@ -45,7 +47,7 @@ from types import TracebackType
 from typing import BinaryIO, Protocol
 
 from ldpcli.errors import DataError, UsageError
-from ldpcli.io._faults import named_temporaries
+from ldpcli.io._faults import NAMED_TEMPORARIES_ENV, named_temporaries
 from ldpcli.io._hashing import Sha256
 from ldpcli.io._interrupts import held
 from ldpcli.io._messages import _reason, _write_failed
@@ -126,8 +128,13 @@ class AtomicFileSink:
     path: Path
     label: str
 
-    def __init__(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> None:
-        """Check the target and create the temporary file next to it."""
+    def __init__(self, path: str | os.PathLike[str], *, overwrite: bool = False,
+                 anonymous_in: Path | None = None) -> None:
+        """Check the target and create the temporary file next to it.
+
+        ``anonymous_in``: the temporary is a file without a name in that directory instead (``path``'s
+        directory need not exist yet), given its name ``path`` only by :meth:`place`; UsageError where the
+        directory's file system cannot make one (ask :func:`anonymous_files` first)."""
         self.path = Path(path)
         self.label = os.fspath(path)
         self._overwrite = overwrite
@@ -136,8 +143,11 @@ class AtomicFileSink:
         self._digest = Sha256(threaded=True, name="ldp-output-hash")
         self._committed = False
         self._finished = False  # complete and closed (finish), and not discarded since
-        _check_output(self.path, self.label, overwrite)
-        descriptor, self._temp, self._anonymous = _create_temp(self.path, self.label)
+        if anonymous_in is None:
+            _check_output(self.path, self.label, overwrite)
+            descriptor, self._temp, self._anonymous = _create_temp(self.path, self.label)
+        else:
+            descriptor, self._temp, self._anonymous = _anonymous_temp(anonymous_in, self.path, self.label)
         self._file: BinaryIO = os.fdopen(descriptor, "wb")
         #: True once ``path`` holds this file (set atomically with the rename).
         self.published = False
@@ -217,6 +227,19 @@ class AtomicFileSink:
             self._anonymous = False
             self._file.close()
         return self._temp
+
+    def place(self, target: Path) -> None:
+        """Give the finished file without a name the name ``target`` (never replacing a file there) with
+        the usual mode (0666 - umask) and close it: a part of a dataset linked into its staging
+        directory at the commit (the directory is synced by the caller)."""
+        if not (self._finished and self._anonymous):
+            raise RuntimeError(f"{self.label}: only a finished file without a name is placed")
+        os.fchmod(self._file.fileno(), 0o666 & ~_umask())
+        _link_descriptor(self._file.fileno(), target)
+        self._anonymous = False
+        self._file.close()
+        self.path = self._temp = target
+        self._mark_committed()
 
     @property
     def temporary(self) -> Path:
@@ -334,6 +357,29 @@ def _create_temp(target: Path, label: str) -> tuple[int, Path, bool]:
     return descriptor, Path(name), False
 
 
+def anonymous_files(directory: Path) -> bool:
+    """Whether files without a name can be made in ``directory`` (:func:`_open_anonymous`; the test
+    knob ``$LDP_NAMED_TEMPORARIES`` says no)."""
+    descriptor = _open_anonymous(directory)
+    if descriptor is None:
+        return False
+    os.close(descriptor)
+    return True
+
+
+def _anonymous_temp(directory: Path, target: Path, label: str) -> tuple[int, Path, bool]:
+    """:func:`_create_temp` for ``AtomicFileSink(anonymous_in=directory)``: a file without a name there, or UsageError."""
+    try:
+        descriptor = _open_anonymous(directory)
+    except OSError as exc:
+        raise UsageError(f"{label}: cannot create a file in {str(directory)!r} ({_reason(exc)}); "
+                         "choose a writable output directory.") from exc
+    if descriptor is None:
+        raise UsageError(f"{label}: {str(directory)!r} cannot hold a file without a name (O_TMPFILE); "
+                         f"set {NAMED_TEMPORARIES_ENV}=1 to write named temporaries")
+    return descriptor, target, True
+
+
 def _open_anonymous(directory: Path) -> int | None:
     """A private (0600) file without a name in ``directory`` (``O_TMPFILE``, linkable later), or
     None where the kernel, the file system or ``/proc`` lacks what that takes (or the tests force
@@ -355,11 +401,16 @@ def _give_name(descriptor: int, name: Path) -> None:
     ``linkat(AT_SYMLINK_FOLLOW)`` of ``/proc/self/fd/N``: os.link makes that call only with a
     directory descriptor (plain ``link(2)`` would link the ``/proc`` entry itself and fail, EXDEV).
     """
+    with _signals_deferred():
+        _link_descriptor(descriptor, name)
+        _LIVE_TEMPORARIES.add(name)
+
+
+def _link_descriptor(descriptor: int, name: Path) -> None:
+    """``linkat`` the file of ``descriptor`` (one without a name) to ``name`` (see :func:`_give_name`)."""
     own = os.open(OWN_FILES, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with _signals_deferred():
-            os.link(str(descriptor), name, src_dir_fd=own, follow_symlinks=True)
-            _LIVE_TEMPORARIES.add(name)
+        os.link(str(descriptor), name, src_dir_fd=own, follow_symlinks=True)
     finally:
         os.close(own)
 

@@ -317,8 +317,10 @@ class AtomicVectorWriter:
         dtype: str | None = None,
         like: VectorReader | None = None,
         codec: str | None = None,
+        anonymous_in: Path | None = None,
     ) -> None:
-        """Check the target and create the temporary file next to it.
+        """Check the target and create the temporary file next to it (``anonymous_in``: a file without
+        a name in that directory, :class:`AtomicFileSink`; finish it and :meth:`detach` it).
 
         ``format`` defaults to :func:`file_format` of ``path``. ``keep_schema`` fixes the keep
         columns' types; without it they come from the first written batch. ``dtype``
@@ -333,7 +335,8 @@ class AtomicVectorWriter:
         # Checked before the temporary file exists (the VectorWriter checks the same again).
         _output_format(os.fspath(path), layout, format, keep_schema)
         formats.check_codec(format, codec, os.fspath(path))
-        self._sink = AtomicFileSink(path, overwrite=overwrite)
+        self._sink = AtomicFileSink(path, overwrite=overwrite, anonymous_in=anonymous_in)
+        self._detached = False
         self._writer = VectorWriter(self._sink, layout, format, keep_schema, dtype=dtype,
                                     compression=formats.compression_of(path), codec=codec)
         self.path = self._sink.path
@@ -353,7 +356,7 @@ class AtomicVectorWriter:
     ) -> None:
         """Remove the temporary file unless it was published (by :meth:`commit` or a publication)."""
         self._writer.__exit__(exc_type, exc, traceback)
-        if not self._sink.published:
+        if not self._sink.published and not self._detached:
             self._sink.discard()
 
     def write(self, values: np.ndarray, keep: pa.Table | None = None) -> None:
@@ -368,6 +371,13 @@ class AtomicVectorWriter:
     def finish(self) -> None:
         """Finish the file and flush it to disk at its temporary name (publish :attr:`sink` after)."""
         self._writer.finish()
+
+    def detach(self) -> AtomicFileSink:
+        """Finish the file and hand its sink over: the caller publishes or discards it (leaving the
+        ``with`` block no longer does)."""
+        self.finish()
+        self._detached = True
+        return self._sink
 
     @property
     def sink(self) -> AtomicFileSink:

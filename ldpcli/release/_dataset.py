@@ -11,7 +11,11 @@ reads its rows with the local engine's reader, privatizes them with the local en
 ``Privatizer`` (:mod:`ldpcli.release._batches`) (the same generators for the same rows) and writes one Parquet part file. The driver
 then writes each part's sidecar (a complete sidecar of that file, with ``release.part`` naming the
 dataset and the part) and the dataset's manifest (``_ldp_dataset.json``: every part, its rows and
-SHA-256), and renames the staging directory onto ``DIR`` only when everything succeeded.
+SHA-256), and renames the staging directory onto ``DIR`` only when everything succeeded. With the
+local engine the parts have no name until then (``O_TMPFILE`` in ``DIR``'s parent, each held open):
+the staging directory is made and they are linked into it only once the ledger holds the reservation,
+so a run killed while it writes them leaves nothing (``docs/commit-protocol.md``: the named staging of
+the Dask engine, and where the open-file limit or the file system does not allow it).
 
 Keyed randomness makes the privatized values independent of the engine, the scheduler, the number
 of workers and the parts: for a seed, the parts' rows are bit for bit the rows ``privatize_file``
@@ -28,13 +32,15 @@ split across workers).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
 import secrets
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -55,7 +61,7 @@ from ldpcli.io import (
 from ldpcli.io import (
     _interrupts as interrupts,
 )
-from ldpcli.io._atomic import hidden_name
+from ldpcli.io._atomic import AtomicFileSink, anonymous_files, hidden_name
 from ldpcli.io._formats import check_codec, data_suffix, file_suffixes
 from ldpcli.io._jsonfile import read_json
 from ldpcli.io._publication import Publication, entry_list, remove_dataset_directory, sweep_stale, unknown_entries
@@ -123,6 +129,10 @@ class PartTask:
     no_header: bool  # a CSV input without a header row (its columns f0, f1, ...)
     codec: str | None
     memory: int
+    #: The local engine's (this process's threads): the part is written as a file without a name in this
+    #: directory (the output's parent), returned open in :attr:`PartResult.sink` until the commit links it
+    #: into the staging directory. None: renamed onto ``target`` in the staging directory (Dask's workers).
+    anonymous_in: str | None = None
 
 
 @dataclass(frozen=True)
@@ -136,12 +146,16 @@ class PartResult:
     dtype: str
     skipped: int
     skipped_rows: tuple[int, ...]
+    #: The finished part without a name (``task.anonymous_in``), held open until the commit places it.
+    sink: AtomicFileSink | None = None
 
 
 def privatize_part(task: PartTask, on_rows: Callable[[int], None] | None = None) -> PartResult:
     """Privatize one part into its file (the body of each engine task; runs on a worker).
 
     ``on_rows`` is called with the size of each finished batch, from the thread running the part.
+    With ``task.anonymous_in`` the part is a finished file without a name in the result's ``sink``;
+    else it is renamed onto ``task.target``.
     """
     mech = task.spec.calibrate(task.d)
     root = np.random.SeedSequence(task.entropy, spawn_key=task.spawn_key) if task.entropy is not None else (
@@ -154,12 +168,14 @@ def privatize_part(task: PartTask, on_rows: Callable[[int], None] | None = None)
         reader.restrict(task.start, sys.maxsize if task.stop is None else task.stop)
         with AtomicVectorWriter(
             task.target, reader.layout, format="parquet", keep_schema=reader.keep_schema, dtype=task.dtype,
-            like=reader, codec=task.codec,
+            like=reader, codec=task.codec, anonymous_in=None if task.anonymous_in is None else Path(task.anonymous_in),
         ) as writer:
             rows, clipped = run_batches(reader, writer, Privatizer(mech, root, task.key, reader.precision, rng=task.rng), 1,
                                on_rows)
-            writer.commit()
-    return PartResult(task, rows, clipped, writer.sha256, writer.dtype, reader.skipped, tuple(reader.skipped_rows))
+            sink = None if task.anonymous_in is None else writer.detach()
+            if sink is None:
+                writer.commit()
+    return PartResult(task, rows, clipped, writer.sha256, writer.dtype, reader.skipped, tuple(reader.skipped_rows), sink)
 
 
 @dataclass(frozen=True)
@@ -332,16 +348,18 @@ def write_dataset_release(
                 memory=memory // max(_MIN_PARTS_PER_BUDGET, threads if engine is None else 1),
                 dtype=options.dtype, codec=options.compression, **choice,  # type: ignore[arg-type]
             ))
-    try:
-        staging.mkdir()
-    except OSError as exc:  # e.g. a read-only file system, or what os.access cannot tell (root, ACLs)
-        raise _unwritable(out, exc.strerror or type(exc).__name__) from exc
+    anonymous = engine is None and _anonymous_parts(out.parent, len(tasks))
+    if anonymous:  # the parts without a name until the commit: a kill before it leaves nothing
+        tasks = [replace(task, anonymous_in=os.fspath(out.parent)) for task in tasks]
+    else:  # named staging from the start (Dask's workers, no O_TMPFILE there, or too many parts)
+        _make_staging(staging, out)
     notices: list[str] = list(bound_notes)
     row_digest = ledger.row_digest(layout.d) if ledger is not None else None  # makes the ledger's key if none
     if on_start is not None:
         known = [n for n in rows if n is not None]
         on_start(sum(known) if len(known) == len(rows) else None)
     work = privatize_part if engine is not None or on_rows is None else partial(privatize_part, on_rows=_serialized(on_rows))
+    results: list[PartResult] = []
     try:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ldp-fingerprint") as pool:
             digests = pool.submit(_fingerprints, sources, layout.d, choice, row_digest) if row_digest is not None else None
@@ -357,8 +375,12 @@ def write_dataset_release(
         kept = [r for r in results if r.rows > 0]
         for result in results:
             if result.rows == 0:  # every row of this part was invalid (--skip-invalid): no empty part file
-                Path(result.task.target).unlink()
-        files = _number_parts(staging, [Path(r.task.target) for r in kept])
+                if result.sink is None:
+                    Path(result.task.target).unlink()
+                else:
+                    result.sink.discard()
+        files = (_number_parts(staging, [Path(r.task.target) for r in kept]) if not anonymous
+                 else [staging / _part_name(index) for index in range(len(kept))])
         charges = [
             Charge(ledger_entry(mech, digest=read.digest, source=source, rows=read.rows, columns=layout.columns,
                                 output=out, cost=release.cost, created="", tag="", reproducible=seed is not None), str(source),
@@ -369,13 +391,22 @@ def write_dataset_release(
         publication = Publication(overwrite=overwrite)
         publication.add_directory(staging, out, dataset_id, replaces=replaces)
         with Commit(publication, ledger=ledger, charges=charges, max_budget=max_budget) as commit:
+            tags = commit.reserve()
+            if anonymous:  # only now: the staging directory, every part linked into it
+                _make_staging(staging, out)
+                for result, file in zip(kept, files):
+                    assert result.sink is not None
+                    result.sink.place(file)
             write_dataset_sidecars(_Parts(staging, dataset_id, kept, files, fingerprints, row_digest), release, layout,
-                                   commit.reserve(), commit.created, options=options, signer=signer,
+                                   tags, commit.created, options=options, signer=signer,
                                    threads=threads if engine is None else 1, engine=engine, inputs=len(sources))
             reservations = commit.publish()
         notices.extend(r.notice for r in reservations if r.notice is not None)
         notices.extend(text for text in released if text)
     finally:
+        for result in results:  # the parts never placed (the kernel frees each with its descriptor)
+            if result.sink is not None and not result.sink.published:
+                result.sink.discard()
         remove_dataset_directory(staging, dataset_id)
     return DatasetResult(
         output=out, manifest=out / MANIFEST_NAME, parts=tuple(out / file.name for file in files),
@@ -451,6 +482,35 @@ def write_dataset_sidecars(parts: _Parts, release: Calibrated, layout: VectorLay
     atomic_write_text(parts.staging / MANIFEST_NAME, json.dumps(signed(manifest, signer), indent=2, allow_nan=False)
                       + "\n")
     _sync_entries(parts.staging)
+
+
+#: Descriptors left for everything else (the inputs, the sidecars' threads, the ledger) when the parts are held open.
+_SPARE_FILES = 64
+
+
+def _anonymous_parts(directory: Path, parts: int) -> bool:
+    """Whether the local engine's parts are written as files without a name in ``directory`` (the output's
+    parent, so on the staging directory's file system), each held open until the commit links it into the
+    staging directory (:meth:`AtomicFileSink.place`). False (the named staging): where such files cannot
+    be made there, or where ``parts`` open descriptors do not fit under the soft ``RLIMIT_NOFILE`` less
+    :data:`_SPARE_FILES`, once that is raised as far as the hard limit allows."""
+    if not anonymous_files(directory):
+        return False
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if parts > soft - _SPARE_FILES and soft != resource.RLIM_INFINITY:
+        wanted = parts + _SPARE_FILES if hard == resource.RLIM_INFINITY else hard
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return soft == resource.RLIM_INFINITY or parts <= soft - _SPARE_FILES
+
+
+def _make_staging(staging: Path, out: Path) -> None:
+    """Create the staging directory of ``out`` (a UsageError where its parent cannot hold it)."""
+    try:
+        staging.mkdir()
+    except OSError as exc:  # e.g. a read-only file system, or what os.access cannot tell (root, ACLs)
+        raise _unwritable(out, exc.strerror or type(exc).__name__) from exc
 
 
 def _unwritable(out: Path, reason: str) -> UsageError:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ldp, read_list, unit_rows, write_list
+from helpers import LDP, ROOT, ldp, read_list, unit_rows, write_list
 
 from ldpcli.errors import DataError
 from ldpcli.release import _dataset as partitioned
@@ -173,3 +175,37 @@ def test_a_large_row_group_is_cut_into_parts(tmp_path: Path, monkeypatch: pytest
     assert [p["rows"] for p in manifest["parts"]] == [1024, 1024, 1024, 1024, 4] and result.n == 4100
     single = write_file_release(source, tmp_path / "single.parquet", epsilon=2.0, options=ReleaseOptions(seed=4))
     assert np.array_equal(input_values(tmp_path / "release", 0), read_list(single.output))
+
+
+@pytest.mark.slow
+def test_more_parts_than_open_files_allow_fall_back_to_the_named_staging(tmp_path: Path) -> None:
+    """Each part without a name stays open until the commit: past the soft RLIMIT_NOFILE (less 64 spare),
+    raised to the hard limit where it can be, the parts are named in the staging directory as before,
+    so a release of many parts under a low limit still succeeds (here 120 parts under 100 descriptors)."""
+    src = tmp_path / "in.parquet"
+    write_list(src, unit_rows(120 * 512, 4, seed=2))
+    out = tmp_path / "release"
+    done = subprocess.run(["bash", "-c", 'ulimit -n 100 && exec "$@"', "bash", LDP, "privatize", str(src), "--eps", "1",
+                           "-o", f"{out}/", "--part-rows", "512", "--threads", "1", "-q"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads((out / MANIFEST_NAME).read_text())["parts"]) == 120
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "release"]
+
+
+@pytest.mark.parametrize("soft, hard, parts, raised, anonymous", [
+    (1024, 1024, 900, 1024, True), (1024, 1024, 961, 1024, False), (1024, 4096, 2000, 4096, True),
+    (1024, 4096, 4033, 4096, False),
+])
+def test_the_open_file_limit_is_raised_to_the_hard_limit_before_the_parts_fall_back_to_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, soft: int, hard: int, parts: int, raised: int, anonymous: bool
+) -> None:
+    limits = [soft, hard]
+
+    def setrlimit(which: int, values: tuple[int, int]) -> None:
+        limits[:] = values
+
+    monkeypatch.setattr(partitioned.resource, "getrlimit", lambda which: tuple(limits))
+    monkeypatch.setattr(partitioned.resource, "setrlimit", setrlimit)
+    assert partitioned._anonymous_parts(tmp_path, parts) is anonymous
+    assert limits == [raised if parts > soft - 64 else soft, hard]

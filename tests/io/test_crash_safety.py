@@ -110,6 +110,50 @@ def test_kill_9_mid_write_leaves_no_file_and_a_named_temporary_is_swept_by_the_n
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "later.parquet", "later.parquet.ldp.json"]
 
 
+def stopped_writing_parts(proc: subprocess.Popen[str], directory: Path) -> None:
+    """Wait until ``proc`` has written bytes to a part of its dataset, a file without a name in
+    ``directory`` or a named one in its staging directory there, and freeze it (SIGSTOP)."""
+    deadline = time.monotonic() + 60
+    while not any(size > 0 for place in (directory, *directory.glob(".*.tmp"))
+                  for size in files_open_for_writing(proc.pid, place).values()):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "privatize never started writing its parts"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGSTOP)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("temporaries", ["anonymous", "named"])
+def test_kill_9_of_a_dataset_release_mid_parts_leaves_nothing_and_a_named_staging_is_swept_by_the_next_run(
+    tmp_path: Path, big_input: Path, small_input: Path, monkeypatch: pytest.MonkeyPatch, temporaries: str
+) -> None:
+    """Issue 36: a dataset release (-o DIR/, the local engine) killed outright while it wrote its parts
+    left its hidden staging directory, holding every part written so far, until the next run in that
+    parent directory. Now each part is a file without a name until the commit, so nothing is left; where
+    the parts must have names (no ``O_TMPFILE``: forced here) the next run still sweeps the staging."""
+    if temporaries == "named":
+        monkeypatch.setenv(NAMED_TEMPORARIES_ENV, "1")
+    src = tmp_path / "in.parquet"
+    src.write_bytes(big_input.read_bytes())
+    proc = subprocess.Popen([LDP, "privatize", str(src), "--eps", "4", "-o", f"{tmp_path / 'out'}/", "--threads", "1",
+                             "--memory", "8MB", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stopped_writing_parts(proc, tmp_path)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name != "in.parquet")
+    if temporaries == "anonymous":
+        assert left == [], left  # the kernel freed the nameless parts with the process
+        return
+    (name,) = left
+    assert name.startswith(f".out.ldp-{HOST_TAG}-{proc.pid}-") and name.endswith(".tmp")
+    assert any(p.stat().st_size > 0 for p in (tmp_path / name).iterdir())  # the parts written so far
+    later = subprocess.run([LDP, "privatize", str(small_input), "--eps", "1", "-o", str(tmp_path / "later.parquet"),
+                            "-q"], capture_output=True, text=True, timeout=300)
+    assert later.returncode == 0, later.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "later.parquet", "later.parquet.ldp.json"]
+
+
 def test_a_bad_row_late_in_the_file_leaves_nothing(tmp_path: Path) -> None:
     """The error is found after several batches were already written to the temporary file."""
     x = np.random.default_rng(1).standard_normal((5000, 6))
