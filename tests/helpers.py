@@ -137,6 +137,13 @@ def unit_rows(n: int, d: int, seed: int = 0, radius: float = 1.0) -> np.ndarray:
     return radius * x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+def write_headerless(path: Path, n: int, d: int, *, seed: int, scale: float) -> np.ndarray:
+    """A CSV file of ``n`` rows of ``d`` uniform(-scale, scale) values and no header row (``--no-header``); its rows."""
+    x = np.random.default_rng(seed).uniform(-scale, scale, (n, d))
+    np.savetxt(path, x, delimiter=",", fmt="%.17g")
+    return x
+
+
 def write_list(path: Path | pa.NativeFile, rows: np.ndarray, *, column: str = "vec", ids: bool = False,
                row_group_size: int | None = None, **columns: Any) -> Path | pa.NativeFile:
     """A Parquet file (or stream) with the rows as one fixed-size list column, after an ``id`` column

@@ -8,21 +8,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
 
-from tests.helpers import ldp_process
-
-
-def _headerless(path: Path, n: int = 40, d: int = 3) -> np.ndarray:
-    x = np.random.default_rng(4).uniform(-0.4, 0.4, (n, d))
-    np.savetxt(path, x, delimiter=",", fmt="%.17g")
-    return x
+from tests.helpers import ldp_process, write_headerless
 
 
 def test_a_headerless_csv_is_privatized_and_its_output_is_estimated(tmp_path: Path) -> None:
     source = tmp_path / "x.csv"
-    _headerless(source)
+    write_headerless(source, 40, 3, seed=4, scale=0.4)
     out = tmp_path / "out.csv"
     run = ldp_process("privatize", source, "--no-header", "--eps", "1", "--seed", "0", "-o", out)
     assert run.returncode == 0, run.stderr
@@ -36,7 +29,7 @@ def test_a_headerless_csv_is_privatized_and_its_output_is_estimated(tmp_path: Pa
 
 def test_no_header_from_stdin_and_into_a_dataset_directory(tmp_path: Path) -> None:
     source = tmp_path / "x.csv"
-    _headerless(source)
+    write_headerless(source, 40, 3, seed=4, scale=0.4)
     piped = ldp_process("privatize", "-", "--no-header", "--eps", "1", "-o", "-", "--sidecar", tmp_path / "s.json",
                         "-q", input=source.read_text())
     assert piped.returncode == 0, piped.stderr
@@ -69,7 +62,7 @@ def test_a_file_with_a_header_is_refused_with_no_header(tmp_path: Path) -> None:
 
 def test_a_numeric_first_line_names_no_header(tmp_path: Path) -> None:
     source = tmp_path / "x.csv"
-    _headerless(source)
+    write_headerless(source, 40, 3, seed=4, scale=0.4)
     run = ldp_process("privatize", source, "--eps", "1", "-o", tmp_path / "out.csv")
     assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
     assert "not a header of column names" in run.stderr and "or pass --no-header to read every line" in run.stderr

@@ -10,20 +10,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import write_headerless
 
 from ldpcli.errors import DataError, UsageError
 from ldpcli.io import open_vectors
 
 
-def _headerless(path: Path, n: int = 9, d: int = 3) -> np.ndarray:
-    x = np.random.default_rng(2).uniform(-0.5, 0.5, (n, d))
-    np.savetxt(path, x, delimiter=",", fmt="%.17g")
-    return x
-
-
 def test_every_line_is_data_and_the_columns_are_f0_f1(tmp_path: Path) -> None:
     source = tmp_path / "x.csv"
-    x = _headerless(source)
+    x = write_headerless(source, 9, 3, seed=2, scale=0.5)
     with open_vectors(source, no_header=True, batch_rows=4) as reader:
         values = np.concatenate([batch.values for batch in reader])
     assert np.array_equal(values, x)  # the first row too
@@ -69,7 +64,7 @@ def test_rows_are_counted_from_the_first_line(tmp_path: Path) -> None:
 
 def test_the_numeric_header_refusal_suggests_no_header(tmp_path: Path) -> None:
     source = tmp_path / "x.csv"
-    _headerless(source)
+    write_headerless(source, 9, 3, seed=2, scale=0.5)
     with pytest.raises(DataError, match="pass no_header to read every line as data"):
         open_vectors(source)
 
