@@ -283,8 +283,7 @@ def write(state: LedgerState, change: Change, target: Path, label: str, step: st
             state.stale, state.log, state.offset, state.lines = False, None, 0, 0
         _append(state, change, path, step)
     except OSError as exc:
-        raise DataError(f"{label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
-                        "free space or fix its permissions, then run again") from exc
+        raise _unwritable(label, exc) from exc
     if state.base is not None and state.offset > state.base[2]:  # the log outgrew its base: fold it in (amortized linear)
         try:
             faults.checkpoint("compact-write")
@@ -377,5 +376,10 @@ def compact_ledger(path: str | os.PathLike[str], label: str | None = None) -> No
         try:
             _compact(state, Change(), target)
         except OSError as exc:
-            raise DataError(f"{label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
-                            "free space or fix its permissions, then run again") from exc
+            raise _unwritable(label, exc) from exc
+
+
+def _unwritable(label: str, exc: OSError) -> DataError:
+    """The error of a ledger that cannot be written: the reason, and what to do."""
+    return DataError(f"{label}: cannot write the privacy-budget ledger ({_reason(exc)}); "
+                     "free space or fix its permissions, then run again")
