@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-#: what a docstring that is not raw makes of \a \b \f \r \t \v, the start of \alpha, \binom, \frac, \rho, \theta, \varepsilon
+#: what a docstring that is not raw makes of \a \b \f \r \t \v: the start of \alpha, \binom, \frac, \theta, …
 _EATEN = re.compile(r"[\a\b\f\v\r\t]")
 
 
