@@ -13,12 +13,15 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -84,6 +87,16 @@ ROOT = Path(__file__).resolve().parents[1]
 LDP = str(Path(sys.executable).with_name("ldp"))
 #: ``python -m ldpcli`` (ldpcli/__main__.py): the same entry, started through the interpreter.
 LDP_MODULE = (sys.executable, "-m", "ldpcli")
+
+
+@functools.cache
+def tool(name: str) -> ModuleType:
+    """``tools/NAME.py`` (a script that writes part of the site), imported from its path: tools/ is not a package."""
+    spec = importlib.util.spec_from_file_location(f"ldp_tools_{name}", ROOT / "tools" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def ldp_process(*args: Any, env: Mapping[str, str] | None = None, timeout: float | None = 120,

@@ -48,16 +48,25 @@ def check_delta(delta: float) -> float:
 
 
 def optimal_homogeneous_epsilon(epsilon: float, k: int, delta: float) -> float:
-    """The smallest ε' such that every k-fold composition of ε-DP mechanisms is (ε', δ)-DP (exact).
+    r"""The smallest ε' such that every k-fold composition of ε-DP mechanisms is (ε', δ)-DP (exact).
 
-    Kairouz, Oh & Viswanath (2015), Thm 3.3: the composition is ((k − 2i)ε, δ_i)-DP for i = 0, …, ⌊k/2⌋
-    with δ_i = Σ_{ℓ<i} C(k, ℓ)(e^{(k−ℓ)ε} − e^{(k−2i+ℓ)ε}) / (1 + e^ε)^k, and no better: k-fold randomized
-    response reaches it. Between those points the exact δ(ε') is the same hockey-stick sum
-    δ(ε') = Σ_ℓ C(k, ℓ) max(0, e^{(k−ℓ)ε} − e^{ε'+ℓε}) / (1 + e^ε)^k, which on the piece where the terms
-    ℓ < L are the positive ones is A_L − e^{ε'}·B_L, with A_L = P(ℓ < L) for ℓ ~ Bin(k, 1/(1 + e^ε)) and
-    B_L = P(ℓ < L) for ℓ ~ Bin(k, e^ε/(1 + e^ε)). So ε' = log((A_L − δ)/B_L) on the piece where δ(ε')
-    crosses δ, rounded up by :data:`ROUND_UP` relative. Everything is in log space: finite at ε = 10⁴ and
-    at k = 10⁵ (both tested).
+    Kairouz, Oh & Viswanath (2015), Thm 3.3: the composition is $((k - 2i)\varepsilon, \delta_i)$-DP for
+    $i = 0, \dots, \lfloor k/2 \rfloor$ with
+
+    $$\delta_i = \frac{\sum_{\ell < i} \binom{k}{\ell}
+        \left(e^{(k-\ell)\varepsilon} - e^{(k-2i+\ell)\varepsilon}\right)}{(1 + e^\varepsilon)^k},$$
+
+    and no better: k-fold randomized response reaches it. Between those points the exact
+    $\delta(\varepsilon')$ is the same hockey-stick sum
+
+    $$\delta(\varepsilon') = \frac{\sum_\ell \binom{k}{\ell}
+        \max\left(0, e^{(k-\ell)\varepsilon} - e^{\varepsilon' + \ell\varepsilon}\right)}{(1 + e^\varepsilon)^k},$$
+
+    which on the piece where the terms $\ell < L$ are the positive ones is $A_L - e^{\varepsilon'} B_L$, with
+    $A_L = P(\ell < L)$ for $\ell \sim \mathrm{Bin}(k, 1/(1 + e^\varepsilon))$ and $B_L = P(\ell < L)$ for
+    $\ell \sim \mathrm{Bin}(k, e^\varepsilon/(1 + e^\varepsilon))$. So $\varepsilon' = \log((A_L - \delta)/B_L)$ on
+    the piece where $\delta(\varepsilon')$ crosses δ, rounded up by :data:`ROUND_UP` relative. Everything is in
+    log space: finite at ε = 10⁴ and at k = 10⁵ (both tested).
     """
     delta = check_delta(delta)
     if not (epsilon > 0 and math.isfinite(epsilon)) or k < 1:
@@ -90,13 +99,17 @@ def _log1mexp(x: float) -> float:
 
 
 def kov_heterogeneous_epsilon(epsilons: Sequence[float], delta: float) -> float:
-    """Kairouz, Oh & Viswanath (2015), Thm 3.5: releases of ε_i-DP mechanisms compose to (ε̃, δ̃)-DP with
+    r"""Kairouz, Oh & Viswanath (2015), Thm 3.5: releases of $\varepsilon_i$-DP mechanisms compose to
+    $(\tilde\varepsilon, \tilde\delta)$-DP with
 
-    ε̃ = min{ Σε_i,  Σ ε_i·tanh(ε_i/2) + √(2 Σε_i² · log(e + √(Σε_i²)/δ̃)),
-             Σ ε_i·tanh(ε_i/2) + √(2 Σε_i² · log(1/δ̃)) }
+    $$\tilde\varepsilon = \min\left\{ \sum_i \varepsilon_i,\;
+      \sum_i \varepsilon_i \tanh\frac{\varepsilon_i}{2} + \sqrt{2 \sum_i \varepsilon_i^2 \,
+        \log\left(e + \frac{\sqrt{\sum_i \varepsilon_i^2}}{\tilde\delta}\right)},\;
+      \sum_i \varepsilon_i \tanh\frac{\varepsilon_i}{2} + \sqrt{2 \sum_i \varepsilon_i^2 \, \log\frac{1}{\tilde\delta}}
+    \right\}$$
 
-    (tanh(ε/2) = (e^ε − 1)/(e^ε + 1)); with (ε_i, δ_i)-DP mechanisms the δ is 1 − (1 − δ̃)·Π(1 − δ_i)
-    (:func:`compose_local` states it).
+    ($\tanh(\varepsilon/2) = (e^\varepsilon - 1)/(e^\varepsilon + 1)$); with $(\varepsilon_i, \delta_i)$-DP
+    mechanisms the δ is $1 - (1 - \tilde\delta) \prod_i (1 - \delta_i)$ (:func:`compose_local` states it).
     """
     delta = check_delta(delta)
     eps = np.asarray(epsilons, dtype=float)
@@ -107,12 +120,15 @@ def kov_heterogeneous_epsilon(epsilons: Sequence[float], delta: float) -> float:
 
 
 def drv_epsilon(epsilons: Sequence[float], delta: float) -> float:
-    """Dwork, Rothblum & Vadhan (2010), Thm III.3 (advanced composition), for releases of ε_i-DP mechanisms:
-    (ε', δ' + Σδ_i)-DP with ε' = √(2 ln(1/δ') Σε_i²) + Σ ε_i(e^{ε_i} − 1).
+    r"""Dwork, Rothblum & Vadhan (2010), Thm III.3 (advanced composition), for releases of $\varepsilon_i$-DP
+    mechanisms: $(\varepsilon', \delta' + \sum_i \delta_i)$-DP with
+
+    $$\varepsilon' = \sqrt{2 \ln(1/\delta') \sum_i \varepsilon_i^2}
+        + \sum_i \varepsilon_i \left(e^{\varepsilon_i} - 1\right).$$
 
     The theorem is stated for k equal ε; its proof (Azuma's inequality on the privacy loss, whose i-th
-    step is bounded by ε_i and has mean at most ε_i(e^{ε_i} − 1), Dwork & Roth 2014, Thm 3.20) gives
-    this form for different ε_i. KOV's Thm 3.5 is never larger; both are shown.
+    step is bounded by $\varepsilon_i$ and has mean at most $\varepsilon_i(e^{\varepsilon_i} - 1)$, Dwork & Roth
+    2014, Thm 3.20) gives this form for different $\varepsilon_i$. KOV's Thm 3.5 is never larger; both are shown.
     """
     delta = check_delta(delta)
     eps = np.asarray(epsilons, dtype=float)
@@ -122,9 +138,10 @@ def drv_epsilon(epsilons: Sequence[float], delta: float) -> float:
 
 
 def basic_composition(guarantees: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    """Dwork & Roth (2014), Thm 3.16: releases that are (ε_i, δ_i)-DP, each with fresh randomness, are
-    (Σε_i, Σδ_i)-DP together, for every neighbouring relation and adaptively. Exact at δ = 0 for pure ε-DP (the
-    k-fold product of randomized responses reaches it). Summed by ``math.fsum``: the order does not matter."""
+    r"""Dwork & Roth (2014), Thm 3.16: releases that are $(\varepsilon_i, \delta_i)$-DP, each with fresh randomness,
+    are $(\sum_i \varepsilon_i, \sum_i \delta_i)$-DP together, for every neighbouring relation and adaptively.
+    Exact at δ = 0 for pure ε-DP (the k-fold product of randomized responses reaches it). Summed by ``math.fsum``:
+    the order does not matter."""
     return math.fsum(eps for eps, _ in guarantees), math.fsum(dlt for _, dlt in guarantees)
 
 

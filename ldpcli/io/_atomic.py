@@ -3,12 +3,12 @@ target and renamed onto it only when complete, so an interrupted run never leave
 behind.
 
 On Linux the temporary has no name while it is written (``O_TMPFILE``): a run killed outright
-(``kill -9``, the OOM killer) leaves nothing, where a named temporary stayed, as large as the
-output, until the next run in that directory swept it (issue 36). It gets its hidden name only once
+(``kill -9``, the OOM killer) leaves nothing, where a named temporary would stay, as large as the
+output, until the next run in that directory swept it. It gets its hidden name only once
 it is finished, just before the renames of the commit (``linkat`` of ``/proc/self/fd/N``:
 :meth:`AtomicFileSink.name`), so the journal and the renames of ``docs/commit-protocol.md`` are the
 same from there on. Where the directory's file system, the kernel or ``/proc`` lacks that, the
-temporary is named from the start as before (found out per temporary, so per directory; forced by
+temporary is named from the start (found out per temporary, so per directory; forced by
 ``$LDP_NAMED_TEMPORARIES`` for the tests: :mod:`ldpcli.io._faults`). A dataset's part is made
 without a name beside the staging directory that does not exist yet (``anonymous_in``) and linked
 into it, under its final name, at the commit (:meth:`AtomicFileSink.place`).

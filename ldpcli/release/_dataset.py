@@ -1,9 +1,9 @@
 """Privatize inputs into a dataset directory of part files, one task per part, on any engine.
 
-``ldp privatize INPUTS… -o DIR/`` calls :func:`write_dataset_release`: with the local engine the parts
-are privatized and written concurrently by ``threads`` threads of this process (each reading,
-privatizing, encoding and writing its own file, so that nothing funnels through one writer), with
-``--engine dask`` as tasks on a Dask scheduler. Each input is cut
+``ldpcli.privatize_dataset`` (and ``ldp privatize INPUTS… -o DIR/``) calls :func:`write_dataset_release`: with
+the local engine (``engine=None``) the parts are privatized and written concurrently by ``threads`` threads of this
+process (each reading, privatizing, encoding and writing its own file, so that nothing funnels through one
+writer), with a :class:`~ldpcli.release._engines.DaskEngine` as tasks on a Dask scheduler. Each input is cut
 into parts: row ranges that start on key-block boundaries (:mod:`ldpcli.release._randomness`) and follow the
 Parquet row groups (any other input is one range), cut further where a range holds more than 64 MB of
 vectors (:func:`part_starts`). Each part is one task (:func:`privatize_part`) that
@@ -202,7 +202,7 @@ class DatasetResult:
     dropped_columns: tuple[str, ...] = ()
 
     def summary(self) -> dict[str, Any]:
-        """What ``ldp privatize --engine dask --json`` prints."""
+        """The result as a JSON object: what the command line prints for a dataset release as JSON."""
         mech, cost = self.mechanism, self.cost
         return {
             "output": str(self.output), "manifest": str(self.manifest), "parts": [str(p) for p in self.parts],
@@ -374,7 +374,7 @@ def write_dataset_release(
             check_clipping(sum(r.clipped for r in parts), n_input, clip_limit, os.fspath(source), mech, why=why)
         kept = [r for r in results if r.rows > 0]
         for result in results:
-            if result.rows == 0:  # every row of this part was invalid (--skip-invalid): no empty part file
+            if result.rows == 0:  # every row of this part was invalid (skip_invalid): no empty part file
                 if result.sink is None:
                     Path(result.task.target).unlink()
                 else:

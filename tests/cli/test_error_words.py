@@ -49,6 +49,31 @@ def test_no_flag_text_in_messages_raised_outside_the_cli() -> None:
     assert _flag_texts_outside_cli() == []
 
 
+HISTORY = re.compile(r"\bissue \d+", re.IGNORECASE)
+
+
+def _docstrings_with_cli_words() -> list[str]:
+    """``file:line`` of every docstring outside ``ldpcli/cli/`` that names a ``--flag`` or an issue number
+    (issue 38 item 4: a library docstring names the library's parameters and carries no version history).
+    ``errors.py`` is the exception: its docstring describes how messages are rendered with flags."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] == "cli" or relative == Path("errors.py"):
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node, clean=False) or ""
+                if FLAG.search(doc) or HISTORY.search(doc):
+                    found.append(f"{relative}:{getattr(node, 'lineno', 1)}")
+    return found
+
+
+def test_library_docstrings_name_parameters_not_flags() -> None:
+    assert _docstrings_with_cli_words() == []
+
+
 def test_the_scan_finds_a_flag_in_a_raised_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "planted.py").write_text('raise UsageError("--eps must be > 0")\n', encoding="utf-8")
     monkeypatch.setattr(f"{__name__}.PACKAGE", tmp_path)

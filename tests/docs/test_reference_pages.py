@@ -23,18 +23,14 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from helpers import tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@cache
 def reference() -> ModuleType:
-    """tools/reference.py, imported from its path (tools/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("ldp_tools_reference", ROOT / "tools" / "reference.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """tools/reference.py."""
+    return tool("reference")
 
 
 @cache
