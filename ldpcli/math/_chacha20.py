@@ -52,7 +52,9 @@ grid and the < 1 ulp error of exp/log in the rare wedge and tail tests).
 - :func:`chacha20_blocks` (key, counters, nonces) → (n, 16) uint32 keystream blocks;
 - :func:`stream_words` (key, rows, count, stream=) → (n, count) uint64 words of positions 0..count−1;
 - :func:`stream_uniforms` (key, rows, count, stream=) → (n, count) doubles in [0, 1);
-- :func:`stream_normals` (key, rows, count, stream=) → (n, count) standard normals.
+- :func:`stream_normals` (key, rows, count, stream=) → (n, count) standard normals;
+- :func:`normals` and :func:`uniforms`: the same, by the compiled kernel when :mod:`ldpcli.math._kernels`
+  chooses numba (imported on first use), else by this reference: the same bits either way.
 """
 
 from __future__ import annotations
@@ -60,11 +62,12 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 
 from ldpcli.math._bitgen import KEY_BYTES, _encode
+from ldpcli.math._kernels import kernel_name
 
 #: "expand 32-byte k" as four little-endian words (RFC 8439 §2.3).
 CONSTANTS = np.array([0x61707865, 0x3320646E, 0x79622D32, 0x6B206574], dtype=np.uint32)
@@ -78,6 +81,8 @@ MAX_POSITIONS = 1 << 32
 #: Blocks the numpy reference computes at once (16 columns of 2¹⁵ words: 2 MiB of state).
 _CHUNK_BLOCKS = 1 << 15
 _TWO_M53 = 2.0**-53
+#: A double or an array of them: what :func:`exp_reduced` and :func:`log_reduced` compute on.
+Real = TypeVar("Real", float, np.ndarray)
 
 
 def release_key(seed: int | bytes | None = None) -> bytes:
@@ -198,7 +203,7 @@ _LG4, _LG5 = 2.222219843214978396e-01, 1.818357216161805012e-01
 _LG6, _LG7 = 1.531383769920937332e-01, 1.479819860511658591e-01
 
 
-def exp_reduced(x: float, k: float) -> float:
+def exp_reduced(x: Real, k: Real) -> Real:
     """exp(x)·2⁻ᵏ for k = floor(x/ln 2 + ½) (fdlibm e_exp.c): +, −, ×, ÷ only, so every path rounds alike.
 
     Shared verbatim by the numpy path (on arrays) and the numba path (compiled from this function).
@@ -211,7 +216,7 @@ def exp_reduced(x: float, k: float) -> float:
     return 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
 
 
-def log_reduced(m: float, e: float) -> float:
+def log_reduced(m: Real, e: Real) -> Real:
     """log(m·2ᵉ) for m in [√½, √2) (fdlibm e_log.c): +, −, ×, ÷ only; shared by both paths like :func:`exp_reduced`."""
     f = m - 1.0
     hfsq = 0.5 * f * f
@@ -343,3 +348,21 @@ def stream_normals(key: bytes, rows: np.ndarray | list[int], count: int, *, stre
         extras = _Extras(key, stream, rows[miss_row], miss_pos.astype(np.uint64))
         out[miss_row, miss_pos] = _resolve(words[miss_row, miss_pos], extras)
     return out
+
+
+def normals(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
+    """:func:`stream_normals` by the kernel :func:`ldpcli.math._kernels.kernel_name` chooses (numba or this reference)."""
+    if kernel_name() == "numba":
+        from ldpcli.math import _chacha20_numba
+
+        return _chacha20_numba.normals(key, rows, count, stream=stream)
+    return stream_normals(key, rows, count, stream=stream)
+
+
+def uniforms(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
+    """:func:`stream_uniforms` by the kernel :func:`ldpcli.math._kernels.kernel_name` chooses."""
+    if kernel_name() == "numba":
+        from ldpcli.math import _chacha20_numba
+
+        return _chacha20_numba.uniforms(key, rows, count, stream=stream)
+    return stream_uniforms(key, rows, count, stream=stream)

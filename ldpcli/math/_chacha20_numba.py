@@ -13,14 +13,18 @@ key as bytes and check their arguments as the reference does.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import cast
 
 import numba
 import numpy as np
 
 from ldpcli.math import _chacha20 as ref
 
-_exp_reduced = numba.njit(cache=True, nogil=True, inline="always")(ref.exp_reduced)
-_log_reduced = numba.njit(cache=True, nogil=True, inline="always")(ref.log_reduced)
+#: The reference's own polynomials compiled (typed for doubles here: numba's stubs lose the TypeVar).
+_Poly = Callable[[float, float], float]
+_exp_reduced = cast(_Poly, numba.njit(cache=True, nogil=True, inline="always")(ref.exp_reduced))
+_log_reduced = cast(_Poly, numba.njit(cache=True, nogil=True, inline="always")(ref.log_reduced))
 _LN2_INV = ref._INV_LN2
 _SQRT_HALF = ref._SQRT_HALF
 _TWO_M53 = 2.0**-53
@@ -115,7 +119,7 @@ def _words(k: np.ndarray, rows: np.ndarray, stream: int, out: np.ndarray) -> Non
 @numba.njit(cache=True, nogil=True)
 def _soft_exp(x: float) -> float:
     k = math.floor(x * _LN2_INV + 0.5)
-    return math.ldexp(_exp_reduced(x, k), int(k))
+    return math.ldexp(_exp_reduced(x, float(k)), int(k))
 
 
 @numba.njit(cache=True, nogil=True)
