@@ -56,13 +56,16 @@ LANES = 16
 
 @numba.njit(cache=True, nogil=True)
 def _blocks(
-    k: np.ndarray, c0: int, lanes: int, n0: int, n1: int, n2: int, init: np.ndarray, st: np.ndarray, out: np.ndarray,
+    k: np.ndarray, counters: np.ndarray, n0: int, n1: int, n2: int, init: np.ndarray, st: np.ndarray, out: np.ndarray,
 ) -> None:
-    """``out[t, lane]`` (uint64, (8, ≥ lanes)) := word t of the ChaCha20 blocks of counters c0 .. c0 + lanes − 1 and one nonce under
-    key words k, read as little-endian 64-bit words (scratch: ``init`` 16 and ``st`` (16, ≥ lanes) uint32).
+    """``out[t, lane]`` (uint64, (8, LANES)) := word t of the ChaCha20 block of ``counters[lane]`` and one nonce
+    under key words k, read as little-endian 64-bit words (scratch: ``init`` 16 and ``st`` (16, LANES) uint32).
 
-    The lane loop is innermost so LLVM vectorises it: one quarter round on 8 or 16 blocks per instruction.
+    Always all :data:`LANES` blocks, the lane loop innermost with a constant trip count, so LLVM vectorises it
+    whole (one quarter round on 8 or 16 blocks per instruction, no scalar remainder): 16 blocks cost less than
+    a few blocks one at a time, so callers needing fewer compute 16 and use what they need.
     """
+    lanes = LANES
     init[0], init[1], init[2], init[3] = 0x61707865, 0x3320646E, 0x79622D32, 0x6B206574
     init[4:12] = k
     init[13], init[14], init[15] = n0, n1, n2
@@ -70,7 +73,7 @@ def _blocks(
         for lane in range(lanes):
             st[j, lane] = init[j]
     for lane in range(lanes):
-        st[12, lane] = np.uint32(c0 + lane)
+        st[12, lane] = counters[lane]
     for _ in range(10):
         for lane in range(lanes):
             x0, x1, x2, x3 = st[0, lane], st[1, lane], st[2, lane], st[3, lane]
@@ -94,7 +97,7 @@ def _blocks(
             for lane in range(lanes):
                 st[j, lane] += init[j]
     for lane in range(lanes):
-        st[12, lane] += np.uint32(c0 + lane)
+        st[12, lane] += np.uint32(counters[lane])
     for t in range(8):
         for lane in range(lanes):
             out[t, lane] = np.uint64(st[2 * t, lane]) | (np.uint64(st[2 * t + 1, lane]) << np.uint64(32))
@@ -108,10 +111,13 @@ def _words(k: np.ndarray, rows: np.ndarray, stream: int, out: np.ndarray) -> Non
         st = np.empty((16, LANES), dtype=np.uint32)
         init = np.empty(16, dtype=np.uint32)
         buf = np.empty((8, LANES), dtype=np.uint64)
+        counters = np.empty(LANES, dtype=np.uint32)
         row = rows[i]
         for first in range(0, blocks, LANES):
             lanes = min(LANES, blocks - first)
-            _blocks(k, first, lanes, stream << 16, row & _LOW, row >> _HIGH, init, st, buf)
+            for lane in range(LANES):
+                counters[lane] = first + lane
+            _blocks(k, counters, stream << 16, row & _LOW, row >> _HIGH, init, st, buf)
             for t in range(min(8 * lanes, count - 8 * first)):
                 out[i, 8 * first + t] = buf[t % 8, t // 8]
 
@@ -137,25 +143,31 @@ def _uniform(w: np.uint64) -> float:
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def _extra(
-    k: np.ndarray, stream: int, row: np.uint64, position: int, init: np.ndarray, st: np.ndarray, extra: np.ndarray,
-    used: int, block: int,
+    k: np.ndarray, stream: int, row: np.uint64, position: int, extra: np.ndarray, col: int, used: int, block: int,
+    scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> tuple[np.uint64, int, int]:
-    """(the next extra word of (row, position), used, block): a new attempt block when the 8 words are spent."""
+    """(the next extra word of (row, position), used, block) from ``extra[:, col]``, which holds attempt block
+    ``block``: the next attempt block there when its 8 words are spent (``scratch``: counters, init, state and
+    an (8, LANES) output for :func:`_blocks`)."""
     if used == 8:
         block += 1
-        _blocks(k, position, 1, (stream << 16) + 1 + block, row & _LOW, row >> _HIGH, init, st, extra)
+        counters, init, st, spare = scratch
+        counters[0] = position
+        _blocks(k, counters, (stream << 16) + 1 + block, row & _LOW, row >> _HIGH, init, st, spare)
+        extra[:, col] = spare[:, 0]
         used = 0
-    return extra[used, 0], used + 1, block
+    return extra[used, col], used + 1, block
 
 
 @numba.njit(cache=True, nogil=True)
 def _resolve(
     k: np.ndarray, stream: int, row: np.uint64, position: int, w: np.uint64, zw: np.ndarray, zk: np.ndarray,
-    zf: np.ndarray, r: float, inv_r: float, init: np.ndarray, st: np.ndarray, extra: np.ndarray,
+    zf: np.ndarray, r: float, inv_r: float, extra: np.ndarray, col: int,
+    scratch: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
 ) -> float:
     """The normal of a word that missed its layer's core (tail, wedge, new attempts), from the extra words
-    of (row, position) in the reference's order (``_chacha20._resolve``); scratch as :func:`_blocks`'."""
-    used, block = 8, -1
+    of (row, position) in the reference's order (``_chacha20._resolve``); ``extra[:, col]`` holds attempt block 0."""
+    used, block = 0, 0
     while True:
         layer = np.int64(w & np.uint64(255))
         bits = w >> np.uint64(11)
@@ -165,17 +177,17 @@ def _resolve(
             return -x if negative else x
         if layer == 0:
             while True:
-                e1, used, block = _extra(k, stream, row, position, init, st, extra, used, block)
-                e2, used, block = _extra(k, stream, row, position, init, st, extra, used, block)
+                e1, used, block = _extra(k, stream, row, position, extra, col, used, block, scratch)
+                e2, used, block = _extra(k, stream, row, position, extra, col, used, block, scratch)
                 a = -_soft_log(1.0 - _uniform(e1)) * inv_r
                 b = -_soft_log(1.0 - _uniform(e2))
                 if b + b > a * a:
                     return -(r + a) if negative else r + a
-        e1, used, block = _extra(k, stream, row, position, init, st, extra, used, block)
+        e1, used, block = _extra(k, stream, row, position, extra, col, used, block, scratch)
         y = zf[layer] + _uniform(e1) * (zf[layer + 1] - zf[layer])
         if y < _soft_exp(-0.5 * x * x):
             return -x if negative else x
-        w, used, block = _extra(k, stream, row, position, init, st, extra, used, block)
+        w, used, block = _extra(k, stream, row, position, extra, col, used, block, scratch)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
@@ -183,28 +195,43 @@ def _normals(
     k: np.ndarray, rows: np.ndarray, stream: int, zw: np.ndarray, zk: np.ndarray, zf: np.ndarray, r: float,
     inv_r: float, out: np.ndarray,
 ) -> None:
+    """Per row: the ziggurat's core on every word without branches (16 blocks at a time), the misses
+    (about 1.5 %) listed; then their first attempt blocks 16 at a time, and :func:`_resolve` on each."""
     n, count = out.shape
     blocks = (count + 7) // 8
     for i in numba.prange(n):
-        st = np.empty((16, LANES), dtype=np.uint32)
+        counters = np.empty(LANES, dtype=np.uint32)
         init = np.empty(16, dtype=np.uint32)
+        st = np.empty((16, LANES), dtype=np.uint32)
         buf = np.empty((8, LANES), dtype=np.uint64)
-        extra = np.empty((8, 1), dtype=np.uint64)
+        scratch = (counters, init, st, np.empty((8, LANES), dtype=np.uint64))
+        missed_at = np.empty(count, dtype=np.int64)
+        missed_word = np.empty(count, dtype=np.uint64)
         row = rows[i]
+        missed = 0
         for first in range(0, blocks, LANES):
             lanes = min(LANES, blocks - first)
-            _blocks(k, first, lanes, stream << 16, row & _LOW, row >> _HIGH, init, st, buf)
-            for t in range(min(8 * lanes, count - 8 * first)):
+            for lane in range(LANES):
+                counters[lane] = first + lane
+            _blocks(k, counters, stream << 16, row & _LOW, row >> _HIGH, init, st, buf)
+            for t in range(min(8 * lanes, count - 8 * first)):  # ±k·W[layer] (×±1 is exact)
                 w = buf[t % 8, t // 8]
                 layer = w & np.uint64(255)
                 bits = w >> np.uint64(11)
-                if bits < zk[layer]:  # ±x without a branch on the sign bit (×±1 is exact)
-                    sign = 1.0 - 2.0 * float(np.int64((w >> np.uint64(8)) & np.uint64(1)))
-                    out[i, 8 * first + t] = float(np.int64(bits)) * zw[layer] * sign
-                else:
-                    out[i, 8 * first + t] = _resolve(
-                        k, stream, row, 8 * first + t, w, zw, zk, zf, r, inv_r, init, st, extra
-                    )
+                sign = 1.0 - 2.0 * float(np.int64((w >> np.uint64(8)) & np.uint64(1)))
+                out[i, 8 * first + t] = float(np.int64(bits)) * zw[layer] * sign
+                missed_at[missed] = 8 * first + t
+                missed_word[missed] = w
+                missed += bits >= zk[layer]
+        for first in range(0, missed, LANES):
+            lanes = min(LANES, missed - first)
+            for lane in range(LANES):
+                counters[lane] = missed_at[first + lane] if lane < lanes else 0
+            _blocks(k, counters, (stream << 16) + 1, row & _LOW, row >> _HIGH, init, st, buf)
+            for lane in range(lanes):
+                at = missed_at[first + lane]
+                out[i, at] = _resolve(k, stream, row, at, missed_word[first + lane], zw, zk, zf, r, inv_r, buf, lane,
+                                      scratch)
 
 
 def words(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
