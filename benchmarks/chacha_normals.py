@@ -10,7 +10,7 @@ ratios of throughput against (a) measured in the same rounds:
   threads, two generators each filling half the rows in its own thread (numpy releases the GIL);
 - (b) ChaCha20, numba: :func:`ldpcli.math._chacha20_numba.normals` with ``numba.set_num_threads``;
 - (c) ChaCha20, numpy reference: :func:`ldpcli.math._chacha20.stream_normals` on --reference-rows
-  rows (it is slow; its throughput is per value, so a smaller batch compares fairly);
+  rows (it is slow; its throughput is per value, so a smaller batch compares fairly), one thread always;
 - (d) randomgen's ChaCha (20 rounds) through ``Generator.standard_normal`` when randomgen is installed
   (one thread; two generators in two threads for 2).
 
@@ -45,13 +45,13 @@ def threaded(fill: Callable[[np.random.Generator, int], object], generators: lis
     return lambda: list(pool.map(lambda g: fill(g, share), generators))
 
 
-def columns(rows: int, d: int, reference_rows: int, threads: int) -> dict[str, tuple[Callable[[], object], int]]:
-    """name → (function, values it draws) for one thread count."""
+def columns(rows: int, d: int, reference_rows: int, threads: int) -> dict[str, tuple[Callable[[], object], int, int]]:
+    """name → (function, values it draws, threads it runs on) for one thread count."""
     key = reference.release_key(1)
     keys = np.arange(rows, dtype=np.uint64)
-    out: dict[str, tuple[Callable[[], object], int]] = {
+    out: dict[str, tuple[Callable[[], object], int, int]] = {
         "(a) PCG64 standard_normal": (threaded(lambda g, m: g.standard_normal((m, d)),
-                                               [np.random.default_rng(s) for s in range(threads)], rows), rows * d),
+                                               [np.random.default_rng(s) for s in range(threads)], rows), rows * d, threads),
     }
     try:
         import numba
@@ -62,9 +62,9 @@ def columns(rows: int, d: int, reference_rows: int, threads: int) -> dict[str, t
     else:
         numba.set_num_threads(threads)
         compiled.normals(key, keys[:2], d)  # compile outside the timing
-        out["(b) ChaCha20 numba"] = (lambda: compiled.normals(key, keys, d), rows * d)
+        out["(b) ChaCha20 numba"] = (lambda: compiled.normals(key, keys, d), rows * d, threads)
     out["(c) ChaCha20 numpy reference"] = (lambda: reference.stream_normals(key, keys[:reference_rows], d),
-                                            reference_rows * d)
+                                            reference_rows * d, 1)
     try:
         import randomgen
     except ImportError:
@@ -72,7 +72,7 @@ def columns(rows: int, d: int, reference_rows: int, threads: int) -> dict[str, t
     else:
         chachas = [np.random.Generator(randomgen.ChaCha(key=s, rounds=20)) for s in range(threads)]
         out["(d) randomgen ChaCha standard_normal"] = (
-            threaded(lambda g, m: g.standard_normal((m, d)), chachas, rows), rows * d)
+            threaded(lambda g, m: g.standard_normal((m, d)), chachas, rows), rows * d, threads)
     return out
 
 
@@ -87,12 +87,12 @@ def main() -> None:
     print(f"load before: {load()}\n")
     for threads in args.threads:
         cols = columns(args.rows, args.d, args.reference_rows, threads)
-        times = side_by_side({name: fn for name, (fn, _) in cols.items()}, args.repeat)
+        times = side_by_side({name: fn for name, (fn, _, _) in cols.items()}, args.repeat)
         rate = {name: cols[name][1] / seconds for name, seconds in times.items()}
         base = rate["(a) PCG64 standard_normal"]
         print(f"{threads} thread(s), {args.rows} × {args.d} float64 ((c): {args.reference_rows} rows)\n")
-        table(["generator", "median s", "normals/s per core", "throughput vs (a)"],
-              [[name, f"{times[name]:.3f}", f"{rate[name] / threads:.3g}", f"{rate[name] / base:.2f}×"]
+        table(["generator", "median s", "normals/s per thread", "throughput vs (a)"],
+              [[name, f"{times[name]:.3f}", f"{rate[name] / cols[name][2]:.3g}", f"{rate[name] / base:.2f}×"]
                for name in times])
     print(f"load after: {load()}")
 
