@@ -304,9 +304,8 @@ def _signed(words: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
     return np.where((words >> np.uint64(8)) & np.uint64(1), -magnitude, magnitude)
 
 
-def _resolve(words: np.ndarray, extras: _Extras) -> np.ndarray:
+def _resolve(words: np.ndarray, extras: _Extras, z: Ziggurat) -> np.ndarray:
     """The normals of words that missed their layer's core: tail, wedge and new attempts (module docstring)."""
-    z = ZIGGURAT
     out = np.empty(words.shape[0])
     pending = np.arange(words.shape[0])
     words = words.copy()
@@ -335,18 +334,23 @@ def _resolve(words: np.ndarray, extras: _Extras) -> np.ndarray:
     return out
 
 
-def stream_normals(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
-    """(n, count) standard normals at positions 0..count−1 of each row key (the ziggurat of the module docstring)."""
+def stream_normals(
+    key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0, tables: Ziggurat = ZIGGURAT,
+) -> np.ndarray:
+    """(n, count) standard normals at positions 0..count−1 of each row key (the ziggurat of the module docstring).
+
+    ``tables``: :data:`ZIGGURAT`; other tables only in tests, to drive the rare branches.
+    """
     rows = _check(rows, count, stream)
     words = stream_words(key, rows, count, stream=stream)
-    z = ZIGGURAT
+    z = tables
     layer = (words & np.uint64(255)).astype(np.intp)
     bits = words >> np.uint64(11)
     out = _signed(words, bits.astype(np.float64) * z.w[layer])
     miss_row, miss_pos = np.nonzero(bits >= z.k[layer])
     if miss_row.size:
         extras = _Extras(key, stream, rows[miss_row], miss_pos.astype(np.uint64))
-        out[miss_row, miss_pos] = _resolve(words[miss_row, miss_pos], extras)
+        out[miss_row, miss_pos] = _resolve(words[miss_row, miss_pos], extras, z)
     return out
 
 

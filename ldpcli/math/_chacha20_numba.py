@@ -247,10 +247,11 @@ def uniforms(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: in
     return ref.word_uniforms(words(key, rows, count, stream=stream))
 
 
-def normals(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
-    """:func:`ldpcli.math._chacha20.stream_normals`, compiled: the same bits."""
+def normals(
+    key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0, tables: ref.Ziggurat = ref.ZIGGURAT,
+) -> np.ndarray:
+    """:func:`ldpcli.math._chacha20.stream_normals`, compiled: the same bits (``tables`` as there)."""
     rows = ref._check(rows, count, stream)
     out = np.empty((rows.shape[0], count))
-    z = ref.ZIGGURAT
-    _normals(ref.key_words(key), rows, stream, z.w, z.k, z.f, z.r, z.inv_r, out)
+    _normals(ref.key_words(key), rows, stream, tables.w, tables.k, tables.f, tables.r, tables.inv_r, out)
     return out

@@ -116,6 +116,22 @@ def test_numba_gives_the_reference_bits(d: int) -> None:
 
 
 @numba_only
+def test_the_rare_branches_give_the_reference_bits() -> None:
+    """Tables with no core (K = 0) and wedges that accept only |x| < 0.14 (f = 0.99 above the base layer):
+    every value takes the wedges and tails over a hundred or so attempts, so many attempt blocks (b ≥ 1)
+    of each position, and the two paths must still agree bit for bit."""
+    from ldpcli.math import _chacha20_numba as fast
+
+    f = ref.ZIGGURAT.f.copy()
+    f[1:] = 0.99
+    tables = ref.ZIGGURAT._replace(k=np.zeros(256, dtype=np.uint64), f=f)
+    key, rows = ref.release_key(13), np.array([3, 2**33 + 1], dtype=np.uint64)
+    numpy_normals = ref.stream_normals(key, rows, 40, tables=tables)
+    assert np.array_equal(_bits(fast.normals(key, rows, 40, tables=tables)), _bits(numpy_normals))
+    assert np.sum(np.abs(numpy_normals) > ref.ZIGGURAT.r) > 0 and np.sum(np.abs(numpy_normals) < 0.15) > 40
+
+
+@numba_only
 def test_batches_threads_and_row_order_change_nothing() -> None:
     import numba
 
