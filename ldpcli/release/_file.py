@@ -56,7 +56,7 @@ from ldpcli.release._rowhash import ReleaseRows, RowDigest
 from ldpcli.release._rowindex import Charge
 from ldpcli.release._safety import check_clip_fraction, check_clipping, check_epsilon
 from ldpcli.release._shuffle import ExternalShuffle, OrderKeys, order_root
-from ldpcli.release._shuffle_claim import check_pure, check_shuffle, shuffle_delta, shuffled_section
+from ldpcli.release._shuffle_claim import ShuffleClaim, check_pure, check_shuffle, shuffle_delta, shuffled_section
 from ldpcli.release._sidecar import (
     Sidecar,
     build_sidecar,
@@ -127,7 +127,7 @@ class PrivatizeResult:
     #: (:attr:`ldpcli.io.VectorReader.dropped_columns`).
     dropped_columns: tuple[str, ...] = ()
     #: With ``shuffle``: the sidecar's ``release.shuffled`` (the central claim and what it rests on).
-    shuffled: dict[str, Any] | None = None
+    shuffled: ShuffleClaim | None = None
     #: The SHA-256 of the output's bytes, as the writer hashed them.
     sha256: str | None = None
     #: The sidecar written, as :func:`ldpcli.release._sidecar.load_sidecar` would read it back.
@@ -159,7 +159,7 @@ class PrivatizeResult:
             "n_clipped": self.n_clipped,
             "n_skipped": self.n_skipped,
             "dropped_columns": list(self.dropped_columns),
-            "shuffled": self.shuffled,
+            "shuffled": self.shuffled.to_dict() if self.shuffled is not None else None,
         }
 
 
@@ -188,7 +188,7 @@ def release_checks(
 def ledger_entry(
     mech: Mechanism, *, digest: str, source: Path, rows: int, columns: Sequence[str], output: Path, cost: ReleaseCost,
     created: str, tag: str, reproducible: bool, label: str | None = None, output_label: str | None = None,
-    shuffled: dict[str, Any] | None = None,
+    shuffled: ShuffleClaim | None = None,
 ) -> LedgerEntry:
     """The ledger's record of one input released by ``mech`` into ``output``, at the release's ``cost``.
 
@@ -202,7 +202,8 @@ def ledger_entry(
         columns=list(columns), output=output_label if output_label is not None else str(output.resolve()),
         mechanism=mech.name, epsilon=cost.epsilon, epsilon_exact=cost.epsilon_exact,
         delta=cost.delta if cost.delta > 0 else None, created=created, tag=tag, reproducible=reproducible,
-        note=python_text(spending_note(mech) or ""), shuffled=shuffled,
+        note=python_text(spending_note(mech) or ""),
+        shuffled=shuffled.to_dict() if shuffled is not None else None,
     )
 
 
@@ -590,7 +591,7 @@ class _Privatized:
 
     n: int
     n_clipped: int
-    shuffled: dict[str, Any] | None
+    shuffled: ShuffleClaim | None
     fingerprint: InputFingerprint | None
     rows: ReleaseRows | None
 

@@ -119,7 +119,7 @@ def shuffle_assumptions(reproducible: bool, n: int, epsilon: float) -> list[str]
     return said
 
 
-def shuffled_section(epsilon0: float, n: int, delta: float, *, reproducible: bool) -> dict[str, Any]:
+def shuffled_section(epsilon0: float, n: int, delta: float, *, reproducible: bool) -> ShuffleClaim:
     """``release.shuffled``: the central (ε, δ) of ``n`` shuffled ε0-LDP reports and what it rests on.
 
     The numbers and the theorem are :func:`ldpcli.accounting.compose`'s of one
@@ -128,24 +128,21 @@ def shuffled_section(epsilon0: float, n: int, delta: float, *, reproducible: boo
     certified upper bound on the central ε at ``delta`` (the claim); ``epsilon_central_lower`` is a value
     the reduction's exact ε is at least (how much tighter the method could not be, never a claim);
     ``epsilon_central_closed_form`` is None where Thm 3.1's condition fails. ``epsilon_local`` is ε0.
+    The record written is its :meth:`ShuffleClaim.to_dict`.
     """
     (shuffled,) = compose([ShuffledRelease(epsilon0, n, delta)]).shuffles
     bound = shuffled.to_dict()
-    return {
-        "n": n,
-        "delta": delta,
-        "epsilon_local": epsilon0,
-        "epsilon_central_upper": bound["epsilon_upper"],
-        "epsilon_central_lower": bound["epsilon_lower"],
-        "epsilon_central_closed_form": bound["epsilon_closed_form"],
-        "theorem": bound["theorem"],
-        "assumptions": shuffle_assumptions(reproducible, n, bound["epsilon_upper"]),
-    }
+    return ShuffleClaim(
+        n, delta, epsilon0, bound["epsilon_upper"], bound["epsilon_lower"], bound["epsilon_closed_form"],
+        bound["theorem"], tuple(shuffle_assumptions(reproducible, n, bound["epsilon_upper"])),
+    )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ShuffleClaim:
-    """A shuffled release's central claim as a reader gets it (``Sidecar.shuffled``, ``Release.shuffled``):
+    """A shuffled release's central claim, as a release writes it (``PrivatizeResult.shuffled``, the sidecar's
+    ``release.shuffled``, the ledger entry's ``shuffled``: :meth:`to_dict`) and as a reader gets it back
+    (``Sidecar.shuffled``, ``Release.shuffled``: :meth:`from_dict`):
     the n shuffled ε0-LDP reports are (``epsilon_central_upper``, ``delta``)-DP centrally, under
     ``assumptions`` (:func:`shuffled_section` says what each number is)."""
 
@@ -157,6 +154,19 @@ class ShuffleClaim:
     epsilon_central_closed_form: float | None
     theorem: str
     assumptions: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record (``release.shuffled``), its keys in this order: ``from_dict(to_dict())`` is the claim."""
+        return {
+            "n": self.n,
+            "delta": self.delta,
+            "epsilon_local": self.epsilon_local,
+            "epsilon_central_upper": self.epsilon_central_upper,
+            "epsilon_central_lower": self.epsilon_central_lower,
+            "epsilon_central_closed_form": self.epsilon_central_closed_form,
+            "theorem": self.theorem,
+            "assumptions": list(self.assumptions),
+        }
 
     @classmethod
     def from_dict(cls, data: Any, n: int | None = None) -> ShuffleClaim:

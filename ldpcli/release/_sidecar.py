@@ -183,7 +183,7 @@ def build_sidecar(
     created: str | None = None,
     row_sketch: np.ndarray | None = None,
     rng: str = DEFAULT_RNG,
-    shuffled: dict[str, Any] | None = None,
+    shuffled: ShuffleClaim | None = None,
     cost: ReleaseCost | None = None,
 ) -> dict[str, Any]:
     """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``; ``cost``: the release's (default computed).
@@ -264,7 +264,7 @@ def build_sidecar(
     if part is not None:
         release["part"] = dict(part)
     if shuffled is not None:
-        release["shuffled"] = dict(shuffled)
+        release["shuffled"] = shuffled.to_dict()
     if rendering is not None:
         release["rendering"] = rendering
     release["randomness"] = {**randomness_record(rng, seeded=bool(reproducible)), "kernel": kernel_name()}

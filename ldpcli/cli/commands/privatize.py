@@ -50,6 +50,7 @@ from ldpcli.release._ledger import Ledger
 from ldpcli.release._options import Budget, Columns, ReleaseOptions, Resources, RiskSection
 from ldpcli.release._randomness import DEFAULT_RNG, RNG_NAMES
 from ldpcli.release._safety import CLIP_REFUSE_FRACTION, clip_warning
+from ldpcli.release._shuffle_claim import ShuffleClaim
 
 #: ``--shuffle``'s help: what the central claim says and rests on, and what a shuffle refuses.
 _SHUFFLE_HELP = (
@@ -387,13 +388,13 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
                f"{result.mechanism.name}, {spent}{copied}{_shuffled_text(result.shuffled)}) and {result.sidecar}")
 
 
-def _shuffled_text(shuffled: dict[str, Any] | None) -> str:
+def _shuffled_text(shuffled: ShuffleClaim | None) -> str:
     """The 'wrote' line's clause for a shuffled release: its central ε at its δ, an upper bound rounded up to
     four digits (so still an upper bound)."""
     if shuffled is None:
         return ""
-    upper = fmt_bound(shuffled["epsilon_central_upper"], digits=4)
-    return f", shuffled: central ε ≤ {upper} at δ = {fmt(shuffled['delta'])} over n = {shuffled['n']}"
+    upper = fmt_bound(shuffled.epsilon_central_upper, digits=4)
+    return f", shuffled: central ε ≤ {upper} at δ = {fmt(shuffled.delta)} over n = {shuffled.n}"
 
 
 def _note_dropped(names: Any, quiet: bool, label: str) -> None:

@@ -1,0 +1,47 @@
+"""Typed release records (issue 37 item 3): a shuffled release's central claim is one record,
+:class:`~ldpcli.release._shuffle_claim.ShuffleClaim`, from the writer (``PrivatizeResult.shuffled``) to the
+sidecar's ``release.shuffled`` and the ledger entry's ``shuffled`` and back (``load_sidecar``): it round-trips,
+its JSON is the dict the writer recorded before (the same keys in the same order, so the sidecar's bytes and
+hash are unchanged), and its fields are the schema's properties for ``release.shuffled``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from helpers import ledger_document, unit_rows, write_list
+
+from ldpcli.release._file import write_file_release
+from ldpcli.release._ledger import Ledger
+from ldpcli.release._options import Budget, ReleaseOptions
+from ldpcli.release._shuffle_claim import ShuffleClaim
+from ldpcli.release._sidecar import load_sidecar, sidecar_schema
+
+#: ``release.shuffled``'s keys as the writer has always emitted them, in order (the sidecar is hashed and signed).
+RECORDED_KEYS = ["n", "delta", "epsilon_local", "epsilon_central_upper", "epsilon_central_lower",
+                 "epsilon_central_closed_form", "theorem", "assumptions"]
+
+
+def test_a_shuffled_release_carries_one_typed_claim_from_writer_to_sidecar_and_ledger(tmp_path: Path) -> None:
+    source = write_list(tmp_path / "in.parquet", unit_rows(400, 6, seed=3))
+    ledger = tmp_path / "ledger.json"
+    result = write_file_release(source, tmp_path / "out.parquet", epsilon=3.0, options=ReleaseOptions(
+        seed=5, shuffle=True, budget=Budget(ledger=Ledger.open(ledger))))
+    claim = result.shuffled
+    assert isinstance(claim, ShuffleClaim) and claim.n == 400
+    assert ShuffleClaim.from_dict(claim.to_dict(), 400) == claim  # the round trip
+    recorded = json.loads((tmp_path / "out.parquet.ldp.json").read_text())["release"]["shuffled"]
+    assert list(recorded) == RECORDED_KEYS and recorded == claim.to_dict()
+    assert load_sidecar(tmp_path / "out.parquet.ldp.json").shuffled == claim
+    assert result.summary()["shuffled"] == recorded
+    (entry,) = ledger_document(ledger)["entries"]
+    assert list(entry["shuffled"]) == RECORDED_KEYS and entry["shuffled"] == recorded
+
+
+def test_the_claim_record_has_the_schema_properties_of_release_shuffled() -> None:
+    section = sidecar_schema()["properties"]["release"]["properties"]["shuffled"]
+    fields = [field.name for field in dataclasses.fields(ShuffleClaim)]
+    assert fields == RECORDED_KEYS
+    assert set(fields) == set(section["properties"])
+    assert set(section["required"]) <= set(fields)
