@@ -81,7 +81,8 @@ def read_workload(path: PathLike, *, key: str | None = None, queries: Sequence[s
     """
     label = os.fspath(path)
     with open_vectors(path, columns=list(queries) if queries is not None else None,
-                      keep=[key] if key is not None else (), keep_unsafe=True, writable=False) as reader:
+                      keep=[key] if key is not None else (), keep_unsafe=True, writable=False,
+                      offer_no_header=False) as reader:
         values, keys = [], []
         for batch in reader:
             values.append(np.array(batch.values, dtype=np.float64))

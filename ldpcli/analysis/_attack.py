@@ -322,7 +322,7 @@ def attack(
 def _open_raw(raw: Path, release: Path, layout: VectorLayout, batch_rows: int | None) -> VectorReader:
     """The raw file with the release's vector columns; DataError saying so if it lacks them."""
     try:
-        return open_vectors(raw, layout=layout, batch_rows=batch_rows, writable=False)
+        return open_vectors(raw, layout=layout, batch_rows=batch_rows, writable=False, offer_no_header=False)
     except DataError as exc:
         columns = ", ".join(repr(name) for name in layout.columns)
         shape = "one list column" if layout.kind == "list" else f"{layout.d} numeric columns"

@@ -229,7 +229,7 @@ def _read_points(path: str) -> np.ndarray:
     """Every row of a public file of vectors (the points of ``hull:FILE``), as one array."""
     from ldpcli.io import open_vectors
 
-    with open_vectors(path, writable=False) as reader:
+    with open_vectors(path, writable=False, offer_no_header=False) as reader:
         rows = [np.array(batch.values, dtype=np.float64) for batch in reader]
     points = np.concatenate(rows) if rows else np.empty((0, 0))
     if points.shape[0] == 0:

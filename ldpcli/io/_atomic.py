@@ -422,14 +422,16 @@ def _sync(file: BinaryIO) -> None:
 
 
 def _publish(
-    temp: Path, target: Path, label: str, overwrite: bool, on_published: Callable[[], None] | None = None
+    temp: Path, target: Path, label: str, overwrite: bool, on_published: Callable[[], None] | None = None,
+    *, sync: bool = True,
 ) -> None:
     """Give the finished temporary file its final permissions and rename it onto ``target``.
 
     Without ``overwrite`` the rename happens only if ``target`` does not exist, checked atomically
     at the rename itself (:func:`_place_new`), so of two runs publishing one name, one fails.
     ``on_published`` runs together with the rename (signals held back), so a caller interrupted
-    right after it still knows that ``target`` now holds the new file.
+    right after it still knows that ``target`` now holds the new file. ``sync=False`` leaves the
+    directory's fsync to the caller (a publication of several files syncs each directory once).
     """
     exists = os.path.lexists(target)
     if exists and not overwrite:
@@ -448,7 +450,8 @@ def _publish(
         _LIVE_TEMPORARIES.discard(temp)
         if on_published is not None:
             on_published()
-    _sync_directory(target.parent)
+    if sync:
+        _sync_directory(target.parent)
 
 
 def _umask() -> int:

@@ -65,6 +65,8 @@ class _Choice:
     offer_keep: bool = True
     #: A CSV file without a header row: every line is data, the columns are named f0, f1, ... (pyarrow's names).
     no_header: bool = False
+    #: Whether the caller's user can pass ``no_header`` (``ldp privatize``); a numeric header then names it.
+    offer_no_header: bool = True
 
 
 def _name_option(names: Sequence[str] | None, option: str, label: str) -> tuple[str, ...] | None:

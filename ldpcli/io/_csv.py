@@ -78,7 +78,7 @@ def _open_csv(
     header = not choice.no_header
     schema = _CsvStream(path, label, block, pacsv.ConvertOptions(null_values=_CSV_NULLS), header=header).peek()
     if header:
-        _check_header(label, schema.names)
+        _check_header(label, schema.names, choice.offer_no_header)
     automatic = choice.layout is None and choice.column is None and choice.columns is None
     typed = _numbers_read_as_text(path, label, block, schema, choice.keep, header) if automatic else schema
     if not header and cells is not None:

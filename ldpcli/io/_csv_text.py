@@ -53,15 +53,17 @@ def _parse_numbers(cells: pa.Array, label: str, name: str) -> pa.Array:
         ) from exc
 
 
-def _check_header(label: str, names: Sequence[str]) -> None:
+def _check_header(label: str, names: Sequence[str], offer_no_header: bool = True) -> None:
     """:class:`DataError` for a header whose names are all numbers: a file without a header row, whose
     first row of data pyarrow would take as column names (dropping that row and publishing its values
-    as names). No name is shown: they are a person's values."""
+    as names). No name is shown: they are a person's values. ``no_header`` is named only where the
+    caller's user can pass it (``offer_no_header``)."""
     if names and all(re.match(_NUMBER_CELL, name) for name in names):
+        way = (", or pass `no_header` to read every line as data, with the columns named f0, f1, ..."
+               if offer_no_header else " (this command reads only CSV files with a header row)")
         raise DataError(
             f"{label}: the first line holds only numbers, so it is a row of data, not a header of column "
-            "names; add a header row (e.g. x0,x1,...) as the first line, or pass `no_header` to read every "
-            "line as data, with the columns named f0, f1, ..."
+            f"names; add a header row (e.g. x0,x1,...) as the first line{way}"
         )
 
 

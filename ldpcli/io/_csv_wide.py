@@ -91,7 +91,7 @@ def _open_wide_csv(
             cells = first.rstrip(b"\r\n").decode("utf-8", "replace").split(",")
         names = cells if has_header else [f"f{i}" for i in range(len(cells))]
         if has_header:
-            _check_header(label, names)
+            _check_header(label, names, choice.offer_no_header)
         else:
             _check_no_header(label, cells, names)
         if choice.keep or (choice.layout is not None and choice.layout.keep):

@@ -229,7 +229,7 @@ class Publication:
             except FileExistsError as exc:
                 raise UsageError(f"{move.label}: already exists; pass `overwrite=True` to replace it.") from exc
             return
-        _publish(move.temp, move.target, move.label, move.had_old)
+        _publish(move.temp, move.target, move.label, move.had_old, sync=False)  # synced once, by _place_all
 
 
 def _check_swapped_out(move: _Move, old: Path) -> None:
@@ -365,6 +365,29 @@ def _write_journal(journal: Path, moves: Sequence[_Move]) -> None:
     _sync_directory(journal.parent)
 
 
+#: The directories :func:`sweep_stale` has listed in this run, within :func:`sweeping_once` (else None).
+_SWEPT: set[Path] | None = None
+
+
+@contextlib.contextmanager
+def sweeping_once() -> Iterator[None]:
+    """Within the block, :func:`sweep_stale` lists each directory once: a run of N releases into one
+    directory lists it once, not 2N times (each listing costs O(its entries): quadratic, issue 36).
+    What dead runs left there is swept by the first release; the block's own releases are live, and
+    a run that dies meanwhile beside it leaves litter that the next run sweeps."""
+    global _SWEPT
+    outer, _SWEPT = _SWEPT, (set() if _SWEPT is None else _SWEPT)
+    try:
+        yield
+    finally:
+        _SWEPT = outer
+
+
+def _entries(directory: Path) -> list[str]:
+    """The names in ``directory`` (one listing: what :func:`sweeping_once` saves)."""
+    return os.listdir(directory)
+
+
 def sweep_stale(directory: Path) -> None:
     """Finish what dead ldp runs left in ``directory``: roll back their journals, remove their litter.
 
@@ -374,8 +397,12 @@ def sweep_stale(directory: Path) -> None:
     directories) of this host's dead processes are removed. Anything of a live process, of
     another host, or not named by ldp is left alone.
     """
+    if _SWEPT is not None:
+        if directory in _SWEPT:
+            return
+        _SWEPT.add(directory)
     try:
-        names = os.listdir(directory)
+        names = _entries(directory)
     except OSError:
         return
     stale = [name for name in names if (match := _HIDDEN.match(name)) and match["host"] == HOST_TAG

@@ -37,6 +37,7 @@ def open_vectors(
     skip_invalid: bool = False,
     offer_keep: bool = True,
     no_header: bool = False,
+    offer_no_header: bool = True,
 ) -> VectorReader:
     """Open a Parquet or CSV file of vectors for batch-by-batch reading.
 
@@ -77,6 +78,8 @@ def open_vectors(
     are named ``f0``, ``f1``, … in file order (pyarrow's names for unnamed CSV columns), the names that
     ``columns``, ``keep`` and any output use. A first line whose cells are not numbers where vectors are
     read is then refused as a header (:func:`~ldpcli.io._csv_text._check_no_header`).
+    ``offer_no_header=False`` (a caller whose user has no ``no_header``, like ``ldp answer``): a
+    first line of numbers read as a header is answered with adding a header row alone.
     """
     label = os.fspath(path)
     fmt = get_format(file_format(path))
@@ -104,7 +107,7 @@ def open_vectors(
     target = Path(path)
     choice = _Choice(
         column=column, columns=column_names, keep=keep_names, layout=layout, skip_invalid=skip_invalid,
-        offer_keep=offer_keep, no_header=no_header,
+        offer_keep=offer_keep, no_header=no_header, offer_no_header=offer_no_header,
     )
 
     reader = fmt.open_reader(target, label, choice, BatchRows(batch_rows, memory_bytes, granule))

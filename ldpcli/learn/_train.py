@@ -183,7 +183,7 @@ class _Source:
         else:
             spec = {"column": self.column, "columns": self.columns}
         try:
-            reader = open_vectors(self.path, keep=[self.label], keep_unsafe=True, offer_keep=False,
+            reader = open_vectors(self.path, keep=[self.label], keep_unsafe=True, offer_keep=False, offer_no_header=False,
                                   memory_bytes=max(2**20, self.memory // 8), **spec)
         except UsageError as exc:
             text = exc.template

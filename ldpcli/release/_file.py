@@ -39,7 +39,7 @@ from ldpcli.io import AtomicVectorWriter, VectorLayout, VectorReader, file_forma
 from ldpcli.io import _interrupts as interrupts
 from ldpcli.io._atomic import finished_text
 from ldpcli.io._formats import check_codec, check_local, data_suffix
-from ldpcli.io._publication import Publication, sweep_stale
+from ldpcli.io._publication import Publication, sweep_stale, sweeping_once
 from ldpcli.io._write import check_dtype
 from ldpcli.math._bitgen import require_randomgen
 from ldpcli.mechanisms import Mechanism, MechanismSpec
@@ -326,22 +326,23 @@ def write_file_releases(
     if folder is not None:
         folder.mkdir(exist_ok=True)
     results: list[PrivatizeResult] = []
-    for source, target in zip(sources, targets):
-        try:
-            results.append(write_file_release(
-                source, target, mechanism=mechanism, epsilon=epsilon, norm_bound=norm_bound, options=options,
-                sidecar=sidecar, on_rows=on_rows, on_start=on_start,
-            ))
-        except LdpError as exc:
-            if not results:
-                if folder is not None:  # created above: leave no empty directory behind
-                    with contextlib.suppress(OSError):
-                        folder.rmdir()
-                raise
-            done = ", ".join(os.fspath(result.output) for result in results)
-            were, stay = ("was", "stays") if len(results) == 1 else ("were", "stay")
-            raise type(exc)(f"{exc.template} ({len(results)} of {counted(len(sources), 'input')} {were} privatized before "
-                            f"this one and {stay} released: {done})") from exc
+    with sweeping_once():  # each output directory listed once for the run, not twice per input
+        for source, target in zip(sources, targets):
+            try:
+                results.append(write_file_release(
+                    source, target, mechanism=mechanism, epsilon=epsilon, norm_bound=norm_bound, options=options,
+                    sidecar=sidecar, on_rows=on_rows, on_start=on_start,
+                ))
+            except LdpError as exc:
+                if not results:
+                    if folder is not None:  # created above: leave no empty directory behind
+                        with contextlib.suppress(OSError):
+                            folder.rmdir()
+                    raise
+                done = ", ".join(os.fspath(result.output) for result in results)
+                were, stay = ("was", "stays") if len(results) == 1 else ("were", "stay")
+                raise type(exc)(f"{exc.template} ({len(results)} of {counted(len(sources), 'input')} {were} privatized before "
+                                f"this one and {stay} released: {done})") from exc
     return results
 
 

@@ -74,3 +74,18 @@ def test_no_header_is_refused_for_a_file_with_named_columns(tmp_path: Path) -> N
     pq.write_table(pa.table({"a": [0.1, 0.2]}), source)
     with pytest.raises(UsageError, match="no_header is for CSV files"):
         open_vectors(source, no_header=True)
+
+
+def test_the_numeric_header_refusal_names_no_header_only_where_the_caller_offers_it(tmp_path: Path) -> None:
+    """``ldp answer``, ``ldp audit``, ``ldp train`` and ``hull:FILE`` read CSV files with no
+    ``--no-header``: their refusal says to add a header row, and names no flag they lack."""
+    source = tmp_path / "x.csv"
+    write_headerless(source, 9, 3, seed=2, scale=0.5)
+    with pytest.raises(DataError, match="add a header row") as caught:
+        open_vectors(source, offer_no_header=False)
+    assert "no_header" not in caught.value.render(lambda name: "--" + name.replace("_", "-"))
+    wide = tmp_path / "wide.csv"
+    write_headerless(wide, 3, 5000, seed=2, scale=0.01)  # the wide CSV reader's own check
+    with pytest.raises(DataError, match="add a header row") as caught:
+        open_vectors(wide, offer_no_header=False)
+    assert "no_header" not in str(caught.value)
