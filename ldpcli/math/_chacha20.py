@@ -53,8 +53,8 @@ grid and the < 1 ulp error of exp/log in the rare wedge and tail tests).
 - :func:`stream_words` (key, rows, count, stream=) → (n, count) uint64 words of positions 0..count−1;
 - :func:`stream_uniforms` (key, rows, count, stream=) → (n, count) doubles in [0, 1);
 - :func:`stream_normals` (key, rows, count, stream=) → (n, count) standard normals;
-- :func:`normals` and :func:`uniforms`: the same, by the compiled kernel when :mod:`ldpcli.math._kernels`
-  chooses numba (imported on first use), else by this reference: the same bits either way.
+- :func:`ldpcli.math._stream.normals` and :func:`ldpcli.math._stream.uniforms`: the same, by the compiled kernel
+  when :mod:`ldpcli.math._kernels` chooses numba, else by this reference: the same bits either way.
 """
 
 from __future__ import annotations
@@ -67,7 +67,6 @@ from typing import NamedTuple, TypeVar
 import numpy as np
 
 from ldpcli.math._bitgen import KEY_BYTES, _encode
-from ldpcli.math._kernels import kernel_name
 
 #: "expand 32-byte k" as four little-endian words (RFC 8439 §2.3).
 CONSTANTS = np.array([0x61707865, 0x3320646E, 0x79622D32, 0x6B206574], dtype=np.uint32)
@@ -353,20 +352,3 @@ def stream_normals(
         out[miss_row, miss_pos] = _resolve(words[miss_row, miss_pos], extras, z)
     return out
 
-
-def normals(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
-    """:func:`stream_normals` by the kernel :func:`ldpcli.math._kernels.kernel_name` chooses (numba or this reference)."""
-    if kernel_name() == "numba":
-        from ldpcli.math import _chacha20_numba
-
-        return _chacha20_numba.normals(key, rows, count, stream=stream)
-    return stream_normals(key, rows, count, stream=stream)
-
-
-def uniforms(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
-    """:func:`stream_uniforms` by the kernel :func:`ldpcli.math._kernels.kernel_name` chooses."""
-    if kernel_name() == "numba":
-        from ldpcli.math import _chacha20_numba
-
-        return _chacha20_numba.uniforms(key, rows, count, stream=stream)
-    return stream_uniforms(key, rows, count, stream=stream)
