@@ -12,7 +12,10 @@ from pathlib import Path
 
 from helpers import ledger_document, unit_rows, write_list
 
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._engines import DaskEngine, EngineDescription, describe_engine
 from ldpcli.release._file import write_file_release
+from ldpcli.release._inputs import MANIFEST_NAME
 from ldpcli.release._ledger import Ledger
 from ldpcli.release._options import Budget, ReleaseOptions
 from ldpcli.release._shuffle_claim import ShuffleClaim
@@ -45,3 +48,14 @@ def test_the_claim_record_has_the_schema_properties_of_release_shuffled() -> Non
     assert fields == RECORDED_KEYS
     assert set(fields) == set(section["properties"])
     assert set(section["required"]) <= set(fields)
+
+
+def test_a_dataset_release_describes_its_engine_with_one_typed_record(tmp_path: Path) -> None:
+    source = write_list(tmp_path / "in.parquet", unit_rows(300, 4, seed=2))
+    result = write_dataset_release([source], tmp_path / "out", engine=None, epsilon=3.0, options=ReleaseOptions(seed=1))
+    assert result.engine == EngineDescription("local") and result.engine.to_dict() == {"name": "local"}
+    recorded = json.loads((tmp_path / "out" / MANIFEST_NAME).read_text())["engine"]
+    assert recorded == result.engine.to_dict() and result.summary()["engine"] == recorded
+    dask = describe_engine(DaskEngine("threads")).to_dict()  # a Dask engine's: the name, then the scheduler
+    assert list(dask) == ["name", "scheduler"] and dask == {"name": "dask", "scheduler": "threads"}
+    assert describe_engine(DaskEngine("tcp://10.0.0.7:8786")).to_dict() == {"name": "dask", "scheduler": "distributed"}
