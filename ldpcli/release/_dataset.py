@@ -465,7 +465,7 @@ def write_dataset_sidecars(parts: _Parts, release: Calibrated, layout: VectorLay
         content = build_sidecar(
             mech, n=result.rows, layout=layout, data_path=file, sha256=result.sha256,
             reproducible=options.seed is not None, dtype=result.dtype, warnings=release.warnings,
-            input_tag=tags[result.task.input_index] if tags else None, reconstruction=release.risk, part=part,
+            input_tag=tags[result.task.input_index] if tags else None, reconstruction=None if release.risk is None else release.risk.to_dict(), part=part,
             created=created, row_sketch=_part_sketch(result.task, parts.reads, parts.row_digest), rng=options.rng,
         )
         write_sidecar(sidecar_path(file), signed(content, signer))

@@ -20,6 +20,8 @@ from ldpcli.release._ledger import Ledger
 from ldpcli.release._options import Budget, ReleaseOptions
 from ldpcli.release._shuffle_claim import ShuffleClaim
 from ldpcli.release._sidecar import load_sidecar, sidecar_schema
+from ldpcli.release._steps import calibrate
+from ldpcli.risk._section import ReconstructionSection
 
 #: ``release.shuffled``'s keys as the writer has always emitted them, in order (the sidecar is hashed and signed).
 RECORDED_KEYS = ["n", "delta", "epsilon_local", "epsilon_central_upper", "epsilon_central_lower",
@@ -59,3 +61,24 @@ def test_a_dataset_release_describes_its_engine_with_one_typed_record(tmp_path: 
     dask = describe_engine(DaskEngine("threads")).to_dict()  # a Dask engine's: the name, then the scheduler
     assert list(dask) == ["name", "scheduler"] and dask == {"name": "dask", "scheduler": "threads"}
     assert describe_engine(DaskEngine("tcp://10.0.0.7:8786")).to_dict() == {"name": "dask", "scheduler": "distributed"}
+
+
+#: ``reconstruction``'s keys as the writer has always emitted them, in order.
+RECONSTRUCTION_KEYS = ["target", "k", "rho0", "a", "threshold", "levels"]
+
+
+def test_a_release_calibrates_one_typed_reconstruction_section_and_writes_its_dict(tmp_path: Path) -> None:
+    source = write_list(tmp_path / "in.parquet", unit_rows(200, 5, seed=4))
+    result = write_file_release(source, tmp_path / "out.parquet", epsilon=2.0, options=ReleaseOptions(seed=2))
+    risk = calibrate(result.mechanism.spec, result.layout, forced=None, options=ReleaseOptions(seed=2), source=source).risk
+    assert isinstance(risk, ReconstructionSection) and risk.k == 5
+    assert ReconstructionSection.from_dict(risk.to_dict()) == risk  # the round trip
+    recorded = json.loads((tmp_path / "out.parquet.ldp.json").read_text())["reconstruction"]
+    assert list(recorded) == RECONSTRUCTION_KEYS and recorded == risk.to_dict()
+
+
+def test_the_reconstruction_record_has_the_schema_properties_of_reconstruction() -> None:
+    section = sidecar_schema()["properties"]["reconstruction"]
+    fields = [field.name for field in dataclasses.fields(ReconstructionSection)]
+    assert fields == RECONSTRUCTION_KEYS and set(fields) == set(section["properties"])
+    assert set(section["required"]) <= set(fields)
