@@ -69,7 +69,7 @@ from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms._composition import ReleaseCost
 from ldpcli.release._batches import Privatizer, run_batches
 from ldpcli.release._commit import Commit
-from ldpcli.release._engines import DaskEngine, LocalEngine, describe_engine, run_all
+from ldpcli.release._engines import DaskEngine, EngineDescription, LocalEngine, describe_engine, run_all
 from ldpcli.release._file import check_threads, ledger_entry, release_checks, released_input_warning
 from ldpcli.release._inputs import (
     MANIFEST_FORMAT,
@@ -191,7 +191,7 @@ class DatasetResult:
     mechanism: Mechanism
     layout: VectorLayout
     reproducible: bool
-    engine: dict[str, Any]
+    engine: EngineDescription
     #: What the release spent on each row (:func:`ldpcli.mechanisms._composition.release_cost`), computed once.
     cost: ReleaseCost
     #: Statistics of the raw data, for the operator only (never in a sidecar or the manifest).
@@ -211,7 +211,7 @@ class DatasetResult:
                           "expected_error_max": mech.expected_error_max},
             "epsilon_asked": cost.epsilon, "epsilon_spent": cost.epsilon_exact,
             "expected_error_mean": mech.expected_error_mean(self.n), "layout": self.layout.to_dict(),
-            "reproducible": self.reproducible, "engine": self.engine,
+            "reproducible": self.reproducible, "engine": self.engine.to_dict(),
             "warnings": [python_text(text) for text in self.warnings],
             "n_clipped": self.n_clipped, "n_skipped": self.n_skipped, "dropped_columns": list(self.dropped_columns),
         }
@@ -465,7 +465,7 @@ def write_dataset_sidecars(parts: _Parts, release: Calibrated, layout: VectorLay
         content = build_sidecar(
             mech, n=result.rows, layout=layout, data_path=file, sha256=result.sha256,
             reproducible=options.seed is not None, dtype=result.dtype, warnings=release.warnings,
-            input_tag=tags[result.task.input_index] if tags else None, reconstruction=release.risk, part=part,
+            input_tag=tags[result.task.input_index] if tags else None, reconstruction=None if release.risk is None else release.risk.to_dict(), part=part,
             created=created, row_sketch=_part_sketch(result.task, parts.reads, parts.row_digest), rng=options.rng,
         )
         write_sidecar(sidecar_path(file), signed(content, signer))
@@ -473,7 +473,7 @@ def write_dataset_sidecars(parts: _Parts, release: Calibrated, layout: VectorLay
     LocalEngine(threads).map(write_part, range(len(kept)))
     manifest = {
         "format": MANIFEST_FORMAT, "schema_version": 1, "tool": {"name": "ldp", "version": __version__},
-        "dataset": parts.dataset, "created": created, "engine": describe_engine(engine),
+        "dataset": parts.dataset, "created": created, "engine": describe_engine(engine).to_dict(),
         "mechanism": {"spec": mech.spec.to_dict(), "d": mech.d, "epsilon_exact": mech.epsilon_exact},
         "inputs": inputs, "rows": sum(r.rows for r in kept),
         "parts": [{"file": file.name, "rows": r.rows, "sha256": r.sha256, "input": r.task.input_index}

@@ -193,8 +193,22 @@ def run_all(engine: DaskEngine | LocalEngine | None, fn: Callable[[T], R], items
     return engine.map(fn, items)
 
 
-def describe_engine(engine: DaskEngine | None) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class EngineDescription:
+    """What a dataset release records about the engine that wrote it (the manifest's ``engine``,
+    ``DatasetResult.engine``: :meth:`to_dict`): its name, ``local`` or ``dask``, and a Dask engine's
+    scheduler, one of :data:`LOCAL_SCHEDULERS` or ``distributed`` (never an address: it may name a private host)."""
+
+    name: str
+    scheduler: str | None = None
+
+    def to_dict(self) -> dict[str, str]:
+        """The JSON record, ``{"name": ...}`` and a Dask engine's ``"scheduler"`` after it."""
+        return {"name": self.name} if self.scheduler is None else {"name": self.name, "scheduler": self.scheduler}
+
+
+def describe_engine(engine: DaskEngine | None) -> EngineDescription:
     """What the manifest records about the engine (no address: it may name a private host)."""
     if engine is None:
-        return {"name": "local"}
-    return {"name": "dask", "scheduler": engine.scheduler if engine.scheduler in LOCAL_SCHEDULERS else "distributed"}
+        return EngineDescription("local")
+    return EngineDescription("dask", engine.scheduler if engine.scheduler in LOCAL_SCHEDULERS else "distributed")

@@ -28,7 +28,7 @@ from ldpcli.release._safety import release_warnings
 from ldpcli.release._shuffle_claim import read_shuffle_claim
 from ldpcli.release._sidecar import SCHEMA_VERSION, Sidecar
 from ldpcli.release._signing import Signer
-from ldpcli.risk._section import reconstruction
+from ldpcli.risk._section import ReconstructionSection, reconstruction
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,8 @@ class Calibrated:
     cost: ReleaseCost
     #: The output's layout (the input's, with its copies side by side).
     layout: VectorLayout
-    #: The sidecar's reconstruction section (:func:`ldpcli.risk._section.reconstruction`).
-    risk: dict[str, Any] | None
+    #: The sidecar's reconstruction section (:func:`ldpcli.risk._section.reconstruction`; written as its ``to_dict()``).
+    risk: ReconstructionSection | None
     #: The sentences the sidecar records (:func:`ldpcli.release._safety.release_warnings`).
     warnings: tuple[str, ...]
     #: The notes of binding the spec to the columns, for the operator only.
@@ -66,8 +66,9 @@ def calibrate(spec: MechanismSpec, layout: VectorLayout, *, forced: str | None, 
         out = layout.with_copies(copies)
     except ValueError as exc:
         raise UsageError(f"{source}: `copies` {copies}: {exc}; rename that column") from exc
-    risk = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies,
-                          threshold=options.risk.threshold)
+    section = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies,
+                             threshold=options.risk.threshold)
+    risk = None if section is None else ReconstructionSection.from_dict(section)
     recorded = release_warnings(mech, layout.keep, forced, options.warnings, copies)
     return Calibrated(bound_spec, mech, release_cost(mech, copies=copies), out, risk, recorded, tuple(notes))
 

@@ -12,6 +12,7 @@ most the threshold, "at risk" above it, "no guarantee" where the bound reaches 1
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ldpcli.mechanisms import Mechanism
@@ -23,6 +24,30 @@ from ldpcli.risk._diffuse import DEFAULT_THRESHOLD, STANDARD_A, TARGET, check_th
 RISK_NAMES: Mapping[str, str] = {
     "k": "risk_k", "a": "risk_a", "rho0": "risk_rho0", "d": "d", "threshold": "risk_threshold",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class ReconstructionSection:
+    """The reconstruction section as a record (``Calibrated.risk``; the sidecar's ``reconstruction`` is its
+    :meth:`to_dict`): the target, k, ρ0, the accuracies a, the threshold, and per privacy level its name,
+    ε, scope and bounds (:func:`reconstruction_for` says what each is; the levels stay JSON objects)."""
+
+    target: str
+    k: int
+    rho0: float
+    a: tuple[float, ...]
+    threshold: float
+    levels: tuple[dict[str, Any], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON section, its keys in this order: ``from_dict(to_dict())`` is the record."""
+        return {"target": self.target, "k": self.k, "rho0": self.rho0, "a": list(self.a),
+                "threshold": self.threshold, "levels": list(self.levels)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReconstructionSection:
+        """The record of a section :meth:`to_dict` (or :func:`reconstruction_for`) wrote."""
+        return cls(data["target"], data["k"], data["rho0"], tuple(data["a"]), data["threshold"], tuple(data["levels"]))
 
 
 def reconstruction_for(
@@ -49,7 +74,7 @@ def reconstruction_for(
         ]
         out.append({"name": level.name, "epsilon": level.epsilon, "applies": level.applies,
                     "conservative": level.conservative, "bounds": bounds})
-    return {"target": TARGET, "k": k, "rho0": rho0, "a": accuracies, "threshold": threshold, "levels": out}
+    return ReconstructionSection(TARGET, k, rho0, tuple(accuracies), threshold, tuple(out)).to_dict()
 
 
 def reconstruction(

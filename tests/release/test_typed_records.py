@@ -12,11 +12,16 @@ from pathlib import Path
 
 from helpers import ledger_document, unit_rows, write_list
 
+from ldpcli.release._dataset import write_dataset_release
+from ldpcli.release._engines import DaskEngine, EngineDescription, describe_engine
 from ldpcli.release._file import write_file_release
+from ldpcli.release._inputs import MANIFEST_NAME
 from ldpcli.release._ledger import Ledger
 from ldpcli.release._options import Budget, ReleaseOptions
 from ldpcli.release._shuffle_claim import ShuffleClaim
 from ldpcli.release._sidecar import load_sidecar, sidecar_schema
+from ldpcli.release._steps import calibrate
+from ldpcli.risk._section import ReconstructionSection
 
 #: ``release.shuffled``'s keys as the writer has always emitted them, in order (the sidecar is hashed and signed).
 RECORDED_KEYS = ["n", "delta", "epsilon_local", "epsilon_central_upper", "epsilon_central_lower",
@@ -44,4 +49,36 @@ def test_the_claim_record_has_the_schema_properties_of_release_shuffled() -> Non
     fields = [field.name for field in dataclasses.fields(ShuffleClaim)]
     assert fields == RECORDED_KEYS
     assert set(fields) == set(section["properties"])
+    assert set(section["required"]) <= set(fields)
+
+
+def test_a_dataset_release_describes_its_engine_with_one_typed_record(tmp_path: Path) -> None:
+    source = write_list(tmp_path / "in.parquet", unit_rows(300, 4, seed=2))
+    result = write_dataset_release([source], tmp_path / "out", engine=None, epsilon=3.0, options=ReleaseOptions(seed=1))
+    assert result.engine == EngineDescription("local") and result.engine.to_dict() == {"name": "local"}
+    recorded = json.loads((tmp_path / "out" / MANIFEST_NAME).read_text())["engine"]
+    assert recorded == result.engine.to_dict() and result.summary()["engine"] == recorded
+    dask = describe_engine(DaskEngine("threads")).to_dict()  # a Dask engine's: the name, then the scheduler
+    assert list(dask) == ["name", "scheduler"] and dask == {"name": "dask", "scheduler": "threads"}
+    assert describe_engine(DaskEngine("tcp://10.0.0.7:8786")).to_dict() == {"name": "dask", "scheduler": "distributed"}
+
+
+#: ``reconstruction``'s keys as the writer has always emitted them, in order.
+RECONSTRUCTION_KEYS = ["target", "k", "rho0", "a", "threshold", "levels"]
+
+
+def test_a_release_calibrates_one_typed_reconstruction_section_and_writes_its_dict(tmp_path: Path) -> None:
+    source = write_list(tmp_path / "in.parquet", unit_rows(200, 5, seed=4))
+    result = write_file_release(source, tmp_path / "out.parquet", epsilon=2.0, options=ReleaseOptions(seed=2))
+    risk = calibrate(result.mechanism.spec, result.layout, forced=None, options=ReleaseOptions(seed=2), source=source).risk
+    assert isinstance(risk, ReconstructionSection) and risk.k == 5
+    assert ReconstructionSection.from_dict(risk.to_dict()) == risk  # the round trip
+    recorded = json.loads((tmp_path / "out.parquet.ldp.json").read_text())["reconstruction"]
+    assert list(recorded) == RECONSTRUCTION_KEYS and recorded == risk.to_dict()
+
+
+def test_the_reconstruction_record_has_the_schema_properties_of_reconstruction() -> None:
+    section = sidecar_schema()["properties"]["reconstruction"]
+    fields = [field.name for field in dataclasses.fields(ReconstructionSection)]
+    assert fields == RECONSTRUCTION_KEYS and set(fields) == set(section["properties"])
     assert set(section["required"]) <= set(fields)
