@@ -372,7 +372,7 @@ _SWEPT: set[Path] | None = None
 @contextlib.contextmanager
 def sweeping_once() -> Iterator[None]:
     """Within the block, :func:`sweep_stale` lists each directory once: a run of N releases into one
-    directory lists it once, not 2N times (each listing costs O(its entries): quadratic, issue 36).
+    directory lists it once, not 2N times (each listing costs O(its entries), so 2N listings are quadratic).
     What dead runs left there is swept by the first release; the block's own releases are live, and
     a run that dies meanwhile beside it leaves litter that the next run sweeps."""
     global _SWEPT
