@@ -19,6 +19,7 @@ Standard library only (no pyarrow).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import re
@@ -365,8 +366,9 @@ def _write_journal(journal: Path, moves: Sequence[_Move]) -> None:
     _sync_directory(journal.parent)
 
 
-#: The directories :func:`sweep_stale` has listed in this run, within :func:`sweeping_once` (else None).
-_SWEPT: set[Path] | None = None
+#: The directories :func:`sweep_stale` has listed in this run, within :func:`sweeping_once` (else None); a
+#: context variable, so a release on another thread (or a Dask task) keeps its own sweep.
+_SWEPT: contextvars.ContextVar[set[Path] | None] = contextvars.ContextVar("ldp_swept", default=None)
 
 
 @contextlib.contextmanager
@@ -375,12 +377,11 @@ def sweeping_once() -> Iterator[None]:
     directory lists it once, not 2N times (each listing costs O(its entries), so 2N listings are quadratic).
     What dead runs left there is swept by the first release; the block's own releases are live, and
     a run that dies meanwhile beside it leaves litter that the next run sweeps."""
-    global _SWEPT
-    outer, _SWEPT = _SWEPT, (set() if _SWEPT is None else _SWEPT)
+    token = _SWEPT.set(_SWEPT.get() if _SWEPT.get() is not None else set())
     try:
         yield
     finally:
-        _SWEPT = outer
+        _SWEPT.reset(token)
 
 
 def _entries(directory: Path) -> list[str]:
@@ -397,10 +398,11 @@ def sweep_stale(directory: Path) -> None:
     directories) of this host's dead processes are removed. Anything of a live process, of
     another host, or not named by ldp is left alone.
     """
-    if _SWEPT is not None:
-        if directory in _SWEPT:
+    swept = _SWEPT.get()
+    if swept is not None:
+        if directory in swept:
             return
-        _SWEPT.add(directory)
+        swept.add(directory)
     try:
         names = _entries(directory)
     except OSError:
