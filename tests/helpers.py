@@ -2,8 +2,9 @@
 
 - ``bonferroni_z``: the one critical z of the Monte Carlo mean tests;
 - ``ldp``: the command line in process, through one typer ``CliRunner``; ``ldp_process``: in a process
-  of its own, as a user runs it (``LDP``, the console script; or ``python -m ldpcli``); ``ldp_without``: in
-  a subprocess where an optional package cannot be imported;
+  of its own, as a user runs it (``LDP``, the console script; or ``python -m ldpcli``); ``ldp_peak_memory``:
+  the same, with that process's peak memory; ``ldp_without``: in a subprocess where an optional package
+  cannot be imported;
 - the (d, ε) grids the mechanism and audit tests sweep;
 - ``unit_rows``, ``write_list`` and ``read_list``: rows on the sphere, and Parquet files that hold
   them as one fixed-size list column;
@@ -19,6 +20,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -108,10 +111,38 @@ def ldp_process(*args: Any, env: Mapping[str, str] | None = None, timeout: float
     ``str``; stdout and stderr captured (``text=False``: as bytes); this test's environment (its own ledger,
     conftest's scratch home) plus ``env``, with this checkout first on ``PYTHONPATH``; ``input`` on stdin;
     never checked (the test reads ``returncode``). One helper, so every test starts ldp the same way."""
+    command, environment = _ldp_command(args, env, module)
+    return subprocess.run(command, capture_output=True, text=text, timeout=timeout, cwd=cwd, input=input,
+                          env=environment, check=False)
+
+
+def ldp_peak_memory(*args: Any, env: Mapping[str, str] | None = None,
+                    timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], int]:
+    """:func:`ldp_process` (the same command and environment; stdout and stderr as text), and the peak
+    resident memory of that process alone, in bytes: its own usage, from ``os.wait4``, where
+    ``getrusage(RUSAGE_CHILDREN)`` would report the largest child this test process ever had. Killed past
+    ``timeout`` seconds (then its return code is -9)."""
+    command, environment = _ldp_command(args, env, module=False)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, env=environment)
+        timer = threading.Timer(timeout, process.kill)
+        timer.start()
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        finally:
+            timer.cancel()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        run = subprocess.CompletedProcess(command, process.returncode, out.read().decode(), err.read().decode())
+    return run, usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+
+
+def _ldp_command(args: tuple[Any, ...], env: Mapping[str, str] | None, module: bool) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of :func:`ldp_process`."""
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     command = [*(LDP_MODULE if module else (LDP,)), *map(str, args)]
-    return subprocess.run(command, capture_output=True, text=text, timeout=timeout, cwd=cwd, input=input,
-                          env={**os.environ, "PYTHONPATH": path, **(env or {})}, check=False)
+    return command, {**os.environ, "PYTHONPATH": path, **(env or {})}
 
 
 def ldp_without(package: str | tuple[str, ...], *args: Any, ledger: Path) -> subprocess.CompletedProcess[str]:

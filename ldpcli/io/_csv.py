@@ -1,5 +1,7 @@
 """CSV: reading with pyarrow's streaming CSV reader (block by block, never the whole file) and
-writing with ``CSVWriter``; registered for ``.csv``.
+writing with ``CSVWriter``; registered for ``.csv``. Files of thousands of columns are read by
+:mod:`ldpcli.io._csv_wide` and written by :mod:`ldpcli.io._csv_wide_write`, in memory that does not
+grow by the column.
 
 A CSV file holds one column per coordinate, so it cannot hold a list layout nor nested keep
 columns (:func:`_check_holds`). Every pyarrow CSV failure becomes a one-line message naming the
@@ -38,6 +40,7 @@ from ldpcli.io._csv_text import (
     _first_cells,
     _parse_numbers,
 )
+from ldpcli.io._csv_wide_write import open_wide_writer
 from ldpcli.io._formats import compression_of, not_text, register_format
 from ldpcli.io._layout import VectorLayout
 from ldpcli.io._messages import _no_rows, _reason
@@ -350,4 +353,4 @@ def _open_writer(
     return pacsv.CSVWriter(sink, schema)
 
 
-register_format("csv", (".csv",), _open_csv, _open_writer, check_output=_check_holds)
+register_format("csv", (".csv",), _open_csv, _open_writer, check_output=_check_holds, values_encoder=open_wide_writer)

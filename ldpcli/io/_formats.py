@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from ldpcli.errors import UsageError
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
 
     from ldpcli.io._atomic import Sink
@@ -60,6 +61,26 @@ class Encoder(Protocol):
     ) -> TableEncoder: ...
 
 
+class ValuesEncoder(Protocol):
+    """Writes a vector file's batches into a sink straight from their values: ``values`` of shape
+    (rows, width), one column per coordinate, and the kept columns as a table (None without any)."""
+
+    def write_values(self, values: np.ndarray, keep: pa.Table | None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class WideEncoder(Protocol):
+    """Start encoding a vector file laid out by ``layout`` (its kept columns, of ``keep_schema``, then a
+    column per coordinate) into ``sink`` from its values, or return None to leave it to the format's
+    :class:`Encoder`: a table of one Arrow array per column, and its schema, cost memory by the column,
+    which a format writing thousands of columns (CSV) avoids this way."""
+
+    def __call__(
+        self, sink: pa.NativeFile, layout: VectorLayout, keep_schema: pa.Schema | None
+    ) -> ValuesEncoder | None: ...
+
+
 class OutputCheck(Protocol):
     """:class:`UsageError` naming ``label`` if the format cannot hold this layout or keep schema."""
 
@@ -71,7 +92,9 @@ class Format:
     """A file format: its name, the file suffixes (lower case) that select it, and how it is
     read and written. ``check_output``, if any, refuses outputs the format cannot hold.
     ``codecs``: the compression codecs its writer applies inside the file, the default first;
-    empty for a format compressed only as a whole stream, by its suffix (``.csv.gz``)."""
+    empty for a format compressed only as a whole stream, by its suffix (``.csv.gz``).
+    ``values_encoder``, if any, writes the vector files it accepts from their values
+    (:class:`WideEncoder`), the others being written by ``encoder``."""
 
     name: str
     suffixes: tuple[str, ...]
@@ -79,6 +102,7 @@ class Format:
     encoder: Encoder
     check_output: OutputCheck | None = None
     codecs: tuple[str, ...] = ()
+    values_encoder: WideEncoder | None = None
 
 
 _FORMATS: dict[str, Format] = {}
@@ -92,13 +116,15 @@ def register_format(
     *,
     check_output: OutputCheck | None = None,
     codecs: Iterable[str] = (),
+    values_encoder: WideEncoder | None = None,
 ) -> Format:
     """Register a format for files whose suffix (any case) is one of ``suffixes``, e.g. ``".csv"``;
-    ``codecs`` as in :class:`Format`.
+    ``codecs`` and ``values_encoder`` as in :class:`Format`.
 
     :class:`ValueError` if the name or a suffix is already registered.
     """
-    fmt = Format(name, tuple(suffix.lower() for suffix in suffixes), open_reader, encoder, check_output, tuple(codecs))
+    fmt = Format(name, tuple(suffix.lower() for suffix in suffixes), open_reader, encoder, check_output, tuple(codecs),
+                 values_encoder)
     if name in _FORMATS:
         raise ValueError(f"format {name!r} is already registered")
     for other in _FORMATS.values():

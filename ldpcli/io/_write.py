@@ -123,7 +123,7 @@ class VectorWriter:
         self._sink = sink
         self._label = sink.label
         self._keep_schema = keep_schema
-        self._encoder: formats.TableEncoder | None = None
+        self._encoder: _Streamed | None = None
         self._state = "open"
 
     def __enter__(self) -> VectorWriter:
@@ -147,7 +147,7 @@ class VectorWriter:
         float32 range is a :class:`UsageError` (write float64 instead).
         """
         self._check_open()
-        d, width = self.layout.d, self.layout.width
+        width = self.layout.width
         if not isinstance(values, np.ndarray):
             raise ValueError(f"values must be a numpy array, got {type(values).__name__}")
         if values.dtype != np.float64 or values.ndim != 2 or values.shape[1] != width:
@@ -157,25 +157,14 @@ class VectorWriter:
         keep_table = self._keep_table(keep, values.shape[0])
         if self.dtype == "float32":
             values = self._float32(values)
-        arrays: list[pa.Array | pa.ChunkedArray] = list(keep_table.columns) if keep_table is not None else []
-        if self.layout.kind == "list" and self.layout.copies == 1:
-            flat = pa.array(np.ascontiguousarray(values).reshape(-1))
-            arrays.append(pa.FixedSizeListArray.from_arrays(flat, d))
-        elif self.layout.kind == "list":
-            for copy in range(self.layout.copies):
-                flat = pa.array(np.ascontiguousarray(values[:, copy * d: (copy + 1) * d]).reshape(-1))
-                arrays.append(pa.FixedSizeListArray.from_arrays(flat, d))
-        else:
-            arrays.extend(pa.array(column) for column in np.ascontiguousarray(values.T))
-        table = pa.Table.from_arrays(arrays, schema=self._schema())
         try:
             if self._encoder is None:
-                self._encoder = self._open_encoder(table.schema)
-            if table.num_rows:
-                self._encoder.write_table(table)
+                self._encoder = self._open_encoder()
+            if values.shape[0]:
+                self._encoder.write_values(values, keep_table)
         except _ArrowFailure as exc:
             raise _encode_failed(self._label, exc) from exc
-        self.rows_written += table.num_rows
+        self.rows_written += values.shape[0]
 
     def commit(self) -> None:
         """Finish the encoding and commit the sink (for a file: flush it and rename it onto its path)."""
@@ -190,7 +179,7 @@ class VectorWriter:
         """Close the encoder, then ``complete`` the sink; discard everything on failure."""
         self._check_open()
         try:
-            encoder = self._encoder if self._encoder is not None else self._open_encoder(self._schema())
+            encoder = self._encoder if self._encoder is not None else self._open_encoder()
             self._encoder = None
             encoder.close()
             complete()
@@ -261,14 +250,48 @@ class VectorWriter:
             fields.extend(pa.field(name, value_type) for name in self.layout.columns)
         return pa.schema(fields)
 
-    def _open_encoder(self, schema: pa.Schema) -> formats.TableEncoder:
-        """The format's pyarrow writer, writing into the sink through a buffer (and the compressor,
-        if any): a Parquet file of d columns makes two small writes per column and batch, each a
-        call into Python and a hash update, so unbuffered they cost more than the encoding."""
+    def _open_encoder(self) -> _Streamed:
+        """The format's writer, writing into the sink through a buffer (and the compressor, if any):
+        a Parquet file of d columns makes two small writes per column and batch, each a call into
+        Python and a hash update, so unbuffered they cost more than the encoding. The format's
+        values encoder where it takes this file (a wide CSV), else its pyarrow writer of tables."""
         stream: pa.NativeFile = pa.BufferedOutputStream(pa.PythonFile(self._sink, mode="w"), _WRITE_BUFFER)
         if self._compression is not None:
             stream = pa.CompressedOutputStream(stream, self._compression)
-        return _Streamed(self._format.encoder(stream, schema, self.layout, self._codec), stream)
+        direct = self._format.values_encoder
+        encoder = direct(stream, self.layout, self._keep_schema) if direct is not None else None
+        if encoder is None:
+            schema = self._schema()
+            encoder = _Tables(self._format.encoder(stream, schema, self.layout, self._codec), schema, self.layout)
+        return _Streamed(encoder, stream)
+
+
+@dataclass
+class _Tables:
+    """A format's writer of Arrow tables, handed each batch as a table of ``schema``: the kept columns,
+    then one list column per copy (a list layout) or one column per coordinate."""
+
+    encoder: formats.TableEncoder
+    schema: pa.Schema
+    layout: VectorLayout
+
+    def write_values(self, values: np.ndarray, keep: pa.Table | None) -> None:
+        """Write one batch (``values``: rows × width, ``keep``: its kept columns, or None)."""
+        d = self.layout.d
+        arrays: list[pa.Array | pa.ChunkedArray] = list(keep.columns) if keep is not None else []
+        if self.layout.kind == "list" and self.layout.copies == 1:
+            flat = pa.array(np.ascontiguousarray(values).reshape(-1))
+            arrays.append(pa.FixedSizeListArray.from_arrays(flat, d))
+        elif self.layout.kind == "list":
+            for copy in range(self.layout.copies):
+                flat = pa.array(np.ascontiguousarray(values[:, copy * d: (copy + 1) * d]).reshape(-1))
+                arrays.append(pa.FixedSizeListArray.from_arrays(flat, d))
+        else:
+            arrays.extend(pa.array(column) for column in np.ascontiguousarray(values.T))
+        self.encoder.write_table(pa.Table.from_arrays(arrays, schema=self.schema))
+
+    def close(self) -> None:
+        self.encoder.close()
 
 
 @dataclass
@@ -277,11 +300,11 @@ class _Streamed:
     both, flushing the stream into the sink (whose own close does nothing: the sink is committed or
     discarded after)."""
 
-    encoder: formats.TableEncoder
+    encoder: formats.ValuesEncoder
     stream: pa.NativeFile
 
-    def write_table(self, table: pa.Table) -> None:
-        self.encoder.write_table(table)
+    def write_values(self, values: np.ndarray, keep: pa.Table | None) -> None:
+        self.encoder.write_values(values, keep)
 
     def close(self) -> None:
         try:
