@@ -38,7 +38,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -54,6 +53,7 @@ from ldpcli.learn._losses import Loss
 from ldpcli.learn._sgd import Iterate, StepRule
 from ldpcli.math._domains import L2_BALL
 from ldpcli.mechanisms._base import Mechanism
+from ldpcli.release._central_claim import CentralTrainingClaim
 from ldpcli.release._randomness import randomness_record
 
 #: δ of the central claim unless given: Bhowmick et al.'s (Sec. 5), below 1/N for any N < 10⁹.
@@ -170,18 +170,19 @@ class CentralLayer:
                 f"accountant (the claim; an upper bound) and (ε = {a.epsilon_rdp:.4g}, δ = {a.delta:g}) by the RDP "
                 f"accountant (a looser upper bound), for {NEIGHBOURING} neighbours. It protects against {PROTECTS_AGAINST}.")
 
-    def section(self, rows: int, *, seeded: bool) -> dict[str, Any]:
-        """The ``central`` section of the sidecar and the JSON output (``seeded``: the run had a seed)."""
+    def section(self, rows: int, *, seeded: bool) -> CentralTrainingClaim:
+        """The ``central`` section of the sidecar, the JSON output and the ledger entry (its
+        :meth:`~ldpcli.release._central_claim.CentralTrainingClaim.to_dict`; ``seeded``: the run had a seed)."""
         a = self.account
-        return {
-            "radius": self.radius, "noise_multiplier": a.noise_multiplier, "sampling_rate": a.sampling_rate,
-            "steps": a.steps, "delta": a.delta, "epsilon_pld": a.epsilon_pld, "epsilon_rdp": a.epsilon_rdp,
-            "rdp_order": a.rdp_order, "epsilon": a.epsilon, "claim": HEADLINE,
-            "target_epsilon": self.target_epsilon, "noise_std": self.noise_std(rows), "expected_batch": a.sampling_rate * rows,
-            "accountant": a.accountant, "neighbouring": NEIGHBOURING, "protects_against": PROTECTS_AGAINST,
-            "statement": self.statement(),
-            "randomness": randomness_record("secure", seeded=seeded),
-        }
+        return CentralTrainingClaim(
+            radius=self.radius, noise_multiplier=a.noise_multiplier, sampling_rate=a.sampling_rate,
+            steps=a.steps, delta=a.delta, epsilon_pld=a.epsilon_pld, epsilon_rdp=a.epsilon_rdp,
+            rdp_order=a.rdp_order, epsilon=a.epsilon, claim=HEADLINE,
+            target_epsilon=self.target_epsilon, noise_std=self.noise_std(rows), expected_batch=a.sampling_rate * rows,
+            accountant=a.accountant, neighbouring=NEIGHBOURING, protects_against=PROTECTS_AGAINST,
+            statement=self.statement(),
+            randomness=randomness_record("secure", seeded=seeded),
+        )
 
 
 def project_releases(released: np.ndarray, radius: float) -> np.ndarray:

@@ -35,6 +35,7 @@ from ldpcli.learn._reference import Minimizer
 from ldpcli.learn._sgd import DEFAULT_MECHANISM, StepRule, gradient_moment_bounds
 from ldpcli.mechanisms._base import Mechanism
 from ldpcli.mechanisms._composition import ReleaseCost, release_cost
+from ldpcli.release._central_claim import CentralTrainingClaim
 from ldpcli.release._commit import Commit
 from ldpcli.release._ledger import InputFingerprint, Ledger
 from ldpcli.release._ledger_file import LedgerEntry
@@ -190,14 +191,16 @@ class TrainResult:
             "composition": "basic: the ε of a row's uses add up", "statement": statement,
         }
 
-    def central_section(self) -> dict[str, Any] | None:
-        """The central layer's section (:meth:`ldpcli.learn._central.CentralLayer.section`), None without one."""
+    def central_section(self) -> CentralTrainingClaim | None:
+        """The central layer's claim (:meth:`ldpcli.learn._central.CentralLayer.section`), None without one; its
+        ``to_dict()`` is the ``central`` section of the sidecar, the JSON output and the ledger entry."""
         if self.central is None:
             return None
         section = self.central.section(self.train_rows, seeded=self.reproducible)
         if self.classes_from_data:
-            section["statement"] += (" The class list was read from the data without noise and is not covered: pass "
-                                     "`classes` to make it a public choice.")
+            section = replace(section, statement=section.statement + (
+                " The class list was read from the data without noise and is not covered: pass `classes` to make it "
+                "a public choice."))
         return section
 
     def rate(self) -> dict[str, Any]:
@@ -241,7 +244,7 @@ class TrainResult:
         out: dict[str, Any] = {
             "model": self.model_dict(),
             "privacy": self.privacy(),
-            "central": self.central_section(),
+            "central": None if (central := self.central_section()) is None else central.to_dict(),
             "mechanism": self.mechanism.describe(),
             "training": self.training(),
             "rate": self.rate(),
@@ -358,8 +361,8 @@ def model_sidecar(result: TrainResult, target: Path, sha256: str, *, created: st
         "Duchi, Jordan, Wainwright 2014, Privacy Aware Learning, Sec. 3 and App. C (private SGD and mirror descent)",
         "Bhowmick et al. 2018, Sec. 3.2, 4.4 and 5.1 (one-pass private SGD, averaging, step sizes)",
     ]
-    if result.central is not None:
-        central["central"] = result.central_section()
+    if (claim := result.central_section()) is not None:
+        central["central"] = claim.to_dict()
         references += [
             "Bhowmick et al. 2018, Sec. 3.1, eq. (13) (central layer: projection onto the ρ-ball and Gaussian noise)",
             "Abadi et al. 2016, Deep Learning with Differential Privacy (the Poisson-subsampled Gaussian)",

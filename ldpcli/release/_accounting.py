@@ -43,6 +43,7 @@ from ldpcli.accounting._compose import GAUSSIAN_PLD
 from ldpcli.accounting._pld import PLD_DELTA_MARGIN, pld_interval
 from ldpcli.accounting._theorems import BASIC, DRV, KOV_HETEROGENEOUS, KOV_OPTIMAL
 from ldpcli.errors import DataError
+from ldpcli.release._central_claim import CentralTrainingClaim
 from ldpcli.release._ledger_file import LedgerEntry
 from ldpcli.release._shuffle_claim import ShuffleClaim, read_shuffle_claim
 
@@ -91,25 +92,32 @@ def _central_claim(entry: LedgerEntry) -> CentralClaim | None:
     if entry.shuffled is not None:
         claim = _recorded_claim(entry)
         return CentralClaim(claim.epsilon_central_upper, claim.delta, REPLACE_ONE, RECORDED)
-        return claim.epsilon_central_upper, claim.delta, REPLACE_ONE
-    if entry.central is None:
+    record = entry.central
+    if record is None:
         return None
-    record, relation = entry.central, str(entry.central.get("neighbouring"))
-    try:
-        epsilon, delta = float(record["epsilon"]), float(record["delta"])
-    except (KeyError, TypeError, ValueError):
-        epsilon, delta = math.nan, math.nan
+    if isinstance(record, CentralTrainingClaim):
+        epsilon, delta, relation = float(record.epsilon), float(record.delta), record.neighbouring
+    else:  # an edited or older ledger's record, kept as stored
+        relation = str(record.get("neighbouring"))
+        try:
+            epsilon, delta = float(record["epsilon"]), float(record["delta"])
+        except (KeyError, TypeError, ValueError):
+            epsilon, delta = math.nan, math.nan
     if not (0 < epsilon < math.inf and 0 <= delta < 1) or relation not in (REPLACE_ONE, ADD_OR_REMOVE_ONE):
+        shown = record.to_dict() if isinstance(record, CentralTrainingClaim) else record
         raise DataError(f"a training run with the central layer in the ledger records no usable central guarantee "
-                        f"({record!r}): it needs a positive 'epsilon' and a 'delta' in [0, 1), for 'neighbouring' "
+                        f"({shown!r}): it needs a positive 'epsilon' and a 'delta' in [0, 1), for 'neighbouring' "
                         f"{ADD_OR_REMOVE_ONE!r}")
     return CentralClaim(epsilon, delta, relation, TRAINED)
 
 
 def _recorded_claim(entry: LedgerEntry) -> ShuffleClaim:
-    """The central claim a shuffled release's ledger entry records, checked as its sidecar's is
-    (:func:`ldpcli.release._shuffle_claim.read_shuffle_claim`; no row count to hold its n to: the entry's rows are
-    the input's); DataError naming the release's file when the ledger's copy is malformed."""
+    """The central claim a shuffled release's ledger entry records: its record, or the dict an edited or older
+    ledger kept, checked as its sidecar's is (:func:`ldpcli.release._shuffle_claim.read_shuffle_claim`; no row
+    count to hold its n to: the entry's rows are the input's); DataError naming the release's file when the
+    ledger's copy is malformed."""
+    if isinstance(entry.shuffled, ShuffleClaim):
+        return entry.shuffled
     return read_shuffle_claim(
         entry.shuffled, None, where=f"{entry.output}: its ledger entry's 'shuffled'",
         remedy="the ledger was edited and records no usable central guarantee for this release; copy "
@@ -117,22 +125,28 @@ def _recorded_claim(entry: LedgerEntry) -> ShuffleClaim:
     )
 
 
+def _run_said(run: CentralTrainingClaim | dict[str, Any]) -> str:
+    """A training run's z, q and T, for the note of :func:`compose_central` (as stored, for a ledger's dict)."""
+    if isinstance(run, CentralTrainingClaim):
+        return f"z = {run.noise_multiplier}, q = {run.sampling_rate}, T = {run.steps}"
+    return f"z = {run.get('noise_multiplier')}, q = {run.get('sampling_rate')}, T = {run.get('steps')}"
+
+
 def _central_said(entries: Sequence[LedgerEntry]) -> str:
     """What the releases with a central guarantee among ``entries`` were, for the note of :func:`compose_central`."""
-    shuffled = [entry.shuffled for entry in entries if entry.shuffled is not None]
+    shuffled = [_recorded_claim(entry).n for entry in entries if entry.shuffled is not None]
     trained = [entry.central for entry in entries if entry.central is not None]
     if not trained:
         if len(shuffled) == 1:
-            return f"shuffled among n = {shuffled[0]['n']} reports by an honest shuffler"
-        return f"{len(shuffled)} releases, each shuffled by an honest shuffler (n = {', '.join(str(s['n']) for s in shuffled)})"
-    runs = "; ".join(f"z = {run.get('noise_multiplier')}, q = {run.get('sampling_rate')}, T = {run.get('steps')}"
-                     for run in trained)
+            return f"shuffled among n = {shuffled[0]} reports by an honest shuffler"
+        return f"{len(shuffled)} releases, each shuffled by an honest shuffler (n = {', '.join(map(str, shuffled))})"
+    runs = "; ".join(map(_run_said, trained))
     model = (f"trained with the central layer ({runs}), whose server ran eq. (13) honestly and published only the "
              "model")
     if len(entries) == 1:
         said = f"a model {model}"
     else:
-        shuffles = (f"{len(shuffled)} shuffled by an honest shuffler (n = {', '.join(str(s['n']) for s in shuffled)}), "
+        shuffles = (f"{len(shuffled)} shuffled by an honest shuffler (n = {', '.join(map(str, shuffled))}), "
                     if shuffled else "")
         said = f"{len(entries)} releases: {shuffles}{len(trained)} {model}"
     if shuffled:

@@ -36,6 +36,7 @@ from ldpcli.io._messages import _reason
 from ldpcli.io._publication import Publication, sweep_stale
 from ldpcli.release._inputs import MANIFEST_NAME
 from ldpcli.release._ledger import BudgetError, Ledger, LedgerEntry, Reservation
+from ldpcli.release._ledger_file import ReservationOwner
 from ldpcli.release._rowindex import Charge
 from ldpcli.release._sidecar import SUFFIX as SIDECAR_SUFFIX
 from ldpcli.release._sidecar import sidecar_path, utc_now
@@ -161,9 +162,14 @@ def release_reservation(ledger: Ledger, release: str) -> LedgerEntry:
 
 def _status(entry: LedgerEntry) -> str:
     """Whether the run of a reservation is still running, published its outputs, or never did."""
-    owner = entry.owner or {}
-    pid = owner.get("pid")
-    if owner.get("host") != socket.gethostname() or not isinstance(pid, int):
+    owner = entry.owner
+    host: object
+    pid: object
+    if isinstance(owner, ReservationOwner):
+        host, pid = owner.host, owner.pid
+    else:  # none, or an edited ledger's owner kept as stored: judged by the host and pid it names
+        host, pid = (owner or {}).get("host"), (owner or {}).get("pid")
+    if host != socket.gethostname() or not isinstance(pid, int):
         return IN_PROGRESS if owner else NOT_PUBLISHED  # another host's run: it cannot be judged from here
     if process_alive(pid):
         return IN_PROGRESS

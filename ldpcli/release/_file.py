@@ -203,7 +203,7 @@ def ledger_entry(
         mechanism=mech.name, epsilon=cost.epsilon, epsilon_exact=cost.epsilon_exact,
         delta=cost.delta if cost.delta > 0 else None, created=created, tag=tag, reproducible=reproducible,
         note=python_text(spending_note(mech) or ""),
-        shuffled=shuffled.to_dict() if shuffled is not None else None,
+        shuffled=shuffled,
     )
 
 

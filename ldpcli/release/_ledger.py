@@ -87,6 +87,7 @@ from ldpcli.release._ledger_file import (
     CONFIRMED,
     RESERVED,
     LedgerEntry,
+    ReservationOwner,
     RowSpend,
     Spend,
     default_ledger_path,
@@ -691,6 +692,6 @@ class Reservation:
         self.ledger.cancel(self.release)
 
 
-def _this_process() -> dict[str, Any]:
+def _this_process() -> ReservationOwner:
     """The reserving process: host name and pid (to tell a running reservation from a dead one)."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    return ReservationOwner(socket.gethostname(), os.getpid())

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,6 +29,8 @@ from ldpcli.io._messages import _reason
 from ldpcli.mechanisms import get_mechanism
 from ldpcli.mechanisms._composition import ReleaseCost, total_cost
 from ldpcli.mechanisms._hooks import FeatureSection
+from ldpcli.release._central_claim import CentralTrainingClaim
+from ldpcli.release._shuffle_claim import ShuffleClaim
 
 if sys.platform == "win32":
     import msvcrt
@@ -104,6 +106,55 @@ def default_ledger_path() -> Path:
 # --- entries and spends ------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class ReservationOwner:
+    """The process that reserved an entry and has not confirmed it (yet): its ``host`` name and ``pid``, to
+    tell a running reservation from a dead one (the entry's ``owner``; a confirmed entry has none)."""
+
+    host: str
+    pid: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record, ``{"host": ..., "pid": ...}``."""
+        return {"host": self.host, "pid": self.pid}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> ReservationOwner:
+        """The owner ``data`` records: ValueError unless it has a text ``host`` and an integer ``pid``."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("host"), str):
+            raise ValueError("has no host name")
+        pid = data.get("pid")
+        if not isinstance(pid, int) or isinstance(pid, bool):
+            raise ValueError("has no integer pid")
+        return cls(data["host"], pid)
+
+
+#: A section of an entry: its record, or (an edited or older ledger's) the object as the file stored it.
+_Record = TypeVar("_Record", ReservationOwner, ShuffleClaim, CentralTrainingClaim)
+
+
+def _section(kind: type[_Record], value: _Record | Mapping[str, Any] | None) -> _Record | dict[str, Any] | None:
+    """``value`` as the entry keeps it: a record, None, or an object read from a ledger file (or given by a
+    caller) as the record when it is exactly the record's JSON (``kind.from_dict``, then ``to_dict`` gives the
+    same text: the same keys in the same order, the same numbers), else as it was stored, so that the ledger
+    is written back unchanged. Anything else a caller gives is kept as given (a reader refuses it)."""
+    if value is None or isinstance(value, kind) or not isinstance(value, Mapping):
+        return value
+    stored = dict(value)
+    try:
+        record = kind.from_dict(stored)
+        if json.dumps(record.to_dict()) == json.dumps(stored):
+            return record
+    except (TypeError, ValueError):  # not the record (a missing field, a value no number), or not JSON
+        pass
+    return stored
+
+
+def _stored(value: ReservationOwner | ShuffleClaim | CentralTrainingClaim | Mapping[str, Any]) -> dict[str, Any]:
+    """A section as the ledger file stores it: a record's JSON, or the object it was read as."""
+    return dict(value) if isinstance(value, Mapping) else value.to_dict()
+
+
 @dataclass(frozen=True)
 class LedgerEntry:
     """One release as the ledger records it.
@@ -113,6 +164,15 @@ class LedgerEntry:
     release incurs, never the ε asked when the release spends less, and never below its guarantee); ``delta`` is
     None for pure ε-LDP; ``created`` is UTC ISO-8601 (the release's ``created``, as its sidecar records it); ``tag`` is the input tag
     written into the release's sidecar; ``reproducible`` says whether the run was seeded.
+
+    **Sections.** ``owner``, ``shuffled`` and ``central`` are typed records (:class:`ReservationOwner`,
+    :class:`~ldpcli.release._shuffle_claim.ShuffleClaim`, :class:`~ldpcli.release._central_claim.CentralTrainingClaim`)
+    when the ledger stored exactly a record's JSON, which is what ldp writes. An object that is not (a ledger
+    edited by hand, damaged, or written by an older ldp: a field missing, one more, a number stored otherwise)
+    is kept as the dict it was stored as, so that such a ledger still loads and is written back byte for byte;
+    whoever reads the section's numbers checks that dict as the record's reader does and refuses it when it is
+    unusable (``ldp budget`` names the entry), and a reservation's dict owner is judged by the host and pid it
+    names. A caller may give a section as a dict too: it becomes the record under the same rule.
     """
 
     fingerprint: str
@@ -130,7 +190,7 @@ class LedgerEntry:
     reproducible: bool
     state: str = "confirmed"
     release: str = ""
-    owner: dict[str, Any] | None = None
+    owner: ReservationOwner | dict[str, Any] | None = None
     #: The release's row file (its distinct keyed row hashes, :mod:`ldpcli.release._rowhash`), relative to the
     #: ledger's directory; "" for a release recorded without one (older ledgers, ``record``).
     rows_file: str = ""
@@ -138,13 +198,16 @@ class LedgerEntry:
     #: ``epsilon``, and the budget counts ``epsilon_exact``); "" when it spends the ε asked.
     note: str = ""
     #: For a release written in a uniformly random order by an honest shuffler (``ReleaseOptions.shuffle``): its
-    #: central guarantee, ``{"n", "delta", "epsilon_central_upper", "epsilon_central_lower", ...}`` as the
-    #: sidecar's ``release.shuffled`` records it; None for an unshuffled release.
-    shuffled: dict[str, Any] | None = None
-    #: For a model trained with the central layer (``TrainingOptions.central``): its central guarantee,
-    #: ``{"epsilon", "delta", "neighbouring", "steps", "noise_multiplier", "sampling_rate", ...}`` as the model's
-    #: sidecar's ``central`` section records it; None for any other release (older ledgers included).
-    central: dict[str, Any] | None = None
+    #: central claim, as the sidecar's ``release.shuffled`` records it; None for an unshuffled release.
+    shuffled: ShuffleClaim | dict[str, Any] | None = None
+    #: For a model trained with the central layer (``TrainingOptions.central``): its central guarantee, as the
+    #: model's sidecar's ``central`` section records it; None for any other release (older ledgers included).
+    central: CentralTrainingClaim | dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "owner", _section(ReservationOwner, self.owner))
+        object.__setattr__(self, "shuffled", _section(ShuffleClaim, self.shuffled))
+        object.__setattr__(self, "central", _section(CentralTrainingClaim, self.central))
 
     def to_dict(self) -> dict[str, Any]:
         """The entry as the ledger file stores it (JSON-able)."""
@@ -164,11 +227,11 @@ class LedgerEntry:
             "reproducible": self.reproducible,
             "state": self.state,
             "release": self.release,
-            **({"owner": dict(self.owner)} if self.owner is not None else {}),
+            **({"owner": _stored(self.owner)} if self.owner is not None else {}),
             **({"rows_file": self.rows_file} if self.rows_file else {}),
             **({"note": self.note} if self.note else {}),
-            **({"shuffled": dict(self.shuffled)} if self.shuffled is not None else {}),
-            **({"central": dict(self.central)} if self.central is not None else {}),
+            **({"shuffled": _stored(self.shuffled)} if self.shuffled is not None else {}),
+            **({"central": _stored(self.central)} if self.central is not None else {}),
         }
 
     @property
@@ -203,11 +266,11 @@ class LedgerEntry:
             reproducible=data["reproducible"],
             state=data.get("state", CONFIRMED),
             release=data.get("release", ""),
-            owner=dict(data["owner"]) if isinstance(data.get("owner"), Mapping) else None,
+            owner=data["owner"] if isinstance(data.get("owner"), Mapping) else None,
             rows_file=data.get("rows_file", ""),
             note=str(data.get("note", "")),
-            shuffled=dict(data["shuffled"]) if isinstance(data.get("shuffled"), Mapping) else None,
-            central=dict(data["central"]) if isinstance(data.get("central"), Mapping) else None,
+            shuffled=data["shuffled"] if isinstance(data.get("shuffled"), Mapping) else None,
+            central=data["central"] if isinstance(data.get("central"), Mapping) else None,
         )
 
 

@@ -47,7 +47,8 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
 It holds only public parameters and counts: never the seed, never a statistic of the raw data
 (not even how many rows were clipped).
 
-``load_sidecar`` reads versions 2 and 1 (the flat format written before; see ``_FIELDS``),
+``load_sidecar`` reads versions 2 and 1 (the flat format written before, read through the one adapter
+:func:`ldpcli.release._sidecar_upgrade.upgrade`),
 validates by hand (no jsonschema at run time: one-line DataErrors naming the file and the field,
 by its dotted path in version 2) and re-derives the mechanism from the public parameters, so the
 error bars of ``estimate-mean`` come from the code, and a sidecar whose numbers disagree with its
@@ -90,6 +91,7 @@ from ldpcli.release._randomness import DEFAULT_RNG, randomness_record
 from ldpcli.release._rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
 from ldpcli.release._safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
 from ldpcli.release._shuffle_claim import ShuffleClaim, read_shuffle_claim
+from ldpcli.release._sidecar_upgrade import CHECKED_FIELDS, upgrade
 
 FORMAT = "ldp-sidecar"
 #: The version ``build_sidecar`` writes; ``load_sidecar`` reads this one and every older one.
@@ -106,21 +108,8 @@ REPRODUCIBLE_NOTE = "seeded run: reproducible by whoever knows the seed; not for
 # Numbers recomputed from the public parameters must agree with the recorded ones to this
 # relative tolerance (they differ only if the file was edited or another version computed them).
 _REL_TOL = 1e-9
-_CHECKED_FIELDS = ("epsilon_exact", "gamma", "p", "scale", "expected_error_max")
 # Keys of ``Mechanism.describe()`` that the ``spec`` of the mechanism section already holds.
 _SPEC_KEYS = frozenset({"mechanism", "calibration", "epsilon", "norm_bound"})
-# Where the logical fields are: (version 1, version 2).
-_FIELDS = {
-    "n": ("n", "data.n"),
-    "d": ("d", "mechanism.d"),
-    "name": ("mechanism", "mechanism.spec.name"),
-    "epsilon": ("epsilon", "mechanism.spec.epsilon"),
-    "norm_bound": ("norm_bound", "mechanism.spec.norm_bound"),
-    "calibration": ("calibration", "mechanism.spec.calibration"),
-    "sha256": ("sha256", "data.sha256"),
-    "layout": ("layout", "data.layout"),
-    "data_file": ("data_file", "data.file"),
-}
 _MISSING = object()
 #: How much of a file that is not readable JSON is read to tell a data file from a damaged sidecar.
 _SNIFF_BYTES = 4096
@@ -496,36 +485,29 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
             f"{path}: schema_version {version} was written by a newer ldp (this is ldp {__version__}, which reads "
             f"versions {', '.join(map(str, READABLE_VERSIONS))}); upgrade ldp to read it"
         )
-    v2 = version == 2
+    view, named = upgrade(content, version)  # an older layout read as the current one; errors name its fields
 
-    def where(name: str) -> str:
-        return _FIELDS[name][1] if v2 else _FIELDS[name][0]
+    def field(dotted: str, kind: type | tuple[type, ...]) -> Any:
+        return _field(path, view, dotted, kind, named(dotted))
 
-    def field(name: str, kind: type | tuple[type, ...]) -> Any:
-        return _field(path, content, where(name), kind)
+    for section in ("mechanism", "mechanism.spec", "mechanism.parameters", "data"):
+        field(section, dict)
 
-    if v2:  # the sections; in version 1 everything is at the top level
-        for section in ("mechanism", "mechanism.spec", "mechanism.parameters", "data"):
-            _field(path, content, section, dict)
-
-    n = field("n", int)
+    n = field("data.n", int)
     if n < 1:
-        raise DataError(f"{path}: field {where('n')!r} must be >= 1")
-    name, d = field("name", str), field("d", int)
-    epsilon, norm_bound = field("epsilon", (int, float)), field("norm_bound", (int, float))
-    calibration = field("calibration", str)
+        raise DataError(f"{path}: field {named('data.n')!r} must be >= 1")
+    name, d = field("mechanism.spec.name", str), field("mechanism.d", int)
+    epsilon, norm_bound = field("mechanism.spec.epsilon", (int, float)), field("mechanism.spec.norm_bound", (int, float))
+    calibration = field("mechanism.spec.calibration", str)
     try:
-        cls = get_mechanism(name)
-        if v2:
-            options = _field(path, content, "mechanism.spec.options", dict)
-        else:
-            options = {option: content.get(option) for option in cls.options}
+        get_mechanism(name)
+        options = field("mechanism.spec.options", dict)
         spec = MechanismSpec.from_dict(
             {"name": name, "epsilon": epsilon, "calibration": calibration, "norm_bound": norm_bound, "options": options}
         )
         mechanism = spec.calibrate(d)
-        if v2:  # a secure release (``secure=True``): its rendering, recomputed and checked against the record
-            mechanism = as_recorded(mechanism, content.get("release", {}).get("rendering"))
+        # a secure release (``secure=True``): its rendering, recomputed and checked against the record
+        mechanism = as_recorded(mechanism, view.get("release", {}).get("rendering"))
         recomputed = mechanism.describe()
         recorded_parameters = set(mechanism.parameters())
     except LdpError as exc:
@@ -535,12 +517,10 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
             f"{path}: describes no valid mechanism (its parameters cannot be evaluated: {type(exc).__name__}: {exc}); "
             "restore the sidecar from the privatize run"
         ) from exc
-    for checked in _CHECKED_FIELDS:
+    for checked in CHECKED_FIELDS:
         if checked in recomputed:
-            dotted = checked
-            if v2:
-                dotted = f"mechanism.parameters.{checked}" if checked in recorded_parameters else f"mechanism.{checked}"
-            recorded, expected = _lookup(content, dotted), recomputed[checked]
+            dotted = f"mechanism.parameters.{checked}" if checked in recorded_parameters else f"mechanism.{checked}"
+            recorded, expected = _lookup(view, dotted), recomputed[checked]
             recorded = None if recorded is _MISSING else recorded
             if expected is None:
                 agrees = recorded is None
@@ -551,22 +531,21 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
                 )
             if not agrees:
                 raise DataError(
-                    f"{path}: field {dotted!r} is {recorded!r} but the recorded parameters give {expected!r}; "
+                    f"{path}: field {named(dotted)!r} is {recorded!r} but the recorded parameters give {expected!r}; "
                     "the sidecar was edited or made by an incompatible ldp version"
                 )
-    sha256 = field("sha256", str)
+    sha256 = field("data.sha256", str)
     if not re.fullmatch(r"[0-9a-f]{64}", sha256):
         raise DataError(
-            f"{path}: field {where('sha256')!r} is not a SHA-256 hex digest; restore the sidecar from the privatize run"
+            f"{path}: field {named('data.sha256')!r} is not a SHA-256 hex digest; restore the sidecar from the privatize run"
         )
-    data_file = field("data_file", str)
-    layout = VectorLayout.from_dict(field("layout", dict), source=path)
+    data_file = field("data.file", str)
+    layout = VectorLayout.from_dict(field("data.layout", dict), source=path)
     if layout.d != mechanism.d:
         raise DataError(f"{path}: the layout has d = {layout.d} but the mechanism has d = {mechanism.d}")
-    if v2:
-        data_d = _field(path, content, "data.d", int)
-        if data_d != mechanism.d:
-            raise DataError(f"{path}: field 'data.d' is {data_d} but the mechanism has d = {mechanism.d}")
+    data_d = field("data.d", int)
+    if data_d != mechanism.d:
+        raise DataError(f"{path}: field 'data.d' is {data_d} but the mechanism has d = {mechanism.d}")
     dtype, dtype_recorded = LEGACY_DTYPE, False
     unprivatized: tuple[str, ...] = layout.keep
     warnings: tuple[str, ...] = ()
@@ -575,39 +554,39 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     part: DatasetPart | None = None
     row_sketch: tuple[int, ...] | None = None
     shuffled: ShuffleClaim | None = None
-    if v2:  # fields that not every version-2 sidecar has
-        if _lookup(content, "data.dtype") is not _MISSING:
-            dtype, dtype_recorded = _field(path, content, "data.dtype", str), True
-            if dtype not in DTYPES:
-                raise _malformed(path, "data.dtype")
-        if _lookup(content, "release.unprivatized_columns") is not _MISSING:
-            recorded = tuple(_strings(path, content, "release.unprivatized_columns"))
-            if recorded != layout.keep:
-                raise DataError(
-                    f"{path}: field 'release.unprivatized_columns' is {list(recorded)} but the layout keeps "
-                    f"{list(layout.keep)}; the sidecar was edited, restore it from the privatize run"
-                )
-        if _lookup(content, "release.warnings") is not _MISSING:
-            warnings = tuple(_strings(path, content, "release.warnings"))
-        if _lookup(content, "release.input_tag") is not _MISSING:
-            input_tag = _field(path, content, "release.input_tag", str)
-            if not re.fullmatch(INPUT_TAG_PATTERN, input_tag):
-                raise _malformed(path, "release.input_tag")
-        if _lookup(content, "release.part") is not _MISSING:
-            part = _dataset_part(path, content)
-        if _lookup(content, "release.row_sketch") is not _MISSING:
-            row_sketch = _row_sketch(path, content, n)
-        if _lookup(content, "release.shuffled") is not _MISSING:
-            shuffled = read_shuffle_claim(content["release"]["shuffled"], n, where=f"{path}: 'release.shuffled'",
-                                          remedy="the sidecar was edited, restore it from the privatize run")
-        if _lookup(content, "mechanism.baseline") is not _MISSING:
-            recorded_baseline = _field(path, content, "mechanism.baseline", bool)
-            if recorded_baseline != baseline:
-                raise DataError(
-                    f"{path}: field 'mechanism.baseline' is {str(recorded_baseline).lower()} but {mechanism.name} "
-                    f"{'is' if baseline else 'is not'} a baseline; the sidecar was edited or made by an "
-                    "incompatible ldp version"
-                )
+    # fields that not every sidecar has (an older layout has none of them)
+    if _lookup(view, "data.dtype") is not _MISSING:
+        dtype, dtype_recorded = field("data.dtype", str), True
+        if dtype not in DTYPES:
+            raise _malformed(path, "data.dtype")
+    if _lookup(view, "release.unprivatized_columns") is not _MISSING:
+        recorded = tuple(_strings(path, view, "release.unprivatized_columns"))
+        if recorded != layout.keep:
+            raise DataError(
+                f"{path}: field 'release.unprivatized_columns' is {list(recorded)} but the layout keeps "
+                f"{list(layout.keep)}; the sidecar was edited, restore it from the privatize run"
+            )
+    if _lookup(view, "release.warnings") is not _MISSING:
+        warnings = tuple(_strings(path, view, "release.warnings"))
+    if _lookup(view, "release.input_tag") is not _MISSING:
+        input_tag = field("release.input_tag", str)
+        if not re.fullmatch(INPUT_TAG_PATTERN, input_tag):
+            raise _malformed(path, "release.input_tag")
+    if _lookup(view, "release.part") is not _MISSING:
+        part = _dataset_part(path, view)
+    if _lookup(view, "release.row_sketch") is not _MISSING:
+        row_sketch = _row_sketch(path, view, n)
+    if _lookup(view, "release.shuffled") is not _MISSING:
+        shuffled = read_shuffle_claim(view["release"]["shuffled"], n, where=f"{path}: 'release.shuffled'",
+                                      remedy="the sidecar was edited, restore it from the privatize run")
+    if _lookup(view, "mechanism.baseline") is not _MISSING:
+        recorded_baseline = field("mechanism.baseline", bool)
+        if recorded_baseline != baseline:
+            raise DataError(
+                f"{path}: field 'mechanism.baseline' is {str(recorded_baseline).lower()} but {mechanism.name} "
+                f"{'is' if baseline else 'is not'} a baseline; the sidecar was edited or made by an "
+                "incompatible ldp version"
+            )
     return Sidecar(
         path=path, content=content, mechanism=mechanism, layout=layout, n=n, sha256=sha256,
         spec=mechanism.spec, version=version, data_file=data_file, dtype=dtype, dtype_recorded=dtype_recorded,
@@ -664,11 +643,13 @@ def _lookup(content: Any, dotted: str) -> Any:
     return node
 
 
-def _field(path: Path, content: dict[str, Any], dotted: str, kind: type | tuple[type, ...]) -> Any:
-    """The value at ``dotted`` if it has type ``kind`` (a bool is no number), else a DataError naming it."""
+def _field(path: Path, content: dict[str, Any], dotted: str, kind: type | tuple[type, ...],
+           shown: str | None = None) -> Any:
+    """The value at ``dotted`` if it has type ``kind`` (a bool is no number), else a DataError naming it (as
+    ``shown``, the field's name in the file, when given)."""
     value = _lookup(content, dotted)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise _malformed(path, dotted)
+        raise _malformed(path, dotted if shown is None else shown)
     return value
 
 

@@ -28,7 +28,7 @@ from ldpcli.release._safety import release_warnings
 from ldpcli.release._shuffle_claim import read_shuffle_claim
 from ldpcli.release._sidecar import SCHEMA_VERSION, Sidecar
 from ldpcli.release._signing import Signer
-from ldpcli.risk._section import ReconstructionSection, reconstruction
+from ldpcli.risk._section import ReconstructionSection, reconstruction_section
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Calibrated:
     cost: ReleaseCost
     #: The output's layout (the input's, with its copies side by side).
     layout: VectorLayout
-    #: The sidecar's reconstruction section (:func:`ldpcli.risk._section.reconstruction`; written as its ``to_dict()``).
+    #: The sidecar's reconstruction section (:func:`ldpcli.risk._section.reconstruction_section`; written as its ``to_dict()``).
     risk: ReconstructionSection | None
     #: The sentences the sidecar records (:func:`ldpcli.release._safety.release_warnings`).
     warnings: tuple[str, ...]
@@ -66,9 +66,8 @@ def calibrate(spec: MechanismSpec, layout: VectorLayout, *, forced: str | None, 
         out = layout.with_copies(copies)
     except ValueError as exc:
         raise UsageError(f"{source}: `copies` {copies}: {exc}; rename that column") from exc
-    section = reconstruction(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies,
-                             threshold=options.risk.threshold)
-    risk = None if section is None else ReconstructionSection.from_dict(section)
+    risk = reconstruction_section(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies,
+                                  threshold=options.risk.threshold)
     recorded = release_warnings(mech, layout.keep, forced, options.warnings, copies)
     return Calibrated(bound_spec, mech, release_cost(mech, copies=copies), out, risk, recorded, tuple(notes))
 

@@ -27,34 +27,61 @@ RISK_NAMES: Mapping[str, str] = {
 
 
 @dataclass(frozen=True, slots=True)
+class ReconstructionLevel:
+    """One privacy level of the section (:func:`ldpcli.mechanisms._hooks.risk_epsilons`): its ``name``, its
+    ``epsilon`` (None: no per-output guarantee, and no ``bounds``), when it ``applies``, whether it is the
+    ``conservative`` one, and its ``bounds``, each Prop. 1's at one accuracy a as
+    :meth:`ldpcli.risk._diffuse.DiffuseRisk.to_dict` states it (without the parameters the section states once)."""
+
+    name: str
+    epsilon: float | None
+    applies: str
+    conservative: bool
+    bounds: tuple[dict[str, Any], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the level, its keys in this order."""
+        return {"name": self.name, "epsilon": self.epsilon, "applies": self.applies,
+                "conservative": self.conservative, "bounds": [dict(bound) for bound in self.bounds]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReconstructionLevel:
+        """The record of a level :meth:`to_dict` wrote."""
+        return cls(data["name"], data["epsilon"], data["applies"], data["conservative"],
+                   tuple(dict(bound) for bound in data["bounds"]))
+
+
+@dataclass(frozen=True, slots=True)
 class ReconstructionSection:
-    """The reconstruction section as a record (``Calibrated.risk``; the sidecar's ``reconstruction`` is its
-    :meth:`to_dict`): the target, k, ρ0, the accuracies a, the threshold, and per privacy level its name,
-    ε, scope and bounds (:func:`reconstruction_for` says what each is; the levels stay JSON objects)."""
+    """The reconstruction section as a record (``Calibrated.risk``; the sidecar's ``reconstruction``, and the
+    section ``ldp params`` and ``ldp risk`` print, is its :meth:`to_dict`): the target, k, ρ0, the accuracies a,
+    the threshold, and its privacy levels (:func:`reconstruction_section_for` says what each is)."""
 
     target: str
     k: int
     rho0: float
     a: tuple[float, ...]
     threshold: float
-    levels: tuple[dict[str, Any], ...]
+    levels: tuple[ReconstructionLevel, ...]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON section, its keys in this order: ``from_dict(to_dict())`` is the record."""
         return {"target": self.target, "k": self.k, "rho0": self.rho0, "a": list(self.a),
-                "threshold": self.threshold, "levels": list(self.levels)}
+                "threshold": self.threshold, "levels": [level.to_dict() for level in self.levels]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReconstructionSection:
-        """The record of a section :meth:`to_dict` (or :func:`reconstruction_for`) wrote."""
-        return cls(data["target"], data["k"], data["rho0"], tuple(data["a"]), data["threshold"], tuple(data["levels"]))
+        """The record of a section :meth:`to_dict` wrote."""
+        return cls(data["target"], data["k"], data["rho0"], tuple(data["a"]), data["threshold"],
+                   tuple(ReconstructionLevel.from_dict(level) for level in data["levels"]))
 
 
-def reconstruction_for(
+def reconstruction_section_for(
     levels: Sequence[RiskEpsilon], *, k: int, rho0: float = 0.0, a: Sequence[float] | None = None,
     d: int | None = None, names: Mapping[str, str] | None = None, threshold: float = DEFAULT_THRESHOLD,
-) -> dict[str, Any]:
-    """The section for the given privacy levels: ``{"target", "k", "rho0", "a", "threshold", "levels": [...]}``.
+) -> ReconstructionSection:
+    """The section for the given privacy levels, as a record: the target, k, ρ0, a, the threshold and one
+    :class:`ReconstructionLevel` per level.
 
     Each bound has its ``verdict`` at ``threshold`` (a probability in (0, 1), default 10⁻³). A level
     without an ε (no per-output guarantee) gets no bounds. UsageError (from
@@ -66,22 +93,30 @@ def reconstruction_for(
     accuracies = list(STANDARD_A if a is None else a)
     if all(level.epsilon is None for level in levels):  # nothing below checks k, a and ρ0 then
         diffuse_risks(0.0, k=k, a=accuracies, rho0=rho0, d=d, names=names)
-    out: list[dict[str, Any]] = []
-    for level in levels:
-        bounds = [] if level.epsilon is None else [
-            risk.to_dict(with_parameters=False, threshold=threshold)
-            for risk in diffuse_risks(level.epsilon, k=k, a=accuracies, rho0=rho0, d=d, names=names)
-        ]
-        out.append({"name": level.name, "epsilon": level.epsilon, "applies": level.applies,
-                    "conservative": level.conservative, "bounds": bounds})
-    return ReconstructionSection(TARGET, k, rho0, tuple(accuracies), threshold, tuple(out)).to_dict()
+    out = tuple(
+        ReconstructionLevel(level.name, level.epsilon, level.applies, level.conservative, () if level.epsilon is None
+                            else tuple(risk.to_dict(with_parameters=False, threshold=threshold) for risk in
+                                       diffuse_risks(level.epsilon, k=k, a=accuracies, rho0=rho0, d=d, names=names)))
+        for level in levels
+    )
+    return ReconstructionSection(TARGET, k, rho0, tuple(accuracies), threshold, out)
 
 
-def reconstruction(
+def reconstruction_for(
+    levels: Sequence[RiskEpsilon], *, k: int, rho0: float = 0.0, a: Sequence[float] | None = None,
+    d: int | None = None, names: Mapping[str, str] | None = None, threshold: float = DEFAULT_THRESHOLD,
+) -> dict[str, Any]:
+    """The section for the given privacy levels as JSON: ``{"target", "k", "rho0", "a", "threshold", "levels": [...]}``,
+    the :meth:`~ReconstructionSection.to_dict` of :func:`reconstruction_section_for` (which says what each is and
+    what is refused)."""
+    return reconstruction_section_for(levels, k=k, rho0=rho0, a=a, d=d, names=names, threshold=threshold).to_dict()
+
+
+def reconstruction_section(
     mech: Mechanism, *, k: int | None = None, rho0: float = 0.0, a: Sequence[float] | None = None,
     copies: int = 1, threshold: float = DEFAULT_THRESHOLD,
-) -> dict[str, Any] | None:
-    """The section for ``mech`` (k defaults to its d), or None when it has no direction (d = 1, no k).
+) -> ReconstructionSection | None:
+    """The section for ``mech`` as a record (k defaults to its d), or None when it has no direction (d = 1, no k).
 
     ``copies``: the release holds that many independent outputs of ``mech`` for each row, so each
     level is multiplied by it (basic composition, :func:`ldpcli.mechanisms._composition.composed_levels`).
@@ -91,5 +126,15 @@ def reconstruction(
     if mech.d < 2 and k is None:
         return None
     levels = composed_levels(risk_epsilons(mech), copies)
-    return reconstruction_for(levels, k=mech.d if k is None else k, rho0=rho0, a=a, d=mech.d, names=RISK_NAMES,
-                              threshold=threshold)
+    return reconstruction_section_for(levels, k=mech.d if k is None else k, rho0=rho0, a=a, d=mech.d,
+                                      names=RISK_NAMES, threshold=threshold)
+
+
+def reconstruction(
+    mech: Mechanism, *, k: int | None = None, rho0: float = 0.0, a: Sequence[float] | None = None,
+    copies: int = 1, threshold: float = DEFAULT_THRESHOLD,
+) -> dict[str, Any] | None:
+    """The section for ``mech`` as JSON, the :meth:`~ReconstructionSection.to_dict` of
+    :func:`reconstruction_section` (which says what each parameter is), or None when it has no direction."""
+    section = reconstruction_section(mech, k=k, rho0=rho0, a=a, copies=copies, threshold=threshold)
+    return None if section is None else section.to_dict()

@@ -228,7 +228,7 @@ def test_central_epsilon_target_solves_z(tmp_path: Path) -> None:
                    options=ReleaseOptions(seed=1))
     assert result.central is not None
     section = result.central_section()
-    assert section is not None and "class list was read from the data" in section["statement"]
+    assert section is not None and "class list was read from the data" in section.statement
     assert result.central.account.epsilon_pld <= 3.0
     assert epsilon_pld(0.25, result.central.noise_multiplier * (1 - 1e-3), 4, 1e-6) > 3.0
 

@@ -39,6 +39,7 @@ from ldpcli.release._sidecar import (
     sidecar_schema,
     write_sidecar,
 )
+from ldpcli.release._sidecar_upgrade import upgrade
 
 SHA = "0123456789abcdef" * 4
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "ldpcli" / "schemas" / "sidecar-v2.schema.json"
@@ -389,6 +390,22 @@ def test_a_frozen_v1_sidecar_still_loads(tmp_path: Path) -> None:
     assert meta.version == 1 and meta.mechanism == get_mechanism("privunit2").calibrate(8, 2.0)
     assert meta.n == 500 and meta.data_file == "emb.privatized.parquet" and meta.sha256 == "ab" * 32
     assert meta.layout == VectorLayout("list", ("vec",), 8, ("id",))
+
+
+def test_the_one_adapter_reads_a_v1_sidecar_as_the_current_layout_and_names_its_flat_fields(tmp_path: Path) -> None:
+    """Every older layout is read through ``upgrade``: a v1 document's view has its fields in the v2 sections
+    (the content itself untouched), a v2 document is its own view."""
+    content = json.loads(V1_FROZEN)
+    view, named = upgrade(content, 1)
+    assert view["data"]["n"] == 500 and view["data"]["d"] == view["mechanism"]["d"] == 8
+    assert view["mechanism"]["spec"] == {"name": "privunit2", "epsilon": 2.0, "norm_bound": content["norm_bound"],
+                                         "calibration": content["calibration"], "options": {}}
+    assert view["mechanism"]["parameters"]["gamma"] == view["mechanism"]["gamma"] == content["gamma"]
+    assert "release" not in view and content == json.loads(V1_FROZEN)
+    assert named("data.n") == "n" and named("mechanism.parameters.gamma") == "gamma" and named("x.y") == "x.y"
+    _, current = written(tmp_path, EXAMPLES[next(iter(EXAMPLES))])
+    same, named = upgrade(current, 2)
+    assert same is current and named("data.n") == "data.n"
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from helpers import ledger_document, unit_rows, write_list
+from helpers import ldp, ledger_document, unit_rows, write_list
 
+from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release._dataset import write_dataset_release
 from ldpcli.release._engines import DaskEngine, EngineDescription, describe_engine
 from ldpcli.release._file import write_file_release
@@ -21,7 +22,7 @@ from ldpcli.release._options import Budget, ReleaseOptions
 from ldpcli.release._shuffle_claim import ShuffleClaim
 from ldpcli.release._sidecar import load_sidecar, sidecar_schema
 from ldpcli.release._steps import calibrate
-from ldpcli.risk._section import ReconstructionSection
+from ldpcli.risk._section import ReconstructionLevel, ReconstructionSection, reconstruction, reconstruction_section
 
 #: ``release.shuffled``'s keys as the writer has always emitted them, in order (the sidecar is hashed and signed).
 RECORDED_KEYS = ["n", "delta", "epsilon_local", "epsilon_central_upper", "epsilon_central_lower",
@@ -82,3 +83,28 @@ def test_the_reconstruction_record_has_the_schema_properties_of_reconstruction()
     fields = [field.name for field in dataclasses.fields(ReconstructionSection)]
     assert fields == RECONSTRUCTION_KEYS and set(fields) == set(section["properties"])
     assert set(section["required"]) <= set(fields)
+
+
+#: A level's keys as the writer has always emitted them, in order.
+LEVEL_KEYS = ["name", "epsilon", "applies", "conservative", "bounds"]
+
+
+def test_the_section_s_levels_are_records_and_a_cli_sidecar_reads_back_to_its_bytes(tmp_path: Path) -> None:
+    source = write_list(tmp_path / "in.parquet", unit_rows(200, 6, seed=8))
+    result = ldp("privatize", source, "-o", tmp_path / "out.parquet", "--mechanism", "separated", "--eps", 6,
+                 "--copies", 2, "--seed", 1, "-q")
+    assert result.exit_code == 0, result.stderr
+    text = (tmp_path / "out.parquet.ldp.json").read_text()
+    recorded = json.loads(text)["reconstruction"]
+    section = ReconstructionSection.from_dict(recorded)
+    assert all(isinstance(level, ReconstructionLevel) for level in section.levels) and len(section.levels) == 2
+    assert [list(level) for level in recorded["levels"]] == [LEVEL_KEYS] * 2
+    assert json.dumps(section.to_dict()) == json.dumps(recorded)  # the same keys, in the same order
+
+
+def test_the_json_functions_are_the_record_s_to_dict() -> None:
+    mech = MechanismSpec("separated", 20.0, None, 1.0, {}).calibrate(50)
+    section = reconstruction_section(mech, k=5)
+    assert section is not None and section.levels[0].conservative and not section.levels[1].conservative
+    assert reconstruction(mech, k=5) == section.to_dict()
+    assert reconstruction_section(MechanismSpec("scalar", 2.0, None, 1.0, {}).calibrate(1)) is None

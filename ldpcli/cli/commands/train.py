@@ -230,14 +230,14 @@ def _print_training(result: Any) -> None:
                     "against the server")
     central = result.central_section()
     if central is not None:
-        summary.add_row("central ε (PLD)", fmt(central["epsilon_pld"]), f"δ = {fmt(central['delta'])}, the claim (an upper "
+        summary.add_row("central ε (PLD)", fmt(central.epsilon_pld), f"δ = {fmt(central.delta)}, the claim (an upper "
                         "bound); against the model's users, if the server runs eq. (13) honestly")
-        summary.add_row("central ε (RDP)", fmt(central["epsilon_rdp"]), f"δ = {fmt(central['delta'])}, RDP accountant "
-                        f"(order {fmt(central['rdp_order'])}; a looser upper bound)")
-        summary.add_row("central layer", f"ρ = {fmt(central['radius'])}, z = {fmt(central['noise_multiplier'])}, "
-                        f"q = {fmt(central['sampling_rate'])}", f"{counted(central['steps'], 'step')}, noise σ = "
-                        f"{fmt(central['noise_std'])} on each step's mean; {central['accountant']}, "
-                        f"{central['neighbouring']} neighbours")
+        summary.add_row("central ε (RDP)", fmt(central.epsilon_rdp), f"δ = {fmt(central.delta)}, RDP accountant "
+                        f"(order {fmt(central.rdp_order)}; a looser upper bound)")
+        summary.add_row("central layer", f"ρ = {fmt(central.radius)}, z = {fmt(central.noise_multiplier)}, "
+                        f"q = {fmt(central.sampling_rate)}", f"{counted(central.steps, 'step')}, noise σ = "
+                        f"{fmt(central.noise_std)} on each step's mean; {central.accountant}, "
+                        f"{central.neighbouring} neighbours")
     rows = (counted(result.batch, "row") if result.central is None else
             f"~{fmt(result.central.sampling_rate * result.train_rows)} rows (Poisson, q = {fmt(result.central.sampling_rate)})")
     summary.add_row("steps", f"{result.steps} × {rows}", f"{result.rule.describe()}; {result.rule.basis}")
