@@ -22,6 +22,9 @@ import functools
 import importlib.util
 import os
 from types import ModuleType
+from typing import Any
+
+import numpy as np
 
 from ldpcli.errors import MissingDependency, UsageError, install_hint
 
@@ -47,14 +50,27 @@ def kernel_name() -> str:
     return "numba"
 
 
-def compiled() -> ModuleType | None:
-    """The compiled kernels' module when :func:`kernel_name` is ``"numba"``, else None.
+def compiled(rng: object, *, given_normals: bool = False) -> ModuleType | None:
+    """The compiled kernels' module when :func:`kernel_name` is ``"numba"`` and the kernel can use ``rng``, else None.
 
-    Imported on first use: numba's import and the first call's compilation (cached on disk
-    afterwards) cost only runs that privatize.
+    A kernel draws from a ``numpy.random.Generator`` itself (numba compiles its methods). A kernel
+    that reads its normals from an array (``given_normals``: the sphere and Gaussian samplers) also
+    runs with any other generator, such as :class:`ldpcli.math._counter_rng.CounterGenerator` (the
+    ChaCha20 stream): :func:`normal_source` fills the array first. Imported on first use: numba's
+    import and the first call's compilation (cached on disk afterwards) cost only runs that privatize.
     """
-    if kernel_name() != "numba":
+    if kernel_name() != "numba" or not (given_normals or isinstance(rng, np.random.Generator)):
         return None
     from ldpcli.math import _numba_kernels
 
     return _numba_kernels
+
+
+def normal_source(rng: Any, out: np.ndarray) -> Any:
+    """What a compiled sampler reads its normals from: ``rng`` itself for a ``numpy.random.Generator``
+    (the kernel draws them as it goes, in row order); for any other generator, ``out`` filled with its
+    normals in row order (``rng.standard_normal(out=out)``), which the kernel reads and overwrites."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    rng.standard_normal(out=out)
+    return out
