@@ -54,8 +54,8 @@ from ldpcli.release._shuffle_claim import ShuffleClaim
 
 #: ``--shuffle``'s help: what the central claim says and rests on, and what a shuffle refuses.
 _SHUFFLE_HELP = (
-    "Write the rows in a uniformly random order (the sort order of 128-bit keys from ChaCha20, a cryptographically "
-    "secure generator seeded from the OS: within n²/2¹²⁹ of uniform; needs `pip install 'ldp[secure]'`), and state the central (ε, δ)-DP "
+    "Write the rows in a uniformly random order (the sort order of 128-bit keys from ldp's own ChaCha20 stream, "
+    "cryptographically secure and keyed from the OS: within n²/2¹²⁹ of uniform), and state the central (ε, δ)-DP "
     "of the n shuffled reports (amplification by shuffling, Feldman, McMillan and Talwar 2021) in the sidecar "
     "(release.shuffled), the ledger, the summary line and --json: an upper bound on ε that holds only if this "
     "process acted as an honest shuffler, so publish only the shuffled file, never the input or its order. "
