@@ -6,13 +6,13 @@ generator is that of ``SeedSequence(root, spawn_key=(*input key, b))``, so the o
 seed does not depend on how the rows are batched, how many threads privatize them, or which
 engine or partitioning runs them: only on the seed, the input, the row's position and the ``rng``:
 
-- ``rng="pcg64"`` (the default, for speed): ``PCG64`` seeded by that ``SeedSequence``. Statistically
-  excellent but not cryptographic: whoever sees enough of a block's output can in principle compute
-  the generator's state and predict the rest of the block.
-- ``rng="chacha20"``: ldp's own counter-based ChaCha20 stream (:mod:`ldpcli.math._chacha20`, RFC 8439,
+- ``rng="chacha20"`` (the default): ldp's own counter-based ChaCha20 stream (:mod:`ldpcli.math._chacha20`, RFC 8439,
   20 rounds, no extra package), each block's :class:`~ldpcli.math._counter_rng.CounterGenerator` keyed by
   HMAC-SHA256 of the block's spawn key under the root's entropy (:func:`ldpcli.math._bitgen.secure_key`):
   cryptographic, and the same bits from the numpy reference and the compiled stream.
+- ``rng="pcg64"`` (the opt-out, for simulations): ``PCG64`` seeded by that ``SeedSequence``. Statistically
+  excellent but not cryptographic: whoever sees enough of a block's output can in principle compute
+  the generator's state and predict the rest of the block.
 - ``rng="secure"``: randomgen's ChaCha20 keyed the same way (:func:`ldpcli.math._bitgen.secure_generator`):
   with the root a 256-bit secret from the OS, every block's stream (under either ChaCha20 generator) is
   indistinguishable from independent uniform bits, even given every other block's output (HMAC-SHA256
@@ -67,6 +67,7 @@ from ldpcli.math._bitgen import (
     secure_generator,
     secure_key,
 )
+from ldpcli.math._chacha20 import release_key
 from ldpcli.math._counter_rng import CounterGenerator
 from ldpcli.mechanisms._base import MechanismSpec
 
@@ -74,7 +75,11 @@ from ldpcli.mechanisms._base import MechanismSpec
 #: cryptographic), ldp's counter-based ChaCha20 stream (cryptographic, no extra package) and randomgen's
 #: ChaCha20 (:mod:`ldpcli.math._bitgen`: cryptographic, needs randomgen).
 RNG_NAMES = ("pcg64", "chacha20", "secure")
-DEFAULT_RNG = "pcg64"
+#: A release's generator unless the user opts out: ldp's ChaCha20 stream (cryptographic, no extra package).
+DEFAULT_RNG = "chacha20"
+#: The generator of the keyed streams that no release's claim rests on (a sweep's simulated releases, the
+#: training noise of ``ldp train``): PCG64, unless the caller asks for another.
+SIMULATION_RNG = "pcg64"
 #: Values (rows × d) in one key block: 8 MiB of float64, the batch a default run privatizes at once
 #: (``Resources.memory`` of 256 MiB), so that run makes one mechanism call per batch and no extra copy.
 KEY_BLOCK_VALUES = 2**20
@@ -106,11 +111,11 @@ def check_rng(rng: str) -> str:
     return rng
 
 
-def keyed_generator(root: np.random.SeedSequence, *key: int, rng: str = DEFAULT_RNG) -> np.random.Generator:
+def keyed_generator(root: np.random.SeedSequence, *key: int, rng: str = SIMULATION_RNG) -> np.random.Generator:
     """The generator of the stream named ``key`` under ``root``: the same draws every time it is made.
 
     Its ``SeedSequence`` is ``SeedSequence(root.entropy, spawn_key=(*root.spawn_key, *key))``.
-    ``rng="pcg64"``: ``PCG64`` of it; streams with different keys are independent (numpy's
+    ``rng="pcg64"`` (the default here: :data:`SIMULATION_RNG`; a release passes its own): ``PCG64`` of it; streams with different keys are independent (numpy's
     ``SeedSequence`` hashes the entropy and the key together), and with no key it is the root's own
     stream (``numpy.random.default_rng(seed)`` for a root from ``seed``). ``rng="secure"``: ChaCha20
     keyed by HMAC-SHA256 of the spawn key under the entropy (:func:`ldpcli.math._bitgen.secure_generator`).
@@ -164,17 +169,19 @@ def block_generators(
         yield slice(start, min(rows, start + block)), keyed_generator(root, *key, (first_row + start) // block, rng=rng)
 
 
-def rng_from(rng: np.random.Generator | int | None) -> tuple[np.random.Generator, bool | None]:
+def rng_from(rng: np.random.Generator | CounterGenerator | int | None) -> tuple[np.random.Generator, bool | None]:
     """(the generator, whether the output is reproducible) for a call given ``rng``.
 
-    None: a generator from OS entropy (not reproducible); a ``numpy.random.Generator``: itself
-    (reproducible only if the caller seeded it: unknown here, None); a non-negative int: the root
-    stream of that seed (``numpy.random.default_rng(seed)``, reproducible).
+    None: ldp's ChaCha20 stream keyed by 256 bits from the OS (:class:`~ldpcli.math._counter_rng.CounterGenerator`
+    of :func:`~ldpcli.math._chacha20.release_key`: cryptographic, not reproducible); a ``numpy.random.Generator``
+    or a ``CounterGenerator``: itself (reproducible only if the caller seeded it: unknown here, None); a
+    non-negative int: the root stream of that seed (``numpy.random.default_rng(seed)``, reproducible).
     """
     if rng is None:
-        return np.random.default_rng(), False
-    if isinstance(rng, np.random.Generator):
-        return rng, None
+        return cast(np.random.Generator, CounterGenerator(release_key())), False
+    if isinstance(rng, (np.random.Generator, CounterGenerator)):
+        return cast(np.random.Generator, rng), None
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
         return np.random.default_rng(int(rng)), True
-    raise TypeError(f"rng must be a numpy.random.Generator, a non-negative int seed or None, got {rng!r}")
+    raise TypeError(f"rng must be a numpy.random.Generator, a CounterGenerator, a non-negative int seed or None, "
+                    f"got {rng!r}")

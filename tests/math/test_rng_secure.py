@@ -170,7 +170,8 @@ def test_a_seeded_secure_run_is_the_same_bits_whatever_the_threads_batches_and_l
         parts = np.concatenate([read_list(dataset / part["file"]) for part in manifest["parts"]])
         assert np.array_equal(parts, outputs[0])
         # the same seed under PCG64 gives other noise: the generator really changed
-        pcg = write_file_release(source, tmp_path / f"{source.stem}-pcg.parquet", epsilon=4.0, options=ReleaseOptions(seed=11))
+        pcg = write_file_release(source, tmp_path / f"{source.stem}-pcg.parquet", epsilon=4.0,
+                                 options=ReleaseOptions(seed=11, rng="pcg64"))
         assert not np.array_equal(read_list(pcg.output), outputs[0])
 
 
@@ -210,9 +211,11 @@ def test_the_cli_records_the_secure_generator_in_the_sidecar(tmp_path: Path) -> 
         record = load_sidecar(sidecar_path(out)).content["release"]["randomness"]
         assert record["bit_generator"] == "ChaCha" and record["rounds"] == 20 and record["cryptographic"] is True
         assert record["version"] == randomgen.__version__ and record["entropy"] == entropy
-    default = tmp_path / "pcg.parquet"
+    default, pcg = tmp_path / "default.parquet", tmp_path / "pcg.parquet"
     assert ldp("privatize", src, "-o", default, "--eps", 2, "-q").exit_code == 0
-    assert load_sidecar(sidecar_path(default)).content["release"]["randomness"]["bit_generator"] == "PCG64"
+    assert load_sidecar(sidecar_path(default)).content["release"]["randomness"]["bit_generator"] == "ChaCha20"
+    assert ldp("privatize", src, "-o", pcg, "--eps", 2, "--rng", "pcg64", "-q").exit_code == 0
+    assert load_sidecar(sidecar_path(pcg)).content["release"]["randomness"]["bit_generator"] == "PCG64"
     bad = ldp("privatize", src, "-o", tmp_path / "bad.parquet", "--eps", 2, "--rng", "chacha")
     assert bad.exit_code == 2 and "--rng must be one of pcg64, chacha20, secure" in bad.stderr
 

@@ -120,10 +120,10 @@ def privatize(
         None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
     ),
     rng: str = typer.Option(
-        DEFAULT_RNG, "--rng", metavar="|".join(RNG_NAMES), help="The generator of the noise. pcg64 (default): numpy's "
-        "PCG64, fast but not cryptographic: whoever sees enough of its output can in principle predict the rest of "
-        "the run's noise. chacha20: ldp's own counter-based ChaCha20 stream (RFC 8439, 20 rounds, keyed from 256 bits "
-        "of OS entropy, no extra package), cryptographically secure. secure: the same cipher through randomgen "
+        DEFAULT_RNG, "--rng", metavar="|".join(RNG_NAMES), help="The generator of the noise. chacha20 (default): ldp's "
+        "own counter-based ChaCha20 stream (RFC 8439, 20 rounds, keyed from 256 bits of OS entropy), cryptographically "
+        "secure. pcg64: numpy's PCG64, the opt-out for simulations: not cryptographic, so whoever sees enough of its "
+        "output can in principle predict the rest of the run's noise. secure: ChaCha20 through randomgen "
         "(`pip install 'ldp[secure]'`), slower (README, Randomness; benchmarks/rng.py). Recorded in "
         "the sidecar's release.randomness. With --seed each gives the same output whatever --threads, --memory "
         "or --engine."
