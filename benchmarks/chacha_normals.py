@@ -8,7 +8,7 @@ ratios of throughput against (a) measured in the same rounds:
 
 - (a) PCG64: ``numpy.random.Generator.standard_normal((rows, d))`` (numpy's ziggurat); with 2
   threads, two generators each filling half the rows in its own thread (numpy releases the GIL);
-- (b) ChaCha20, numba: :func:`ldpcli.math._chacha20_numba.normals` with ``numba.set_num_threads``;
+- (b) ChaCha20, numba: :func:`ldpcli.math._chacha20_numba.normals` (``parallel=True``) with ``numba.set_num_threads``;
 - (c) ChaCha20, numpy reference: :func:`ldpcli.math._chacha20.stream_normals` on --reference-rows
   rows (it is slow; its throughput is per value, so a smaller batch compares fairly), one thread always;
 - (d) randomgen's ChaCha (20 rounds) through ``Generator.standard_normal`` when randomgen is installed
@@ -61,8 +61,8 @@ def columns(rows: int, d: int, reference_rows: int, threads: int) -> dict[str, t
         print("numba is not installed: no (b)")
     else:
         numba.set_num_threads(threads)
-        compiled.normals(key, keys[:2], d)  # compile outside the timing
-        out["(b) ChaCha20 numba"] = (lambda: compiled.normals(key, keys, d), rows * d, threads)
+        compiled.normals(key, keys[:2], d, parallel=True)  # compile outside the timing
+        out["(b) ChaCha20 numba"] = (lambda: compiled.normals(key, keys, d, parallel=True), rows * d, threads)
     out["(c) ChaCha20 numpy reference"] = (lambda: reference.stream_normals(key, keys[:reference_rows], d),
                                             reference_rows * d, 1)
     try:

@@ -370,8 +370,9 @@ def privatize(
         more than 1% are). ``fail_on_clip=fraction``: a ValueError when more than that fraction of
         the rows would be clipped; by default 0.5, so more than half is refused unless
         ``fail_on_clip=1`` accepts it.
-    rng : numpy.random.Generator, int or None
-        A generator, an int seed (reproducible: not for release) or None (OS entropy). The seed
+    rng : numpy.random.Generator, ldpcli.math.CounterGenerator, int or None
+        A generator, an int seed (numpy's PCG64 of it: reproducible, not for release) or None (the default: ldp's
+        ChaCha20 stream keyed by 256 bits from the OS, cryptographic). The seed
         comes only by ``rng``: ``seed=`` or ``random_state=`` is a TypeError that points here.
     eps : float
         An alias of ``epsilon`` (give one of them: both is a TypeError).

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from ldpcli.math._bitgen import describe_generator as describe_generator
     from ldpcli.math._bitgen import require_randomgen as require_randomgen
     from ldpcli.math._bitgen import secure_generator as secure_generator
+    from ldpcli.math._chacha20 import release_key as release_key
+    from ldpcli.math._counter_rng import CounterGenerator as CounterGenerator
     from ldpcli.math._devices import device_namespace as device_namespace
     from ldpcli.math._devices import device_normals as device_normals
     from ldpcli.math._devices import device_of as device_of

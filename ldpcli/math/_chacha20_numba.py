@@ -1,7 +1,9 @@
 """The ChaCha20 stream of :mod:`ldpcli.math._chacha20`, compiled by numba (imported only when numba is installed).
 
-The same bits as the numpy reference for the same (key, stream, row key, position), one row per
-``prange`` iteration: every value depends on its address alone, so the thread count and the rows
+The same bits as the numpy reference for the same (key, stream, row key, position), one row at a time:
+on the calling thread (the default: a release already runs one key block per thread, and waking numba's
+pool for every small draw costs more than the draw), or with ``parallel=True`` one row per ``prange``
+iteration on numba's threads. Every value depends on its address alone, so the thread count and the rows
 computed together change nothing. The rare branches of the ziggurat call the reference's own
 :func:`~ldpcli.math._chacha20.exp_reduced` and :func:`~ldpcli.math._chacha20.log_reduced`, compiled
 from the same source without ``fastmath`` (LLVM then neither contracts a × b + c into an FMA nor
@@ -103,23 +105,35 @@ def _blocks(
             out[t, lane] = np.uint64(st[2 * t, lane]) | (np.uint64(st[2 * t + 1, lane]) << np.uint64(32))
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
-def _words(k: np.ndarray, rows: np.ndarray, stream: int, out: np.ndarray) -> None:
-    n, count = out.shape
+@numba.njit(cache=True, nogil=True)
+def _words_row(k: np.ndarray, rows: np.ndarray, stream: int, out: np.ndarray, i: int) -> None:
+    """Row i of :func:`words`: its blocks 16 at a time, read as little-endian 64-bit words."""
+    count = out.shape[1]
     blocks = (count + 7) // 8
-    for i in numba.prange(n):
-        st = np.empty((16, LANES), dtype=np.uint32)
-        init = np.empty(16, dtype=np.uint32)
-        buf = np.empty((8, LANES), dtype=np.uint64)
-        counters = np.empty(LANES, dtype=np.uint32)
-        row = rows[i]
-        for first in range(0, blocks, LANES):
-            lanes = min(LANES, blocks - first)
-            for lane in range(LANES):
-                counters[lane] = first + lane
-            _blocks(k, counters, stream << 16, row & _LOW, row >> _HIGH, init, st, buf)
-            for t in range(min(8 * lanes, count - 8 * first)):
-                out[i, 8 * first + t] = buf[t % 8, t // 8]
+    st = np.empty((16, LANES), dtype=np.uint32)
+    init = np.empty(16, dtype=np.uint32)
+    buf = np.empty((8, LANES), dtype=np.uint64)
+    counters = np.empty(LANES, dtype=np.uint32)
+    row = rows[i]
+    for first in range(0, blocks, LANES):
+        lanes = min(LANES, blocks - first)
+        for lane in range(LANES):
+            counters[lane] = first + lane
+        _blocks(k, counters, stream << 16, row & _LOW, row >> _HIGH, init, st, buf)
+        for t in range(min(8 * lanes, count - 8 * first)):
+            out[i, 8 * first + t] = buf[t % 8, t // 8]
+
+
+@numba.njit(cache=True, nogil=True)
+def _words(k: np.ndarray, rows: np.ndarray, stream: int, out: np.ndarray) -> None:
+    for i in range(out.shape[0]):
+        _words_row(k, rows, stream, out, i)
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _words_parallel(k: np.ndarray, rows: np.ndarray, stream: int, out: np.ndarray) -> None:
+    for i in numba.prange(out.shape[0]):
+        _words_row(k, rows, stream, out, i)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -190,68 +204,92 @@ def _resolve(
         w, used, block = _extra(k, stream, row, position, extra, col, used, block, scratch)
 
 
-@numba.njit(cache=True, nogil=True, parallel=True)
+@numba.njit(cache=True, nogil=True)
+def _normals_row(
+    k: np.ndarray, rows: np.ndarray, stream: int, zw: np.ndarray, zk: np.ndarray, zf: np.ndarray, r: float,
+    inv_r: float, out: np.ndarray, i: int,
+) -> None:
+    """Row i of :func:`normals`: the ziggurat's core on every word without branches (16 blocks at a time), the
+    misses (about 1.5 %) listed; then their first attempt blocks 16 at a time, and :func:`_resolve` on each."""
+    count = out.shape[1]
+    blocks = (count + 7) // 8
+    counters = np.empty(LANES, dtype=np.uint32)
+    init = np.empty(16, dtype=np.uint32)
+    st = np.empty((16, LANES), dtype=np.uint32)
+    buf = np.empty((8, LANES), dtype=np.uint64)
+    scratch = (counters, init, st, np.empty((8, LANES), dtype=np.uint64))
+    missed_at = np.empty(count, dtype=np.int64)
+    missed_word = np.empty(count, dtype=np.uint64)
+    row = rows[i]
+    missed = 0
+    for first in range(0, blocks, LANES):
+        lanes = min(LANES, blocks - first)
+        for lane in range(LANES):
+            counters[lane] = first + lane
+        _blocks(k, counters, stream << 16, row & _LOW, row >> _HIGH, init, st, buf)
+        for t in range(min(8 * lanes, count - 8 * first)):  # ±k·W[layer] (×±1 is exact)
+            w = buf[t % 8, t // 8]
+            layer = w & np.uint64(255)
+            bits = w >> np.uint64(11)
+            sign = 1.0 - 2.0 * float(np.int64((w >> np.uint64(8)) & np.uint64(1)))
+            out[i, 8 * first + t] = float(np.int64(bits)) * zw[layer] * sign
+            missed_at[missed] = 8 * first + t
+            missed_word[missed] = w
+            missed += bits >= zk[layer]
+    for first in range(0, missed, LANES):
+        lanes = min(LANES, missed - first)
+        for lane in range(LANES):
+            counters[lane] = missed_at[first + lane] if lane < lanes else 0
+        _blocks(k, counters, (stream << 16) + 1, row & _LOW, row >> _HIGH, init, st, buf)
+        for lane in range(lanes):
+            at = missed_at[first + lane]
+            out[i, at] = _resolve(k, stream, row, at, missed_word[first + lane], zw, zk, zf, r, inv_r, buf, lane,
+                                  scratch)
+
+
+@numba.njit(cache=True, nogil=True)
 def _normals(
     k: np.ndarray, rows: np.ndarray, stream: int, zw: np.ndarray, zk: np.ndarray, zf: np.ndarray, r: float,
     inv_r: float, out: np.ndarray,
 ) -> None:
-    """Per row: the ziggurat's core on every word without branches (16 blocks at a time), the misses
-    (about 1.5 %) listed; then their first attempt blocks 16 at a time, and :func:`_resolve` on each."""
-    n, count = out.shape
-    blocks = (count + 7) // 8
-    for i in numba.prange(n):
-        counters = np.empty(LANES, dtype=np.uint32)
-        init = np.empty(16, dtype=np.uint32)
-        st = np.empty((16, LANES), dtype=np.uint32)
-        buf = np.empty((8, LANES), dtype=np.uint64)
-        scratch = (counters, init, st, np.empty((8, LANES), dtype=np.uint64))
-        missed_at = np.empty(count, dtype=np.int64)
-        missed_word = np.empty(count, dtype=np.uint64)
-        row = rows[i]
-        missed = 0
-        for first in range(0, blocks, LANES):
-            lanes = min(LANES, blocks - first)
-            for lane in range(LANES):
-                counters[lane] = first + lane
-            _blocks(k, counters, stream << 16, row & _LOW, row >> _HIGH, init, st, buf)
-            for t in range(min(8 * lanes, count - 8 * first)):  # ±k·W[layer] (×±1 is exact)
-                w = buf[t % 8, t // 8]
-                layer = w & np.uint64(255)
-                bits = w >> np.uint64(11)
-                sign = 1.0 - 2.0 * float(np.int64((w >> np.uint64(8)) & np.uint64(1)))
-                out[i, 8 * first + t] = float(np.int64(bits)) * zw[layer] * sign
-                missed_at[missed] = 8 * first + t
-                missed_word[missed] = w
-                missed += bits >= zk[layer]
-        for first in range(0, missed, LANES):
-            lanes = min(LANES, missed - first)
-            for lane in range(LANES):
-                counters[lane] = missed_at[first + lane] if lane < lanes else 0
-            _blocks(k, counters, (stream << 16) + 1, row & _LOW, row >> _HIGH, init, st, buf)
-            for lane in range(lanes):
-                at = missed_at[first + lane]
-                out[i, at] = _resolve(k, stream, row, at, missed_word[first + lane], zw, zk, zf, r, inv_r, buf, lane,
-                                      scratch)
+    for i in range(out.shape[0]):
+        _normals_row(k, rows, stream, zw, zk, zf, r, inv_r, out, i)
 
 
-def words(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
-    """:func:`ldpcli.math._chacha20.stream_words`, compiled."""
+@numba.njit(cache=True, nogil=True, parallel=True)
+def _normals_parallel(
+    k: np.ndarray, rows: np.ndarray, stream: int, zw: np.ndarray, zk: np.ndarray, zf: np.ndarray, r: float,
+    inv_r: float, out: np.ndarray,
+) -> None:
+    for i in numba.prange(out.shape[0]):
+        _normals_row(k, rows, stream, zw, zk, zf, r, inv_r, out, i)
+
+
+def words(
+    key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0, parallel: bool = False,
+) -> np.ndarray:
+    """:func:`ldpcli.math._chacha20.stream_words`, compiled: on this thread, or ``parallel`` on numba's threads."""
     rows = ref._check(rows, count, stream)
     out = np.empty((rows.shape[0], count), dtype=np.uint64)
-    _words(ref.key_words(key), rows, stream, out)
+    (_words_parallel if parallel else _words)(ref.key_words(key), rows, stream, out)
     return out
 
 
-def uniforms(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
+def uniforms(
+    key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0, parallel: bool = False,
+) -> np.ndarray:
     """:func:`ldpcli.math._chacha20.stream_uniforms`, compiled (the word → double map is one exact step)."""
-    return ref.word_uniforms(words(key, rows, count, stream=stream))
+    return ref.word_uniforms(words(key, rows, count, stream=stream, parallel=parallel))
 
 
 def normals(
     key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0, tables: ref.Ziggurat = ref.ZIGGURAT,
+    parallel: bool = False,
 ) -> np.ndarray:
-    """:func:`ldpcli.math._chacha20.stream_normals`, compiled: the same bits (``tables`` as there)."""
+    """:func:`ldpcli.math._chacha20.stream_normals`, compiled: the same bits (``tables`` as there), on this
+    thread or ``parallel`` on numba's threads."""
     rows = ref._check(rows, count, stream)
     out = np.empty((rows.shape[0], count))
-    _normals(ref.key_words(key), rows, stream, tables.w, tables.k, tables.f, tables.r, tables.inv_r, out)
+    (_normals_parallel if parallel else _normals)(ref.key_words(key), rows, stream, tables.w, tables.k, tables.f,
+                                                  tables.r, tables.inv_r, out)
     return out

@@ -21,7 +21,11 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any
+
+import numpy as np
 
 from ldpcli.errors import MissingDependency, UsageError, install_hint
 
@@ -47,14 +51,41 @@ def kernel_name() -> str:
     return "numba"
 
 
-def compiled() -> ModuleType | None:
-    """The compiled kernels' module when :func:`kernel_name` is ``"numba"``, else None.
+def compiled(rng: object, *, given_normals: bool = False) -> ModuleType | None:
+    """The compiled kernels' module when :func:`kernel_name` is ``"numba"`` and the kernel can use ``rng``, else None.
 
-    Imported on first use: numba's import and the first call's compilation (cached on disk
-    afterwards) cost only runs that privatize.
+    A kernel draws from a ``numpy.random.Generator`` itself (numba compiles its methods). A kernel
+    that reads its normals from an array (``given_normals``: the sphere and Gaussian samplers) also
+    runs with any other generator, such as :class:`ldpcli.math._counter_rng.CounterGenerator` (the
+    ChaCha20 stream): :func:`with_normals` fills the array first. Imported on first use: numba's
+    import and the first call's compilation (cached on disk afterwards) cost only runs that privatize.
     """
-    if kernel_name() != "numba":
+    if kernel_name() != "numba" or not (given_normals or isinstance(rng, np.random.Generator)):
         return None
     from ldpcli.math import _numba_kernels
 
     return _numba_kernels
+
+
+#: Normals the stream fills ahead of a compiled sampler at a time (512 KiB): still in cache when the kernel reads them.
+GIVEN_CHUNK_VALUES = 2**16
+
+
+def with_normals(rng: Any, out: np.ndarray, run: Callable[[slice, Any], None]) -> None:
+    """Run a compiled sampler over the rows of ``out``: ``run(rows, source)`` with the source of its normals.
+
+    For a ``numpy.random.Generator``, once over all rows with ``rng`` itself (the kernel draws them as it
+    goes, in row order). For any other generator, chunk by chunk of rows (about :data:`GIVEN_CHUNK_VALUES`
+    values), ``out[rows]`` first filled with its normals (``rng.standard_normal(out=...)``) and given as the
+    source, which the kernel reads and overwrites: the same normals, in row order, as one fill of ``out``
+    would draw, while each chunk is in cache.
+    """
+    n, d = out.shape
+    if isinstance(rng, np.random.Generator):
+        run(slice(0, n), rng)
+        return
+    step = max(1, GIVEN_CHUNK_VALUES // max(1, d))
+    for start in range(0, n, step):
+        rows = slice(start, min(n, start + step))
+        rng.standard_normal(out=out[rows])
+        run(rows, out[rows])

@@ -17,6 +17,32 @@ import math
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import overload
+
+
+def _normal(source: object, i: int, j: int) -> float:
+    """The normal of row i, coordinate j: drawn from ``source`` (a Generator) or read from it (an array
+    the caller filled beforehand, in row order). Compiled only, through its overload."""
+    raise NotImplementedError
+
+
+@overload(_normal, inline="always")
+def _normal_impl(source, i, j):
+    if isinstance(source, types.Array):
+        return lambda source, i, j: source[i, j]
+    return lambda source, i, j: source.standard_normal()
+
+
+def _draws(source: object) -> bool:
+    """Whether ``source`` can give new normals (a Generator) rather than only the row's given ones (an array)."""
+    raise NotImplementedError
+
+
+@overload(_draws, inline="always")
+def _draws_impl(source):
+    draws = not isinstance(source, types.Array)
+    return lambda source: draws
 
 
 @numba.njit(cache=True, nogil=True)
@@ -53,13 +79,16 @@ def _rounding_divisor(x: np.ndarray, i: int, flip: float, radius: float) -> floa
 @numba.njit(cache=True, nogil=True)
 def rounded_cap_directions(
     x: np.ndarray, flips: np.ndarray, radius: float, t: np.ndarray, r: np.ndarray, scale: float,
-    rng: np.random.Generator, out: np.ndarray,
+    source: object, out: np.ndarray, redo: np.ndarray,
 ) -> None:
     """``spheremath.rounded_cap_directions`` after the flips and cosines are drawn, into ``out``.
 
-    Per row: the norm; u = ±x/‖x‖ (sign by ``flips``); d normals g with ‖g‖² and ⟨g, u⟩
-    accumulated as they are drawn; the explicit double projection when ‖w‖² < ‖g‖²/4; then
-    scale·(t·u + r·w) = a·g + b·u in place. A zero row becomes scale·g/‖g‖.
+    Per row: the norm; u = ±x/‖x‖ (sign by ``flips``); d normals g (:func:`_normal` of ``source``: a
+    Generator, or ``out`` itself filled with the rows' normals) with ‖g‖² and ⟨g, u⟩ accumulated as
+    they are read; the explicit double projection when ‖w‖² < ‖g‖²/4; then scale·(t·u + r·w) =
+    a·g + b·u in place. A zero row becomes scale·g/‖g‖. When the projection leaves nothing (g
+    parallel to u to the last bit: probability 0 for d ≥ 2) a Generator gives the row new normals;
+    with given normals the row is marked in ``redo`` and left for the caller.
     """
     n, d = x.shape
     for i in range(n):
@@ -67,7 +96,7 @@ def rounded_cap_directions(
         gg = 0.0
         if denom == 0.0:
             for j in range(d):
-                v = rng.standard_normal()
+                v = _normal(source, i, j)
                 out[i, j] = v
                 gg += v * v
             factor = scale / math.sqrt(gg)
@@ -76,7 +105,7 @@ def rounded_cap_directions(
             continue
         gu = 0.0
         for j in range(d):
-            v = rng.standard_normal()
+            v = _normal(source, i, j)
             out[i, j] = v
             gg += v * v
             gu += v * (x[i, j] / denom)
@@ -93,10 +122,13 @@ def rounded_cap_directions(
                 ww = 0.0
                 for j in range(d):
                     ww += out[i, j] * out[i, j]
-                if ww > 0.0:
+                if ww > 0.0 or not _draws(source):
                     break
                 for j in range(d):  # g exactly parallel to u: probability 0, draw again
-                    out[i, j] = rng.standard_normal()
+                    out[i, j] = _normal(source, i, j)
+            if ww == 0.0:
+                redo[i] = True
+                continue
         a = scale * r[i] / math.sqrt(ww)
         b = scale * t[i] - a * gu
         for j in range(d):
@@ -105,11 +137,12 @@ def rounded_cap_directions(
 
 @numba.njit(cache=True, nogil=True)
 def gaussian_about_cosines(
-    x: np.ndarray, flips: np.ndarray, radius: float, z: np.ndarray, scale: float, rng: np.random.Generator,
+    x: np.ndarray, flips: np.ndarray, radius: float, z: np.ndarray, scale: float, source: object,
     out: np.ndarray, zero: np.ndarray,
 ) -> None:
     """PrivUnitG's rows after the rounding flips and the cosines z are drawn (Asi et al. 2022, Alg. 2):
-    scale·(g + (z_i − ⟨g, u⟩)·u) = scale·(z_i·u + g⊥) with d normals g per row, into ``out``.
+    scale·(g + (z_i − ⟨g, u⟩)·u) = scale·(z_i·u + g⊥) with d normals g per row (:func:`_normal` of
+    ``source``: a Generator, or ``out`` filled with them), into ``out``.
 
     A zero row gets its raw normals and ``zero[i] = True``: the caller gives it its norm
     (``privunitg.finish_zero_rows``).
@@ -119,12 +152,12 @@ def gaussian_about_cosines(
         denom = _rounding_divisor(x, i, flips[i], radius)
         if denom == 0.0:
             for j in range(d):
-                out[i, j] = rng.standard_normal()
+                out[i, j] = _normal(source, i, j)
             zero[i] = True
             continue
         gu = 0.0
         for j in range(d):
-            v = rng.standard_normal()
+            v = _normal(source, i, j)
             out[i, j] = v
             gu += v * (x[i, j] / denom)
         b = z[i] - gu
@@ -134,11 +167,12 @@ def gaussian_about_cosines(
 
 @numba.njit(cache=True, nogil=True)
 def gaussian_with_private_sign(
-    x: np.ndarray, flips: np.ndarray, radius: float, keep: np.ndarray, scale: float, rng: np.random.Generator,
+    x: np.ndarray, flips: np.ndarray, radius: float, keep: np.ndarray, scale: float, source: object,
     out: np.ndarray,
 ) -> None:
     """gaussian-sign's rows after the rounding flips and the kept signs are drawn (Błasiok et al.
-    2019, Def. 5.5, corrected): ±scale·g with d normals g, + exactly when (⟨g, u⟩ ≥ 0) == keep_i.
+    2019, Def. 5.5, corrected): ±scale·g with d normals g (:func:`_normal` of ``source``: a Generator,
+    or ``out`` filled with them), + exactly when (⟨g, u⟩ ≥ 0) == keep_i.
 
     A zero row's u is uniform and independent of g, so (⟨g, u⟩ ≥ 0) is a fair coin independent of
     g: it is taken from the row's unused rounding flip (flip < ½), with no direction drawn.
@@ -148,7 +182,7 @@ def gaussian_with_private_sign(
         denom = _rounding_divisor(x, i, flips[i], radius)
         along = 0.0
         for j in range(d):
-            v = rng.standard_normal()
+            v = _normal(source, i, j)
             out[i, j] = v
             if denom != 0.0:
                 along += v * (x[i, j] / denom)

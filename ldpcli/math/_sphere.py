@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ldpcli.math._kernels import compiled
+from ldpcli.math._kernels import compiled, with_normals
 from ldpcli.math._lazy import special
 from ldpcli.math._logspace import LOG2, log_cosh, log_expit
 from ldpcli.math._rows import rounded_chunks, rounded_units_into, row_buffers, row_norms
@@ -434,9 +434,19 @@ def rounded_cap_directions(
     flips: np.ndarray = rng.random((n,))
     t, r = cosines(n)
     out = np.empty((n, d))
-    kernels = compiled()
+    kernels = compiled(rng, given_normals=True)
     if kernels is not None:
-        kernels.rounded_cap_directions(np.ascontiguousarray(x, dtype=np.float64), flips, radius, t, r, scale, rng, out)
+        redo = np.zeros(n, dtype=bool)
+        rows_in = np.ascontiguousarray(x, dtype=np.float64)
+        with_normals(rng, out, lambda rows, source: kernels.rounded_cap_directions(
+            rows_in[rows], flips[rows], radius, t[rows], r[rows], scale, source, out[rows], redo[rows]))
+        if redo.any():  # given normals exactly along u (probability 0): new ones, as the reference draws them
+            again = np.flatnonzero(redo)
+            u = np.empty((again.size, d))
+            rounded_units_into(x[again], flips[again], radius, u)
+            g = rng.standard_normal((again.size, d))
+            _directions_in_place(g, u, t[again], r[again], scale, rng)
+            out[again] = g
         return out
     with row_buffers(d):
         for rows, u, zero in rounded_chunks(x, flips, radius):

@@ -22,6 +22,15 @@ def normals(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int
     return _chacha20.stream_normals(key, rows, count, stream=stream)
 
 
+def words(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
+    """:func:`ldpcli.math._chacha20.stream_words` by the kernel :func:`ldpcli.math._kernels.kernel_name` chooses."""
+    if kernel_name() == "numba":
+        from ldpcli.math import _chacha20_numba
+
+        return _chacha20_numba.words(key, rows, count, stream=stream)
+    return _chacha20.stream_words(key, rows, count, stream=stream)
+
+
 def uniforms(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
     """:func:`ldpcli.math._chacha20.stream_uniforms` by the kernel :func:`ldpcli.math._kernels.kernel_name` chooses."""
     if kernel_name() == "numba":

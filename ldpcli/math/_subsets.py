@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ldpcli.math._counter_rng import CounterGenerator
+
 #: Rows at least this long find their agreeing set's cut by selection, not sorting (``_cut_keys``; measured crossover).
 _PARTITION_MIN_D = 2048
 
@@ -16,10 +18,12 @@ def _uniform_keys(rows: int, d: int, rng: np.random.Generator) -> np.ndarray:
     """A (rows, d) array of independent uniform 32-bit keys (uint32): the halves of ⌈rows·d/2⌉
     raw words (``random_raw``, about 1 ns a key with PCG64, half the cost of ``integers``) where
     the raw word is 64 uniform bits, numpy's PCG64 (ldp's default) and randomgen's ChaCha
-    (``rng="secure"``, :mod:`ldpcli.math._bitgen`); for any other generator (MT19937's raw word,
-    for one, is 32 bits wide) ``rng.integers(0, 2³², dtype=uint32)``, the same law."""
-    bitgen = rng.bit_generator
+    (``rng="secure"``, :mod:`ldpcli.math._bitgen`); and the ChaCha20 stream's :class:`~ldpcli.math._counter_rng.CounterGenerator`;
+    for any other generator (MT19937's raw word, for one, is 32 bits wide) ``rng.integers(0, 2³², dtype=uint32)``, the same law."""
     size = rows * d
+    if isinstance(rng, CounterGenerator):
+        return rng.random_raw((size + 1) // 2).view(np.uint32)[:size].reshape(rows, d)
+    bitgen = rng.bit_generator
     if type(bitgen) is np.random.PCG64 or (
         type(bitgen).__name__ == "ChaCha" and type(bitgen).__module__.startswith("randomgen.")
     ):

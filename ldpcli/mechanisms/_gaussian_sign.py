@@ -43,7 +43,7 @@ import numpy as np
 from ldpcli.math import _logspace as logspace
 from ldpcli.math import _rows as rowmath
 from ldpcli.math import _sphere as sm
-from ldpcli.math._kernels import compiled
+from ldpcli.math._kernels import compiled, with_normals
 from ldpcli.math._lawtests import LawTest
 from ldpcli.mechanisms._base import Mechanism, register
 
@@ -173,10 +173,11 @@ class GaussianSign(Mechanism):
         keep = self.kept_signs(n, rng)
         scale = self.gaussian_scale
         out = np.empty((n, d))
-        kernels = compiled()
+        kernels = compiled(rng, given_normals=True)
         if kernels is not None:
-            kernels.gaussian_with_private_sign(np.ascontiguousarray(x, dtype=np.float64), flips, self.norm_bound,
-                                               keep, scale, rng, out)
+            rows_in, bound = np.ascontiguousarray(x, dtype=np.float64), self.norm_bound
+            with_normals(rng, out, lambda rows, source: kernels.gaussian_with_private_sign(
+                rows_in[rows], flips[rows], bound, keep[rows], scale, source, out[rows]))
             return out
         with rowmath.row_buffers(d):
             for rows, u, zero in rowmath.rounded_chunks(x, flips, self.norm_bound):

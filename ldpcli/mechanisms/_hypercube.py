@@ -284,7 +284,7 @@ class _HypercubeThreshold(Mechanism):
         value = self.norm_bound * self.B
         half_over_l = 0.5 / self.norm_bound
         out = np.empty((n, d))
-        kernels = compiled()
+        kernels = compiled(rng)
         if kernels is not None:  # one compiled pass per row, the same law from fewer draws (not draw for draw)
             kernels.hypercube_vertices(np.ascontiguousarray(x, dtype=np.float64), agree, half_over_l, value, rng, out)
             return out

@@ -67,7 +67,7 @@ import numpy as np
 
 from ldpcli.math import _logspace as logspace
 from ldpcli.math import _rows as rowmath
-from ldpcli.math._kernels import compiled
+from ldpcli.math._kernels import compiled, with_normals
 from ldpcli.math._lawtests import LawTest
 from ldpcli.math._lazy import special
 from ldpcli.mechanisms._base import Mechanism, register
@@ -456,9 +456,11 @@ def fused_rows(
     n, d = x.shape
     out = np.empty((n, d))
     zero = np.zeros(n, dtype=bool)
-    kernels = compiled()
+    kernels = compiled(rng, given_normals=True)
     if kernels is not None:
-        kernels.gaussian_about_cosines(np.ascontiguousarray(x, dtype=np.float64), flips, radius, z, scale, rng, out, zero)
+        rows_in = np.ascontiguousarray(x, dtype=np.float64)
+        with_normals(rng, out, lambda rows, source: kernels.gaussian_about_cosines(
+            rows_in[rows], flips[rows], radius, z[rows], scale, source, out[rows], zero[rows]))
     else:
         with rowmath.row_buffers(d):
             for rows, u, zero_rows in rowmath.rounded_chunks(x, flips, radius):

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ldpcli.errors import LdpError, UsageError, python_text
+from ldpcli.math._counter_rng import CounterGenerator
 from ldpcli.math._devices import device_namespace
 from ldpcli.mechanisms import Mechanism, MechanismSpec
 from ldpcli.mechanisms._rendering import as_recorded, secured
@@ -97,8 +98,9 @@ class ReleaseRecord:
         (:meth:`ldpcli.math._domains.Domain.rounded`): a statistic of the raw data, for the caller
         only; left out of :meth:`to_dict` and of comparisons.
     generator : str or None
-        Which generator drew the n·d normals: ``"numpy PCG64"`` (the bit generator of ``rng``) for
-        numpy arrays and tables, the device's own for a PyTorch, CuPy or JAX array
+        Which generator drew the n·d normals: for numpy arrays and tables ``"ldp ChaCha20"`` (ldp's
+        cryptographic stream: ``rng`` None, the default, or a ``CounterGenerator``) or ``"numpy PCG64"`` (the bit
+        generator of an integer seed's or a given ``numpy.random.Generator``), the device's own for a PyTorch, CuPy or JAX array
         (:func:`ldpcli.math._devices.device_normals`: not cryptographic, and reproducible only on the
         same device and library version); the per-row draws are numpy's on the host in every case.
         None when not recorded (a release opened from files: numpy's keyed PCG64, :mod:`ldpcli.release._randomness`).
@@ -232,8 +234,9 @@ def privatize_rows(
         The privacy level ε (``eps`` is an alias; give one of them).
     mechanism, calibration, norm_bound, **options
         The mechanism's public spec (:class:`~ldpcli.mechanisms.MechanismSpec`).
-    rng : numpy.random.Generator, int or None
-        A generator, an int seed (reproducible: not for release) or None (OS entropy).
+    rng : numpy.random.Generator, ldpcli.math.CounterGenerator, int or None
+        A generator, an int seed (numpy's PCG64 of it: reproducible, not for release) or None (the default: ldp's
+        ChaCha20 stream keyed by 256 bits from the OS, cryptographic).
     column, columns, keep, keep_unsafe, force, fail_on_clip, dtype, secure, secure_delta
         As for ``ldpcli.privatize``.
 
@@ -274,7 +277,8 @@ def privatize_rows(
         mech.describe()  # a ValueError now if a number would not be finite
         if xp is None:
             privatized, n_clipped = _privatize_rows(mech, values, generator, precision)
-            normals = f"numpy {type(generator.bit_generator).__name__}"
+            normals = ("ldp ChaCha20" if isinstance(generator, CounterGenerator)
+                       else f"numpy {type(generator.bit_generator).__name__}")
         else:
             privatized, n_clipped, normals = _privatize_on_device(xp, mech, values, generator, precision, out_dtype)
         check_clipping(n_clipped, values.shape[0], limit, "x", mech, "fail_on_clip")

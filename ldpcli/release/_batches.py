@@ -40,7 +40,7 @@ class Privatizer:
     key: tuple[int, ...]
     precision: float  # unit roundoff of the input's values (the domain's slack depends on it)
     copies: int = 1  # independent outputs per row, side by side, drawn one after the other per block
-    rng: str = DEFAULT_RNG  # the key blocks' generator: "pcg64" or "secure" (ChaCha20)
+    rng: str = DEFAULT_RNG  # the key blocks' generator: "chacha20" (the default), "pcg64" or "secure"
 
     def __call__(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
         """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``."""

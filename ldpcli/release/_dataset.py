@@ -119,7 +119,7 @@ class PartTask:
     entropy: int | None
     spawn_key: tuple[int, ...]
     key: tuple[int, ...]
-    rng: str  # the key blocks' generator (release.randomness): "pcg64" or "secure"
+    rng: str  # the key blocks' generator (release.randomness): "chacha20", "pcg64" or "secure"
     column: str | None
     columns: tuple[str, ...] | None
     keep: tuple[str, ...]

@@ -6,13 +6,17 @@ generator is that of ``SeedSequence(root, spawn_key=(*input key, b))``, so the o
 seed does not depend on how the rows are batched, how many threads privatize them, or which
 engine or partitioning runs them: only on the seed, the input, the row's position and the ``rng``:
 
-- ``rng="pcg64"`` (the default, for speed): ``PCG64`` seeded by that ``SeedSequence``. Statistically
+- ``rng="chacha20"`` (the default): ldp's own counter-based ChaCha20 stream (:mod:`ldpcli.math._chacha20`, RFC 8439,
+  20 rounds, no extra package), each block's :class:`~ldpcli.math._counter_rng.CounterGenerator` keyed by
+  HMAC-SHA256 of the block's spawn key under the root's entropy (:func:`ldpcli.math._bitgen.secure_key`):
+  cryptographic, and the same bits from the numpy reference and the compiled stream.
+- ``rng="pcg64"`` (the opt-out, for simulations): ``PCG64`` seeded by that ``SeedSequence``. Statistically
   excellent but not cryptographic: whoever sees enough of a block's output can in principle compute
   the generator's state and predict the rest of the block.
-- ``rng="secure"``: ChaCha20 keyed by HMAC-SHA256 of the block's spawn key under the root's entropy
-  (:func:`ldpcli.math._bitgen.secure_generator`): with the root a 256-bit secret from the OS, every
-  block's stream is indistinguishable from independent uniform bits, even given every other block's
-  output (HMAC-SHA256 and ChaCha20 are PRFs). Its cost is measured in ``benchmarks/rng.py``.
+- ``rng="secure"``: randomgen's ChaCha20 keyed the same way (:func:`ldpcli.math._bitgen.secure_generator`):
+  with the root a 256-bit secret from the OS, every block's stream (under either ChaCha20 generator) is
+  indistinguishable from independent uniform bits, even given every other block's output (HMAC-SHA256
+  and ChaCha20 are PRFs). The costs are measured in ``benchmarks/rng.py`` and ``benchmarks/chacha_release.py``.
 
 - **Unseeded runs** (the default, and the only ones fit for release) take the root from 256 bits of
   OS entropy (:func:`root_seed`); the input key adds nothing there and is not computed.
@@ -26,7 +30,7 @@ Neither the seed nor anything derived from it (the key, the root's state) is wri
 This module is the one home of keyed randomness; the rest of the house asks it for generators:
 
 - :func:`root_seed` (seed) → the run's root ``SeedSequence``;
-- :func:`check_rng` (rng) → the generator's name checked (``"pcg64"`` or ``"secure"``);
+- :func:`check_rng` (rng) → the generator's name checked (``"pcg64"``, ``"chacha20"`` or ``"secure"``);
 - :func:`keyed_generator` (root, *key, rng=) → the generator of ``SeedSequence(root, spawn_key=(*root's, *key))``,
   one independent stream per key (a key block of a file, a sweep's grid point, a training stream);
 - :func:`digest_key` (a SHA-256 digest) → the eight 32-bit words of a key that names content;
@@ -47,19 +51,35 @@ import json
 import os
 import secrets
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from ldpcli._version import __version__
 from ldpcli.errors import UsageError
 from ldpcli.io._atomic import file_sha256
-from ldpcli.math._bitgen import KEY_BYTES, describe_generator, secure_generator
+from ldpcli.math._bitgen import (
+    ENTROPY_FROM_OS,
+    ENTROPY_FROM_USER,
+    KEY_BYTES,
+    ROUNDS,
+    describe_generator,
+    secure_generator,
+    secure_key,
+)
+from ldpcli.math._chacha20 import release_key
+from ldpcli.math._counter_rng import CounterGenerator
 from ldpcli.mechanisms._base import MechanismSpec
 
 #: The generators of the key blocks, by the name ``rng`` gives: numpy's PCG64 (the default: fast, not
-#: cryptographic) and ChaCha20 (:mod:`ldpcli.math._bitgen`: cryptographic, needs randomgen).
-RNG_NAMES = ("pcg64", "secure")
-DEFAULT_RNG = "pcg64"
+#: cryptographic), ldp's counter-based ChaCha20 stream (cryptographic, no extra package) and randomgen's
+#: ChaCha20 (:mod:`ldpcli.math._bitgen`: cryptographic, needs randomgen).
+RNG_NAMES = ("pcg64", "chacha20", "secure")
+#: A release's generator unless the user opts out: ldp's ChaCha20 stream (cryptographic, no extra package).
+DEFAULT_RNG = "chacha20"
+#: The generator of the keyed streams that no release's claim rests on (a sweep's simulated releases, the
+#: training noise of ``ldp train``): PCG64, unless the caller asks for another.
+SIMULATION_RNG = "pcg64"
 #: Values (rows × d) in one key block: 8 MiB of float64, the batch a default run privatizes at once
 #: (``Resources.memory`` of 256 MiB), so that run makes one mechanism call per batch and no extra copy.
 KEY_BLOCK_VALUES = 2**20
@@ -67,6 +87,8 @@ KEY_BLOCK_VALUES = 2**20
 #: enough that even a small file splits into many blocks (and threads), large enough (≥ 512·d
 #: values) that a generator and a mechanism call per block cost little.
 SHORT_ROW_BLOCK = 512
+#: ``release.randomness.bit_generator`` of ldp's own stream (randomgen's is "ChaCha").
+STREAM_BIT_GENERATOR = "ChaCha20"
 
 
 def key_block_rows(d: int) -> int:
@@ -89,17 +111,21 @@ def check_rng(rng: str) -> str:
     return rng
 
 
-def keyed_generator(root: np.random.SeedSequence, *key: int, rng: str = DEFAULT_RNG) -> np.random.Generator:
+def keyed_generator(root: np.random.SeedSequence, *key: int, rng: str = SIMULATION_RNG) -> np.random.Generator:
     """The generator of the stream named ``key`` under ``root``: the same draws every time it is made.
 
     Its ``SeedSequence`` is ``SeedSequence(root.entropy, spawn_key=(*root.spawn_key, *key))``.
-    ``rng="pcg64"``: ``PCG64`` of it; streams with different keys are independent (numpy's
+    ``rng="pcg64"`` (the default here: :data:`SIMULATION_RNG`; a release passes its own): ``PCG64`` of it; streams with different keys are independent (numpy's
     ``SeedSequence`` hashes the entropy and the key together), and with no key it is the root's own
     stream (``numpy.random.default_rng(seed)`` for a root from ``seed``). ``rng="secure"``: ChaCha20
     keyed by HMAC-SHA256 of the spawn key under the entropy (:func:`ldpcli.math._bitgen.secure_generator`).
+    ``rng="chacha20"``: ldp's ChaCha20 stream under that same key (:class:`~ldpcli.math._counter_rng.CounterGenerator`).
     """
     child = np.random.SeedSequence(root.entropy, spawn_key=(*root.spawn_key, *key))
-    if check_rng(rng) == "secure":
+    choice = check_rng(rng)
+    if choice == "chacha20":  # typed as the Generator whose methods the mechanisms call on it
+        return cast(np.random.Generator, CounterGenerator(secure_key(child)))
+    if choice == "secure":
         return secure_generator(child)
     return np.random.Generator(np.random.PCG64(child))
 
@@ -108,7 +134,10 @@ def randomness_record(rng: str, *, seeded: bool) -> dict[str, Any]:
     """What a release records of its ``rng`` (:func:`ldpcli.math._bitgen.describe_generator`): the bit generator,
     its package and version, ChaCha's rounds, whether it is cryptographic, and where its entropy came
     from ("from the OS", or "chosen by the user: not for release" for a seeded run). Never the seed or a key (the generator described is keyed
-    by a fixed public seed, and only its kind is read)."""
+    by a fixed public seed, and only its kind is read). ldp's own stream is "ChaCha20" of package "ldp"."""
+    if check_rng(rng) == "chacha20":
+        return {"bit_generator": STREAM_BIT_GENERATOR, "package": "ldp", "version": __version__, "rounds": ROUNDS,
+                "cryptographic": True, "entropy": ENTROPY_FROM_USER if seeded else ENTROPY_FROM_OS}
     return describe_generator(keyed_generator(np.random.SeedSequence(0), rng=rng), seeded=seeded)
 
 
@@ -140,17 +169,19 @@ def block_generators(
         yield slice(start, min(rows, start + block)), keyed_generator(root, *key, (first_row + start) // block, rng=rng)
 
 
-def rng_from(rng: np.random.Generator | int | None) -> tuple[np.random.Generator, bool | None]:
+def rng_from(rng: np.random.Generator | CounterGenerator | int | None) -> tuple[np.random.Generator, bool | None]:
     """(the generator, whether the output is reproducible) for a call given ``rng``.
 
-    None: a generator from OS entropy (not reproducible); a ``numpy.random.Generator``: itself
-    (reproducible only if the caller seeded it: unknown here, None); a non-negative int: the root
-    stream of that seed (``numpy.random.default_rng(seed)``, reproducible).
+    None: ldp's ChaCha20 stream keyed by 256 bits from the OS (:class:`~ldpcli.math._counter_rng.CounterGenerator`
+    of :func:`~ldpcli.math._chacha20.release_key`: cryptographic, not reproducible); a ``numpy.random.Generator``
+    or a ``CounterGenerator``: itself (reproducible only if the caller seeded it: unknown here, None); a
+    non-negative int: the root stream of that seed (``numpy.random.default_rng(seed)``, reproducible).
     """
     if rng is None:
-        return np.random.default_rng(), False
-    if isinstance(rng, np.random.Generator):
-        return rng, None
+        return cast(np.random.Generator, CounterGenerator(release_key())), False
+    if isinstance(rng, (np.random.Generator, CounterGenerator)):
+        return cast(np.random.Generator, rng), None
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
         return np.random.default_rng(int(rng)), True
-    raise TypeError(f"rng must be a numpy.random.Generator, a non-negative int seed or None, got {rng!r}")
+    raise TypeError(f"rng must be a numpy.random.Generator, a CounterGenerator, a non-negative int seed or None, "
+                    f"got {rng!r}")

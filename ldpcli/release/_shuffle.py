@@ -49,7 +49,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, cast
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +58,7 @@ from ldpcli.errors import DataError
 from ldpcli.io import _interrupts as interrupts
 from ldpcli.io._faults import checkpoint
 from ldpcli.io._messages import _reason
+from ldpcli.math._counter_rng import CounterGenerator
 from ldpcli.release._randomness import block_generators, root_seed
 
 #: Bucket files per level of the external shuffle. With the default memory budget (256 MB, of which
@@ -95,8 +96,9 @@ class OrderKeys:
 
     Row p of an input of dimension d is row p − b·B of key block b = ⌊p / B⌋, B = :func:`~ldpcli.release._randomness.key_block_rows` (d)
     (the noise's blocks), and its key is words 2(p − b·B) and 2(p − b·B) + 1 of that block's stream
-    (ChaCha20 keyed by HMAC-SHA256 of the spawn key ``(*key, SHUFFLE_STREAM, b)`` under ``root``: the noise's
-    :func:`~ldpcli.release._randomness.block_generators` with ``rng="secure"``, in a stream of their own), the first
+    (ldp's ChaCha20 stream keyed by HMAC-SHA256 of the spawn key ``(*key, SHUFFLE_STREAM, b)`` under ``root``: the
+    noise's :func:`~ldpcli.release._randomness.block_generators` with ``rng="chacha20"``, in a stream of their own;
+    no extra package), the first
     word the more significant. ``root`` is :func:`order_root`'s: a seeded run's, or a fresh one from the OS.
     """
 
@@ -107,8 +109,9 @@ class OrderKeys:
         """The keys (rows × 2, uint64) of rows [first_row, first_row + rows), a batch aligned to key blocks."""
         keys = np.empty((rows, KEY_WORDS), dtype=np.uint64)
         for part, generator in block_generators(self.root, (*self.key, SHUFFLE_STREAM), first_row, rows, d,
-                                                rng="secure"):
-            keys[part] = generator.bit_generator.random_raw(KEY_WORDS * (part.stop - part.start)).reshape(-1, KEY_WORDS)
+                                                rng="chacha20"):
+            keys[part] = cast(CounterGenerator, generator).random_raw(KEY_WORDS * (part.stop - part.start)).reshape(
+                -1, KEY_WORDS)
         return keys
 
     def keyed(self, privatize: Privatize, d: int) -> Privatize:

@@ -19,7 +19,6 @@ from typing import Any
 
 from ldpcli.accounting import ShuffledRelease, compose
 from ldpcli.errors import DataError, UsageError, counted
-from ldpcli.math._bitgen import require_randomgen
 from ldpcli.math._shuffling import default_central_delta
 from ldpcli.mechanisms import Mechanism
 from ldpcli.mechanisms._composition import ReleaseCost
@@ -29,7 +28,7 @@ def check_shuffle(*, shuffle: bool, delta: float | None, keep: Sequence[str], co
     """The refusals of a shuffled release that need no row: UsageError for a ``shuffle_delta``
     without ``shuffle`` or outside (0, 1), columns kept beside the vectors (an id or a label would
     link each row back to its person) and several copies of each row (the bound counts one report per
-    person); MissingDependency without randomgen (the order's generator)."""
+    person)."""
     if not shuffle:
         if delta is not None:
             raise UsageError("`shuffle_delta` is the δ of a shuffled release's central claim: it needs `shuffle`")
@@ -47,7 +46,6 @@ def check_shuffle(*, shuffle: bool, delta: float | None, keep: Sequence[str], co
             f"`shuffle` takes one report per person, but `copies` is {copies}: the shuffle bound counts one "
             "ε0-LDP report per row; release the copies without `shuffle`"
         )
-    require_randomgen()
 
 
 def check_pure(mech: Mechanism, cost: ReleaseCost) -> None:

@@ -149,12 +149,14 @@ def test_batches_threads_and_row_order_change_nothing() -> None:
     threads = numba.get_num_threads()
     try:
         numba.set_num_threads(1)
-        one = fast.normals(key, rows, d)
+        one = fast.normals(key, rows, d, parallel=True)
         numba.set_num_threads(min(2, numba.config.NUMBA_NUM_THREADS))
-        two = fast.normals(key, rows, d)
+        two = fast.normals(key, rows, d, parallel=True)
+        words = fast.words(key, rows, d, parallel=True)
     finally:
         numba.set_num_threads(threads)
     assert np.array_equal(_bits(one), _bits(whole)) and np.array_equal(_bits(two), _bits(whole))
+    assert np.array_equal(words, fast.words(key, rows, d))
 
 
 def test_the_reference_is_invariant_to_batches() -> None:

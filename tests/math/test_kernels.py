@@ -113,7 +113,7 @@ def test_each_kernel_is_unbiased_with_the_predicted_error(kernel: str, name: str
 
 def test_kernel_choice_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(kernels.KERNEL_ENV, "numpy")
-    assert kernels.kernel_name() == "numpy" and kernels.compiled() is None
+    assert kernels.kernel_name() == "numpy" and kernels.compiled(np.random.default_rng(0)) is None
     monkeypatch.setenv(kernels.KERNEL_ENV, "fortran")
     with pytest.raises(UsageError, match="LDP_KERNEL='fortran': use one of auto, numba, numpy"):
         kernels.kernel_name()

@@ -18,7 +18,15 @@ from scipy import stats
 
 from ldpcli.errors import MissingDependency, UsageError
 from ldpcli.learn._train import train
-from ldpcli.math._bitgen import ENTROPY_FROM_OS, ENTROPY_FROM_USER, KEY_TAG, describe_generator, secure_generator, secure_key
+from ldpcli.math._bitgen import (
+    ENTROPY_FROM_OS,
+    ENTROPY_FROM_USER,
+    KEY_TAG,
+    describe_generator,
+    secure_generator,
+    secure_key,
+)
+from ldpcli.math._counter_rng import CounterGenerator
 from ldpcli.release._dataset import write_dataset_release
 from ldpcli.release._file import write_file_release
 from ldpcli.release._inputs import MANIFEST_NAME
@@ -119,7 +127,7 @@ def test_a_secure_keyed_stream_is_chacha20_of_the_blocks_seed_sequence() -> None
     child = np.random.SeedSequence(root.entropy, spawn_key=(1, 2))
     assert np.array_equal(ours.integers(0, 2**32, 4), secure_generator(child).integers(0, 2**32, 4))
     assert type(ours.bit_generator).__name__ == "ChaCha"
-    with pytest.raises(UsageError, match="rng must be one of pcg64, secure"):
+    with pytest.raises(UsageError, match="rng must be one of pcg64, chacha20, secure"):
         keyed_generator(root, rng="mt19937")
 
 
@@ -132,11 +140,16 @@ def test_an_unseeded_root_holds_256_bits_from_the_os() -> None:
 # --------------------------------------------------------------------------- privatize --rng secure
 
 
-def secure_options(**changes: Any) -> ReleaseOptions:
-    return ReleaseOptions(seed=11, rng="secure", **changes)
+#: The two cryptographic generators: randomgen's ChaCha20 and ldp's own counter-based ChaCha20 stream.
+CRYPTOGRAPHIC = ["secure", "chacha20"]
 
 
-def test_a_seeded_secure_run_is_the_same_bits_whatever_the_threads_batches_and_layout(tmp_path: Path) -> None:
+def secure_options(rng: str = "secure", **changes: Any) -> ReleaseOptions:
+    return ReleaseOptions(seed=11, rng=rng, **changes)
+
+
+@pytest.mark.parametrize("rng", CRYPTOGRAPHIC)
+def test_a_seeded_secure_run_is_the_same_bits_whatever_the_threads_batches_and_layout(tmp_path: Path, rng: str) -> None:
     src = tmp_path / "in.parquet"
     write_list(src, unit_rows(3000, 64, seed=1), row_group_size=700)  # d = 64: key blocks of 16384 rows
     src_short = tmp_path / "short.parquet"
@@ -146,29 +159,33 @@ def test_a_seeded_secure_run_is_the_same_bits_whatever_the_threads_batches_and_l
         for threads, batch_rows in ((1, None), (2, None), (1, 512), (2, 1024)):
             out = tmp_path / f"{source.stem}-{threads}-{batch_rows}.parquet"
             write_file_release(source, out, epsilon=4.0,
-                           options=secure_options(resources=Resources(threads=threads, batch_rows=batch_rows)))
+                           options=secure_options(rng, resources=Resources(threads=threads, batch_rows=batch_rows)))
             outputs.append(read_list(out))
         for other in outputs[1:]:
             assert np.array_equal(outputs[0], other)
         dataset = tmp_path / f"{source.stem}-dataset"
-        write_dataset_release([source], dataset, engine=None, epsilon=4.0, options=secure_options(resources=Resources(threads=2)))
+        write_dataset_release([source], dataset, engine=None, epsilon=4.0,
+                              options=secure_options(rng, resources=Resources(threads=2)))
         manifest = json.loads((dataset / MANIFEST_NAME).read_text())
         parts = np.concatenate([read_list(dataset / part["file"]) for part in manifest["parts"]])
         assert np.array_equal(parts, outputs[0])
         # the same seed under PCG64 gives other noise: the generator really changed
-        pcg = write_file_release(source, tmp_path / f"{source.stem}-pcg.parquet", epsilon=4.0, options=ReleaseOptions(seed=11))
+        pcg = write_file_release(source, tmp_path / f"{source.stem}-pcg.parquet", epsilon=4.0,
+                                 options=ReleaseOptions(seed=11, rng="pcg64"))
         assert not np.array_equal(read_list(pcg.output), outputs[0])
 
 
-def test_unseeded_secure_runs_differ(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rng", CRYPTOGRAPHIC)
+def test_unseeded_secure_runs_differ(tmp_path: Path, rng: str) -> None:
     src = tmp_path / "in.parquet"
     write_list(src, unit_rows(50, 4))
     first, second = (read_list(write_file_release(src, tmp_path / f"{i}.parquet", epsilon=2.0,
-                                              options=ReleaseOptions(rng="secure")).output) for i in range(2))
+                                              options=ReleaseOptions(rng=rng)).output) for i in range(2))
     assert not np.array_equal(first, second)
 
 
-def test_secure_noise_is_unbiased(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rng", CRYPTOGRAPHIC)
+def test_secure_noise_is_unbiased(tmp_path: Path, rng: str) -> None:
     """n = 20000 copies of one row x (d = 6, privunit2, ε = 4) under ChaCha20: each coordinate's mean must lie
     within z·σ̂_j/√n of x_j, z the Bonferroni threshold for 6 two-sided tests at family level 10⁻⁴ (σ̂_j the
     coordinate's sample deviation: the mean's sampling error; a fixed seed, so the test is deterministic)."""
@@ -176,7 +193,7 @@ def test_secure_noise_is_unbiased(tmp_path: Path) -> None:
     x = unit_rows(1, d, seed=3)[0] * 0.9
     src = tmp_path / "in.parquet"
     write_list(src, np.tile(x, (n, 1)))
-    z = read_list(write_file_release(src, epsilon=4.0, options=ReleaseOptions(seed=2029, rng="secure")).output)
+    z = read_list(write_file_release(src, epsilon=4.0, options=ReleaseOptions(seed=2029, rng=rng)).output)
     scores = (z.mean(axis=0) - x) / (z.std(axis=0, ddof=1) / np.sqrt(n))
     assert np.all(np.abs(scores) < bonferroni_z(1e-4, d)), scores
 
@@ -194,11 +211,13 @@ def test_the_cli_records_the_secure_generator_in_the_sidecar(tmp_path: Path) -> 
         record = load_sidecar(sidecar_path(out)).content["release"]["randomness"]
         assert record["bit_generator"] == "ChaCha" and record["rounds"] == 20 and record["cryptographic"] is True
         assert record["version"] == randomgen.__version__ and record["entropy"] == entropy
-    default = tmp_path / "pcg.parquet"
+    default, pcg = tmp_path / "default.parquet", tmp_path / "pcg.parquet"
     assert ldp("privatize", src, "-o", default, "--eps", 2, "-q").exit_code == 0
-    assert load_sidecar(sidecar_path(default)).content["release"]["randomness"]["bit_generator"] == "PCG64"
+    assert load_sidecar(sidecar_path(default)).content["release"]["randomness"]["bit_generator"] == "ChaCha20"
+    assert ldp("privatize", src, "-o", pcg, "--eps", 2, "--rng", "pcg64", "-q").exit_code == 0
+    assert load_sidecar(sidecar_path(pcg)).content["release"]["randomness"]["bit_generator"] == "PCG64"
     bad = ldp("privatize", src, "-o", tmp_path / "bad.parquet", "--eps", 2, "--rng", "chacha")
-    assert bad.exit_code == 2 and "--rng must be one of pcg64, secure" in bad.stderr
+    assert bad.exit_code == 2 and "--rng must be one of pcg64, chacha20, secure" in bad.stderr
 
 
 @pytest.mark.slow
@@ -223,3 +242,33 @@ def test_train_refuses_an_rng_it_does_not_draw_from(tmp_path: Path) -> None:
     src = write_list(tmp_path / "x.parquet", unit_rows(50, 4))
     with pytest.raises(UsageError, match="train does not take options.rng"):
         train(src, label="y", epsilon=1.0, options=ReleaseOptions(rng="secure"))
+
+
+# --------------------------------------------------------------------------- ldp's own stream: rng="chacha20"
+
+
+def test_a_chacha20_keyed_stream_is_the_counter_stream_under_the_blocks_secure_key() -> None:
+    root = root_seed(7)
+    ours = keyed_generator(root, 1, 2, rng="chacha20")
+    key = secure_key(np.random.SeedSequence(root.entropy, spawn_key=(1, 2)))
+    assert np.array_equal(ours.random(50), CounterGenerator(key).random(50))
+    assert not np.array_equal(keyed_generator(root, 1, 3, rng="chacha20").random(50), CounterGenerator(key).random(50))
+
+
+@pytest.mark.slow
+def test_the_cli_runs_chacha20_without_randomgen_and_records_it(tmp_path: Path) -> None:
+    """A real process where randomgen cannot be imported: ``--rng chacha20`` needs no extra, reproduces its seeded
+    output, and the sidecar names ldp's stream as cryptographic (validated against the schema by load_sidecar)."""
+    src = tmp_path / "in.parquet"
+    write_list(src, unit_rows(300, 5))
+    outputs = []
+    for name, seed, entropy in (("a", 3, ENTROPY_FROM_USER), ("b", 3, ENTROPY_FROM_USER), ("c", None, ENTROPY_FROM_OS)):
+        out = tmp_path / f"{name}.parquet"
+        run = ldp_without("randomgen", "privatize", src, "-o", out, "--eps", 2, "--rng", "chacha20", "-q",
+                          *(("--seed", seed) if seed is not None else ()), ledger=tmp_path / "l" / "ledger.json")
+        assert run.returncode == 0, run.stderr
+        record = load_sidecar(sidecar_path(out)).content["release"]["randomness"]
+        assert record["bit_generator"] == "ChaCha20" and record["package"] == "ldp" and record["rounds"] == 20
+        assert record["cryptographic"] is True and record["entropy"] == entropy
+        outputs.append(read_list(out))
+    assert np.array_equal(outputs[0], outputs[1]) and not np.array_equal(outputs[0], outputs[2])

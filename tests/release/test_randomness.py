@@ -7,7 +7,15 @@ import hashlib
 import numpy as np
 import pytest
 
-from ldpcli.release._randomness import block_generators, digest_key, key_block_rows, keyed_generator, rng_from, root_seed
+from ldpcli.release._randomness import (
+    DEFAULT_RNG,
+    block_generators,
+    digest_key,
+    key_block_rows,
+    keyed_generator,
+    rng_from,
+    root_seed,
+)
 
 
 def test_a_keyed_stream_is_pinned_for_a_seed() -> None:
@@ -38,7 +46,7 @@ def test_key_blocks_are_keyed_by_their_index() -> None:
     blocks = list(block_generators(root, key, block, 2 * block + 1, d))
     assert [part for part, _ in blocks] == [slice(0, block), slice(block, 2 * block), slice(2 * block, 2 * block + 1)]
     for index, (_, rng) in enumerate(blocks, start=1):
-        assert rng.random() == keyed_generator(root, *key, index).random()
+        assert rng.random() == keyed_generator(root, *key, index, rng=DEFAULT_RNG).random()
     with pytest.raises(ValueError, match="not aligned"):
         next(block_generators(root, key, 1, 10, d))
 

@@ -155,13 +155,20 @@ def test_shuffle_delta_without_shuffle_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "--shuffle-delta" in result.stderr and "needs --shuffle" in result.stderr
 
 
-def test_without_randomgen_a_shuffle_is_refused_before_a_row_is_read(tmp_path: Path) -> None:
+def test_without_randomgen_a_shuffle_runs_on_ldps_own_stream(tmp_path: Path) -> None:
+    """The order keys come from ldp's ChaCha20 stream: a fresh ``pip install .`` (no randomgen) shuffles, and the
+    output holds the same multiset of rows as the unshuffled release of the same seed, in another order."""
     source = write_list(tmp_path / "in.parquet", unit_rows(40, 4, seed=1))
-    refused = ldp_without("randomgen", "privatize", source, "--eps", 2, "--shuffle", "-o", tmp_path / "out.parquet",
-                          ledger=tmp_path / "owner" / "ledger.json")
-    assert refused.returncode == 1
-    assert refused.stderr.count("\n") == 1 and "pip install 'ldp[secure]'" in refused.stderr, refused.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+    ledger = tmp_path / "owner" / "ledger.json"
+    shuffled = ldp_without("randomgen", "privatize", source, "--eps", 2, "--shuffle", "--seed", 4, "-q",
+                           "-o", tmp_path / "out.parquet", ledger=ledger)
+    assert shuffled.returncode == 0, shuffled.stderr
+    plain = ldp_without("randomgen", "privatize", source, "--eps", 2, "--seed", 4, "-q", "-o", tmp_path / "plain.parquet",
+                        ledger=ledger)
+    assert plain.returncode == 0, plain.stderr
+    rows, reference = read_list(tmp_path / "out.parquet"), read_list(tmp_path / "plain.parquet")
+    assert not np.array_equal(rows, reference)
+    assert np.array_equal(np.unique(rows, axis=0), np.unique(reference, axis=0))
 
 
 # --- a run that stops during the shuffle leaves nothing -------------------------------------------------------

@@ -219,7 +219,7 @@ def test_the_schema_is_strict(tmp_path: Path) -> None:
     assert check.is_valid(older)
 
 
-@pytest.mark.parametrize("rng", ["pcg64", "secure"])
+@pytest.mark.parametrize("rng", ["pcg64", "chacha20", "secure"])
 @pytest.mark.parametrize("reproducible", [False, True])
 def test_the_randomness_record_names_the_generator_and_its_entropy(tmp_path: Path, rng: str, reproducible: bool) -> None:
     """release.randomness (issue 29 item 3): which bit generator drew the noise, its package and version,
@@ -231,9 +231,13 @@ def test_the_randomness_record_names_the_generator_and_its_entropy(tmp_path: Pat
                             reproducible=reproducible, rng=rng)
     record = content["release"]["randomness"]
     entropy = "chosen by the user: not for release" if reproducible else "from the OS"
-    expected = ({"bit_generator": "ChaCha", "package": "randomgen", "version": randomgen.__version__, "rounds": 20,
-                 "cryptographic": True} if rng == "secure" else
-                {"bit_generator": "PCG64", "package": "numpy", "version": np.__version__, "cryptographic": False})
+    expected = {
+        "secure": {"bit_generator": "ChaCha", "package": "randomgen", "version": randomgen.__version__, "rounds": 20,
+                   "cryptographic": True},
+        "chacha20": {"bit_generator": "ChaCha20", "package": "ldp", "version": __version__, "rounds": 20,
+                     "cryptographic": True},
+        "pcg64": {"bit_generator": "PCG64", "package": "numpy", "version": np.__version__, "cryptographic": False},
+    }[rng]
     assert record == {**expected, "entropy": entropy, "kernel": record["kernel"]}
     check = validator()
     assert check.is_valid(content)
@@ -243,7 +247,7 @@ def test_the_randomness_record_names_the_generator_and_its_entropy(tmp_path: Pat
         lambda r: r.update(key="00ff"),
         lambda r: r.update(rounds=8),
     ]
-    if rng == "secure":
+    if rng != "pcg64":
         bad += [lambda r: r.update(cryptographic=False), lambda r: r.pop("rounds"), lambda r: r.pop("entropy")]
     for i, edit in enumerate(bad):
         changed = copy.deepcopy(content)

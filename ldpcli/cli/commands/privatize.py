@@ -54,8 +54,8 @@ from ldpcli.release._shuffle_claim import ShuffleClaim
 
 #: ``--shuffle``'s help: what the central claim says and rests on, and what a shuffle refuses.
 _SHUFFLE_HELP = (
-    "Write the rows in a uniformly random order (the sort order of 128-bit keys from ChaCha20, a cryptographically "
-    "secure generator seeded from the OS: within n²/2¹²⁹ of uniform; needs `pip install 'ldp[secure]'`), and state the central (ε, δ)-DP "
+    "Write the rows in a uniformly random order (the sort order of 128-bit keys from ldp's own ChaCha20 stream, "
+    "cryptographically secure and keyed from the OS: within n²/2¹²⁹ of uniform), and state the central (ε, δ)-DP "
     "of the n shuffled reports (amplification by shuffling, Feldman, McMillan and Talwar 2021) in the sidecar "
     "(release.shuffled), the ledger, the summary line and --json: an upper bound on ε that holds only if this "
     "process acted as an honest shuffler, so publish only the shuffled file, never the input or its order. "
@@ -120,11 +120,12 @@ def privatize(
         None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
     ),
     rng: str = typer.Option(
-        DEFAULT_RNG, "--rng", metavar="|".join(RNG_NAMES), help="The generator of the noise. pcg64 (default): numpy's "
-        "PCG64, fast but not cryptographic: whoever sees enough of its output can in principle predict the rest of "
-        "the run's noise. secure: ChaCha20 (20 rounds, keyed from 256 bits of OS entropy, through randomgen: `pip install "
-        "'ldp[secure]'`), cryptographically secure, and slower (README, Randomness; benchmarks/rng.py). Recorded in "
-        "the sidecar's release.randomness. With --seed either gives the same output whatever --threads, --memory "
+        DEFAULT_RNG, "--rng", metavar="|".join(RNG_NAMES), help="The generator of the noise. chacha20 (default): ldp's "
+        "own counter-based ChaCha20 stream (RFC 8439, 20 rounds, keyed from 256 bits of OS entropy), cryptographically "
+        "secure. pcg64: numpy's PCG64, the opt-out for simulations: not cryptographic, so whoever sees enough of its "
+        "output can in principle predict the rest of the run's noise. secure: ChaCha20 through randomgen "
+        "(`pip install 'ldp[secure]'`), slower (README, Randomness; benchmarks/rng.py). Recorded in "
+        "the sidecar's release.randomness. With --seed each gives the same output whatever --threads, --memory "
         "or --engine."
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output and sidecar."),
