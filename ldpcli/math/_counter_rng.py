@@ -22,7 +22,7 @@ the adversary does not know.
 
 - ``random``: (w >> 11)·2⁻⁵³, uniform on the 2⁵³ multiples of 2⁻⁵³ in [0, 1);
 - ``standard_normal``: the Marsaglia–Tsang ziggurat of :mod:`ldpcli.math._chacha20`;
-- ``integers`` on [low, high): w mod k for k = high − low, redrawn (from new row keys) when w is at or above
+- ``integers`` on [low, high): w mod k for k = high − low, redrawn (from the next words of the cursor) when w is at or above
   the largest multiple of k below 2⁶⁴, so every value has probability exactly 1/k;
 - ``standard_exponential``: −log(1 − u), with the basic-operation log of :func:`ldpcli.math._chacha20.soft_log`
   (the same bits on every path); ``laplace``: ±scale times an exponential, the sign from a fair integer;

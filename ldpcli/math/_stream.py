@@ -32,9 +32,6 @@ def words(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int =
 
 
 def uniforms(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
-    """:func:`ldpcli.math._chacha20.stream_uniforms` by the kernel :func:`ldpcli.math._kernels.kernel_name` chooses."""
-    if kernel_name() == "numba":
-        from ldpcli.math import _chacha20_numba
-
-        return _chacha20_numba.uniforms(key, rows, count, stream=stream)
-    return _chacha20.stream_uniforms(key, rows, count, stream=stream)
+    """:func:`ldpcli.math._chacha20.stream_uniforms`: the exact word → double map of :func:`words` (one step, so
+    the same on both paths)."""
+    return _chacha20.word_uniforms(words(key, rows, count, stream=stream))
