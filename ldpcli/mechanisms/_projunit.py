@@ -119,7 +119,7 @@ class ProjUnit(Mechanism):
 
     options = declare(
         OptionSpec("k", int, f"projection dimension, 1 <= k < d (default: the smallest k whose exact error is "
-                   f"within {ERROR_TARGET - 1:.0%} of the base mechanism's at full d)", 4, low=1, high=MAX_D - 1),
+                   f"within {ERROR_TARGET - 1:.0%} of the base mechanism's at full d)", 4, high=MAX_D - 1),
         OptionSpec("base", str, "mechanism applied in the k-dimensional subspace", "privunitg",
                    default="privunitg", choices=tuple(BASES)),
         OptionSpec("projection", str, "the random subspace: haar (exactly Haar-random, O(dk) a row)", "haar",
@@ -135,9 +135,9 @@ class ProjUnit(Mechanism):
                              f"use `mechanism` {base} for d = 1")
         if k is None:
             k = default_k(d, epsilon, base)
-        elif k >= d:
-            raise UsageError(f"`k`: the projection dimension k = {k} must be below d = {d} (1 <= k < d); "
-                             f"pass a smaller `k`, or use `mechanism` {base} at full d")
+        elif not 1 <= k < d:
+            raise UsageError(f"`k`: the projection dimension must satisfy 1 <= k < d, got k = {k} at d = {d}; "
+                             f"pass a `k` between 1 and {d - 1}, or use `mechanism` {base} at full d")
         inner = BASES[base].calibrate(k, epsilon, norm_bound=norm_bound)
         return cls(d, epsilon, norm_bound, calibration, k, base, options["projection"], inner,
                    projection.log_projection_mean(k, d))
