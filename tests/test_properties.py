@@ -42,8 +42,8 @@ from ldpcli.mechanisms._bcdp_budget import RTOL as BCDP_SEARCH_RTOL
 CASES = [(name, calibration) for name in mechanism_names() for calibration in get_mechanism(name).calibrations]
 CASE_IDS = [f"{name}-{calibration}" for name, calibration in CASES]
 
-#: The smallest d a (mechanism, calibration) accepts (Bhowmick et al.'s Thm 1 bounds need d ≥ 3).
-MIN_D = {("privunit2", "bhowmick"): 3, ("separated", "bhowmick"): 3}
+#: The smallest d a (mechanism, calibration) accepts (Bhowmick et al.'s Thm 1 bounds need d ≥ 3; projunit's k < d, d ≥ 2).
+MIN_D = {("privunit2", "bhowmick"): 3, ("separated", "bhowmick"): 3, ("projunit", "optimal"): 2}
 
 D_MAX = 10**6
 EPS_MIN, EPS_MAX = 0.01, 1e4

@@ -20,6 +20,7 @@ from ldpcli.mechanisms._rendering import secured
 # Registration order, not alphabetical: the imports below register in this order.
 from ldpcli.mechanisms._privunit import PrivUnit2
 from ldpcli.mechanisms._privunitg import PrivUnitG
+from ldpcli.mechanisms._projunit import ProjUnit
 from ldpcli.mechanisms._hemisphere import DuchiL2
 from ldpcli.mechanisms._gaussian_sign import GaussianSign
 from ldpcli.mechanisms._hypercube import DuchiLinf, PrivUnitInf
@@ -45,6 +46,7 @@ __all__ = [
     "PrivUnit2",
     "PrivUnitG",
     "PrivUnitInf",
+    "ProjUnit",
     "ScalarDP",
     "ScalarRelDP",
     "Separated",

@@ -309,6 +309,16 @@ class PrivUnitG(Mechanism):
         upper = logspace.bernoulli_logit(self.logit_p, rows, rng)
         return sample_split_normal(upper, self.threshold, self.log_q, self.log_one_minus_q, rng)
 
+    def radial_cdf(self, v: np.ndarray) -> np.ndarray:
+        """P(z ≤ v) for z = α/σ, the truncated-normal mixture p·N(0, 1)|[c, ∞) + (1 − p)·N(0, 1)|(−∞, c)
+        (Alg. 2 lines 4–8), elementwise, from ``log_ndtr`` on the side where it is small."""
+        c, p, q = self.threshold, math.exp(logspace.log_expit(self.logit_p)), math.exp(logspace.log_expit(-self.logit_p))
+        up = v >= c
+        out = np.empty_like(v)
+        out[up] = 1.0 - p * np.exp(special.log_ndtr(-v[up]) - self.log_one_minus_q)
+        out[~up] = q * np.exp(special.log_ndtr(v[~up]) - self.log_q)
+        return out
+
     def second_moments(self) -> tuple[float, float]:
         """(L²·(Var z/μ² + 1), L²/μ²): Z = (L/μ)·(z·u + g⊥) with E[z] = μ and g⊥ ~ N(0, I − uuᵀ) (Alg. 2)."""
         across = self.norm_bound**2 * math.exp(-2.0 * self.log_mu)
@@ -366,15 +376,7 @@ class PrivUnitG(Mechanism):
             u = np.ones(1)
         scaled = z * (math.exp(self.log_mu) / self.norm_bound)
         t = scaled @ u
-        c, p, q = self.threshold, math.exp(logspace.log_expit(self.logit_p)), math.exp(logspace.log_expit(-self.logit_p))
-
-        def cdf(v: np.ndarray) -> np.ndarray:  # P(z ≤ v) for the truncated-normal mixture
-            up = v >= c
-            out = np.empty_like(v)
-            out[up] = 1.0 - p * np.exp(special.log_ndtr(-v[up]) - self.log_one_minus_q)
-            out[~up] = q * np.exp(special.log_ndtr(v[~up]) - self.log_q)
-            return out
-
+        cdf = self.radial_cdf
         mixture = (1.0 + rho) / 2.0 * cdf(t) + (1.0 - rho) / 2.0 * (1.0 - cdf(-t))
         sign = "" if rho >= 1.0 - 1e-12 else " × rounding ±u"
         tests = [lawtests.ks_uniform(f"⟨Z, u⟩μ/L ~ truncated-normal mixture{sign}", mixture)]

@@ -39,6 +39,7 @@ TIGHT = {
     ("privunit2", "optimal"): True,  # Asi et al. Thm 1-2: logit p = ε − logit(1 − P)
     ("privunit2", "bhowmick"): False,  # Bhowmick Thm 1 (16a)/(16b) are sufficient (docs/errata.md §5)
     ("privunitg", "optimal"): True,  # logit p = ε − logit q
+    ("projunit", "optimal"): True,  # the base's tight calibration at dimension k (the projection is data-independent)
     ("duchi-l2", "classic"): True,  # ε_exact = ε for every d
     ("gaussian-sign", "tanh"): True,  # the sign is kept with logit ε: ratio (1 + b)/(1 − b) = e^ε, attained
     ("privunit-inf", "optimal"): True,  # tight p on the optimal threshold
