@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ldpcli.release._randomness import RandomnessRecord
+
 #: The record's fields that hold a finite number (``steps`` an integer, ``target_epsilon`` may be null).
 _NUMBERS = ("radius", "noise_multiplier", "sampling_rate", "delta", "epsilon_pld", "epsilon_rdp", "rdp_order",
             "epsilon", "noise_std", "expected_batch")
@@ -46,7 +48,7 @@ class CentralTrainingClaim:
     neighbouring: str
     protects_against: str
     statement: str
-    randomness: dict[str, Any]
+    randomness: RandomnessRecord
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON section (``central``): ``from_dict(to_dict())`` is the record."""
@@ -57,14 +59,14 @@ class CentralTrainingClaim:
             "target_epsilon": self.target_epsilon, "noise_std": self.noise_std, "expected_batch": self.expected_batch,
             "accountant": self.accountant, "neighbouring": self.neighbouring,
             "protects_against": self.protects_against, "statement": self.statement,
-            "randomness": dict(self.randomness),
+            "randomness": self.randomness.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: Any) -> CentralTrainingClaim:
         """The record a ``central`` section holds, its values as stored (an integer stays one): ValueError
         naming the first field missing or of the wrong type (a number that is not finite, a ``steps`` that is
-        not a positive integer, a text that is not one, a ``randomness`` that is not an object)."""
+        not a positive integer, a text that is not one, a ``randomness`` that is not a :class:`~ldpcli.release._randomness.RandomnessRecord`'s object)."""
         if not isinstance(data, Mapping):
             raise ValueError("is not an object")
         for name in _NUMBERS:
@@ -81,8 +83,12 @@ class CentralTrainingClaim:
                 raise ValueError(f"field {name!r} is missing or not a text")
         if not isinstance(data.get("randomness"), Mapping):
             raise ValueError("field 'randomness' is missing or not an object")
+        try:
+            randomness = RandomnessRecord.from_dict(data["randomness"])
+        except ValueError as exc:
+            raise ValueError(f"in field 'randomness', {exc}") from None
         return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name != "randomness"},
-                   randomness=dict(data["randomness"]))
+                   randomness=randomness)
 
 
 def _finite(value: Any) -> bool:

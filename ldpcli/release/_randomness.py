@@ -50,7 +50,8 @@ import hashlib
 import json
 import os
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
@@ -130,15 +131,69 @@ def keyed_generator(root: np.random.SeedSequence, *key: int, rng: str = SIMULATI
     return np.random.Generator(np.random.PCG64(child))
 
 
-def randomness_record(rng: str, *, seeded: bool) -> dict[str, Any]:
+#: :class:`RandomnessRecord`'s fields holding a text, and those holding a bool, as JSON stores them.
+_TEXT_FIELDS = ("bit_generator", "package", "version", "entropy", "kernel")
+_BOOL_FIELDS = ("cryptographic",)
+
+
+@dataclass(frozen=True, slots=True)
+class RandomnessRecord:
+    """What a release states of the generator that drew its noise (a sidecar's ``release.randomness``, a central
+    training claim's ``randomness``): the ``bit_generator`` ("ChaCha20" of package "ldp", "ChaCha" of randomgen,
+    numpy's "PCG64"), its ``package`` and ``version``, ChaCha's ``rounds``, whether it is ``cryptographic``, where
+    its ``entropy`` came from, and the ``kernel`` that ran the samplers (a sidecar's, :mod:`ldpcli.math._kernels`).
+    Never a seed, a key or a state. A field that older sidecars lack is None, and :meth:`to_dict` leaves it out.
+    """
+
+    bit_generator: str
+    package: str | None = None
+    version: str | None = None
+    rounds: int | None = None
+    cryptographic: bool | None = None
+    entropy: str | None = None
+    kernel: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object, its keys in the fields' order, the fields that are None left out."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__ if getattr(self, name) is not None}
+
+    def with_kernel(self, kernel: str) -> RandomnessRecord:
+        """The record with the kernel that ran the samplers."""
+        return replace(self, kernel=kernel)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> RandomnessRecord:
+        """The record an object :meth:`to_dict` wrote holds: ValueError naming the first field that is not one
+        of the record's, is missing (``bit_generator``) or has the wrong type."""
+        if not isinstance(data, Mapping):
+            raise ValueError("is not an object")
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"field {unknown[0]!r} is not part of a randomness record")
+        if not isinstance(data.get("bit_generator"), str):
+            raise ValueError("field 'bit_generator' is missing or not a text")
+        for name in _TEXT_FIELDS:
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise ValueError(f"field {name!r} is not a text")
+        for name in _BOOL_FIELDS:
+            if data.get(name) is not None and not isinstance(data[name], bool):
+                raise ValueError(f"field {name!r} is not true or false")
+        rounds = data.get("rounds")
+        if rounds is not None and (not isinstance(rounds, int) or isinstance(rounds, bool)):
+            raise ValueError("field 'rounds' is not an integer")
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+
+
+def randomness_record(rng: str, *, seeded: bool) -> RandomnessRecord:
     """What a release records of its ``rng`` (:func:`ldpcli.math._bitgen.describe_generator`): the bit generator,
     its package and version, ChaCha's rounds, whether it is cryptographic, and where its entropy came
     from ("from the OS", or "chosen by the user: not for release" for a seeded run). Never the seed or a key (the generator described is keyed
     by a fixed public seed, and only its kind is read). ldp's own stream is "ChaCha20" of package "ldp"."""
     if check_rng(rng) == "chacha20":
-        return {"bit_generator": STREAM_BIT_GENERATOR, "package": "ldp", "version": __version__, "rounds": ROUNDS,
-                "cryptographic": True, "entropy": ENTROPY_FROM_USER if seeded else ENTROPY_FROM_OS}
-    return describe_generator(keyed_generator(np.random.SeedSequence(0), rng=rng), seeded=seeded)
+        return RandomnessRecord(STREAM_BIT_GENERATOR, "ldp", __version__, ROUNDS, True,
+                                ENTROPY_FROM_USER if seeded else ENTROPY_FROM_OS)
+    return RandomnessRecord.from_dict(describe_generator(keyed_generator(np.random.SeedSequence(0), rng=rng),
+                                                         seeded=seeded))
 
 
 def digest_key(digest: bytes) -> tuple[int, ...]:

@@ -256,7 +256,7 @@ def build_sidecar(
         release["shuffled"] = shuffled.to_dict()
     if rendering is not None:
         release["rendering"] = rendering
-    release["randomness"] = {**randomness_record(rng, seeded=bool(reproducible)), "kernel": kernel_name()}
+    release["randomness"] = randomness_record(rng, seeded=bool(reproducible)).with_kernel(kernel_name()).to_dict()
     data_path = Path(data_path)
     content = {
         "format": FORMAT,

@@ -18,7 +18,7 @@ from typing import Any
 from ldpcli.mechanisms import Mechanism
 from ldpcli.mechanisms._composition import composed_levels
 from ldpcli.mechanisms._hooks import RiskEpsilon, risk_epsilons
-from ldpcli.risk._diffuse import DEFAULT_THRESHOLD, STANDARD_A, TARGET, check_threshold, diffuse_risks
+from ldpcli.risk._diffuse import DEFAULT_THRESHOLD, STANDARD_A, TARGET, DiffuseRisk, check_threshold, diffuse_risks
 
 #: How errors name the section's choices: the keywords of the release functions that take them.
 RISK_NAMES: Mapping[str, str] = {
@@ -27,28 +27,63 @@ RISK_NAMES: Mapping[str, str] = {
 
 
 @dataclass(frozen=True, slots=True)
+class ReconstructionBound:
+    """One bound of a level: Prop. 1 (Bhowmick et al. 2018, Sec. 2.3.1) at accuracy ``a`` (ℓ2 tolerance
+    ``alpha`` = √(2 − 2a)), as :meth:`ldpcli.risk._diffuse.DiffuseRisk.to_dict` states it without the parameters
+    the section states once: the logs of the prior, of the exact bound, of the bound and of Prop. 1's branches
+    (None where −∞ or not applicable), the ``probability_bound``, whether it is a ``guarantee`` (below 1), its
+    ``verdict`` at the section's threshold and whether success is ``impossible`` (a = 1)."""
+
+    a: float
+    alpha: float
+    log_prior: float | None
+    log_exact: float | None
+    log_bound: float | None
+    probability_bound: float
+    guarantee: bool
+    verdict: str
+    impossible: bool
+    log_prop1_small: float | None
+    log_prop1_large: float | None
+    log_prop1: float | None
+
+    @classmethod
+    def of(cls, risk: DiffuseRisk, threshold: float) -> ReconstructionBound:
+        """The bound ``risk`` states, its verdict at ``threshold``."""
+        return cls.from_dict(risk.to_dict(with_parameters=False, threshold=threshold))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the bound, its keys in the fields' order."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReconstructionBound:
+        """The record of a bound :meth:`to_dict` wrote."""
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True, slots=True)
 class ReconstructionLevel:
     """One privacy level of the section (:func:`ldpcli.mechanisms._hooks.risk_epsilons`): its ``name``, its
     ``epsilon`` (None: no per-output guarantee, and no ``bounds``), when it ``applies``, whether it is the
-    ``conservative`` one, and its ``bounds``, each Prop. 1's at one accuracy a as
-    :meth:`ldpcli.risk._diffuse.DiffuseRisk.to_dict` states it (without the parameters the section states once)."""
+    ``conservative`` one, and its ``bounds``, each Prop. 1's at one accuracy a (:class:`ReconstructionBound`)."""
 
     name: str
     epsilon: float | None
     applies: str
     conservative: bool
-    bounds: tuple[dict[str, Any], ...]
+    bounds: tuple[ReconstructionBound, ...]
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of the level, its keys in this order."""
         return {"name": self.name, "epsilon": self.epsilon, "applies": self.applies,
-                "conservative": self.conservative, "bounds": [dict(bound) for bound in self.bounds]}
+                "conservative": self.conservative, "bounds": [bound.to_dict() for bound in self.bounds]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReconstructionLevel:
         """The record of a level :meth:`to_dict` wrote."""
         return cls(data["name"], data["epsilon"], data["applies"], data["conservative"],
-                   tuple(dict(bound) for bound in data["bounds"]))
+                   tuple(ReconstructionBound.from_dict(bound) for bound in data["bounds"]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +130,7 @@ def reconstruction_section_for(
         diffuse_risks(0.0, k=k, a=accuracies, rho0=rho0, d=d, names=names)
     out = tuple(
         ReconstructionLevel(level.name, level.epsilon, level.applies, level.conservative, () if level.epsilon is None
-                            else tuple(risk.to_dict(with_parameters=False, threshold=threshold) for risk in
+                            else tuple(ReconstructionBound.of(risk, threshold) for risk in
                                        diffuse_risks(level.epsilon, k=k, a=accuracies, rho0=rho0, d=d, names=names)))
         for level in levels
     )

@@ -10,19 +10,28 @@ import dataclasses
 import json
 from pathlib import Path
 
+import pytest
 from helpers import ldp, ledger_document, unit_rows, write_list
 
 from ldpcli.mechanisms import MechanismSpec
+from ldpcli.release._central_claim import CentralTrainingClaim
 from ldpcli.release._dataset import write_dataset_release
 from ldpcli.release._engines import DaskEngine, EngineDescription, describe_engine
 from ldpcli.release._file import write_file_release
 from ldpcli.release._inputs import MANIFEST_NAME
 from ldpcli.release._ledger import Ledger
 from ldpcli.release._options import Budget, ReleaseOptions
+from ldpcli.release._randomness import RandomnessRecord, randomness_record
 from ldpcli.release._shuffle_claim import ShuffleClaim
 from ldpcli.release._sidecar import load_sidecar, sidecar_schema
 from ldpcli.release._steps import calibrate
-from ldpcli.risk._section import ReconstructionLevel, ReconstructionSection, reconstruction, reconstruction_section
+from ldpcli.risk._section import (
+    ReconstructionBound,
+    ReconstructionLevel,
+    ReconstructionSection,
+    reconstruction,
+    reconstruction_section,
+)
 
 #: ``release.shuffled``'s keys as the writer has always emitted them, in order (the sidecar is hashed and signed).
 RECORDED_KEYS = ["n", "delta", "epsilon_local", "epsilon_central_upper", "epsilon_central_lower",
@@ -108,3 +117,62 @@ def test_the_json_functions_are_the_record_s_to_dict() -> None:
     assert section is not None and section.levels[0].conservative and not section.levels[1].conservative
     assert reconstruction(mech, k=5) == section.to_dict()
     assert reconstruction_section(MechanismSpec("scalar", 2.0, None, 1.0, {}).calibrate(1)) is None
+
+
+#: ``release.randomness``'s keys as the writer has always emitted them, in order (pcg64 has no ``rounds``).
+RANDOMNESS_KEYS = {"chacha20": ["bit_generator", "package", "version", "rounds", "cryptographic", "entropy", "kernel"],
+                   "pcg64": ["bit_generator", "package", "version", "cryptographic", "entropy", "kernel"]}
+
+
+@pytest.mark.parametrize("rng", ["chacha20", "pcg64"])
+def test_a_release_states_its_randomness_as_one_record_and_writes_its_dict(tmp_path: Path, rng: str) -> None:
+    source = write_list(tmp_path / "in.parquet", unit_rows(50, 3, seed=1))
+    write_file_release(source, tmp_path / "out.parquet", epsilon=2.0, options=ReleaseOptions(seed=4, rng=rng))
+    recorded = json.loads((tmp_path / "out.parquet.ldp.json").read_text())["release"]["randomness"]
+    assert list(recorded) == RANDOMNESS_KEYS[rng]
+    record = RandomnessRecord.from_dict(recorded)
+    assert record.to_dict() == recorded and json.dumps(record.to_dict()) == json.dumps(recorded)
+    assert record == randomness_record(rng, seeded=True).with_kernel(recorded["kernel"])
+    assert record.cryptographic is (rng == "chacha20")
+
+
+def test_the_randomness_record_has_the_schema_properties_and_refuses_what_is_not_one() -> None:
+    section = sidecar_schema()["properties"]["release"]["properties"]["randomness"]
+    assert [field.name for field in dataclasses.fields(RandomnessRecord)] == RANDOMNESS_KEYS["chacha20"]
+    assert set(RANDOMNESS_KEYS["chacha20"]) == set(section["properties"])
+    older = {"bit_generator": "PCG64", "kernel": "numpy"}  # a sidecar written before rng 'secure'
+    assert RandomnessRecord.from_dict(older).to_dict() == older
+    for bad, named in (({"kernel": "numba"}, "bit_generator"), ({"bit_generator": "PCG64", "seed": 3}, "seed"),
+                       ({"bit_generator": "PCG64", "rounds": "20"}, "rounds"),
+                       ({"bit_generator": "PCG64", "cryptographic": 1}, "cryptographic"), ([], "object")):
+        with pytest.raises(ValueError, match=named):
+            RandomnessRecord.from_dict(bad)
+
+
+def test_a_central_claim_holds_its_randomness_as_a_record_and_refuses_a_bad_one() -> None:
+    claim = {"radius": 1.0, "noise_multiplier": 1.0, "sampling_rate": 0.1, "steps": 3, "delta": 1e-6,
+             "epsilon_pld": 1.0, "epsilon_rdp": 1.2, "rdp_order": 8.0, "epsilon": 1.0, "claim": "c",
+             "target_epsilon": None, "noise_std": 0.1, "expected_batch": 4.0, "accountant": "a",
+             "neighbouring": "n", "protects_against": "p", "statement": "s",
+             "randomness": randomness_record("secure", seeded=False).to_dict()}
+    record = CentralTrainingClaim.from_dict(claim)
+    assert isinstance(record.randomness, RandomnessRecord) and record.randomness.bit_generator == "ChaCha"
+    assert json.dumps(record.to_dict()) == json.dumps(claim)
+    with pytest.raises(ValueError, match="in field 'randomness', field 'rounds'"):
+        CentralTrainingClaim.from_dict({**claim, "randomness": {"bit_generator": "ChaCha", "rounds": 2.5}})
+
+
+#: A bound's keys as the writer has always emitted them, in order.
+BOUND_KEYS = ["a", "alpha", "log_prior", "log_exact", "log_bound", "probability_bound", "guarantee", "verdict",
+              "impossible", "log_prop1_small", "log_prop1_large", "log_prop1"]
+
+
+def test_a_level_s_bounds_are_records_with_the_schema_s_properties() -> None:
+    section = reconstruction_section(MechanismSpec("privunit2", 4.0, None, 1.0, {}).calibrate(30))
+    assert section is not None
+    bounds = [bound for level in section.levels for bound in level.bounds]
+    assert bounds and all(isinstance(bound, ReconstructionBound) for bound in bounds)
+    assert [list(bound.to_dict()) for bound in bounds] == [BOUND_KEYS] * len(bounds)
+    assert ReconstructionSection.from_dict(section.to_dict()) == section
+    items = sidecar_schema()["properties"]["reconstruction"]["properties"]["levels"]["items"]
+    assert set(BOUND_KEYS) == set(items["properties"]["bounds"]["items"]["properties"])
