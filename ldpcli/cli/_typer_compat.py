@@ -1,9 +1,10 @@
 """Every use of Typer's internals by the command line, in one place.
 
-Typer 0.29 vendors its own click as the private ``typer._click``; its public API has no names for
+Typer 0.29 vendors its own click as the private ``typer._click`` (older Typer, e.g. the 0.20 that Flower pins,
+depends on the ``click`` package instead, read in its place); Typer's public API has no names for
 the usage errors that ``ldp`` prints as one ``ldp: error: …`` line, nor for the running command's
 context (whose parameters turn a library parameter into its flag: :mod:`ldpcli.cli.flags`), nor for the hook that shows a
-positional argument by its metavar. ``click`` itself is not a dependency (only dask brings it).
+positional argument by its metavar. ``click`` itself is not a dependency of ldp (dask and old Typer bring it).
 ``tests/cli/test_typer_compat.py`` checks these names and hooks, so a Typer upgrade that
 removes them fails there with a message instead of changing the help or the exit codes silently.
 """
@@ -15,16 +16,24 @@ from typing import Any
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-try:
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError
-    from typer._click.exceptions import UsageError as ClickUsageError
-    from typer._click.globals import get_current_context
-except ImportError as exc:  # pragma: no cover - only with a Typer that moved its vendored click
-    raise ImportError(
-        f"typer {typer.__version__} no longer has typer._click.exceptions (ClickException, NoArgsIsHelpError, "
-        "UsageError) or typer._click.globals.get_current_context, which ldp's usage errors and flag names rely on: install typer 0.29 (which this was written against) "
-        "or update ldpcli/cli/_typer_compat.py"
-    ) from exc
+try:  # Typer 0.29 and later: its own vendored click
+    from typer._click import exceptions as _exceptions
+    from typer._click import globals as _globals
+except ImportError:  # Typer before 0.29 (e.g. 0.20, which Flower pins): the click package it depends on
+    try:
+        from click import exceptions as _exceptions  # type: ignore[no-redef]
+        from click import globals as _globals  # type: ignore[no-redef]
+    except ImportError as exc:  # pragma: no cover - only with a Typer that neither vendors nor depends on click
+        raise ImportError(
+            f"typer {typer.__version__} has neither typer._click nor the click package, whose exceptions "
+            "(ClickException, NoArgsIsHelpError, UsageError) and get_current_context ldp's usage errors and flag "
+            "names rely on: install typer 0.29 (or a Typer from 0.20 with click) or update ldpcli/cli/_typer_compat.py"
+        ) from exc
+
+ClickException = _exceptions.ClickException
+NoArgsIsHelpError = _exceptions.NoArgsIsHelpError
+ClickUsageError = _exceptions.UsageError
+get_current_context = _globals.get_current_context
 
 __all__ = ["ClickException", "ClickUsageError", "Command", "Group", "NoArgsIsHelpError", "get_current_context"]
 
