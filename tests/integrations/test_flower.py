@@ -247,3 +247,19 @@ def test_the_strategy_aggregates_privatized_replies_and_excludes_the_others(serv
     assert [r["client"] for r in strategy.ledger.refusals] == ["23", "24"]
     assert "not privatized by LdpMod" in strategy.ledger.refusals[0]["reason"]
     assert set(strategy.ledger.totals()) == {"21", "22", "24"}  # 24 spent its ε, though it is not used
+
+
+def test_the_docs_page_runs(server_identity: None) -> None:
+    """docs/federated-flower.md's python blocks, in order in one namespace; then its ClientApp's train function
+    answered through its mod, as Flower would call them."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "federated-flower.md").read_text(encoding="utf-8")
+    blocks = [block.split("\n", 1)[1] for block in text.split("```")[1::2] if block.startswith("python\n")]
+    assert len(blocks) == 3
+    namespace: dict[str, Any] = {}
+    for block in blocks:
+        exec(compile(block, "docs/federated-flower.md", "exec"), namespace)  # noqa: S102
+    mod = namespace["app"]._mods[0]
+    out = mod(_incoming({"w": np.zeros((16, 16), np.float32)}), CONTEXT, namespace["train"])
+    assert not out.has_error() and out.content["metrics"][EPSILON_METRIC] > 0
