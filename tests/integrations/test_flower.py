@@ -263,3 +263,25 @@ def test_the_docs_page_runs(server_identity: None) -> None:
     mod = namespace["app"]._mods[0]
     out = mod(_incoming({"w": np.zeros((16, 16), np.float32)}), CONTEXT, namespace["train"])
     assert not out.has_error() and out.content["metrics"][EPSILON_METRIC] > 0
+
+
+#: A Flower app run by Flower's own simulation engine (its Ray backend), in a process of its own.
+SIMULATION = '"""A Flower simulation: 3 clients, 2 rounds, LdpMod on each, LdpStrategy(FedAvg) with a ledger file."""\nimport json, sys\nimport numpy as np\nfrom flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict\nfrom flwr.clientapp import ClientApp\nfrom flwr.serverapp import Grid, ServerApp\nfrom flwr.serverapp.strategy import FedAvg\nfrom flwr.simulation import run_simulation\n\nfrom ldpcli.integrations.flower import LdpMod, LdpStrategy\n\nout_dir = sys.argv[1]\nclient = ClientApp(mods=[LdpMod(epsilon=2.0, norm_bound=1.0)])\n\n\n@client.train()\ndef train(msg: Message, context: Context) -> Message:\n    arrays = {k: a.numpy() for k, a in msg.content["arrays"].items()}\n    step = 0.01 * (1 + context.node_config.get("partition-id", 0))\n    new = {k: Array((a + np.float32(step)).astype(a.dtype)) for k, a in arrays.items()}\n    content = RecordDict({"arrays": ArrayRecord(new), "metrics": MetricRecord({"num-examples": 10})})\n    return Message(content, reply_to=msg)\n\n\nserver = ServerApp()\n\n\n@server.main()\ndef main(grid: Grid, context: Context) -> None:\n    strategy = LdpStrategy(FedAvg(fraction_evaluate=0.0, min_available_nodes=3, min_train_nodes=3),\n                           epsilon=2.0, norm_bound=1.0, max_budget=10.0, ledger_path=f"{out_dir}/ledger.json")\n    initial = ArrayRecord({"w": Array(np.zeros((8, 8), np.float32)), "b": Array(np.zeros(8, np.float32))})\n    result = strategy.start(grid=grid, initial_arrays=initial, num_rounds=2)\n    final = {k: a.numpy().tolist() for k, a in result.arrays.items()}\n    with open(f"{out_dir}/result.json", "w") as f:\n        json.dump({"arrays": final}, f)\n\n\nif __name__ == "__main__":\n    run_simulation(server_app=server, client_app=client, num_supernodes=3,\n                   backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}})\n'
+
+
+@pytest.mark.slow  # Ray's start and one numba compile per client actor: about a minute on 2 cores
+def test_a_flower_simulation_end_to_end(tmp_path: Any) -> None:
+    """3 clients, 2 rounds of ``flwr.simulation.run_simulation``: every reply privatized by LdpMod and charged by
+    LdpStrategy's ledger file (2 rounds × ε per node), the final model of the right shapes and finite."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "app.py"
+    script.write_text(SIMULATION, encoding="utf-8")
+    result = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    ledger = json.loads((tmp_path / "ledger.json").read_text(encoding="utf-8"))
+    assert len(ledger["totals"]) == 3 and set(ledger["totals"].values()) == {4.0} and not ledger["refusals"]
+    assert sorted(entry["round"] for entry in ledger["entries"]) == [1, 1, 1, 2, 2, 2]
+    final = json.loads((tmp_path / "result.json").read_text(encoding="utf-8"))["arrays"]
+    assert np.asarray(final["w"]).shape == (8, 8) and np.all(np.isfinite(final["w"])) and len(final["b"]) == 8
