@@ -38,6 +38,10 @@ EPSILON_METRIC = "ldp-epsilon"
 #: The config record a privatized reply carries: ``mechanism`` (its name), ``epsilon`` (exact) and ``norm-bound``.
 LDP_RECORD = "ldp"
 
+#: Where the layout of Flower's FitRes (``flwr.compat``, read by ``LocalDpMod`` and the older strategies) keeps a
+#: reply's metrics.
+LEGACY_METRICS = "fitres.metrics"
+
 _LOG = logging.getLogger("ldpcli.integrations.flower")
 
 
@@ -114,11 +118,13 @@ class LdpMod:
         sent = ArrayRecord({key: Array((old[key].astype(np.float64) + noise[key]).astype(old[key].dtype))
                             for key in old})
         content[name] = sent
-        metrics = content.metric_records
-        target = "fitres.metrics" if "fitres.metrics" in metrics else next(iter(metrics), "metrics")
-        if target not in metrics:
-            content[target] = MetricRecord()
-        content.metric_records[target][EPSILON_METRIC] = record.epsilon
+        if LEGACY_METRICS in content.config_records:  # the layout of FitRes (its metrics are a ConfigRecord)
+            content.config_records[LEGACY_METRICS][EPSILON_METRIC] = record.epsilon
+        else:
+            target = next(iter(content.metric_records), "metrics")
+            if target not in content.metric_records:
+                content[target] = MetricRecord()
+            content.metric_records[target][EPSILON_METRIC] = record.epsilon
         content[LDP_RECORD] = ConfigRecord({"mechanism": record.mechanism.name, "epsilon": record.epsilon,
                                             "norm-bound": float(record.mechanism.norm_bound)})
         return out
