@@ -98,6 +98,9 @@ def test_torch_state_dict_round_trip_keeps_keys_dtypes_and_device() -> None:
         assert out[key].dtype == tensor.dtype and out[key].shape == tensor.shape and out[key].device == tensor.device
         assert not out[key].requires_grad
     assert record.generator is not None and "torch" in record.generator  # sampled on the tensors' device
+    mean = aggregate_updates([out, out], epsilon=4.0, norm_bound=1.0).mean  # back in the tensors' structure
+    assert type(mean) is OrderedDict and all(mean[k].dtype == state[k].dtype for k in state)
+    torch.testing.assert_close(mean["conv.bias"], out["conv.bias"])
     listed, _ = privatize_update([state["conv.bias"], state["fc.weight"]], epsilon=4.0, norm_bound=1.0, rng=5)
     assert type(listed) is list and [t.dtype for t in listed] == [torch.float32, torch.float64]
     with pytest.raises(TypeError, match=r"update\['steps'\] has dtype torch.int64"):
@@ -175,9 +178,11 @@ def test_client_ledger_composes_per_client_and_persists(tmp_path) -> None:  # ty
         ClientLedger(path=path)
 
 
-def test_the_flower_names_without_flwr_raise_one_line_naming_the_extra() -> None:
-    code = ("import sys; sys.modules['flwr'] = None\nimport ldpcli.integrations.flower as f\n"
-            "try:\n    f.LdpMod\nexcept ImportError as exc:\n    print(exc)\n")
+@pytest.mark.parametrize(("package", "extra", "name"), [("flower", "flwr", "LdpMod"), ("pfl", "pfl", "LdpMechanism")])
+def test_a_framework_name_without_its_framework_raises_one_line_naming_the_extra(package: str, extra: str,
+                                                                                  name: str) -> None:
+    code = (f"import sys; sys.modules[{extra!r}] = None\nimport ldpcli.integrations.{package} as p\n"
+            f"try:\n    p.{name}\nexcept ImportError as exc:\n    print(exc)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("\n") == 1 and "ldp[flwr]" in result.stdout
+    assert result.stdout.count("\n") == 1 and f"ldp[{extra}]" in result.stdout
