@@ -129,6 +129,7 @@ NAMESPACES: tuple[tuple[str, str], ...] = (
     ("ldpcli.analysis", "jobs on a release: means, group means, regression, queries, attacks"),
     ("ldpcli.planning", "choosing ε and a mechanism before touching data"),
     ("ldpcli.learn", "locally private training"),
+    ("ldpcli.integrations", "federated learning: model updates privatized as the frameworks hold them, the client ledger"),
     ("ldpcli.io", "reading and writing vector files"),
     ("ldpcli.math", "the numerics beneath the mechanisms"),
 )
