@@ -35,9 +35,9 @@ def test_indented_json_is_the_text_json_dumps_writes(ensure_ascii: bool) -> None
 
 @pytest.mark.slow
 def test_privatizing_a_wide_csv_takes_memory_by_the_rows_not_the_names(tmp_path: Path) -> None:
-    """3 rows of 400000 columns (11 MB of text) into CSV, one thread: the run peaked ~300 MB above that of
-    10 columns while the columns were chosen from a schema of 400000 fields (584 MB against 283 MB),
-    115–130 MB after (the 10⁶-column case: 1.23 GB before, ~600 MB after)."""
+    """3 rows of 400000 columns (28 MB of text) into CSV, one thread: the run peaked ~335 MB above that of
+    10 columns while the columns were chosen from a schema of 400000 fields (615 MB against 280 MB),
+    ~130 MB after (the 10⁶-column case: 1.23 GB before, ~600 MB after)."""
     d = 400_000
     peaks, output = narrow_and_wide_peaks(tmp_path, d, "--threads", "1")
     assert peaks[1] - peaks[0] < 200 * 2**20, [peak // 2**20 for peak in peaks]
