@@ -17,10 +17,11 @@ import fnmatch
 import re
 import shlex
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -103,6 +104,51 @@ def _fields(schema: pa.Schema) -> dict[str, pa.Field]:
     return fields
 
 
+class _Columns:
+    """A file's columns as :func:`_resolve` reads them: their names in file order and their types,
+    without one pyarrow field object per column (a schema of 10⁶ fields and a dict of them held
+    ~450 MB), and the place of each name (:func:`_positions`), built at the first look-up by name.
+    ``types`` may hold the same type object for many columns (a wide CSV file's float64 columns)."""
+
+    def __init__(self, names: Sequence[str], types: Sequence[pa.DataType]) -> None:
+        self.names, self.types = names, types
+        self._position: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, schema: pa.Schema | _Columns) -> _Columns:
+        """``schema``'s columns (itself if it is already :class:`_Columns`)."""
+        return schema if isinstance(schema, _Columns) else cls(schema.names, schema.types)
+
+    def position(self) -> dict[str, int]:
+        """The place of each column name (of its first column, for a repeated name)."""
+        if self._position is None:
+            self._position = _positions(self.names)
+        return self._position
+
+    def type_of(self, name: str) -> pa.DataType | None:
+        """The type of the (first) column named ``name``, ``None`` if there is none."""
+        at = self.position().get(name)
+        return None if at is None else self.types[at]
+
+    def has_repeats(self) -> bool:
+        """Whether some name is the name of two columns."""
+        distinct = len(self._position) if self._position is not None else len(set(self.names))
+        return distinct < len(self.names)
+
+
+def _each(types: Sequence[pa.DataType], test: Callable[[pa.DataType], bool]) -> np.ndarray:
+    """``test`` of each column's type, as a boolean array; called once for a run of columns that share
+    one type object (a wide CSV file's), so that 10⁶ columns cost one call, not 10⁶."""
+    last: list[object] = [None, False]
+
+    def cached(dtype: pa.DataType) -> bool:
+        if dtype is not last[0]:
+            last[:] = [dtype, test(dtype)]
+        return bool(last[1])
+
+    return np.fromiter((cached(dtype) for dtype in types), dtype=bool, count=len(types))
+
+
 def _is_number(dtype: pa.DataType) -> bool:
     """Integer, floating-point or decimal (booleans are not numbers here)."""
     return pa.types.is_integer(dtype) or pa.types.is_floating(dtype) or pa.types.is_decimal(dtype)
@@ -121,9 +167,9 @@ def _name_list(names: Sequence[str]) -> str:
 
 
 def _resolve(
-    schema: pa.Schema, label: str, choice: _Choice, *, check_types: bool
+    schema: pa.Schema | _Columns, label: str, choice: _Choice, *, check_types: bool
 ) -> tuple[Literal["list", "columns"], tuple[str, ...], tuple[str, ...], int | None]:
-    """Pick the vector and keep columns from ``schema``: ``(kind, columns, keep, d)``.
+    """Pick the vector and keep columns from ``schema`` (or a file's :class:`_Columns`): ``(kind, columns, keep, d)``.
 
     ``d`` is ``None`` for a variable-length list column (it is measured on the data).
     ``check_types=False`` trusts explicitly named columns to be numeric (CSV: a bad value is
@@ -131,12 +177,12 @@ def _resolve(
     ranges and globs (:func:`_expand_columns`); the automatic numeric columns are refused when
     some look like an identifier or a label (:func:`_refuse_suspicious`).
     """
-    names = schema.names
-    fields = _fields(schema)
+    columns = _Columns.of(schema)
+    names = columns.names
     if choice.layout is not None:
-        return _match_layout(fields, label, choice.layout, check_types)
+        return _match_layout(columns, label, choice.layout, check_types)
     for name in choice.keep:
-        if name not in fields:
+        if columns.type_of(name) is None:
             raise UsageError(
                 f"{label}: no column named {name!r} to keep; available columns: {_name_list(names)}."
             )
@@ -144,16 +190,16 @@ def _resolve(
     vector: tuple[str, ...]
     if choice.column is not None:
         kind, vector = "list", (choice.column,)
-        dtype = _field_type(fields, names, choice.column, "column", label)
+        dtype = _field_type(columns, choice.column, "column", label)
         if not _is_number_list(dtype):
             raise DataError(
                 f"{label}: column {choice.column!r} holds {dtype}, not lists of numbers; "
                 "`column` takes a list column, use `columns` for one numeric column per coordinate."
             )
     elif choice.columns is not None:
-        kind, vector = "columns", _expand_columns(names, choice.columns, label)
+        kind, vector = "columns", _expand_columns(names, choice.columns, label, columns.position())
         for name in vector:
-            dtype = _field_type(fields, names, name, "columns", label)
+            dtype = _field_type(columns, name, "columns", label)
             if check_types and not _is_number(dtype):
                 raise DataError(
                     f"{label}: column {name!r} holds {dtype}, not numbers; vector columns must be "
@@ -161,56 +207,57 @@ def _resolve(
                 )
     else:
         kept = set(choice.keep)
-        candidates = [f for f in schema if f.name not in kept and _automatic(f.name)]
-        lists = [f.name for f in candidates if _is_number_list(f.type)]
-        numeric_fields = [f for f in candidates if _is_number(f.type)]
-        numeric = [f.name for f in numeric_fields]
+        candidate = np.fromiter((_automatic(name) and name not in kept for name in names), dtype=bool,
+                                count=len(names))
+        lists = np.flatnonzero(candidate & _each(columns.types, _is_number_list)).tolist()
+        numeric = np.flatnonzero(candidate & _each(columns.types, _is_number))
         if len(lists) > 1:
             raise UsageError(
-                f"{label}: several list columns could hold the vectors ({_name_list(lists)}); "
+                f"{label}: several list columns could hold the vectors ({_name_list([names[i] for i in lists])}); "
                 "choose one with `column`."
             )
         if lists:
-            kind, vector = "list", (lists[0],)
-        elif numeric:
-            kind, vector = "columns", tuple(numeric)
-            _refuse_suspicious(schema, label, choice.keep, numeric_fields, choice.offer_keep)
+            kind, vector = "list", (names[lists[0]],)
+        elif numeric.size:
+            kind = "columns"
+            vector = tuple(names) if numeric.size == len(names) else tuple(names[i] for i in numeric.tolist())
+            _refuse_suspicious(columns, label, choice.keep, numeric, choice.offer_keep)
         else:
             raise DataError(
                 f"{label}: no numeric vector column (columns: {_name_list(names)}); the file needs "
                 "a list column of numbers or numeric columns, one per coordinate."
             )
-    chosen = set(vector)
-    for name in choice.keep:
-        if name in chosen:
-            raise UsageError(
-                f"{label}: column {name!r} cannot be both a vector column and a `keep` column; "
-                "keep a different column."
-            )
-    if len(fields) < len(names):  # some name is repeated: refuse it if a chosen column has it
+    if choice.keep:
+        chosen = set(vector)
+        for name in choice.keep:
+            if name in chosen:
+                raise UsageError(
+                    f"{label}: column {name!r} cannot be both a vector column and a `keep` column; "
+                    "keep a different column."
+                )
+    if columns.has_repeats():  # some name is repeated: refuse it if a chosen column has it
         counts = Counter(names)
         for name in (*vector, *choice.keep):
             if counts[name] > 1:
                 raise DataError(f"{label}: the file has two columns named {name!r}; give every column its own name.")
-    d = len(vector) if kind == "columns" else _fixed_size(fields[vector[0]].type)
+    d = len(vector) if kind == "columns" else _fixed_size(columns.type_of(vector[0]))
     return kind, vector, choice.keep, d
 
 
 def _automatic(name: str) -> bool:
     """Whether auto-detection may use this column (not unnamed, not a pandas index)."""
-    return bool(name) and _PANDAS_INDEX.fullmatch(name) is None
+    return bool(name) and not (name.startswith("__index_level_") and _PANDAS_INDEX.fullmatch(name) is not None)
 
 
-def _field_type(
-    fields: Mapping[str, pa.Field], names: Sequence[str], name: str, option: str, label: str
-) -> pa.DataType:
-    """The type of column ``name`` (``fields``: :func:`_fields` of the schema whose columns are
-    ``names``); :class:`UsageError` listing the columns if there is none."""
-    if name not in fields:
+def _field_type(columns: _Columns, name: str, option: str, label: str) -> pa.DataType:
+    """The type of column ``name`` of the file's ``columns``; :class:`UsageError` listing the
+    columns if there is none."""
+    dtype = columns.type_of(name)
+    if dtype is None:
         raise UsageError(
-            f"{label}: no column named {name!r} (from `{option}`); available columns: {_name_list(names)}."
+            f"{label}: no column named {name!r} (from `{option}`); available columns: {_name_list(columns.names)}."
         )
-    return fields[name].type
+    return dtype
 
 
 def _fixed_size(dtype: pa.DataType) -> int | None:
@@ -219,16 +266,16 @@ def _fixed_size(dtype: pa.DataType) -> int | None:
 
 
 def _match_layout(
-    fields: Mapping[str, pa.Field], label: str, layout: VectorLayout, check_types: bool
+    columns: _Columns, label: str, layout: VectorLayout, check_types: bool
 ) -> tuple[Literal["list", "columns"], tuple[str, ...], tuple[str, ...], int | None]:
-    """Check that a file (``fields``: :func:`_fields` of its schema) has the columns a given
-    layout names; :class:`DataError` if not."""
+    """Check that a file (its :class:`_Columns`) has the columns a given layout names;
+    :class:`DataError` if not."""
     mismatch = "the file does not match its vector layout; use the file written with it, unchanged."
     for name in (*layout.columns, *layout.keep):
-        if name not in fields:
+        if columns.type_of(name) is None:
             raise DataError(f"{label}: column {name!r} is missing; {mismatch}")
     for name in layout.columns:
-        dtype = fields[name].type
+        dtype = columns.types[columns.position()[name]]
         if layout.kind == "list" and not _is_number_list(dtype):
             raise DataError(f"{label}: column {name!r} holds {dtype}, not lists of numbers; {mismatch}")
         if layout.kind == "columns" and check_types and not _is_number(dtype):
@@ -245,16 +292,18 @@ def _match_layout(
 # --------------------------------------------------------------------------- ``columns`` patterns
 
 
-def _expand_columns(names: Sequence[str], items: Sequence[str], label: str) -> tuple[str, ...]:
+def _expand_columns(names: Sequence[str], items: Sequence[str], label: str,
+                    position: Mapping[str, int] | None = None) -> tuple[str, ...]:
     """The columns that the items of ``columns`` name, in the order of the items.
 
     Each item is an exact column name if the file has such a column; otherwise ``A:B`` is the
     inclusive range of columns from A to B in file order (both must exist, B not before A), and an
     item containing ``*``, ``?`` or ``[`` is a glob (:func:`fnmatch.fnmatchcase`, so case-sensitive)
     over the file's columns in file order, which must match at least one. :class:`UsageError` for
-    an item that names nothing and for a column that the items name twice.
+    an item that names nothing and for a column that the items name twice. ``position``:
+    :func:`_positions` of ``names``, if the caller has it.
     """
-    position = _positions(names)
+    position = _positions(names) if position is None else position
     result: list[str] = []
     source: dict[str, str] = {}
     for item in items:
@@ -285,8 +334,9 @@ def _expand_columns(names: Sequence[str], items: Sequence[str], label: str) -> t
 
 
 def _positions(names: Sequence[str]) -> dict[str, int]:
-    """The place of each column name in file order (of its first column, for a repeated name)."""
-    return {name: i for i, name in reversed(list(enumerate(names)))}
+    """The place of each column name in file order (of its first column, for a repeated name: the
+    names are entered last to first, so the first place is the one left), built without a pair per name."""
+    return dict(zip(reversed(names), range(len(names) - 1, -1, -1)))
 
 
 def _range(names: Sequence[str], position: Mapping[str, int], item: str, label: str) -> list[str] | None:
@@ -351,10 +401,10 @@ def _shape(name: str) -> str:
     return _DIGITS.sub("#", name.casefold())
 
 
-def _suspicious_columns(numeric: Sequence[pa.Field]) -> list[tuple[str, str]]:
-    """``(name, kind)`` of the automatically chosen numeric columns that look like an identifier
-    or a label rather than a coordinate, in file order; kind is ``"identifier"``, ``"label"`` or
-    ``"integer"``.
+def _suspicious_columns(names: Sequence[str], types: Sequence[pa.DataType]) -> list[tuple[str, str]]:
+    """``(name, kind)`` of the automatically chosen numeric columns (``names``, of ``types``) that look
+    like an identifier or a label rather than a coordinate, in file order; kind is ``"identifier"``,
+    ``"label"`` or ``"integer"``.
 
     - By name (case-insensitive): ``id``, ``idx``, ``index``, a name ending in ``_id`` or ``-id``,
       a camelCase name ending in ``Id``/``ID`` after a lower-case letter or digit (``userId``);
@@ -367,18 +417,17 @@ def _suspicious_columns(numeric: Sequence[pa.Field]) -> list[tuple[str, str]]:
       only if they are fewer than half of the columns. Integer columns after the first
       floating-point one are flagged only by name.
     """
-    names = [field.name for field in numeric]
     found = {name: kind for name in names if (kind := _id_or_label(name, names)) is not None}
-    floats = [f for f in numeric if pa.types.is_floating(f.type) or pa.types.is_decimal(f.type)]
-    if floats and len(floats) < len(numeric):
-        shapes = {_shape(f.name) for f in floats}
+    floats = np.flatnonzero(_each(types, lambda dtype: pa.types.is_floating(dtype) or pa.types.is_decimal(dtype)))
+    if floats.size and floats.size < len(names):
+        shapes = {_shape(names[i]) for i in floats.tolist()}
         leading: list[str] = []
-        for field in numeric:
-            if not pa.types.is_integer(field.type):
+        for name, dtype in zip(names, types):
+            if not pa.types.is_integer(dtype):
                 break
-            if field.name not in found and _shape(field.name) not in shapes:
-                leading.append(field.name)
-        if 2 * len(leading) < len(numeric):
+            if name not in found and _shape(name) not in shapes:
+                leading.append(name)
+        if 2 * len(leading) < len(names):
             found.update((name, "integer") for name in leading)
     return [(name, found[name]) for name in names if name in found]
 
@@ -393,11 +442,15 @@ _KIND_PHRASES = {
 }
 
 
-def _refuse_suspicious(schema: pa.Schema, label: str, keep: Sequence[str], numeric: Sequence[pa.Field],
+def _refuse_suspicious(columns: _Columns, label: str, keep: Sequence[str], numeric: np.ndarray,
                        offer_keep: bool = True) -> None:
     """:class:`UsageError` if automatic detection would take an identifier or a label as a
-    coordinate (:func:`_suspicious_columns`), with the options that fix it, computed from the file."""
-    suspicious = _suspicious_columns(numeric)
+    coordinate (:func:`_suspicious_columns`; ``numeric``: the places of the automatic numeric columns
+    among the file's ``columns``), with the options that fix it, computed from the file."""
+    names = columns.names
+    every = numeric.size == len(names)
+    numeric_names = names if every else [names[i] for i in numeric.tolist()]
+    suspicious = _suspicious_columns(numeric_names, columns.types if every else [columns.types[i] for i in numeric.tolist()])
     if not suspicious:
         return
     flagged = [name for name, _ in suspicious]
@@ -409,12 +462,11 @@ def _refuse_suspicious(schema: pa.Schema, label: str, keep: Sequence[str], numer
         head = f"column {flagged[0]!r} looks like {what}, not a coordinate"
     else:
         head = f"columns {', '.join(repr(n) for n in flagged)} look like {what}, not coordinates"
-    names = schema.names
     carried_names = {*keep, *flagged}
     carried = [name for name in names if name in carried_names]
-    rest = [field.name for field in numeric if field.name not in carried_names]
+    rest = [name for name in numeric_names if name not in carried_names]
     choose = f"`columns` {_column_spec(rest, names)} to choose the vector columns, or " if rest else ""
-    everything = _column_spec([field.name for field in numeric], names)
+    everything = _column_spec(numeric_names, names)
     them = "them" if len(flagged) > 1 else "it"
     if not offer_keep:  # nothing to carry them with: the way out is naming the vector columns
         raise UsageError(f"{label}: {head}; pass {choose}`columns` {everything} to really use {them}.")

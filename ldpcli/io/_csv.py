@@ -76,6 +76,7 @@ def _open_csv(
     cells = _first_cells(sample)
     keeps = bool(choice.keep or (choice.layout is not None and choice.layout.keep))
     if cells is not None and len(cells) > (_csv_wide.CSV_MAX_COLUMNS if keeps else _csv_wide.CSV_WIDE_COLUMNS):
+        del sample, cells  # the wide reader reads the first line again: not held twice (10⁶ names: ~100 MB)
         return _csv_wide._open_wide_csv(path, label, choice, batch_rows, not choice.no_header)
     block = min(_CSV_MAX_BLOCK, max(_CSV_BLOCK, _CSV_BLOCK_LINES * _longest_line(sample)))
     header = not choice.no_header

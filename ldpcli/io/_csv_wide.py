@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ldpcli.errors import DataError
-from ldpcli.io._columns import _Choice, _resolve
+from ldpcli.io._columns import _Choice, _Columns, _positions, _resolve
 from ldpcli.io._csv_text import (
     _NULL_CELLS,
     CSV_PRECISION,
@@ -112,16 +112,14 @@ def _open_wide_csv(
                 numbers.append(line)
         if not pending:
             raise _no_rows(label)
-        text_at = _text_columns(pending, len(names), label)
-        schema = pa.schema([pa.field(name, pa.string() if i in text_at else pa.float64())
-                            for i, name in enumerate(names)])
-        kind, vector, _, _ = _resolve(schema, label, choice, check_types=False)
+        types = [pa.float64()] * len(names)  # one type object for every number column, not one field each
+        for i in _text_columns(pending, len(names), label):
+            types[i] = pa.string()
+        kind, vector, _, _ = _resolve(_Columns(names, types), label, choice, check_types=False)
         if not has_header:
             _check_no_header(label, cells, names, vector)
         layout = choice.layout if choice.layout is not None else VectorLayout(kind, vector, len(vector), ())
-        at = {name: i for i, name in reversed(list(enumerate(names)))}
-        index = np.array([at[name] for name in layout.columns])
-        chosen = None if np.array_equal(index, np.arange(len(names))) else index
+        chosen = _chosen(names, layout.columns)
         rows = batch_rows(layout.width)
         parse = _Parse(label, names, chosen, has_header, choice.skip_invalid, fail)
         batches = _batches(stream, rows, parse, pending, numbers, line + 1)
@@ -134,6 +132,21 @@ def _open_wide_csv(
     )
 
 
+def _chosen(names: Sequence[str], vector: Sequence[str]) -> np.ndarray | None:
+    """The places of the ``vector`` columns among the file's ``names`` (the first of a repeated name),
+    ``None`` when they are all the columns in file order (no place is looked up then)."""
+    if len(vector) == len(names) and all(a == b for a, b in zip(vector, names)):
+        return None
+    at = _positions(names)
+    return np.array([at[name] for name in vector])
+
+
+def _cells(text: bytes) -> pa.Array:
+    """The comma-separated cells of a line (without its line break), as one binary array: no Python
+    object per cell."""
+    return pc.split_pattern(pa.array([text], pa.binary()), ",").flatten()
+
+
 def _text_columns(lines: Sequence[bytes], d: int, label: str) -> set[int]:
     """The columns that are text in the first lines of data: more than half of their cells there that
     are not missing are not numbers (the rule of pyarrow's path, ``_numbers_read_as_text`` in :mod:`ldpcli.io._csv`), so that a
@@ -141,7 +154,7 @@ def _text_columns(lines: Sequence[bytes], d: int, label: str) -> set[int]:
     whose bad cell is then reported. A line with another number of fields is left to the parse."""
     present, numbers = np.zeros(d), np.zeros(d)
     for text in lines:
-        cells = pa.array(text.rstrip(b"\r\n").split(b","), pa.binary())
+        cells = _cells(text.rstrip(b"\r\n"))
         if len(cells) != d:
             continue
         present += pc.invert(pc.is_in(cells, value_set=_NULL_CELLS)).to_numpy(zero_copy_only=False)
@@ -181,8 +194,9 @@ def _batches(
                 line += 1
         if not block:
             return
-        yield parse(block, numbers)
-        block, numbers = [], []
+        batch = parse(block, numbers)
+        block, numbers = [], []  # not held while the batch is privatized: a line of 10⁶ cells is ~10 MB
+        yield batch
 
 
 class _Parse:
@@ -236,7 +250,7 @@ class _Parse:
             if row is not None and row.size == d:
                 values[i] = row
                 continue
-            cells = pa.array(text.split(b","), pa.binary())
+            cells = _cells(text)
             parsed = _parse_numbers(cells, self.label, self.names[0])  # null: missing or not a number
             bad = parsed.is_null().to_numpy(zero_copy_only=False)
             wanted = bad if self.chosen is None else bad[self.chosen]

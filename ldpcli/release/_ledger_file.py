@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ldpcli.errors import DataError, LdpError, counted
+from ldpcli.io._jsonfile import indented_json
 from ldpcli.io._messages import _reason
 from ldpcli.mechanisms import get_mechanism
 from ldpcli.mechanisms._composition import ReleaseCost, total_cost
@@ -492,7 +493,7 @@ def dump_ledger(key: bytes, entries: list[LedgerEntry], generation: int) -> str:
         "key": key.hex(),
         "entries": [entry.to_dict() for entry in entries],
     }
-    return json.dumps(document, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+    return indented_json(document, ensure_ascii=True) + "\n"
 
 
 @contextlib.contextmanager

@@ -80,7 +80,7 @@ from ldpcli._version import __version__
 from ldpcli.errors import DataError, LdpError, UsageError, counted, python_text
 from ldpcli.io import VectorLayout, atomic_write_text, file_format, file_sha256
 from ldpcli.io._formats import binary_format, data_suffix, file_suffixes
-from ldpcli.io._jsonfile import read_json
+from ldpcli.io._jsonfile import indented_json, read_json
 from ldpcli.math._kernels import kernel_name
 from ldpcli.mechanisms import Mechanism, get_mechanism
 from ldpcli.mechanisms._base import MechanismSpec
@@ -288,8 +288,8 @@ def utc_now() -> str:
 
 
 def sidecar_text(content: dict[str, Any]) -> str:
-    """The sidecar file's text."""
-    return json.dumps(content, indent=2, allow_nan=False) + "\n"
+    """The sidecar file's text (indented JSON, :func:`~ldpcli.io._jsonfile.indented_json`)."""
+    return indented_json(content) + "\n"
 
 
 def write_sidecar(path: Path, content: dict[str, Any], *, overwrite: bool = False) -> None:

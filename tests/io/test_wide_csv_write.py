@@ -132,20 +132,27 @@ def _csv(path: Path, rows: np.ndarray) -> Path:
     return path
 
 
+def narrow_and_wide_peaks(tmp_path: Path, d: int, *options: str) -> tuple[list[int], Path]:
+    """The peak memory of ``ldp privatize`` (with ``options``) of 3 rows of 10 columns and of the same
+    rows of ``d`` columns (CSV into CSV), and the wide run's output."""
+    x = np.random.default_rng(0).standard_normal((3, d))
+    peaks = []
+    for name, rows in (("narrow", x[:, :10]), ("wide", x)):
+        source = _csv(tmp_path / f"{name}.csv", rows / (1.01 * np.linalg.norm(rows, axis=1, keepdims=True)))
+        output = tmp_path / f"{name}-out.csv"
+        run, peak = ldp_peak_memory("privatize", source, "--eps", "1", "-o", output, "-q", *options, timeout=600)
+        assert run.returncode == 0, run.stderr
+        peaks.append(peak)
+    return peaks, output
+
+
 @pytest.mark.slow
 def test_privatizing_a_wide_csv_into_csv_takes_memory_by_the_rows_not_the_columns(tmp_path: Path) -> None:
     """3 rows of 200000 columns (15 MB of text): its run peaked ~520 MB above that of 10 columns through
     pyarrow's writer (812–828 MB against ~300 MB), ~160–210 MB through the wide writer, most of it the
     reader's choice of columns among 200000 names."""
     d = 200_000
-    x = np.random.default_rng(0).standard_normal((3, d))
-    peaks = []
-    for name, rows in (("narrow", x[:, :10]), ("wide", x)):
-        source = _csv(tmp_path / f"{name}.csv", rows / (1.01 * np.linalg.norm(rows, axis=1, keepdims=True)))
-        output = tmp_path / f"{name}-out.csv"
-        run, peak = ldp_peak_memory("privatize", source, "--eps", "1", "-o", output, "-q", timeout=600)
-        assert run.returncode == 0, run.stderr
-        peaks.append(peak)
+    peaks, output = narrow_and_wide_peaks(tmp_path, d)
     assert peaks[1] - peaks[0] < 350 * 2**20, [peak // 2**20 for peak in peaks]
     with output.open("rb") as text:
         assert text.readline().count(b",") == d - 1 and len(text.read().splitlines()) == 3
