@@ -21,6 +21,9 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
+#: 2⁻⁵³: the step of the grid of uniform doubles.
+_TWO_M53 = 2.0**-53
+
 
 def _normal(source: object, i: int, j: int) -> float:
     """The normal of row i, coordinate j: drawn from ``source`` (a Generator) or read from it (an array
@@ -37,12 +40,15 @@ def _normal_impl(source, i, j):
 
 def _uniform(source: object, i: int, j: int) -> float:
     """The uniform double of row i, coordinate j: drawn from ``source`` (a Generator's ``random``) or read from
-    it (an array the caller filled beforehand). Compiled only, through its overload."""
+    it (an array the caller filled beforehand: the doubles, or 64-bit words w mapped to (w >> 11)·2⁻⁵³, the
+    ChaCha20 stream's ``random`` of those words). Compiled only, through its overload."""
     raise NotImplementedError
 
 
 @overload(_uniform, inline="always")
 def _uniform_impl(source, i, j):
+    if isinstance(source, types.Array) and source.dtype == types.uint64:
+        return lambda source, i, j: np.float64(source[i, j] >> np.uint64(11)) * _TWO_M53
     if isinstance(source, types.Array):
         return lambda source, i, j: source[i, j]
     return lambda source, i, j: source.random()
@@ -265,20 +271,40 @@ def _uniform_subset(mask: np.ndarray, size: int, rng: np.random.Generator) -> No
             mask[j] = not mask[j]
 
 
+#: A key's bucket is its top 8 bits: the cut is found by counting keys per bucket, then sorting one bucket.
+_BUCKET_SHIFT = 24
+
+
 @numba.njit(cache=True, nogil=True)
-def _key_subset(mask: np.ndarray, keys: np.ndarray, i: int, size: int, scratch: np.ndarray) -> bool:
+def _key_subset(mask: np.ndarray, keys: np.ndarray, i: int, size: int, counts: np.ndarray, scratch: np.ndarray) -> bool:
     """``mask`` := {j: keys[i, j] ≤ k_(size)}, the ``size`` smallest of row i's d keys, as the numpy reference
     marks them (``ldpcli.math._subsets.uniform_subsets``): none for size 0, all for size d. False, ``mask``
     unset, when the row ties at its cut (k_(size) = k_(size+1), 0 < size < d): the caller draws its keys again.
-    The order statistics are values, so the selection (``np.partition`` of a copy) finds the reference's cut."""
+
+    The cut is a value, found by selection: the keys counted per bucket of their top 8 bits (``counts``,
+    256 of them), the bucket holding the size-th smallest sorted (``scratch``; about d/256 keys). When the
+    cut is that bucket's largest key, k_(size+1) lies in a later bucket, so it is larger: no tie."""
     d = mask.shape[0]
     if size == 0 or size == d:
         mask[:] = size == d
         return True
-    scratch[:] = keys[i]
-    part = np.partition(scratch, size - 1)
-    cut = part[size - 1]
-    if part[size:].min() == cut:
+    counts[:] = 0
+    for j in range(d):
+        counts[keys[i, j] >> _BUCKET_SHIFT] += 1
+    below = 0
+    bucket = 0
+    while below + counts[bucket] < size:
+        below += counts[bucket]
+        bucket += 1
+    m = 0
+    for j in range(d):
+        if keys[i, j] >> _BUCKET_SHIFT == bucket:
+            scratch[m] = keys[i, j]
+            m += 1
+    scratch[:m].sort()
+    rank = size - below  # k_(size) is the rank-th smallest of the bucket, 1 ≤ rank ≤ m
+    cut = scratch[rank - 1]
+    if rank < m and scratch[rank] == cut:
         return False
     for j in range(d):
         mask[j] = keys[i, j] <= cut
@@ -322,13 +348,14 @@ def hypercube_vertices_given(
 ) -> None:
     """The numpy reference's vertices (``privatize`` of ``ldpcli.mechanisms._hypercube``) from its own draws,
     bit for bit: row i agrees on the ``agree[i]`` smallest of its 32-bit ``keys`` (:func:`_key_subset`) and
-    rounds with its ``uniforms`` (:func:`_vertex_row`). A row whose keys tie at its cut is marked in ``tied``
+    rounds with its ``uniforms`` (doubles, or the stream's words: :func:`_uniform`; :func:`_vertex_row`). A row whose keys tie at its cut is marked in ``tied``
     and left for the caller, which draws its keys again as the reference does."""
     n, d = x.shape
     mask = np.empty(d, dtype=np.bool_)
+    counts = np.empty(256, dtype=np.int64)
     scratch = np.empty(d, dtype=keys.dtype)
     for i in range(n):
-        if _key_subset(mask, keys, i, agree[i], scratch):
+        if _key_subset(mask, keys, i, agree[i], counts, scratch):
             _vertex_row(x, i, mask, half_over_l, value, uniforms, out)
         else:
             tied[i] = True

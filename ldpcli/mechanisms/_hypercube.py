@@ -56,6 +56,7 @@ import numpy as np
 
 from ldpcli.math import _logspace as logspace
 from ldpcli.math._binomial import log_binomial_pmf, sample_agreements
+from ldpcli.math._counter_rng import CounterGenerator
 from ldpcli.math._domains import LINF_BOX
 from ldpcli.math._kernels import compiled
 from ldpcli.math._lawtests import LawTest
@@ -297,8 +298,10 @@ class _HypercubeThreshold(Mechanism):
         step = max(1, _CHUNK_ELEMENTS // d)
         for start in range(0, n, step):
             rows = slice(start, min(n, start + step))
-            if kernels is not None:  # the chunk's uniforms, then its keys (redrawn on a tie), as below
-                uniforms = rng.random(x[rows].shape)
+            if kernels is not None:  # the chunk's uniforms (the stream's words), then its keys, as below
+                shape = x[rows].shape
+                uniforms = rng.random_raw(shape[0] * d).reshape(shape) if isinstance(rng, CounterGenerator) \
+                    else rng.random(shape)
                 keyed_rows(uniforms.shape[0], d, rng, functools.partial(
                     _given_vertices, kernels, x[rows], agree[rows], half_over_l, value, uniforms, out[rows]))
                 continue
