@@ -16,7 +16,7 @@ drift in the machine's speed hits every column (``run.side_by_side``); seconds a
   ``ldpcli.math._bitgen``'s docstring);
 - api: each --mechanism (ε = 8) on an n × d batch in memory (``Mechanism.privatize``), with a PCG64 generator,
   ldp's stream and randomgen's ChaCha20: the noise alone, without reading or writing;
-- file: ``write_file_release`` (Parquet → Parquet, zstd, with each of --threads) with ``rng="pcg64"``,
+- file: ``write_file_release`` of each --mechanism (Parquet → Parquet, zstd, with each of --threads) with ``rng="pcg64"``,
   ``rng="chacha20"`` (and under ``LDP_KERNEL=numpy``: the numpy reference of every sampler and of the stream)
   and ``rng="secure"``: what `ldp privatize --rng ...` costs end to end (every key block gets its own generator).
 
@@ -80,8 +80,9 @@ def api(name: str, n: int, d: int, repeat: int) -> dict[str, float]:
     return side_by_side({label: (lambda g=g: mech.privatize(x, g)) for label, g in generators.items()}, repeat)
 
 
-def file(tmp: Path, n: int, d: int, threads: int, repeat: int) -> dict[str, float]:
-    """Median seconds of ``write_file_release`` on ``threads`` threads with each ``rng`` (and chacha20 on numpy)."""
+def file(tmp: Path, name: str, n: int, d: int, threads: int, repeat: int) -> dict[str, float]:
+    """Median seconds of ``write_file_release`` of mechanism ``name`` on ``threads`` threads with each ``rng``
+    (and chacha20 on numpy)."""
     src = input_file(tmp, n, d)
 
     def run(rng: str, kernel: str = "auto") -> Callable[[], object]:
@@ -91,7 +92,8 @@ def file(tmp: Path, n: int, d: int, threads: int, repeat: int) -> dict[str, floa
             saved = os.environ.get(KERNEL_ENV)
             os.environ[KERNEL_ENV] = kernel
             try:
-                return write_file_release(src, tmp / f"out-{rng}-{kernel}.parquet", epsilon=8.0, options=options)
+                return write_file_release(src, tmp / f"out-{rng}-{kernel}.parquet", mechanism=name, epsilon=8.0,
+                                          options=options)
             finally:
                 os.environ.pop(KERNEL_ENV) if saved is None else os.environ.__setitem__(KERNEL_ENV, saved)
 
@@ -104,9 +106,9 @@ def file(tmp: Path, n: int, d: int, threads: int, repeat: int) -> dict[str, floa
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--values", type=int, default=10**7, help="normals drawn per timed call")
-    parser.add_argument("--shape", default="40000x500", help="NxD of privunit2's batch and of the Parquet input")
+    parser.add_argument("--shape", default="40000x500", help="NxD of the api section's batch and of the Parquet input")
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--mechanism", action="append", help="api section's mechanisms (repeatable; default privunit2)")
+    parser.add_argument("--mechanism", action="append", help="the api and file sections' mechanisms (repeatable; default privunit2)")
     parser.add_argument("--threads", type=int, action="append", help="file section's threads (repeatable; default 1)")
     args = parser.parse_args()
     n, d = (int(v) for v in args.shape.lower().split("x"))
@@ -116,10 +118,12 @@ def main() -> None:
     for name in args.mechanism or ["privunit2"]:
         print(f"## api: {name} ε = 8, privatize on {n}×{d} in memory\n")
         table(["generator", "median s", "÷ PCG64"], ratio_rows(api(name, n, d, args.repeat), "PCG64"))
-    for threads in args.threads or [1]:
-        print(f"## file: write_file_release, privunit2 ε = 8, {n}×{d} float64 Parquet → Parquet, {threads} thread(s)\n")
-        with tempfile.TemporaryDirectory() as name:
-            table(["--rng", "median s", "÷ pcg64"], ratio_rows(file(Path(name), n, d, threads, args.repeat), "pcg64"))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.mechanism or ["privunit2"]:
+            for threads in args.threads or [1]:
+                print(f"## file: write_file_release, {name} ε = 8, {n}×{d} float64 Parquet → Parquet, {threads} thread(s)\n")
+                times = file(Path(tmp), name, n, d, threads, args.repeat)
+                table(["--rng", "median s", "÷ pcg64"], ratio_rows(times, "pcg64"))
     print(f"load after: {load()}")
 
 

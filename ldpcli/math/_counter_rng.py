@@ -70,22 +70,36 @@ class CounterGenerator:
             raise ValueError(f"a ChaCha20 key is {_chacha20.KEY_BYTES} bytes, got {len(key)}")
         self._key = bytes(key)
         self._next = {WORDS: 0, NORMALS: 0}
+        #: Per stream, the row key a call ended inside and a copy of its values: the next call starts there.
+        self._partial: dict[int, tuple[int, np.ndarray]] = {}
 
     def __repr__(self) -> str:
         return f"CounterGenerator(ChaCha20, next words {self._next[WORDS]}, next normals {self._next[NORMALS]})"
 
     def _take(self, stream: int, count: int) -> np.ndarray:
         """The next ``count`` values of ``stream`` (uint64 words or normals): flat positions
-        [c, c + count) of its cursor c, position p being position p mod 1024 of row key p div 1024."""
+        [c, c + count) of its cursor c, position p being position p mod 1024 of row key p div 1024.
+
+        A call that ends inside a row key keeps a copy of that row's values, so a following call that fits
+        in the rest of the row (many small draws) copies them instead of computing the row again: the same
+        values, as a row's values depend on its key alone."""
         start = self._next[stream]
         self._next[stream] = start + count
         if count == 0:
             return np.empty(0, dtype=np.uint64 if stream == WORDS else np.float64)
         first, last = start // ROW_POSITIONS, (start + count - 1) // ROW_POSITIONS
-        rows = np.arange(first, last + 1, dtype=np.uint64)
-        draw = _stream.words if stream == WORDS else _stream.normals
         offset = start - first * ROW_POSITIONS
-        return draw(self._key, rows, ROW_POSITIONS, stream=stream).reshape(-1)[offset:offset + count]
+        cached = self._partial.pop(stream, None)
+        if cached is not None and cached[0] == first == last:
+            values = cached[1]
+        else:
+            rows = np.arange(first, last + 1, dtype=np.uint64)
+            draw = _stream.words if stream == WORDS else _stream.normals
+            values = draw(self._key, rows, ROW_POSITIONS, stream=stream).reshape(-1)
+        end = offset + count
+        if end % ROW_POSITIONS:  # the call ends inside row key ``last``: the next one starts there
+            self._partial[stream] = (last, values if values.size == ROW_POSITIONS else values[-ROW_POSITIONS:].copy())
+        return values[offset:end].copy() if values.size == ROW_POSITIONS else values[offset:end]
 
     def _words(self, count: int) -> np.ndarray:
         """``count`` fresh uniform 64-bit words (stream :data:`WORDS`)."""

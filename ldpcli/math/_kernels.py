@@ -8,9 +8,10 @@ numpy passes per chunk of rows. Without it, the numpy code (:mod:`ldpcli.math._s
 mechanism's ``privatize``) runs; it is the reference the kernels are tested against.
 
 The kernels draw the same numbers from the same generator in the same order as their reference and
-agree to rounding, not bit for bit (their sums run in different orders); the hypercube kernel draws
-each row's agreeing coordinates from fewer numbers than the numpy reference's d keys a row and
-agrees in law only. So a seeded output depends on which one ran: the sidecar records it
+agree to rounding, not bit for bit (their sums run in different orders); the hypercube kernel, from a
+numpy Generator, draws each row's agreeing coordinates from fewer numbers than the numpy reference's d
+keys a row and agrees in law only (given the reference's uniforms and keys, from any other generator,
+it agrees bit for bit). So a seeded output depends on which one ran: the sidecar records it
 (``release.randomness.kernel``). ``LDP_KERNEL=numpy`` forces the reference (for example to reproduce
 a seeded output made without numba); ``LDP_KERNEL=numba`` makes a missing numba an error instead of
 a silent fallback.
@@ -51,16 +52,17 @@ def kernel_name() -> str:
     return "numba"
 
 
-def compiled(rng: object, *, given_normals: bool = False) -> ModuleType | None:
+def compiled(rng: object, *, given_draws: bool = False) -> ModuleType | None:
     """The compiled kernels' module when :func:`kernel_name` is ``"numba"`` and the kernel can use ``rng``, else None.
 
     A kernel draws from a ``numpy.random.Generator`` itself (numba compiles its methods). A kernel
-    that reads its normals from an array (``given_normals``: the sphere and Gaussian samplers) also
-    runs with any other generator, such as :class:`ldpcli.math._counter_rng.CounterGenerator` (the
-    ChaCha20 stream): :func:`with_normals` fills the array first. Imported on first use: numba's
+    that can read its draws from arrays (``given_draws``: the sphere and Gaussian samplers' normals,
+    :func:`with_normals`; the hypercube sampler's uniforms and keys) also runs with any other
+    generator, such as :class:`ldpcli.math._counter_rng.CounterGenerator` (the ChaCha20 stream),
+    which fills the arrays first. Imported on first use: numba's
     import and the first call's compilation (cached on disk afterwards) cost only runs that privatize.
     """
-    if kernel_name() != "numba" or not (given_normals or isinstance(rng, np.random.Generator)):
+    if kernel_name() != "numba" or not (given_draws or isinstance(rng, np.random.Generator)):
         return None
     from ldpcli.math import _numba_kernels
 

@@ -6,9 +6,10 @@ sampler of PrivUnit2 and the hemisphere mechanism, the ``privatize`` of :mod:`ld
 while the row is in cache, drawing from the same ``numpy.random.Generator`` in the same order
 (numba's Generator methods reproduce numpy's draws bit for bit). Sums are taken left to right
 instead of numpy's pairwise and SIMD order, so results agree with the reference to rounding, not
-bit for bit. The hypercube sampler is the exception: it draws each row's agreeing positions from
-fewer numbers than the numpy reference's d keys a row, so it agrees with its reference in law only. ``nogil``: the
-pipeline's threads privatize blocks side by side.
+bit for bit. The hypercube sampler is the exception: from a Generator it draws each row's agreeing positions
+from fewer numbers than the numpy reference's d keys a row, so it agrees with its reference in law only; given
+the reference's own uniforms and keys (any other generator, such as the ChaCha20 stream) it computes the
+reference's output bit for bit. ``nogil``: the pipeline's threads privatize blocks side by side.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import numba
 import numpy as np
 from numba.core import types
 from numba.extending import overload
+
+#: 2⁻⁵³: the step of the grid of uniform doubles.
+_TWO_M53 = 2.0**-53
 
 
 def _normal(source: object, i: int, j: int) -> float:
@@ -32,6 +36,22 @@ def _normal_impl(source, i, j):
     if isinstance(source, types.Array):
         return lambda source, i, j: source[i, j]
     return lambda source, i, j: source.standard_normal()
+
+
+def _uniform(source: object, i: int, j: int) -> float:
+    """The uniform double of row i, coordinate j: drawn from ``source`` (a Generator's ``random``) or read from
+    it (an array the caller filled beforehand: the doubles, or 64-bit words w mapped to (w >> 11)·2⁻⁵³, the
+    ChaCha20 stream's ``random`` of those words). Compiled only, through its overload."""
+    raise NotImplementedError
+
+
+@overload(_uniform, inline="always")
+def _uniform_impl(source, i, j):
+    if isinstance(source, types.Array) and source.dtype == types.uint64:
+        return lambda source, i, j: np.float64(source[i, j] >> np.uint64(11)) * _TWO_M53
+    if isinstance(source, types.Array):
+        return lambda source, i, j: source[i, j]
+    return lambda source, i, j: source.random()
 
 
 def _draws(source: object) -> bool:
@@ -251,13 +271,64 @@ def _uniform_subset(mask: np.ndarray, size: int, rng: np.random.Generator) -> No
             mask[j] = not mask[j]
 
 
+#: A key's bucket is its top 8 bits: the cut is found by counting keys per bucket, then sorting one bucket.
+_BUCKET_SHIFT = 24
+
+
+@numba.njit(cache=True, nogil=True)
+def _key_subset(mask: np.ndarray, keys: np.ndarray, i: int, size: int, counts: np.ndarray, scratch: np.ndarray) -> bool:
+    """``mask`` := {j: keys[i, j] ≤ k_(size)}, the ``size`` smallest of row i's d keys, as the numpy reference
+    marks them (``ldpcli.math._subsets.uniform_subsets``): none for size 0, all for size d. False, ``mask``
+    unset, when the row ties at its cut (k_(size) = k_(size+1), 0 < size < d): the caller draws its keys again.
+
+    The cut is a value, found by selection: the keys counted per bucket of their top 8 bits (``counts``,
+    256 of them), the bucket holding the size-th smallest sorted (``scratch``; about d/256 keys). When the
+    cut is that bucket's largest key, k_(size+1) lies in a later bucket, so it is larger: no tie."""
+    d = mask.shape[0]
+    if size == 0 or size == d:
+        mask[:] = size == d
+        return True
+    counts[:] = 0
+    for j in range(d):
+        counts[keys[i, j] >> _BUCKET_SHIFT] += 1
+    below = 0
+    bucket = 0
+    while below + counts[bucket] < size:
+        below += counts[bucket]
+        bucket += 1
+    m = 0
+    for j in range(d):
+        if keys[i, j] >> _BUCKET_SHIFT == bucket:
+            scratch[m] = keys[i, j]
+            m += 1
+    scratch[:m].sort()
+    rank = size - below  # k_(size) is the rank-th smallest of the bucket, 1 ≤ rank ≤ m
+    cut = scratch[rank - 1]
+    if rank < m and scratch[rank] == cut:
+        return False
+    for j in range(d):
+        mask[j] = keys[i, j] <= cut
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _vertex_row(x: np.ndarray, i: int, mask: np.ndarray, half_over_l: float, value: float, source: object,
+                out: np.ndarray) -> None:
+    """Row i of the ±value vertices given its agreeing positions ``mask``: d uniforms u_j (:func:`_uniform` of
+    ``source``), s_j = +1 when u_j < x_j/(2L) + ½, and z_j = +1 exactly when (s_j = +1) == (j agrees)."""
+    twice = 2.0 * value
+    for j in range(x.shape[1]):
+        disagree = (_uniform(source, i, j) < x[i, j] * half_over_l + 0.5) != mask[j]  # s_j = +1 xor j agrees
+        out[i, j] = value - twice * disagree  # without a branch: the bits are fair coins
+
+
 @numba.njit(cache=True, nogil=True)
 def hypercube_vertices(
     x: np.ndarray, agree: np.ndarray, half_over_l: float, value: float, rng: np.random.Generator, out: np.ndarray,
 ) -> None:
     """The threshold-κ channel's ±value vertices (Bhowmick et al. 2018, Alg. 2), one row at a time:
-    the agreeing positions, a uniform ``agree[i]``-subset (:func:`_uniform_subset`), then d
-    uniforms (s_j = +1 when u_j < x_j/(2L) + ½) and z_j = +1 exactly when (s_j = +1) == (j agrees).
+    the agreeing positions, a uniform ``agree[i]``-subset (:func:`_uniform_subset`), then the row's
+    d uniforms (:func:`_vertex_row`).
 
     The same law as the numpy reference's agreeing sets (the A smallest of d random keys,
     ``ldpcli.math._subsets.uniform_subsets``), from fewer draws (about d/53 + O(√d) instead of d keys near
@@ -265,9 +336,26 @@ def hypercube_vertices(
     """
     n, d = x.shape
     mask = np.empty(d, dtype=np.bool_)
-    twice = 2.0 * value
     for i in range(n):
         _uniform_subset(mask, agree[i], rng)
-        for j in range(d):
-            disagree = (rng.random() < x[i, j] * half_over_l + 0.5) != mask[j]  # s_j = +1 xor j agrees
-            out[i, j] = value - twice * disagree  # without a branch: the bits are fair coins
+        _vertex_row(x, i, mask, half_over_l, value, rng, out)
+
+
+@numba.njit(cache=True, nogil=True)
+def hypercube_vertices_given(
+    x: np.ndarray, agree: np.ndarray, half_over_l: float, value: float, uniforms: np.ndarray, keys: np.ndarray,
+    out: np.ndarray, tied: np.ndarray,
+) -> None:
+    """The numpy reference's vertices (``privatize`` of ``ldpcli.mechanisms._hypercube``) from its own draws,
+    bit for bit: row i agrees on the ``agree[i]`` smallest of its 32-bit ``keys`` (:func:`_key_subset`) and
+    rounds with its ``uniforms`` (doubles, or the stream's words: :func:`_uniform`; :func:`_vertex_row`). A row whose keys tie at its cut is marked in ``tied``
+    and left for the caller, which draws its keys again as the reference does."""
+    n, d = x.shape
+    mask = np.empty(d, dtype=np.bool_)
+    counts = np.empty(256, dtype=np.int64)
+    scratch = np.empty(d, dtype=keys.dtype)
+    for i in range(n):
+        if _key_subset(mask, keys, i, agree[i], counts, scratch):
+            _vertex_row(x, i, mask, half_over_l, value, uniforms, out)
+        else:
+            tied[i] = True

@@ -434,7 +434,7 @@ def rounded_cap_directions(
     flips: np.ndarray = rng.random((n,))
     t, r = cosines(n)
     out = np.empty((n, d))
-    kernels = compiled(rng, given_normals=True)
+    kernels = compiled(rng, given_draws=True)
     if kernels is not None:
         redo = np.zeros(n, dtype=bool)
         rows_in = np.ascontiguousarray(x, dtype=np.float64)

@@ -6,6 +6,8 @@ coordinates where their output agrees with the rounded vertex this way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ldpcli.math._counter_rng import CounterGenerator
@@ -87,3 +89,14 @@ def uniform_subsets(agree: np.ndarray, d: int, rng: np.random.Generator) -> np.n
     mask = keys <= cut[:, None]
     mask[agree == 0] = False
     return mask
+
+
+def keyed_rows(rows: int, d: int, rng: np.random.Generator,
+               mark: Callable[[np.ndarray | None, np.ndarray], np.ndarray]) -> None:
+    """The keys of :func:`uniform_subsets` in its draw order, for a caller that marks each row's subset itself
+    (the compiled hypercube sampler): ``mark(None, keys)`` with the d keys of all ``rows`` rows, then, while
+    some rows tie at their cut, ``mark(tied, keys)`` with the new keys of those rows (their indices ``tied``, in
+    row order). ``mark`` returns which of the rows it was given tie at their cut (a boolean array)."""
+    tied = np.flatnonzero(mark(None, _uniform_keys(rows, d, rng)))
+    while tied.size:
+        tied = tied[mark(tied, _uniform_keys(tied.size, d, rng))]

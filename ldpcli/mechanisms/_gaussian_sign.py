@@ -173,7 +173,7 @@ class GaussianSign(Mechanism):
         keep = self.kept_signs(n, rng)
         scale = self.gaussian_scale
         out = np.empty((n, d))
-        kernels = compiled(rng, given_normals=True)
+        kernels = compiled(rng, given_draws=True)
         if kernels is not None:
             rows_in, bound = np.ascontiguousarray(x, dtype=np.float64), self.norm_bound
             with_normals(rng, out, lambda rows, source: kernels.gaussian_with_private_sign(

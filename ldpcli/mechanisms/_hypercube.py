@@ -46,18 +46,21 @@ d = 1 is randomized response in both: p = e^ε/(1 + e^ε), B = (e^ε + 1)/(e^ε 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from ldpcli.math import _logspace as logspace
 from ldpcli.math._binomial import log_binomial_pmf, sample_agreements
+from ldpcli.math._counter_rng import CounterGenerator
 from ldpcli.math._domains import LINF_BOX
 from ldpcli.math._kernels import compiled
 from ldpcli.math._lawtests import LawTest
-from ldpcli.math._subsets import uniform_subsets
+from ldpcli.math._subsets import keyed_rows, uniform_subsets
 from ldpcli.mechanisms._base import Mechanism, register
 from ldpcli.mechanisms._hooks import OutputBranch
 from ldpcli.mechanisms._threshold_channel import (
@@ -277,20 +280,31 @@ class _HypercubeThreshold(Mechanism):
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Round each row to a vertex s, draw z from the channel, return L·B·z row by row. numpy's
-        draws: all rows' sides and counts A, then per chunk the s uniforms and ``uniform_subsets``'s keys."""
+        draws: all rows' sides and counts A, then per chunk the s uniforms and ``uniform_subsets``'s keys.
+        Compiled, from a numpy Generator: one pass per row, the same law from fewer draws (not draw for
+        draw); from any other generator: the same draws as numpy's, and its output bit for bit."""
         n, d = x.shape
         in_cap = logspace.bernoulli_logit(self.logit_p, n, rng)
         agree = sample_agreements(d, self.agree_min, in_cap, rng)
         value = self.norm_bound * self.B
         half_over_l = 0.5 / self.norm_bound
         out = np.empty((n, d))
-        kernels = compiled(rng)
-        if kernels is not None:  # one compiled pass per row, the same law from fewer draws (not draw for draw)
-            kernels.hypercube_vertices(np.ascontiguousarray(x, dtype=np.float64), agree, half_over_l, value, rng, out)
-            return out
+        kernels = compiled(rng, given_draws=True)
+        if kernels is not None:
+            x = np.ascontiguousarray(x, dtype=np.float64)
+            if isinstance(rng, np.random.Generator):
+                kernels.hypercube_vertices(x, agree, half_over_l, value, rng, out)
+                return out
         step = max(1, _CHUNK_ELEMENTS // d)
         for start in range(0, n, step):
             rows = slice(start, min(n, start + step))
+            if kernels is not None:  # the chunk's uniforms (the stream's words), then its keys, as below
+                shape = x[rows].shape
+                uniforms = rng.random_raw(shape[0] * d).reshape(shape) if isinstance(rng, CounterGenerator) \
+                    else rng.random(shape)
+                keyed_rows(uniforms.shape[0], d, rng, functools.partial(
+                    _given_vertices, kernels, x[rows], agree[rows], half_over_l, value, uniforms, out[rows]))
+                continue
             # s_j = +1 with probability (1 + x_j/L)/2, so E[s] = x/L.
             threshold = x[rows] * half_over_l
             threshold += 0.5
@@ -302,6 +316,22 @@ class _HypercubeThreshold(Mechanism):
             np.multiply(mask, 2.0 * value, out=block)
             block -= value  # exactly ±value
         return out
+
+
+def _given_vertices(
+    kernels: ModuleType, x: np.ndarray, agree: np.ndarray, half_over_l: float, value: float, uniforms: np.ndarray,
+    out: np.ndarray, which: np.ndarray | None, keys: np.ndarray,
+) -> np.ndarray:
+    """``keyed_rows``'s ``mark`` for the compiled sampler: the rows ``which`` (None: all) of ``out`` from
+    their ``uniforms`` and new ``keys`` (``hypercube_vertices_given``); returns which of them tie at their cut."""
+    if which is not None:
+        x, agree, uniforms = x[which], agree[which], uniforms[which]
+    target = out if which is None else np.empty(x.shape)
+    tied = np.zeros(x.shape[0], dtype=bool)
+    kernels.hypercube_vertices_given(x, agree, half_over_l, value, uniforms, keys, target, tied)
+    if which is not None:
+        out[which] = target
+    return tied
 
 
 @register(

@@ -458,7 +458,7 @@ def fused_rows(
     n, d = x.shape
     out = np.empty((n, d))
     zero = np.zeros(n, dtype=bool)
-    kernels = compiled(rng, given_normals=True)
+    kernels = compiled(rng, given_draws=True)
     if kernels is not None:
         rows_in = np.ascontiguousarray(x, dtype=np.float64)
         with_normals(rng, out, lambda rows, source: kernels.gaussian_about_cosines(

@@ -60,6 +60,34 @@ def test_how_the_draws_are_split_into_calls_changes_nothing() -> None:
     assert np.array_equal(whole.random(3001), np.concatenate([parts.random(1), parts.random(2999), parts.random(1)]))
 
 
+def test_small_draws_reuse_their_row_keys_values_and_give_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls that stay inside the row key the previous call ended in read its kept values: 300 draws of 5
+    words and 5 normals (1500 of each, two row keys) compute row key 0 for the first call and rows 0 and 1 for
+    the one call that straddles them, nothing else; the draws are those of one call.
+    Changing a returned array changes no later draw (the kept row is a copy)."""
+    from ldpcli.math import _stream
+
+    whole = CounterGenerator(KEY)
+    want_words, want_normals = whole.random_raw(1500), whole.standard_normal(1500)
+    computed: list[int] = []
+    real_words, real_normals = _stream.words, _stream.normals
+    monkeypatch.setattr(_stream, "words", lambda key, rows, *a, **k: computed.extend(rows) or real_words(key, rows, *a, **k))
+    monkeypatch.setattr(_stream, "normals", lambda key, rows, *a, **k: computed.extend(rows) or real_normals(key, rows, *a, **k))
+    parts = CounterGenerator(KEY)
+    words, normals = [], []
+    for _ in range(300):
+        chunk = parts.random_raw(5)
+        words.append(chunk.copy())
+        chunk[:] = 0  # the caller's array is its own
+        normals.append(np.asarray(parts.standard_normal(5)))
+    assert np.array_equal(np.concatenate(words), want_words)
+    assert np.array_equal(np.concatenate(normals), want_normals)
+    assert sorted(computed) == [0, 0, 0, 0, 1, 1]  # per stream: [0] for the first call, [0, 1] at the straddle
+    split = CounterGenerator(KEY)
+    assert np.array_equal(np.concatenate([split.random_raw(1000), split.random_raw(1048), split.random_raw(3)]),
+                          CounterGenerator(KEY).random_raw(2051))
+
+
 def test_a_generator_is_its_key() -> None:
     assert np.array_equal(CounterGenerator(KEY).random(10), CounterGenerator(KEY).random(10))
     assert not np.array_equal(CounterGenerator(KEY).random(10), CounterGenerator(bytes(32)).random(10))

@@ -3,9 +3,10 @@
 Each runs chunk by chunk in numpy or as one compiled loop per row with numba (``ldp[fast]``,
 :mod:`ldpcli.math._kernels`). Both draw the same numbers in the same order: privunitg's and
 gaussian-sign's agree to rounding (their inner products sum in different orders). The hypercube
-mechanisms' compiled loop draws each row's agreeing positions from fewer numbers than the numpy
-reference's d keys a row (``ldpcli.math._subsets.uniform_subsets``), so it is checked against the channel's
-exact law instead. The numpy forms match their unfused formulas bit for bit for rows x ≠ 0; both
+mechanisms' compiled loop, from a numpy Generator, draws each row's agreeing positions from fewer numbers
+than the numpy reference's d keys a row (``ldpcli.math._subsets.uniform_subsets``), so it is checked against
+the channel's exact law instead; from the ChaCha20 stream it reads the reference's own uniforms and keys and
+gives the reference's output bit for bit, ties at the cut and chunk boundaries included. The numpy forms match their unfused formulas bit for bit for rows x ≠ 0; both
 kernels are then checked for the law itself (the audit's law tests, unbiasedness, E‖Z − x‖² against
 the closed form, zero rows included) and for seeded outputs that do not depend on batches or threads.
 """
@@ -23,6 +24,9 @@ from helpers import bonferroni_z, write_list
 from ldpcli.math import _kernels as kernels
 from ldpcli.math import _logspace as logspace
 from ldpcli.math import _rows as rowmath
+from ldpcli.math import _subsets as subsets
+from ldpcli.math._counter_rng import CounterGenerator
+from ldpcli.mechanisms import _hypercube as hypercube
 from ldpcli.mechanisms import _privunitg as privunitg
 from ldpcli.mechanisms import get_mechanism
 from ldpcli.release._file import write_file_release
@@ -189,6 +193,51 @@ def test_each_mechanism_runs_its_compiled_kernel_when_chosen(
         monkeypatch.setenv(kernels.KERNEL_ENV, choice)
         mech.privatize(x, np.random.default_rng(0))
     assert calls == [1, 1]
+
+
+def three_valued_keys(calls: list[int]):
+    """Keys in {0, 1, 2} only (i.i.d. uniform): most rows tie at their cut and are drawn again, often twice."""
+
+    def keys(rows: int, d: int, rng: CounterGenerator) -> np.ndarray:
+        calls.append(rows)
+        return np.asarray(rng.integers(0, 3, size=(rows, d))).astype(np.uint32)
+
+    return keys
+
+
+@numba_only
+@pytest.mark.parametrize("name", HYPERCUBE)
+@pytest.mark.parametrize("d, eps, chunk, few_values", [
+    (1, 2.0, 1 << 20, False), (2, 1.0, 7, True), (5, 2.0, 1 << 20, False), (5, 0.5, 33, True),
+    (500, 8.0, 1 << 20, False), (500, 8.0, 1500, False), (3000, 4.0, 1 << 20, False), (64, 1.0, 700, True),
+])
+def test_the_compiled_sampler_gives_the_references_bits_from_the_stream(
+    monkeypatch: pytest.MonkeyPatch, name: str, d: int, eps: float, chunk: int, few_values: bool
+) -> None:
+    """One ChaCha20 key, ``LDP_KERNEL=numpy`` against ``numba``: the same output bit for bit, for rows inside
+    the box, on its vertices and zero; over several chunks (``_CHUNK_ELEMENTS``); with keys that tie at their
+    cut in most rows (redrawn in rounds); at d = 3000 (the reference finds its cuts by selection). And the
+    compiled sampler really ran, as one pass per chunk plus one per round of redraws."""
+    from ldpcli.math import _numba_kernels
+
+    monkeypatch.setattr(hypercube, "_CHUNK_ELEMENTS", chunk)
+    mech = get_mechanism(name).calibrate(d, eps)
+    x = box_rows(max(40, 30_000 // d), d, seed=d)
+    x[7] = 0.0
+    calls: list[int] = []
+    if few_values:
+        monkeypatch.setattr(subsets, "_uniform_keys", three_valued_keys(calls))
+    passes: list[int] = []
+    real = _numba_kernels.hypercube_vertices_given
+    monkeypatch.setattr(_numba_kernels, "hypercube_vertices_given", lambda *args: passes.append(1) or real(*args))
+    outputs = {}
+    for which in ("numpy", "numba"):
+        monkeypatch.setenv(kernels.KERNEL_ENV, which)
+        outputs[which] = mech.privatize(x, CounterGenerator(bytes(range(32))))
+        assert len(passes) == (0 if which == "numpy" else len(calls) // 2 if few_values else -(-len(x) // max(1, chunk // d)))
+    assert np.array_equal(outputs["numpy"].view(np.uint64), outputs["numba"].view(np.uint64))
+    if few_values:
+        assert len(calls) // 2 > -(-len(x) // max(1, chunk // d))  # redraw rounds ran
 
 
 @pytest.mark.parametrize("kernel", KERNELS, indirect=True)
