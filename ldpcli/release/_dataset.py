@@ -84,7 +84,7 @@ from ldpcli.release._randomness import input_key, key_block_rows, root_seed
 from ldpcli.release._rowhash import RowDigest
 from ldpcli.release._rowindex import Charge
 from ldpcli.release._safety import check_clipping
-from ldpcli.release._sidecar import build_sidecar, sidecar_path, write_sidecar
+from ldpcli.release._sidecar import DatasetPart, build_sidecar, sidecar_path, write_sidecar
 from ldpcli.release._signing import Signer, signer_for
 from ldpcli.release._steps import Calibrated, calibrate, signed
 
@@ -461,11 +461,11 @@ def write_dataset_sidecars(parts: _Parts, release: Calibrated, layout: VectorLay
     def write_part(index: int) -> None:
         result, file = kept[index], files[index]
         # No row position: the gaps between parts' positions would count the rows skip_invalid left out.
-        part = {"dataset": parts.dataset, "index": index, "input": result.task.input_index, "parts": len(kept)}
+        part = DatasetPart(parts.dataset, index, result.task.input_index, len(kept))
         content = build_sidecar(
             mech, n=result.rows, layout=layout, data_path=file, sha256=result.sha256,
             reproducible=options.seed is not None, dtype=result.dtype, warnings=release.warnings,
-            input_tag=tags[result.task.input_index] if tags else None, reconstruction=None if release.risk is None else release.risk.to_dict(), part=part,
+            input_tag=tags[result.task.input_index] if tags else None, reconstruction=release.risk, part=part,
             created=created, row_sketch=_part_sketch(result.task, parts.reads, parts.row_digest), rng=options.rng,
         )
         write_sidecar(sidecar_path(file), signed(content, signer))

@@ -649,6 +649,6 @@ def file_sidecar(plan: FilePlan, release: Calibrated, done: _Privatized, writer:
     return build_sidecar(
         release.mechanism, n=done.n, layout=release.layout, data_path=plan.target, sha256=writer.sha256,
         reproducible=plan.options.seed is not None, dtype=writer.dtype, warnings=release.warnings, input_tag=tag,
-        reconstruction=None if release.risk is None else release.risk.to_dict(), created=created, row_sketch=done.rows.sketch if done.rows is not None else None,
+        reconstruction=release.risk, created=created, row_sketch=done.rows.sketch if done.rows is not None else None,
         rng=plan.options.rng, shuffled=done.shuffled, cost=release.cost,
     )

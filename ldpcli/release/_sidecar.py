@@ -92,6 +92,7 @@ from ldpcli.release._rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, e
 from ldpcli.release._safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
 from ldpcli.release._shuffle_claim import ShuffleClaim, read_shuffle_claim
 from ldpcli.release._sidecar_upgrade import CHECKED_FIELDS, upgrade
+from ldpcli.risk._section import ReconstructionSection
 
 FORMAT = "ldp-sidecar"
 #: The version ``build_sidecar`` writes; ``load_sidecar`` reads this one and every older one.
@@ -167,8 +168,8 @@ def build_sidecar(
     dtype: str = "float64",
     warnings: Sequence[str] = (),
     input_tag: str | None = None,
-    reconstruction: dict[str, Any] | None = None,
-    part: dict[str, Any] | None = None,
+    reconstruction: ReconstructionSection | None = None,
+    part: DatasetPart | None = None,
     created: str | None = None,
     row_sketch: np.ndarray | None = None,
     rng: str = DEFAULT_RNG,
@@ -180,7 +181,7 @@ def build_sidecar(
     ``created`` (UTC ISO-8601, default now) is the release's time: the ledger's reservation sets it,
     so that the sidecar and the ledger entry name the release by the same time.
 
-    ``part`` (``{"dataset", "index", "input", "parts"}``, from :mod:`ldpcli.release._dataset`) goes
+    ``part`` (a :class:`DatasetPart`, from :mod:`ldpcli.release._dataset`) goes
     to ``release.part``: the file is part ``index`` of the ``parts`` parts of a dataset directory,
     and its input tag is shared with the other parts of the same input. No row position is
     recorded: the gaps between parts' positions would count the rows that ``skip_invalid`` left out.
@@ -191,7 +192,7 @@ def build_sidecar(
     :func:`baseline_warning`'s for a baseline mechanism (a repeated sentence is recorded once);
     ``release.unprivatized_columns`` are the layout's keep columns. ``input_tag`` (from the data
     owner's ledger, :meth:`ldpcli.release._ledger.Ledger.tag`) goes to ``release.input_tag``;
-    ``reconstruction`` (:func:`ldpcli.risk._section.reconstruction`) is the top-level section of
+    ``reconstruction`` (:func:`ldpcli.risk._section.reconstruction_section`) is the top-level section of
     reconstruction bounds. ``row_sketch`` (:class:`ldpcli.release._rowhash.ReleaseRows`' ``sketch`` of these
     ``n`` rows, made with the ledger's key) goes to ``release.row_sketch``. ``release._randomness`` records the
     key blocks' generator ``rng`` (:func:`ldpcli.release._randomness.randomness_record`: its name, package and
@@ -251,7 +252,7 @@ def build_sidecar(
     if row_sketch is not None:
         release["row_sketch"] = {"method": SKETCH_METHOD, "k": SKETCH_SIZE, "values": encode_sketch(row_sketch)}
     if part is not None:
-        release["part"] = dict(part)
+        release["part"] = part.to_dict()
     if shuffled is not None:
         release["shuffled"] = shuffled.to_dict()
     if rendering is not None:
@@ -275,7 +276,7 @@ def build_sidecar(
         "release": release,
     }
     if reconstruction is not None:
-        content["reconstruction"] = reconstruction
+        content["reconstruction"] = reconstruction.to_dict()
     features = feature_section(mechanism)
     if features is not None:
         content["features"] = features
@@ -384,6 +385,13 @@ class DatasetPart:
     index: int
     input: int
     parts: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object ``release.part``, its keys in the fields' order (``parts`` left out when None)."""
+        out: dict[str, Any] = {"dataset": self.dataset, "index": self.index, "input": self.input}
+        if self.parts is not None:
+            out["parts"] = self.parts
+        return out
 
 
 @dataclass(frozen=True)

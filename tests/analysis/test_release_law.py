@@ -21,7 +21,7 @@ from helpers import ldp_process, unit_rows, write_list
 from ldpcli.io import VectorLayout
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release._sidecar import build_sidecar, load_sidecar, sidecar_path
-from ldpcli.risk._section import reconstruction
+from ldpcli.risk._section import reconstruction_section
 
 N, D = 2000, 16
 
@@ -55,7 +55,7 @@ def relabel(release: Path, epsilon: float) -> None:
     layout = VectorLayout.from_dict(meta.content["data"]["layout"])
     forged = build_sidecar(mechanism, n=meta.n, layout=layout, data_path=release, sha256=meta.sha256,
                            reproducible=False, dtype=meta.dtype, input_tag=meta.input_tag,
-                           reconstruction=reconstruction(mechanism) if meta.content.get("reconstruction") else None)
+                           reconstruction=reconstruction_section(mechanism) if meta.content.get("reconstruction") else None)
     sidecar_path(release).write_text(json.dumps(forged, indent=2))
     assert load_sidecar(sidecar_path(release)).mechanism.epsilon == epsilon  # self-consistent: it loads
 

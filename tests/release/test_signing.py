@@ -47,6 +47,7 @@ from ldpcli.release._signing import (
     verify_document,
     verify_paths,
 )
+from ldpcli.risk._section import ReconstructionSection
 
 N, D = 3000, 8
 
@@ -183,7 +184,8 @@ def forged_epsilon(release: Path) -> dict[str, Any]:
     layout = VectorLayout.from_dict(meta.content["data"]["layout"])
     forged = build_sidecar(mechanism, n=meta.n, layout=layout, data_path=release, sha256=meta.sha256,
                            reproducible=False, dtype=meta.dtype, input_tag=meta.input_tag,
-                           reconstruction=meta.content.get("reconstruction"))
+                           reconstruction=ReconstructionSection.from_dict(meta.content["reconstruction"])
+                           if "reconstruction" in meta.content else None)
     forged["signature"] = meta.content["signature"]
     return forged
 

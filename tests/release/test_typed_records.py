@@ -176,3 +176,13 @@ def test_a_level_s_bounds_are_records_with_the_schema_s_properties() -> None:
     assert ReconstructionSection.from_dict(section.to_dict()) == section
     items = sidecar_schema()["properties"]["reconstruction"]["properties"]["levels"]["items"]
     assert set(BOUND_KEYS) == set(items["properties"]["bounds"]["items"]["properties"])
+
+
+def test_a_dataset_part_is_one_record_from_writer_to_sidecar(tmp_path: Path) -> None:
+    source = write_list(tmp_path / "in.parquet", unit_rows(300, 4, seed=6))
+    write_dataset_release([source], tmp_path / "out", engine=None, epsilon=3.0, options=ReleaseOptions(seed=1))
+    (first, *_) = sorted((tmp_path / "out").glob("*.ldp.json"))
+    recorded = json.loads(first.read_text())["release"]["part"]
+    assert list(recorded) == ["dataset", "index", "input", "parts"]
+    part = load_sidecar(first).part
+    assert part is not None and part.to_dict() == recorded and part.index == recorded["index"]
