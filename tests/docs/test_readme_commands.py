@@ -77,6 +77,9 @@ PARTS: dict[str, tuple[str, ...]] = {
     **{page: (page,) for page in _site_pages()},
 }
 DOCUMENTS = tuple(PARTS)
+#: Pages whose steps need an optional extra's package: replayed where it is installed (CI's federated step, which
+#: also runs the page's blocks through tests/integrations/test_flower.py), skipped where it is not.
+NEEDS_PACKAGE = {"docs/federated-flower.md": "flwr"}
 TIMEOUT_S = 180
 #: Subcommands whose output is a function of their arguments alone: shown values are compared.
 DETERMINISTIC = {"params"}
@@ -532,6 +535,8 @@ def check_synopsis(step: Step, result: Result) -> None:
     "step", [pytest.param(step, id=step.id, marks=pytest.mark.xdist_group(f"replay {step.document}")) for step in STEPS]
 )
 def test_documented_step(step: Step, documents) -> None:
+    if step.document in NEEDS_PACKAGE:
+        pytest.importorskip(NEEDS_PACKAGE[step.document])
     result = documents(step.document).result(step.index)
     if step.kind == "command":
         check_command(step, result)
@@ -549,6 +554,8 @@ def test_documented_step(step: Step, documents) -> None:
 def test_the_replay_leaves_the_repository_as_it_was(doc: str, documents) -> None:
     """After every step of the document (run now if no test ran them yet), the repository holds what it held
     before the first: the steps' outputs are in the document's temporary directory, not in the checkout."""
+    if doc in NEEDS_PACKAGE:
+        pytest.importorskip(NEEDS_PACKAGE[doc])
     run = documents(doc)
     run.result(len(run.steps) - 1)
     assert files_under(ROOT, depth=2) == run.repository
