@@ -72,9 +72,9 @@ from ldpcli.math._chacha20 import release_key
 from ldpcli.math._counter_rng import CounterGenerator
 from ldpcli.mechanisms._base import MechanismSpec
 
-#: The generators of the key blocks, by the name ``rng`` gives: numpy's PCG64 (the default: fast, not
-#: cryptographic), ldp's counter-based ChaCha20 stream (cryptographic, no extra package) and randomgen's
-#: ChaCha20 (:mod:`ldpcli.math._bitgen`: cryptographic, needs randomgen).
+#: The generators of the key blocks, by the name ``rng`` gives: numpy's PCG64 (the opt-out for simulations: fast,
+#: not cryptographic), ldp's counter-based ChaCha20 stream (a release's default: cryptographic, no extra package) and
+#: randomgen's ChaCha20 (:mod:`ldpcli.math._bitgen`: cryptographic, needs randomgen).
 RNG_NAMES = ("pcg64", "chacha20", "secure")
 #: A release's generator unless the user opts out: ldp's ChaCha20 stream (cryptographic, no extra package).
 DEFAULT_RNG = "chacha20"

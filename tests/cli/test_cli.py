@@ -61,6 +61,23 @@ def test_params_table_and_reading() -> None:
     assert res.stderr == ""
 
 
+def test_params_states_the_default_randomness_and_what_secure_and_pcg64_change() -> None:
+    """The default release's generator (ldp's ChaCha20 stream, cryptographic, keyed from the OS) in the JSON and one
+    sentence, the bit-level claim only under --secure, the opt-out named; the comparison says it too."""
+    plain = json.loads(ldp("params", "--d", 16, "--eps", 2, "-m", "privunit2", "--json").stdout)["randomness"]
+    assert plain["bit_generator"] == "ChaCha20" and plain["package"] == "ldp" and plain["rounds"] == 20
+    assert plain["cryptographic"] is True and plain["entropy"] == "from the OS" and plain["bit_level"] is False
+    secure = json.loads(ldp("params", "--d", 16, "--eps", 2, "-m", "privunit2", "--secure", "--json").stdout)
+    assert secure["randomness"]["bit_level"] is True
+    for args, words in ((["-m", "privunit2"], "bit-level guarantee only with --secure"),
+                        (["-m", "privunit2", "--secure"], "proven post-processing of the exact mechanism"),
+                        ([], "bit-level guarantee only with --secure")):
+        res = ldp("params", "--d", 16, "--eps", 2, *args, terminal_width=400)
+        assert res.exit_code == 0, res.stderr
+        line = next(text for text in res.stdout.splitlines() if text.startswith("Randomness:"))
+        assert "ChaCha20" in line and words in line and "--rng pcg64 opts out" in line
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

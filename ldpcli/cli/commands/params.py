@@ -36,6 +36,7 @@ from ldpcli.mechanisms._rendering import secured
 from ldpcli.planning._compare import DEFAULT_DELTA, compare_mechanisms, recommendation
 from ldpcli.planning._shuffle import NO_CLAIM, add_shuffle_claims, central_delta, shuffle_claim
 from ldpcli.planning._solvers import epsilon_for_error, epsilons_for_error
+from ldpcli.release._randomness import DEFAULT_RNG, randomness_record
 from ldpcli.release._safety import check_epsilon, near_exact_warning
 from ldpcli.risk._section import reconstruction
 
@@ -152,7 +153,18 @@ def params(
         info["alternatives"] = mech.alternatives()
     if central is not None:
         info.update(shuffle_claim(mech.epsilon_exact, mech.delta_exact, *central))
+    info["randomness"] = {**randomness_record(DEFAULT_RNG, seeded=False).to_dict(), "bit_level": "rendering" in info}
     render(info, as_json, lambda: _print_mechanism(mech, info, n, section, central))
+
+
+def _randomness_reading(secure: bool) -> str:
+    """One sentence on what a default release's randomness guarantees, and what --rng pcg64 and --secure change."""
+    doubles = ("with --secure, the released doubles are a proven post-processing of the exact mechanism (the δ above)"
+               if secure else "the released doubles are ε-LDP as real numbers and carry a bit-level guarantee only "
+               "with --secure (docs/floating-point.md)")
+    return (f"Randomness: a release draws its noise from ldp's ChaCha20 stream (RFC 8439, 20 rounds) keyed by 256 bits "
+            f"of OS entropy, which nobody can predict from other rows; {doubles}. --rng pcg64 opts out for simulations "
+            f"(faster, predictable from enough output).")
 
 
 def _central(shuffle: int | None, shuffle_delta: float | None, mechanism: str | None,
@@ -193,6 +205,7 @@ def _print_mechanism(mech: Any, info: dict[str, Any], n: int | None, section: di
         _print_features(info["features"], info["alternatives"])
     if section is not None:
         print_reconstruction(section)
+    out.print(_randomness_reading(info["randomness"]["bit_level"]), markup=False)
 
 
 def _print_features(features: dict[str, Any], alternatives: list[dict[str, Any]]) -> None:
@@ -417,3 +430,4 @@ def _print_comparison(rows: list[dict[str, Any]], advice: str, n: int | None = N
                   f"L = {fmt(best['norm_bound'])}.", markup=False)
     out.print(advice, markup=False)
     _print_risk_line(rows)
+    out.print(_randomness_reading(False), markup=False)
