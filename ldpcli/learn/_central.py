@@ -23,13 +23,12 @@ as stated and publishes only the model). The row count N is public (the sidecar 
 protected. The local guarantee against the server is unchanged: each row's ε is its number of uses
 times ε; with Poisson sampling that number is random, and the claim uses the largest over all rows.
 
-**Sampling.** A step's batch is drawn as |𝓑| ~ Binomial(N, q), then |𝓑| distinct rows uniformly:
-the same law as N independent Bernoulli(q) inclusions (given its size, a Poisson sample is a uniform
-subset of that size), at a cost of O(qN) a step. The schedule of all T steps is drawn before training
+**Sampling.** A step's batch includes each of the N rows independently with probability q, drawn by the
+geometric gaps between included rows (:func:`poisson_schedule`), at a cost of O(qN) uniforms a step. The schedule of all T steps is drawn before training
 (it depends on no row's data), so the largest number of uses is known, and the ledger checked, before
-any gradient is released. The schedule and the noise Z come from ChaCha20 generators
-(:func:`ldpcli.math._bitgen.secure_generator`, through :func:`ldpcli.release._randomness.keyed_generator`
-with ``rng="secure"``) keyed from the run's 256-bit root from the OS: whoever sees the model or some
+any gradient is released. The schedule and the noise Z come from ldp's ChaCha20 stream
+(:func:`ldpcli.release._randomness.keyed_generator` with ``rng="chacha20"``, no extra package) keyed from the
+run's 256-bit root from the OS: whoever sees the model or some
 draws cannot predict the others (a seeded run is reproducible, and only as secret as its seed).
 """
 
@@ -54,7 +53,7 @@ from ldpcli.learn._sgd import Iterate, StepRule
 from ldpcli.math._domains import L2_BALL
 from ldpcli.mechanisms._base import Mechanism
 from ldpcli.release._central_claim import CentralTrainingClaim
-from ldpcli.release._randomness import randomness_record
+from ldpcli.release._randomness import DEFAULT_RNG, randomness_record
 
 #: δ of the central claim unless given: Bhowmick et al.'s (Sec. 5), below 1/N for any N < 10⁹.
 DEFAULT_DELTA = 1e-9
@@ -170,9 +169,10 @@ class CentralLayer:
                 f"accountant (the claim; an upper bound) and (ε = {a.epsilon_rdp:.4g}, δ = {a.delta:g}) by the RDP "
                 f"accountant (a looser upper bound), for {NEIGHBOURING} neighbours. It protects against {PROTECTS_AGAINST}.")
 
-    def section(self, rows: int, *, seeded: bool) -> CentralTrainingClaim:
+    def section(self, rows: int, *, seeded: bool, rng: str = DEFAULT_RNG) -> CentralTrainingClaim:
         """The ``central`` section of the sidecar, the JSON output and the ledger entry (its
-        :meth:`~ldpcli.release._central_claim.CentralTrainingClaim.to_dict`; ``seeded``: the run had a seed)."""
+        :meth:`~ldpcli.release._central_claim.CentralTrainingClaim.to_dict`; ``seeded``: the run had a seed; ``rng``:
+        the generator of its samples and noise)."""
         a = self.account
         return CentralTrainingClaim(
             radius=self.radius, noise_multiplier=a.noise_multiplier, sampling_rate=a.sampling_rate,
@@ -181,7 +181,7 @@ class CentralLayer:
             target_epsilon=self.target_epsilon, noise_std=self.noise_std(rows), expected_batch=a.sampling_rate * rows,
             accountant=a.accountant, neighbouring=NEIGHBOURING, protects_against=PROTECTS_AGAINST,
             statement=self.statement(),
-            randomness=randomness_record("secure", seeded=seeded),
+            randomness=randomness_record(rng, seeded=seeded),
         )
 
 
@@ -201,10 +201,28 @@ def noisy_mean(released: np.ndarray, radius: float, noise_multiplier: float, exp
 
 
 def poisson_schedule(rows: int, rate: float, steps: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """The row indices of each of ``steps`` Poisson samples of ``rows`` rows at ``rate``: a size from
-    Binomial(rows, rate), then that many distinct rows uniformly (the module's "Sampling")."""
-    sizes = rng.binomial(rows, rate, size=steps)
-    return [rng.choice(rows, size=int(k), replace=False) for k in sizes]
+    """The row indices (ascending) of each of ``steps`` Poisson samples of ``rows`` rows at ``rate`` (the module's
+    "Sampling"), drawn from ``rng``'s uniforms alone, so that ldp's ChaCha20 stream draws them as well as numpy's."""
+    log_keep = math.log1p(-rate) if rate < 1 else -math.inf  # at rate 1 every gap is 0: every row is in
+    return [_poisson_sample(rows, log_keep, rate, rng) for _ in range(steps)]
+
+
+def _poisson_sample(rows: int, log_keep: float, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """One Poisson sample by its gaps: the rows skipped before each included one are i.i.d. geometric,
+    G = ⌊log U / log(1 − q)⌋ for U uniform on (0, 1] (P(G ≥ g) = (1 − q)^g: the geometric law by inversion,
+    Devroye 1986, Ch. X.2), so each row is in independently with probability q; O(qN) uniforms."""
+    picks: list[np.ndarray] = []
+    last = -1
+    while True:
+        expected = (rows - 1 - last) * rate
+        chunk = int(expected + 6.0 * math.sqrt(expected)) + 16
+        gaps = np.minimum(np.floor(np.log(1.0 - rng.random(chunk)) / log_keep), rows)  # capped: no overflow
+        positions = last + np.cumsum(gaps.astype(np.int64) + 1)
+        inside = positions[positions < rows]
+        picks.append(inside)
+        if inside.size < chunk:
+            return np.concatenate(picks)
+        last = int(positions[-1])
 
 
 def most_uses(schedule: Sequence[np.ndarray], rows: int) -> int:

@@ -39,6 +39,7 @@ from ldpcli.release._central_claim import CentralTrainingClaim
 from ldpcli.release._commit import Commit
 from ldpcli.release._ledger import InputFingerprint, Ledger
 from ldpcli.release._ledger_file import LedgerEntry
+from ldpcli.release._randomness import DEFAULT_RNG, randomness_record
 from ldpcli.release._rowindex import Charge
 from ldpcli.release._sidecar import REPRODUCIBLE_NOTE, check_replaceable, sidecar_path, sidecar_text, utc_now
 
@@ -109,6 +110,8 @@ class TrainResult:
     sidecar: Path | None = None
     input_tag: str | None = None
     notices: tuple[str, ...] = ()
+    #: The generator of the run's noise, row order and samples (:data:`ldpcli.release._randomness.RNG_NAMES`).
+    rng: str = DEFAULT_RNG
     #: The central layer, when the run had one.
     central: CentralLayer | None = None
 
@@ -196,7 +199,7 @@ class TrainResult:
         ``to_dict()`` is the ``central`` section of the sidecar, the JSON output and the ledger entry."""
         if self.central is None:
             return None
-        section = self.central.section(self.train_rows, seeded=self.reproducible)
+        section = self.central.section(self.train_rows, seeded=self.reproducible, rng=self.rng)
         if self.classes_from_data:
             section = replace(section, statement=section.statement + (
                 " The class list was read from the data without noise and is not covered: pass `classes` to make it "
@@ -356,6 +359,7 @@ def model_sidecar(result: TrainResult, target: Path, sha256: str, *, created: st
         release["note"] = REPRODUCIBLE_NOTE
     if result.input_tag is not None:
         release["input_tag"] = result.input_tag
+    release["randomness"] = randomness_record(result.rng, seeded=result.reproducible).to_dict()
     central: dict[str, Any] = {}
     references = [
         "Duchi, Jordan, Wainwright 2014, Privacy Aware Learning, Sec. 3 and App. C (private SGD and mirror descent)",

@@ -49,7 +49,7 @@ from ldpcli.mechanisms._base import MechanismSpec, check_count, get_mechanism
 from ldpcli.mechanisms._composition import release_cost
 from ldpcli.release._ledger import InputFingerprint, Ledger
 from ldpcli.release._options import ReleaseOptions, mechanism_spec
-from ldpcli.release._randomness import keyed_generator, root_seed
+from ldpcli.release._randomness import check_rng, keyed_generator, root_seed
 from ldpcli.release._safety import check_epsilon
 
 PathLike = str | os.PathLike[str]
@@ -60,7 +60,7 @@ INTERCEPT = "(intercept)"
 #: and runs on one thread with no batch size but its own.
 _NOT_FOR_TRAINING = (
     "copies", "dtype", "compression", "fail_on_clip", "skip_invalid", "columns.keep", "columns.keep_unsafe", "columns.no_header", "risk.k", "risk.rho0",
-    "risk.a", "resources.threads", "resources.batch_rows", "warnings", "input_label", "output_label", "rng",
+    "risk.a", "resources.threads", "resources.batch_rows", "warnings", "input_label", "output_label",
     "shuffle", "shuffle_delta",
 )
 
@@ -146,7 +146,8 @@ class _Pass:
 
 #: The run's streams of randomness: the training (row order and the mechanism's noise), the holdout
 #: split (drawn again, identically, on every pass over the file), and the central layer's Poisson
-#: samples and Gaussian noise (ChaCha20, :mod:`ldpcli.math._bitgen`: its claim rests on them).
+#: samples and Gaussian noise. All but the holdout split (on which no claim rests: PCG64) come from the
+#: run's ``rng``: ldp's ChaCha20 stream unless the caller opts out (:data:`ldpcli.release._randomness.DEFAULT_RNG`).
 _TRAINING, _HOLDOUT, _SAMPLING, _CENTRAL_NOISE = 0, 1, 2, 3
 
 
@@ -282,6 +283,7 @@ def train(
     UsageError/DataError with one-line messages; on failure nothing is left behind.
     """
     options.refuse(_NOT_FOR_TRAINING, "train")
+    rng_name = check_rng(options.rng)
     loss, geometry, radius, eta0, beta = training.loss, training.geometry, training.radius, training.eta0, training.beta
     batch, epochs, intercept, classes = training.batch, training.epochs, training.intercept, training.classes
     baseline, test, holdout = training.baseline, training.test, training.holdout
@@ -377,7 +379,7 @@ def train(
                                  noise_variance=p * layer.noise_std(state.train_rows) ** 2)
         # the schedule depends on no row's data: drawn first, it fixes each row's uses before any release
         schedule = poisson_schedule(state.train_rows, layer.sampling_rate, layer.steps,
-                                     keyed_generator(root, _SAMPLING, rng="secure"))
+                                     keyed_generator(root, _SAMPLING, rng=rng_name))
         uses = max(1, most_uses(schedule, state.train_rows))
         if layer.account.delta >= 1.0 / state.train_rows:
             notices.append(f"`central_delta` {layer.account.delta:g} is not below 1/N = 1/{state.train_rows}: "
@@ -392,7 +394,7 @@ def train(
                      input_label=str(path))
 
     # Training.
-    rng = keyed_generator(root, _TRAINING)
+    rng = keyed_generator(root, _TRAINING, rng=rng_name)
     private = ITERATES[geometry](p, radius)
     twin: Iterate | None = ITERATES[geometry](p, radius) if baseline else None
     window_rows = max(batch, memory // (2 * 8 * (len(features) + 1)))
@@ -404,7 +406,7 @@ def train(
     started = time.perf_counter()
     if layer is not None and schedule is not None and cached is not None:
         clipped = central_steps(model_loss, mech, layer, private, twin, cached[0], cached[1], schedule, rule, rng,
-                                keyed_generator(root, _CENTRAL_NOISE, rng="secure"), on_rows)
+                                keyed_generator(root, _CENTRAL_NOISE, rng=rng_name), on_rows)
     else:
         for _ in range(epochs):
             windows = [cached] if cached is not None else _windows(source, labels, model_loss, intercept, window_rows)
@@ -452,7 +454,7 @@ def train(
         reproducible=seed is not None, in_memory=state.in_memory, evaluated_on=evaluated_on,
         evaluation_rows=evaluation_rows, metrics=metrics, baseline=None if twin is None else twin.average.copy(),
         minimizer=minimizer, minimizer_note=minimizer_note, output=target,
-        sidecar=None, notices=tuple(notices), central=layer,
+        sidecar=None, notices=tuple(notices), central=layer, rng=rng_name,
     )
     return publish_model(result, path, target, overwrite, ledger, digest, fingerprint, layout, max_budget)
 
@@ -466,8 +468,8 @@ def _central_layer(central: CentralOptions | None, batch: int, epochs: int) -> C
         raise UsageError("with `sampling_rate` each step's rows are a Poisson sample (q·N rows expected); leave `batch` "
                          "at 1")
     options = central.validated()
-    # the accountant, and ChaCha20 for the samples and the noise: both named at once, before reading the data
-    require_extras("the central layer", [("dp-accounting", "dp_accounting", "central"), ("randomgen", "randomgen", "secure")])
+    # the accountant, named before reading the data (the samples and the noise are ldp's own ChaCha20 stream)
+    require_extras("the central layer", [("dp-accounting", "dp_accounting", "central")])
     return options.layer(options.steps(epochs))
 
 

@@ -129,10 +129,12 @@ class ReleaseOptions:
         Seed for a reproducible run (marked in the sidecar as not for release). None: OS entropy.
     rng : str
         The generator of the noise, for each key block of rows (:mod:`ldpcli.release._randomness`):
-        ``"pcg64"`` (the default: numpy's PCG64, fast, not cryptographic: whoever sees enough of its
-        output can in principle predict the rest of a block) or ``"secure"`` (ChaCha20 with a 256-bit
-        key from the OS, :func:`ldpcli.math._bitgen.secure_generator`; needs ``pip install 'ldp[secure]'``).
-        Either way a ``seed`` gives the same output whatever the threads, batch size or engine.
+        ``"chacha20"`` (the default: ldp's own counter-based ChaCha20 stream keyed by 256 bits from the OS,
+        cryptographic, no extra package), ``"pcg64"`` (the opt-out for simulations: numpy's PCG64, fast, not
+        cryptographic: whoever sees enough of its output can in principle predict the rest of a block) or
+        ``"secure"`` (randomgen's ChaCha20, :func:`ldpcli.math._bitgen.secure_generator`; needs randomgen).
+        Each way a ``seed`` gives the same output whatever the threads, batch size or engine. :func:`ldpcli.learn.train`
+        draws its gradients' noise, row order and central samples from it too.
     copies : int
         Independent privatized copies of each row, side by side, that together spend the
         requested privacy (:func:`ldpcli.mechanisms._composition.release_cost`).

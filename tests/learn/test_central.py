@@ -164,11 +164,13 @@ def test_the_step_is_unbiased_over_the_poisson_sample_and_the_noise() -> None:
     assert np.all(np.abs(values.mean(axis=0) - target) <= bonferroni_z(1e-6, 4) * error)
 
 
-def test_poisson_sampling_includes_each_row_with_probability_q() -> None:
+@pytest.mark.parametrize("stream", ["pcg64", "chacha20"])
+def test_poisson_sampling_includes_each_row_with_probability_q(stream: str) -> None:
     """Every row's count over T steps is Binomial(T, q); the total is Binomial(N·T, q); batch sizes are
-    Binomial(N, q) (mean and variance); no row twice in one step."""
+    Binomial(N, q) (mean and variance); no row twice in one step. From numpy's PCG64 and from ldp's ChaCha20
+    stream (the central layer's default)."""
     rows, q, steps = 300, 0.07, 2000
-    schedule = poisson_schedule(rows, q, steps, np.random.default_rng(21))
+    schedule = poisson_schedule(rows, q, steps, keyed_generator(root_seed(21), 0, rng=stream))
     assert all(len(np.unique(batch)) == len(batch) for batch in schedule)
     counts = np.bincount(np.concatenate(schedule), minlength=rows)
     limit = bonferroni_z(1e-6, rows + 2)
@@ -179,6 +181,19 @@ def test_poisson_sampling_includes_each_row_with_probability_q() -> None:
     # the variance of the sample variance of a binomial: ≈ 2σ⁴/(T − 1) for this near-normal law
     variance = rows * q * (1 - q)
     assert abs(sizes.var(ddof=1) - variance) <= limit * variance * np.sqrt(2 / (steps - 1)) * 1.1
+
+
+def test_poisson_sampling_at_rate_one_and_past_its_first_chunk_of_gaps() -> None:
+    """q = 1: every row at every step. Uniforms of 0 (1 − U = 1: every gap 0) include every row at any q, which takes
+    the sampler past its first chunk of gaps (qN + 6√(qN) + 16 of them) to the end of the rows, and never beyond."""
+
+    class Zeros:
+        def random(self, size: int) -> np.ndarray:
+            return np.zeros(size)
+
+    rng = keyed_generator(root_seed(3), 0, rng="chacha20")
+    assert all(np.array_equal(batch, np.arange(50)) for batch in poisson_schedule(50, 1.0, 3, rng))
+    assert [batch.tolist() for batch in poisson_schedule(1000, 0.01, 2, Zeros())] == [list(range(1000))] * 2  # type: ignore[arg-type]
 
 
 # --- train ------------------------------------------------------------------------------------------
@@ -209,7 +224,8 @@ def test_sidecar_has_the_central_section_beside_the_local_one(tmp_path: Path) ->
     assert section["epsilon_rdp"] == _direct(0.1, 1.2, steps, 1e-6)[1]
     assert section["accountant"].startswith("dp-accounting ")
     assert section["neighbouring"] == "add/remove one row"
-    assert section["randomness"]["bit_generator"] == "ChaCha" and section["randomness"]["cryptographic"] is True
+    assert section["randomness"]["bit_generator"] == "ChaCha20" and section["randomness"]["cryptographic"] is True
+    assert section["randomness"]["package"] == "ldp"  # ldp's own stream: no randomgen needed
     assert "users" in section["protects_against"] and "honestly" in section["protects_against"]
     assert section["noise_std"] == pytest.approx(1.2 * 1.5 / (0.1 * 400))
     # the local guarantee: ε per row over the most uses of any row (Poisson: random, at least one)
@@ -248,11 +264,15 @@ def test_without_dp_accounting_the_error_names_the_extra(tmp_path: Path, monkeyp
               training=TrainingOptions(central=CentralOptions(1.0, 0.1, noise_multiplier=1.0)))
 
 
-def test_without_randomgen_the_error_names_the_secure_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_randomgen_the_central_layer_trains_on_ldps_stream(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """The samples and the noise are ldp's own ChaCha20 stream: randomgen (the `secure` extra) is not needed."""
     monkeypatch.setitem(sys.modules, "randomgen", None)
-    with pytest.raises(MissingDependency, match=r"pip install 'ldp\[secure\]'"):
-        train(_small(tmp_path), label="label", epsilon=4.0,
-              training=TrainingOptions(central=CentralOptions(1.0, 0.1, noise_multiplier=1.0)))
+    train(_small(tmp_path), tmp_path / "model.json", label="label", epsilon=4.0,
+          training=TrainingOptions(central=CentralOptions(1.0, 0.1, noise_multiplier=1.0), classes=[0, 1]))
+    randomness = json.loads((tmp_path / "model.json.ldp.json").read_text())["central"]["randomness"]
+    assert (randomness["bit_generator"], randomness["package"], randomness["entropy"]) == ("ChaCha20", "ldp",
+                                                                                         "from the OS")
 
 
 @pytest.mark.slow
@@ -279,7 +299,7 @@ def test_without_the_central_layer_training_is_the_local_protocol_bit_for_bit() 
     mech = MechanismSpec("separated", 50.0, None, 2.0, {}).calibrate(loss.n_params)
     rule = default_step_rule("l2", mech, 10.0, batch=4)
     private = ITERATES["l2"](loss.n_params, 10.0)
-    rng = keyed_generator(root_seed(7), 0)
+    rng = keyed_generator(root_seed(7), 0, rng="chacha20")  # the training stream: ldp's ChaCha20, the release default
     for _ in range(2):
         sgd_pass(loss, mech, private, None, X, t, 4, rule, rng)
     assert private.average.tobytes() == result.theta.tobytes()

@@ -32,6 +32,7 @@ from ldpcli.learn._train import TrainingOptions, train
 from ldpcli.mechanisms import MechanismSpec
 from ldpcli.release._ledger import Ledger
 from ldpcli.release._options import Budget, Columns, ReleaseOptions, Resources
+from ldpcli.release._randomness import DEFAULT_RNG, RNG_NAMES
 
 app = command_app()
 
@@ -118,18 +119,24 @@ def train_cmd(
     seed: Optional[int] = typer.Option(
         None, "--seed", help="Seed for a reproducible run (marked in the sidecar as not for release). Default: OS entropy."
     ),
+    rng: str = typer.Option(
+        DEFAULT_RNG, "--rng", metavar="|".join(RNG_NAMES), help="The generator of the gradients' noise, the row order and "
+        "the central layer's samples and noise. chacha20 (default): ldp's ChaCha20 stream keyed from OS entropy, "
+        "cryptographic. pcg64: numpy's PCG64, the opt-out for simulations (faster at --batch 1, predictable from enough "
+        "output). secure: randomgen's ChaCha20. Recorded in the sidecar's release.randomness."
+    ),
     memory: str = typer.Option("256MB", "--memory", help="Rows kept in memory: training rows that fit are read "
                                "once and shuffled together; a larger file is re-read each epoch and shuffled by window."),
     central_radius: Optional[float] = typer.Option(
         None, "--central-radius", metavar="RHO", help="Turn on the central layer (Bhowmick et al. 2018, eq. (13)): "
         "the server projects each privatized gradient onto the ℓ2 ball of radius RHO, adds Gaussian noise to each "
         "step's sum and states a central (ε, δ) for the model (in the sidecar and the ledger). Needs --sampling-rate and one of --noise-multiplier "
-        "or --central-epsilon; needs dp-accounting and randomgen (pip install 'ldp[central,secure]')."
+        "or --central-epsilon; needs dp-accounting (pip install 'ldp[central]')."
     ),
     sampling_rate: Optional[float] = typer.Option(
         None, "--sampling-rate", metavar="Q", help="Central layer: each step includes each training row independently "
-        "with probability Q in (0, 1] (Poisson sampling, drawn before training from ChaCha20 keyed from OS "
-        "entropy, as is the noise). The run takes "
+        "with probability Q in (0, 1] (Poisson sampling, drawn before training from the --rng stream, as is the "
+        "noise). The run takes "
         "⌈epochs/Q⌉ steps (each row is used --epochs times on average); the local ε per row is ε times the most "
         "steps any row was sampled in. --batch stays 1."
     ),
@@ -191,7 +198,7 @@ def train_cmd(
                 reference=reference, reference_seconds=reference_seconds,
             ),
             options=ReleaseOptions(
-                columns=Columns(column, split(columns) or None), seed=seed, force=force, overwrite=overwrite,
+                columns=Columns(column, split(columns) or None), seed=seed, rng=rng, force=force, overwrite=overwrite,
                 budget=Budget(owner_ledger, max_budget), resources=Resources(memory=byte_size(memory, "--memory")),
             ),
             on_start=on_start, on_rows=on_rows, on_reference=on_reference,
