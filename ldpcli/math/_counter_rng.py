@@ -60,7 +60,7 @@ def _shape(size: Size) -> tuple[int, ...]:
 class CounterGenerator:
     """The draws of ``numpy.random.Generator`` that ldp's mechanisms make, from one key of the ChaCha20 stream.
 
-    ``key``: 32 bytes (:func:`ldpcli.math._bitgen.secure_key`, from the OS or derived for a seeded run).
+    ``key``: 32 bytes (:func:`ldpcli.math._chacha20.secure_key`, from the OS or derived for a seeded run).
     The draws are those of the module docstring; a draw with ``size=None`` returns a Python float or int.
     Not thread-safe (one generator per key block, as the release uses them).
     """
