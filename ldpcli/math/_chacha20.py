@@ -72,7 +72,7 @@ grid and the < 1 ulp error of exp/log in the rare wedge and tail tests).
 - :func:`stream_words` (key, rows, count, stream=) → (n, count) uint64 words of positions 0..count−1;
 - :func:`stream_uniforms` (key, rows, count, stream=) → (n, count) doubles in [0, 1);
 - :func:`stream_normals` (key, rows, count, stream=) → (n, count) standard normals;
-- :func:`ldpcli.math._stream.normals` and :func:`ldpcli.math._stream.uniforms`: the same, by the compiled kernel
+- :func:`ldpcli.math._counter_rng.normals` and :func:`ldpcli.math._counter_rng.uniforms`: the same, by the compiled kernel
   when :mod:`ldpcli.math._kernels` chooses numba, else by this reference: the same bits either way.
 """
 
