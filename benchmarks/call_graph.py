@@ -5,7 +5,8 @@ import and cache warm), then a second call into a fresh output is profiled with 
 every call from a frame in one ldpcli file into a frame in another is an edge caller-file -> callee-file
 (issue 37's targets: <= 30 files, <= 2 pairs that call each other both ways), and the calls of
 ``release_cost`` are counted (one per release). Threads started during
-the call are followed too (:func:`threading.setprofile`).
+the call are followed too (:func:`threading.setprofile`). ``--verbose`` lists the files, and for each pair
+that calls both ways the functions that make those calls (``caller -> callee``, each way).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def main() -> None:
         known: dict[str, str | None] = {}
         costs = [0]  # calls of mechanisms/_composition.py release_cost (issue 37: one per release)
         edges: set[tuple[str, str]] = set()
+        calls: dict[tuple[str, str], set[str]] = {}  # per edge, the functions that make it (for --verbose)
         files: set[str] = set()
         lock = threading.Lock()
 
@@ -78,6 +80,7 @@ def main() -> None:
                 files.add(callee)
                 if caller is not None and caller != callee:
                     edges.add((caller, callee))
+                    calls.setdefault((caller, callee), set()).add(f"{back.f_code.co_name} -> {frame.f_code.co_name}")
 
         threading.setprofile(profile)
         sys.setprofile(profile)
@@ -94,6 +97,8 @@ def main() -> None:
             print("  ", name)
         for a, b in both:
             print(f"   both ways: {a} <-> {b}")
+            for caller, callee in ((a, b), (b, a)):
+                print(f"      {caller} -> {callee}: {', '.join(sorted(calls[caller, callee]))}")
 
 
 if __name__ == "__main__":

@@ -125,10 +125,10 @@ def _first_usable_length(parquet: pq.ParquetFile, name: str, label: str) -> int:
 def _parquet_batches(
     parquet: pq.ParquetFile, columns: list[str], batch_rows: int, label: str, row_groups: list[int] | None = None
 ) -> Generator[pa.RecordBatch, None, None]:
-    """Record batches of ``columns`` (of ``row_groups``, default all), read failures turned into :class:`DataError`."""
+    """Record batches of ``columns`` (of ``row_groups``, default all), read failures turned into :class:`DataError`:
+    the reader's own loop (:func:`~ldpcli.io._read.translated_batches`) over pyarrow's iterator, which it closes."""
     iterator = parquet.iter_batches(batch_size=batch_rows, columns=columns, row_groups=row_groups)
-    with contextlib.closing(iterator) as batches:
-        yield from translated_batches(batches.__next__, lambda exc: _not_parquet(label, exc))
+    return translated_batches(iterator.__next__, lambda exc: _not_parquet(label, exc), close=iterator.close)
 
 
 #: The codecs ldp's Parquet writer applies to privatized columns (pyarrow's names), the default first.

@@ -311,18 +311,24 @@ def source_precision(types: Sequence[pa.DataType]) -> float:
 
 
 def translated_batches(
-    next_batch: Callable[[], pa.RecordBatch], failure: Callable[[BaseException], DataError]
+    next_batch: Callable[[], pa.RecordBatch], failure: Callable[[BaseException], DataError],
+    close: Callable[[], None] | None = None,
 ) -> Generator[pa.RecordBatch, None, None]:
     """The record batches ``next_batch`` returns until it raises StopIteration, a pyarrow read
-    failure turned into ``failure(exc)``: the loop every format's reader runs."""
-    while True:
-        try:
-            batch = next_batch()
-        except StopIteration:
-            return
-        except _ArrowFailure as exc:
-            raise failure(exc) from exc
-        yield batch
+    failure turned into ``failure(exc)``: the loop every format's reader runs. ``close`` (the
+    source's own, if it has one) is called once the loop has started and then ends or is closed."""
+    try:
+        while True:
+            try:
+                batch = next_batch()
+            except StopIteration:
+                return
+            except _ArrowFailure as exc:
+                raise failure(exc) from exc
+            yield batch
+    finally:
+        if close is not None:
+            close()
 
 
 def _row_range(

@@ -13,8 +13,26 @@ blocks at once, shaped (n_blocks, 16), each quarter round on whole columns of ui
 
 **The key.** One 256-bit key per release: :func:`release_key` (None) is 32 bytes of
 :func:`os.urandom`. With a seed it is ``SHA-256("ldp-seed-v1" ‖ encode(seed))`` (``encode``: the
-injective length-prefixed little-endian bytes of :mod:`ldpcli.math._bitgen`): reproducible, and
+injective length-prefixed little-endian bytes of a block's key, below): reproducible, and
 exactly as secret as the seed, so never for release.
+
+**A block's key.** :func:`secure_key` (seed). With no seed, 32 bytes from the operating system
+(:func:`secrets.token_bytes`). With a seed (an int, or a ``numpy.random.SeedSequence`` with its spawn key: how keyed randomness names a
+block of rows, :mod:`ldpcli.release._randomness`), the key is
+
+    HMAC-SHA256(key = encode(entropy), message = TAG ‖ encode(spawn key))
+
+where encode writes each integer as its length and its little-endian bytes (an injective encoding,
+so two different (entropy, spawn key) pairs never hash the same message under the same key). HMAC-
+SHA256 is a PRF (Bellare 2006, "New proofs for NMAC and HMAC"): when the entropy is a secret of 256
+bits (a run's root drawn from the OS, :func:`ldpcli.release._randomness.root_seed`), the keys of
+different spawn keys are indistinguishable from independent uniform 256-bit keys, and so, ChaCha20
+being a PRF, the streams of different blocks are indistinguishable from independent uniform bits,
+even to someone who sees all but one of them. We do not key ChaCha through ``SeedSequence``'s own
+``generate_state`` (what ``ChaCha(seed=...)`` does): its mixing is a fast non-cryptographic hash of a
+128-bit pool, which neither carries 256 bits of entropy nor makes one block's key unpredictable
+from another's. A seeded key is only as secret as its seed: seeded runs are for tests and
+reproductions, never for release.
 
 **Addressing.** A draw is named by a 16-bit ``stream`` (which kind of noise: normals of a
 direction, rounding flips, ...: chosen by the caller), a 64-bit ``row`` key and a ``position``
@@ -48,30 +66,36 @@ platform's libm: numpy's SIMD loops and LLVM's libm may differ by an ulp, these 
 numpy and numba paths agree bit for bit, and the law is the exact ziggurat's law (to the 53-bit
 grid and the < 1 ulp error of exp/log in the rare wedge and tail tests).
 
-- :func:`release_key` (seed) → 32 bytes; :func:`key_words` (key) → its eight uint32 words;
+- :func:`release_key` (seed) → 32 bytes; :func:`secure_key` (seed) → a block's 32 bytes; :func:`key_words` (key) → its
+  eight uint32 words;
 - :func:`chacha20_blocks` (key, counters, nonces) → (n, 16) uint32 keystream blocks;
 - :func:`stream_words` (key, rows, count, stream=) → (n, count) uint64 words of positions 0..count−1;
 - :func:`stream_uniforms` (key, rows, count, stream=) → (n, count) doubles in [0, 1);
 - :func:`stream_normals` (key, rows, count, stream=) → (n, count) standard normals;
-- :func:`ldpcli.math._stream.normals` and :func:`ldpcli.math._stream.uniforms`: the same, by the compiled kernel
+- :func:`ldpcli.math._counter_rng.normals` and :func:`ldpcli.math._counter_rng.uniforms`: the same, by the compiled kernel
   when :mod:`ldpcli.math._kernels` chooses numba, else by this reference: the same bits either way.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import math
 import os
+import secrets
+from collections.abc import Iterable
 from typing import NamedTuple, TypeVar
 
 import numpy as np
-
-from ldpcli.math._bitgen import KEY_BYTES, _encode
 
 #: "expand 32-byte k" as four little-endian words (RFC 8439 §2.3).
 CONSTANTS = np.array([0x61707865, 0x3320646E, 0x79622D32, 0x6B206574], dtype=np.uint32)
 #: Domain separation of a seed's key: a new tag, new keys.
 SEED_TAG = b"ldp-seed-v1"
+#: A ChaCha20 key's size (256 bits).
+KEY_BYTES = 32
+#: Domain separation: the message of every derived block key starts with this tag (a new tag, new keys).
+KEY_TAG = b"ldp/chacha20-key/v1"
 #: 64-bit words per 64-byte block; streams and attempt blocks are 16-bit fields of nonce word 0.
 WORDS_PER_BLOCK = 8
 MAX_STREAM = 1 << 16
@@ -82,6 +106,39 @@ _CHUNK_BLOCKS = 1 << 15
 _TWO_M53 = 2.0**-53
 #: A double or an array of them: what :func:`exp_reduced` and :func:`log_reduced` compute on.
 Real = TypeVar("Real", float, np.ndarray)
+
+
+def _encode(numbers: Iterable[int]) -> bytes:
+    """Each non-negative integer as one byte of length and its little-endian bytes (injective)."""
+    out = bytearray()
+    for number in numbers:
+        raw = int(number).to_bytes(max(1, (int(number).bit_length() + 7) // 8), "little")
+        if len(raw) > 255:
+            raise ValueError(f"an integer of {len(raw)} bytes is too long to key a generator")
+        out += bytes([len(raw)]) + raw
+    return bytes(out)
+
+
+def secure_key(seed: int | np.random.SeedSequence | None = None) -> bytes:
+    """The 32-byte ChaCha20 key of a block of rows (``seed``; :func:`ldpcli.math._bitgen.secure_generator` keys
+    randomgen's ChaCha with it too): see the module's docstring.
+
+    None: :func:`secrets.token_bytes` (the OS). An int: the key of ``SeedSequence(seed)``. A
+    ``SeedSequence``: HMAC-SHA256 of its spawn key under its entropy, so every spawned child
+    (``seq.spawn``, or ``SeedSequence(entropy, spawn_key=...)``) has its own independent key.
+    """
+    if seed is None:
+        return secrets.token_bytes(KEY_BYTES)
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        if seed < 0:
+            raise ValueError(f"`seed` must be a non-negative integer, got {seed}")
+        seed = np.random.SeedSequence(int(seed))
+    if not isinstance(seed, np.random.SeedSequence):
+        raise TypeError(f"`seed` must be an int, a numpy.random.SeedSequence or None, got {seed!r}")
+    entropy = seed.entropy
+    assert entropy is not None  # numpy's SeedSequence always fills it (from the OS when not given)
+    words = [entropy] if isinstance(entropy, (int, np.integer)) else list(entropy)
+    return hmac.digest(_encode(words), KEY_TAG + _encode(seed.spawn_key), hashlib.sha256)
 
 
 def release_key(seed: int | bytes | None = None) -> bytes:

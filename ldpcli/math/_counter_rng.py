@@ -4,7 +4,9 @@
 position), so its value does not depend on how many words are computed at once, in which order or on how
 many threads. :class:`CounterGenerator` turns that address space into the sequential draws a mechanism's
 ``privatize`` makes (``random``, ``standard_normal``, ``integers``, ...), so every mechanism runs on it
-unchanged, with the numpy reference or the compiled stream (:mod:`ldpcli.math._stream`) computing the bits.
+unchanged, with the numpy reference or the compiled stream computing the bits (:func:`words`, :func:`normals`:
+numba's kernel, :mod:`ldpcli.math._chacha20_numba`, when :func:`ldpcli.math._kernels.kernel_name` chooses it, else
+the reference; the same bits either way).
 
 **The layout of one generator's draws.** A generator is keyed once (a release keys one per key block of
 rows, :mod:`ldpcli.release._randomness`) and keeps two cursors, both starting at 0: one over the words of
@@ -38,7 +40,8 @@ from typing import overload
 
 import numpy as np
 
-from ldpcli.math import _chacha20, _stream
+from ldpcli.math import _chacha20
+from ldpcli.math._kernels import kernel_name
 
 #: Positions read per row key: small enough that a call wastes little of its last row key, large enough
 #: (128 ChaCha blocks) that the compiled stream's per-row work dominates its per-row overhead.
@@ -49,6 +52,31 @@ WORDS = 0
 NORMALS = 1
 
 Size = int | Sequence[int] | None
+
+
+def normals(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
+    """:func:`ldpcli.math._chacha20.stream_normals` by the kernel :func:`ldpcli.math._kernels.kernel_name` chooses
+    (the compiled :mod:`ldpcli.math._chacha20_numba`, imported only then, or the numpy reference)."""
+    if kernel_name() == "numba":
+        from ldpcli.math import _chacha20_numba
+
+        return _chacha20_numba.normals(key, rows, count, stream=stream)
+    return _chacha20.stream_normals(key, rows, count, stream=stream)
+
+
+def words(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
+    """:func:`ldpcli.math._chacha20.stream_words` by the kernel :func:`ldpcli.math._kernels.kernel_name` chooses."""
+    if kernel_name() == "numba":
+        from ldpcli.math import _chacha20_numba
+
+        return _chacha20_numba.words(key, rows, count, stream=stream)
+    return _chacha20.stream_words(key, rows, count, stream=stream)
+
+
+def uniforms(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
+    """:func:`ldpcli.math._chacha20.stream_uniforms`: the exact word → double map of :func:`words` (one step, so
+    the same on both paths)."""
+    return _chacha20.word_uniforms(words(key, rows, count, stream=stream))
 
 
 def _shape(size: Size) -> tuple[int, ...]:
@@ -62,7 +90,7 @@ def _shape(size: Size) -> tuple[int, ...]:
 class CounterGenerator:
     """The draws of ``numpy.random.Generator`` that ldp's mechanisms make, from one key of the ChaCha20 stream.
 
-    ``key``: 32 bytes (:func:`ldpcli.math._bitgen.secure_key`, from the OS or derived for a seeded run).
+    ``key``: 32 bytes (:func:`ldpcli.math._chacha20.secure_key`, from the OS or derived for a seeded run).
     The draws are those of the module docstring; a draw with ``size=None`` returns a Python float or int.
     Not thread-safe (one generator per key block, as the release uses them).
     """
@@ -96,7 +124,7 @@ class CounterGenerator:
             values = cached[1]
         else:
             rows = np.arange(first, last + 1, dtype=np.uint64)
-            draw = _stream.words if stream == WORDS else _stream.normals
+            draw = words if stream == WORDS else normals
             values = draw(self._key, rows, ROW_POSITIONS, stream=stream).reshape(-1)
         end = offset + count
         if end % ROW_POSITIONS:  # the call ends inside row key ``last``: the next one starts there

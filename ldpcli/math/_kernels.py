@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -57,7 +57,7 @@ def compiled(rng: object, *, given_draws: bool = False) -> ModuleType | None:
 
     A kernel draws from a ``numpy.random.Generator`` itself (numba compiles its methods). A kernel
     that can read its draws from arrays (``given_draws``: the sphere and Gaussian samplers' normals,
-    :func:`with_normals`; the hypercube sampler's uniforms and keys) also runs with any other
+    :func:`normal_chunks`; the hypercube sampler's uniforms and keys) also runs with any other
     generator, such as :class:`ldpcli.math._counter_rng.CounterGenerator` (the ChaCha20 stream),
     which fills the arrays first. Imported on first use: numba's
     import and the first call's compilation (cached on disk afterwards) cost only runs that privatize.
@@ -73,21 +73,22 @@ def compiled(rng: object, *, given_draws: bool = False) -> ModuleType | None:
 GIVEN_CHUNK_VALUES = 2**16
 
 
-def with_normals(rng: Any, out: np.ndarray, run: Callable[[slice, Any], None]) -> None:
-    """Run a compiled sampler over the rows of ``out``: ``run(rows, source)`` with the source of its normals.
+def normal_chunks(rng: Any, out: np.ndarray) -> Iterator[tuple[slice, Any]]:
+    """The rows of ``out`` a compiled sampler runs over, each with the source of its normals: ``(rows, source)``.
 
-    For a ``numpy.random.Generator``, once over all rows with ``rng`` itself (the kernel draws them as it
+    For a ``numpy.random.Generator``, all rows at once with ``rng`` itself (the kernel draws them as it
     goes, in row order). For any other generator, chunk by chunk of rows (about :data:`GIVEN_CHUNK_VALUES`
     values), ``out[rows]`` first filled with its normals (``rng.standard_normal(out=...)``) and given as the
     source, which the kernel reads and overwrites: the same normals, in row order, as one fill of ``out``
-    would draw, while each chunk is in cache.
+    would draw, while each chunk is in cache. The caller runs its kernel on each chunk before asking for
+    the next (the next chunk's normals are drawn only then).
     """
     n, d = out.shape
     if isinstance(rng, np.random.Generator):
-        run(slice(0, n), rng)
+        yield slice(0, n), rng
         return
     step = max(1, GIVEN_CHUNK_VALUES // max(1, d))
     for start in range(0, n, step):
         rows = slice(start, min(n, start + step))
         rng.standard_normal(out=out[rows])
-        run(rows, out[rows])
+        yield rows, out[rows]

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ldpcli.math._kernels import compiled, with_normals
+from ldpcli.math._kernels import compiled, normal_chunks
 from ldpcli.math._lazy import special
 from ldpcli.math._logspace import LOG2, log_cosh, log_expit
 from ldpcli.math._rows import rounded_chunks, rounded_units_into, row_buffers, row_norms
@@ -438,8 +438,9 @@ def rounded_cap_directions(
     if kernels is not None:
         redo = np.zeros(n, dtype=bool)
         rows_in = np.ascontiguousarray(x, dtype=np.float64)
-        with_normals(rng, out, lambda rows, source: kernels.rounded_cap_directions(
-            rows_in[rows], flips[rows], radius, t[rows], r[rows], scale, source, out[rows], redo[rows]))
+        for rows, source in normal_chunks(rng, out):
+            kernels.rounded_cap_directions(
+                rows_in[rows], flips[rows], radius, t[rows], r[rows], scale, source, out[rows], redo[rows])
         if redo.any():  # given normals exactly along u (probability 0): new ones, as the reference draws them
             again = np.flatnonzero(redo)
             u = np.empty((again.size, d))

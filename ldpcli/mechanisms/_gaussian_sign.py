@@ -43,7 +43,7 @@ import numpy as np
 from ldpcli.math import _logspace as logspace
 from ldpcli.math import _rows as rowmath
 from ldpcli.math import _sphere as sm
-from ldpcli.math._kernels import compiled, with_normals
+from ldpcli.math._kernels import compiled, normal_chunks
 from ldpcli.math._lawtests import LawTest
 from ldpcli.mechanisms._base import Mechanism, register
 
@@ -176,8 +176,9 @@ class GaussianSign(Mechanism):
         kernels = compiled(rng, given_draws=True)
         if kernels is not None:
             rows_in, bound = np.ascontiguousarray(x, dtype=np.float64), self.norm_bound
-            with_normals(rng, out, lambda rows, source: kernels.gaussian_with_private_sign(
-                rows_in[rows], flips[rows], bound, keep[rows], scale, source, out[rows]))
+            for rows, source in normal_chunks(rng, out):
+                kernels.gaussian_with_private_sign(
+                    rows_in[rows], flips[rows], bound, keep[rows], scale, source, out[rows])
             return out
         with rowmath.row_buffers(d):
             for rows, u, zero in rowmath.rounded_chunks(x, flips, self.norm_bound):

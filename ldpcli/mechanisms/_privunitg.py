@@ -67,7 +67,7 @@ import numpy as np
 
 from ldpcli.math import _logspace as logspace
 from ldpcli.math import _rows as rowmath
-from ldpcli.math._kernels import compiled, with_normals
+from ldpcli.math._kernels import compiled, normal_chunks
 from ldpcli.math._lawtests import LawTest
 from ldpcli.math._lazy import special
 from ldpcli.mechanisms._base import Mechanism, register
@@ -461,8 +461,9 @@ def fused_rows(
     kernels = compiled(rng, given_draws=True)
     if kernels is not None:
         rows_in = np.ascontiguousarray(x, dtype=np.float64)
-        with_normals(rng, out, lambda rows, source: kernels.gaussian_about_cosines(
-            rows_in[rows], flips[rows], radius, z[rows], scale, source, out[rows], zero[rows]))
+        for rows, source in normal_chunks(rng, out):
+            kernels.gaussian_about_cosines(
+                rows_in[rows], flips[rows], radius, z[rows], scale, source, out[rows], zero[rows])
     else:
         with rowmath.row_buffers(d):
             for rows, u, zero_rows in rowmath.rounded_chunks(x, flips, radius):

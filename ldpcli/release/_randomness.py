@@ -8,7 +8,7 @@ engine or partitioning runs them: only on the seed, the input, the row's positio
 
 - ``rng="chacha20"`` (the default): ldp's own counter-based ChaCha20 stream (:mod:`ldpcli.math._chacha20`, RFC 8439,
   20 rounds, no extra package), each block's :class:`~ldpcli.math._counter_rng.CounterGenerator` keyed by
-  HMAC-SHA256 of the block's spawn key under the root's entropy (:func:`ldpcli.math._bitgen.secure_key`):
+  HMAC-SHA256 of the block's spawn key under the root's entropy (:func:`ldpcli.math._chacha20.secure_key`):
   cryptographic, and the same bits from the numpy reference and the compiled stream.
 - ``rng="pcg64"`` (the opt-out, for simulations): ``PCG64`` seeded by that ``SeedSequence``. Statistically
   excellent but not cryptographic: whoever sees enough of a block's output can in principle compute
@@ -59,16 +59,8 @@ import numpy as np
 from ldpcli._version import __version__
 from ldpcli.errors import UsageError
 from ldpcli.io._atomic import file_sha256
-from ldpcli.math._bitgen import (
-    ENTROPY_FROM_OS,
-    ENTROPY_FROM_USER,
-    KEY_BYTES,
-    ROUNDS,
-    describe_generator,
-    secure_generator,
-    secure_key,
-)
-from ldpcli.math._chacha20 import release_key
+from ldpcli.math._bitgen import ENTROPY_FROM_OS, ENTROPY_FROM_USER, ROUNDS, describe_generator, secure_generator
+from ldpcli.math._chacha20 import KEY_BYTES, release_key, secure_key
 from ldpcli.math._counter_rng import CounterGenerator
 from ldpcli.mechanisms._base import MechanismSpec
 

@@ -17,8 +17,8 @@ from helpers import bonferroni_z
 from scipy import stats
 
 from ldpcli.math import _chacha20 as ref
+from ldpcli.math import _counter_rng as stream
 from ldpcli.math import _kernels
-from ldpcli.math import _stream as stream
 
 numba_only = pytest.mark.skipif(not _kernels._numba_installed(), reason="numba is not installed (pip install 'ldp[fast]')")
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +173,7 @@ def test_without_numba_the_reference_runs(tmp_path: Path) -> None:
     """A fresh interpreter where ``import numba`` fails: ``normals`` falls back to the reference, same bits."""
     key = ref.release_key(9)
     expected = ref.stream_normals(key, [0, 1, 2**50], 11)
-    code = ("import sys; sys.modules['numba'] = None; import numpy as np; from ldpcli.math import _chacha20 as c, _stream as s; "
+    code = ("import sys; sys.modules['numba'] = None; import numpy as np; from ldpcli.math import _chacha20 as c, _counter_rng as s; "
             f"np.save({str(tmp_path / 'out.npy')!r}, s.normals(c.release_key(9), [0, 1, 2**50], 11)); "
             "print(sorted(m for m in sys.modules if m.startswith('ldpcli.math._chacha20')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

@@ -65,7 +65,7 @@ def test_small_draws_reuse_their_row_keys_values_and_give_the_same_bits(monkeypa
     words and 5 normals (1500 of each, two row keys) compute row key 0 for the first call and rows 0 and 1 for
     the one call that straddles them, nothing else; the draws are those of one call.
     Changing a returned array changes no later draw (the kept row is a copy)."""
-    from ldpcli.math import _stream
+    from ldpcli.math import _counter_rng as _stream
 
     whole = CounterGenerator(KEY)
     want_words, want_normals = whole.random_raw(1500), whole.standard_normal(1500)

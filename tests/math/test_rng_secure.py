@@ -18,14 +18,8 @@ from scipy import stats
 
 from ldpcli.errors import MissingDependency, UsageError
 from ldpcli.learn._train import train
-from ldpcli.math._bitgen import (
-    ENTROPY_FROM_OS,
-    ENTROPY_FROM_USER,
-    KEY_TAG,
-    describe_generator,
-    secure_generator,
-    secure_key,
-)
+from ldpcli.math._bitgen import ENTROPY_FROM_OS, ENTROPY_FROM_USER, describe_generator, secure_generator
+from ldpcli.math._chacha20 import KEY_TAG, secure_key
 from ldpcli.math._counter_rng import CounterGenerator
 from ldpcli.release._dataset import write_dataset_release
 from ldpcli.release._file import write_file_release
