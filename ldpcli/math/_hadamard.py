@@ -42,7 +42,7 @@ def padded_dimension(d: int) -> int:
 
 
 def walsh_hadamard(a: np.ndarray) -> np.ndarray:
-    """a ← a·H for each row of the (m, n) float64 array ``a`` (n a power of two), in place, and returned:
+    """a ← a·H for each row of the C-contiguous (m, n) float64 array ``a`` (n a power of two), in place, and returned:
     the orthonormal Walsh–Hadamard transform (Sylvester order, symmetric), log₂ n butterfly passes a row
     (the compiled loop of :mod:`ldpcli.math._hadamard_numba` when the kernels are numba's: the same bits)."""
     m, n = a.shape
