@@ -46,6 +46,22 @@ Sampling: rows are taken in chunks whose transforms hold at most
 :data:`ldpcli.math._projection.TRANSFORM_VALUES` values (about 8·k·d bytes a row: the Haar transform costs
 O(dk) time and memory a row). Draw order, per chunk: the chunk's k·d normals per row (row by row), then
 the base mechanism's draws for the chunk's rows. The output rows are d-dimensional decoded vectors.
+
+**FastProjUnit** (``projection`` srht; the paper's SRHT variant): W = √(d′/k)·S·H·D restricted to the padded data
+(:mod:`ldpcli.math._hadamard`: d′ the least power of two ≥ d, O(d′ log d′) a row, no d′ × d′ matrix), the same
+steps 2–4 with α = √(d′/k)·α_Haar(k, d′), the Haar constant at (k, d′) scaled like W. **Biased**: ‖Wu‖ = R depends
+on u. Along u, uᵀE[x̂]/‖x‖ = E R/α exactly (uᵀWᵀWu/R = R), and 1/√M₄ ≤ E R ≤ 1 (M₄ the fourth-moment bound
+of :mod:`ldpcli.math._hadamard`), so the relative bias along x lies in [r₋/α − 1, 1/α − 1], r₋ = 1/√M₄; at a vertex
+±e_j, R = 1 for every draw and the bias is exactly (1/α − 1)·x. The whole bias vector β = E[x̂]/‖x‖ − u: since
+E[WᵀW] = I, β = E[WᵀWu(1/(αR) − 1)], and for a unit t, tᵀβ = E[⟨Wt, Wu/R⟩(1/α − R)] ≤ √(E‖Wt‖²)·√(E(1/α − R)²),
+so ‖β‖ ≤ √(1 + 1/α² − 2r₋/α) (E‖Wt‖² = E R² = 1): a rigorous, loose bound (the seeded Monte Carlo of the tests
+measures the actual bias, far below it). Error, bounded: ‖x̂‖ ≤ √(d′/k)‖z‖/α (WWᵀ = (d′/k)I_k on R^{d′},
+and the restriction to R^d only shortens), so E‖x̂ − x‖² ≤ (d′/k)E₀/α² + ‖x‖²(1 − 2r₋/α), largest at x = 0
+(r₋/α > 1/2). For a privunitg base, z = z∥·v̂ + z⊥ with z⊥ an isotropic normal of variance s² in v̂^⊥ (s the
+base's output scale), and ‖PᵀM‖_F² = d for M = √(d′/k)·DHSᵀ (every entry of H is ±1/√d′), so with
+t = ‖PᵀMv̂‖² ∈ [0, d′/k], α²E‖x̂‖² = E[z∥²]·t + s²(d − t) ≤ s²d + max(0, (E z∥² − s²)·d′/k): the padding's
+d′/d is not paid on the noise (the crude (d′/k)E₀ is kept for privunit2; both equal (d/k)E₀ when d = d′). The privacy is the base's at k, as for Haar (W is data-independent). Draws, per chunk of rows:
+the signs and the selections of :func:`ldpcli.math._hadamard.srht_projections`, then the base's draws.
 """
 
 from __future__ import annotations
@@ -58,6 +74,7 @@ from typing import Any
 import numpy as np
 
 from ldpcli.errors import UsageError
+from ldpcli.math import _hadamard as hadamard
 from ldpcli.math import _projection as projection
 from ldpcli.math import _rows as rowmath
 from ldpcli.math._lawtests import LawTest
@@ -78,6 +95,12 @@ def projected_errors(base: Mechanism, k: int, d: int) -> tuple[float, float]:
     E_k/α² + L²(1/α² − 1) and (E_k + L²)/α², with 1/α² − 1 to full relative precision."""
     excess = projection.inverse_square_excess(k, d)
     return base.expected_error * (1.0 + excess) + base.norm_bound**2 * excess, base.expected_error_max * (1.0 + excess)
+
+
+def srht_log_alpha(k: int, d: int) -> float:
+    """log α for the SRHT: the Haar log E‖Wu‖ at (k, d′) plus ½·log(d′/k), W's scale (module docstring)."""
+    dp = hadamard.padded_dimension(d)
+    return projection.log_projection_mean(k, dp) + 0.5 * math.log(dp / k)
 
 
 def default_k(d: int, epsilon: float, base: str) -> int:
@@ -122,8 +145,9 @@ class ProjUnit(Mechanism):
                    f"within {ERROR_TARGET - 1:.0%} of the base mechanism's at full d)", 4, high=MAX_D - 1),
         OptionSpec("base", str, "mechanism applied in the k-dimensional subspace", "privunitg",
                    default="privunitg", choices=tuple(BASES)),
-        OptionSpec("projection", str, "the random subspace: haar (exactly Haar-random, O(dk) a row)", "haar",
-                   default="haar", choices=("haar",)),
+        OptionSpec("projection", str, "the random subspace: haar (exactly Haar-random, O(dk) a row, unbiased) or "
+                   "srht (subsampled randomized Hadamard, O(d log d) a row, biased: see the parameters)", "haar",
+                   default="haar", choices=("haar", "srht")),
     )
 
     @classmethod
@@ -139,13 +163,39 @@ class ProjUnit(Mechanism):
             raise UsageError(f"`k`: the projection dimension must satisfy 1 <= k < d, got k = {k} at d = {d}; "
                              f"pass a `k` between 1 and {d - 1}, or use `mechanism` {base} at full d")
         inner = BASES[base].calibrate(k, epsilon, norm_bound=norm_bound)
-        return cls(d, epsilon, norm_bound, calibration, k, base, options["projection"], inner,
-                   projection.log_projection_mean(k, d))
+        log_alpha = srht_log_alpha(k, d) if options["projection"] == "srht" else projection.log_projection_mean(k, d)
+        return cls(d, epsilon, norm_bound, calibration, k, base, options["projection"], inner, log_alpha)
 
     @property
     def alpha(self) -> float:
-        """α = E‖Wu‖ = Γ((k + 1)/2)Γ(d/2)/(Γ(k/2)Γ((d + 1)/2)), the decoder's 1/α."""
+        """α = E‖Wu‖ = Γ((k + 1)/2)Γ(d/2)/(Γ(k/2)Γ((d + 1)/2)), the decoder's 1/α (srht: √(d′/k) times it at d′)."""
         return math.exp(self.log_alpha)
+
+    @property
+    def srht(self) -> bool:
+        """Whether W is the subsampled randomized Hadamard transform (biased, bounded error)."""
+        return self.projection == "srht"
+
+    @cached_property
+    def srht_bias(self) -> dict[str, float]:
+        """The SRHT's relative bias ‖E[x̂] − x‖/‖x‖ (module docstring): exact at a vertex, the bound of its
+        component along x, and the bound of the whole vector."""
+        low, alpha = hadamard.length_mean_low(self.k, self.d), self.alpha
+        return {"relative_bias_vertex": 1.0 / alpha - 1.0,
+                "relative_bias_along_max": max(1.0 / alpha - 1.0, 1.0 - low / alpha),
+                "relative_bias_max": math.sqrt(max(0.0, 1.0 + 1.0 / alpha**2 - 2.0 * low / alpha))}
+
+    def _srht_errors(self) -> tuple[float, float]:
+        """(bound at ‖x‖ = L, bound over the ball): (d′/k)E₀/α² + ‖x‖²(1 − 2r₋/α) (module docstring)."""
+        dp = hadamard.padded_dimension(self.d)
+        if isinstance(self.inner, PrivUnitG):  # a = E z∥², s² the variance of each coordinate of z⊥
+            s2 = self.inner.output_scale**2
+            a = self.inner.expected_error_max - (self.k - 1) * s2
+            noise = (s2 * self.d + max(0.0, (a - s2) * dp / self.k)) / self.alpha**2
+        else:
+            noise = (dp / self.k) * self.inner.expected_error_max / self.alpha**2
+        pull = 1.0 - 2.0 * hadamard.length_mean_low(self.k, self.d) / self.alpha
+        return noise + self.norm_bound**2 * pull, noise + max(0.0, self.norm_bound**2 * pull)
 
     @property
     def epsilon_exact(self) -> float:
@@ -154,13 +204,13 @@ class ProjUnit(Mechanism):
 
     @property
     def expected_error(self) -> float:
-        """E‖x̂ − x‖² = E_k/α² + L²(1/α² − 1) for ‖x‖ = L (exact)."""
-        return projected_errors(self.inner, self.k, self.d)[0]
+        """E‖x̂ − x‖² = E_k/α² + L²(1/α² − 1) for ‖x‖ = L (exact); srht: an upper bound."""
+        return self._srht_errors()[0] if self.srht else projected_errors(self.inner, self.k, self.d)[0]
 
     @property
     def expected_error_max(self) -> float:
-        """E₀/α², attained at x = 0 (E₀ the base's error at its origin, E‖z‖²)."""
-        return projected_errors(self.inner, self.k, self.d)[1]
+        """E₀/α², attained at x = 0 (E₀ the base's error at its origin, E‖z‖²); srht: an upper bound."""
+        return self._srht_errors()[1] if self.srht else projected_errors(self.inner, self.k, self.d)[1]
 
     @cached_property
     def _full(self) -> dict[str, float]:
@@ -175,6 +225,13 @@ class ProjUnit(Mechanism):
         out["base_expected_error"] = self.inner.expected_error
         for name, error in self._full.items():
             out[f"error_ratio_{name}"] = self.expected_error / error
+        if self.srht:
+            bias = self.srht_bias
+            out["padded_d"] = hadamard.padded_dimension(self.d)
+            out["bias"] = (f"biased: relative bias {bias['relative_bias_vertex']:.3g} at a vertex (exact), at most "
+                           f"{bias['relative_bias_along_max']:.3g} along x and {bias['relative_bias_max']:.3g} in "
+                           "norm (bounds); the expected errors are upper bounds")
+            out.update(bias)
         return out
 
     def audit_epsilon(self) -> tuple[float, str]:
@@ -185,7 +242,7 @@ class ProjUnit(Mechanism):
     def law_tests(self, x: np.ndarray, z: np.ndarray) -> list[LawTest]:
         """The law of x̂ = Wᵀz/α where it is known exactly for any W.
 
-        The norm: α‖x̂‖ = ‖z‖, whose law is the base's at any input of norm ‖x‖: privunit2, ‖z‖ = L/m for every
+        Haar only (srht: none). The norm: α‖x̂‖ = ‖z‖, whose law is the base's at any input of norm ‖x‖: privunit2, ‖z‖ = L/m for every
         row; privunitg, ‖z‖²μ²/L² = z_r² + C with z_r the truncated-normal mixture and C ~ χ²(k − 1)
         independent, whose CDF E_C[P(z_r² ≤ t − C)] is a J-point Riemann sum over C's quantiles (a monotone
         integrand in [0, 1]: within 1/J, J = 1024, far below the KS test's resolution at audit sizes). The
@@ -196,6 +253,8 @@ class ProjUnit(Mechanism):
 
         from ldpcli.math import _lawtests as lawtests
 
+        if self.srht:  # neither law holds for the SRHT (its W is not rotation invariant): no tests
+            return []
         norms = rowmath.row_norms(z) * self.alpha
         if isinstance(self.inner, PrivUnit2):
             radius = self.norm_bound * self.inner.scale
@@ -222,8 +281,13 @@ class ProjUnit(Mechanism):
         out = np.empty((n, d))
         norms = rowmath.row_norms(x)
         lift = math.exp(-self.log_alpha)
-        for rows in projection.projection_chunks(n, self.k, d):
-            transforms = projection.haar_projections(rows.stop - rows.start, self.k, d, rng)
+        chunks = hadamard.srht_chunks(n, d) if self.srht else projection.projection_chunks(n, self.k, d)
+        for rows in chunks:
+            transforms: projection.Projections | hadamard.SrhtProjections
+            if self.srht:
+                transforms = hadamard.srht_projections(rows.stop - rows.start, self.k, d, rng)
+            else:
+                transforms = projection.haar_projections(rows.stop - rows.start, self.k, d, rng)
             r = norms[rows]
             wu = transforms.project(x[rows] / np.where(r > 0.0, r, 1.0)[:, None])
             length = np.sqrt(np.vecdot(wu, wu))
