@@ -126,7 +126,7 @@ def default_k(d: int, epsilon: float, base: str) -> int:
 
 @register(
     name="projunit",
-    title="ProjUnit (Asi, Feldman, Nelson, Nguyen, Talwar 2023): PrivUnitG in a Haar-random k-dim subspace",
+    title="ProjUnit (Asi, Feldman, Nelson, Nguyen, Talwar 2023): the base mechanism in a random k-dim subspace (Haar, or SRHT: FastProjUnit)",
     calibrations=("optimal",),
     compared=False,  # its error is the base's within 5 % by construction, and its k jumps with ε
 )
