@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from helpers import bonferroni_z, ldp, ldp_without, read_list, unit_rows, write_list
 from scipy import stats
@@ -231,11 +232,20 @@ def test_without_randomgen_rng_secure_names_the_extra_and_pcg64_still_runs(tmp_p
     assert without("privatize", src, "-o", tmp_path / "p.parquet", "--eps", 2, "-q").returncode == 0
 
 
-def test_train_refuses_an_rng_it_does_not_draw_from(tmp_path: Path) -> None:
-    """ldp train's noise is PCG64 for now: ReleaseOptions(rng="secure") must be refused, never ignored."""
-    src = write_list(tmp_path / "x.parquet", unit_rows(50, 4))
-    with pytest.raises(UsageError, match="train does not take options.rng"):
-        train(src, label="y", epsilon=1.0, options=ReleaseOptions(rng="secure"))
+def test_train_draws_from_the_rng_it_is_given_never_ignoring_it(tmp_path: Path) -> None:
+    """ldp train's noise comes from ReleaseOptions.rng (ldp's ChaCha20 stream by default): "secure" is honoured and
+    stated in the model's sidecar, never ignored; one seed under two generators gives two models."""
+    rows = unit_rows(50, 4)
+    src = write_list(tmp_path / "x.parquet", rows, label=pa.array(np.arange(50) % 2))
+    models = {}
+    for rng in ("secure", "chacha20"):
+        result = train(src, tmp_path / f"{rng}.json", label="label", epsilon=1.0,
+                       options=ReleaseOptions(rng=rng, seed=4))
+        models[rng] = result.theta
+        randomness = json.loads((tmp_path / f"{rng}.json.ldp.json").read_text())["release"]["randomness"]
+        assert randomness["bit_generator"] == ("ChaCha" if rng == "secure" else "ChaCha20")
+        assert randomness["cryptographic"] is True and randomness["entropy"] == ENTROPY_FROM_USER
+    assert not np.array_equal(models["secure"], models["chacha20"])
 
 
 # --------------------------------------------------------------------------- ldp's own stream: rng="chacha20"
