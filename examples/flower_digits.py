@@ -233,7 +233,7 @@ def plot(rows: list[dict[str, Any]], eps: list[float], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     ref = [r for r in rows if r["arm"] == "none"]
     left.plot([r["round"] for r in ref], [r["accuracy"] for r in ref], "k-", label="no DP")
@@ -247,9 +247,8 @@ def plot(rows: list[dict[str, Any]], eps: list[float], path: Path) -> None:
                        label=f"{name}, ε={e:g}")
     left.set(xlabel="round", ylabel="test accuracy", title="global model")
     right.set(xlabel="round", ylabel="‖aggregate − true mean update‖²", yscale="log", title="aggregate error")
-    left.legend(fontsize=7, ncol=2)
-    right.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
+    fig.legend(*left.get_legend_handles_labels(), loc="lower center", ncol=5, fontsize=8)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
     fig.savefig(path, dpi=110)
 
 
