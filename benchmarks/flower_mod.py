@@ -12,6 +12,7 @@ a mod, on the same messages, in one process on one thread.
 
     python benchmarks/flower_mod.py                      # both, ε = 4, L = 1, δ = 1e−5
     python benchmarks/flower_mod.py --only mse --d 10000 --clients 40 --trials 5
+    python benchmarks/flower_mod.py --sweep --clients 40 --trials 2   # ε ∈ {1,2,4,8} × d ∈ {10³,10⁴,10⁵}
 
 Nothing here is a test: tests never assert wall-clock times.
 """
@@ -100,7 +101,9 @@ def overhead(params: int, repeats: int, epsilon: float, bound: float, delta: flo
         print(f"  {name:24s} {value:8.3f} s   {value / times['LocalDpMod']:5.2f}× LocalDpMod")
 
 
-def mse(d: int, clients: int, trials: int, epsilon: float, bound: float, delta: float) -> None:
+def _errors(d: int, clients: int, trials: int, epsilon: float, bound: float,
+            delta: float) -> tuple[dict[str, float], dict[str, float]]:
+    """(measured, expected) ‖mean − true mean‖² of ``LdpMod`` (ChaCha20) and ``LocalDpMod``, mean over trials."""
     import logging
 
     from flwr.app import Context, RecordDict
@@ -127,17 +130,37 @@ def mse(d: int, clients: int, trials: int, epsilon: float, bound: float, delta: 
     mech = MechanismSpec("privunit2", epsilon, None, bound).validated().calibrate(d)
     sigma = 2 * bound * math.sqrt(2 * math.log(1.25 / delta)) / epsilon
     expected = {"LdpMod (ChaCha20)": mech.expected_error_max / clients, "LocalDpMod": d * sigma**2 / clients}
+    return {name: statistics.fmean(values) for name, values in errors.items()}, expected
+
+
+def mse(d: int, clients: int, trials: int, epsilon: float, bound: float, delta: float) -> None:
+    measured, expected = _errors(d, clients, trials, epsilon, bound, delta)
     print(f"mse: ‖mean − true mean‖², d = {d}, {clients} clients, ε = {epsilon:g}, L = {bound:g}, "
           f"LocalDpMod at δ = {delta:g} with sensitivity 2L; mean over {trials} trials")
-    for name, values in errors.items():
-        print(f"  {name:24s} {statistics.fmean(values):12.2f}   (expected {expected[name]:12.2f})")
-    ratio = statistics.fmean(errors["LocalDpMod"]) / statistics.fmean(errors["LdpMod (ChaCha20)"])
-    print(f"  LocalDpMod / LdpMod: {ratio:.1f}×")
+    for name, value in measured.items():
+        print(f"  {name:24s} {value:12.2f}   (expected {expected[name]:12.2f})")
+    print(f"  LocalDpMod / LdpMod: {measured['LocalDpMod'] / measured['LdpMod (ChaCha20)']:.1f}×")
+
+
+def sweep(clients: int, trials: int, bound: float, delta: float) -> None:
+    """The issue's target grid: ε ∈ {1, 2, 4, 8} × d ∈ {10³, 10⁴, 10⁵}, a markdown table with the ratio (at
+    d = 10⁵ half the clients and one trial, to keep it within minutes on a small machine)."""
+    print(f"| d | ε | clients × trials | LdpMod MSE | LocalDpMod MSE | ratio | expected ratio |  (L = {bound:g}, "
+          f"δ = {delta:g})")
+    print("|---|---|---|---|---|---|---|")
+    for d in (10**3, 10**4, 10**5):
+        n, t = (clients, trials) if d < 10**5 else (max(2, clients // 2), 1)
+        for epsilon in (1.0, 2.0, 4.0, 8.0):
+            measured, expected = _errors(d, n, t, epsilon, bound, delta)
+            ldp, local = measured["LdpMod (ChaCha20)"], measured["LocalDpMod"]
+            print(f"| {d} | {epsilon:g} | {n} × {t} | {ldp:.4g} | {local:.4g} | {local / ldp:.1f}× | "
+                  f"{expected['LocalDpMod'] / expected['LdpMod (ChaCha20)']:.1f}× |", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=("overhead", "mse"))
+    parser.add_argument("--sweep", action="store_true", help="the MSE grid over ε and d (instead of the rest)")
     parser.add_argument("--params", type=int, default=10**6)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--d", type=int, default=10**4)
@@ -147,6 +170,9 @@ def main() -> None:
     parser.add_argument("--bound", type=float, default=1.0)
     parser.add_argument("--delta", type=float, default=1e-5)
     args = parser.parse_args()
+    if args.sweep:
+        sweep(args.clients, args.trials, args.bound, args.delta)
+        return
     if args.only in (None, "overhead"):
         overhead(args.params, args.repeats, args.eps, args.bound, args.delta)
     if args.only in (None, "mse"):
