@@ -39,14 +39,15 @@ OLD = {"conv.weight": np.full((2, 3), 100.0, np.float32), "conv.bias": np.zeros(
 CONTEXT = Context(run_id=1, node_id=7, node_config={}, state=RecordDict(), run_config={})
 
 
-def _incoming(arrays: dict[str, np.ndarray] | None = None, node: int = 7, server_round: int = 1,
-              message_type: str = MessageType.TRAIN) -> Message:
-    """A message as the ClientApp receives it from the server (metadata set by the SuperLink)."""
-    content = RecordDict({"config": ConfigRecord({"server-round": server_round})})
+def _incoming(arrays: dict[str, np.ndarray] | None = None, node: int = 7, server_round: int | None = 1,
+              message_type: str = MessageType.TRAIN, group: str | None = None) -> Message:
+    """A message as the ClientApp receives it from the server (metadata set by the SuperLink); ``group``: its
+    group_id when not the round (Flower's own strategies send ""); ``server_round`` None: no config record."""
+    content = RecordDict({} if server_round is None else {"config": ConfigRecord({"server-round": server_round})})
     if arrays is not None:
         content["arrays"] = ArrayRecord({k: Array(v) for k, v in arrays.items()})
     metadata = Metadata(run_id=1, message_id=f"m{node}-{server_round}", src_node_id=1, dst_node_id=node,
-                        reply_to_message_id="", group_id=str(server_round), created_at=time.time(), ttl=DEFAULT_TTL,
+                        reply_to_message_id="", group_id=str(server_round) if group is None else group, created_at=time.time(), ttl=DEFAULT_TTL,
                         message_type=message_type)
     return Message(metadata=metadata, content=content)
 
@@ -92,6 +93,19 @@ def test_a_seeded_mod_repeats_and_the_default_one_does_not() -> None:
     other_round = _arrays(LdpMod(epsilon=2.0, norm_bound=1.0, rng=5)(_incoming(OLD, server_round=2), CONTEXT, _app()))
     assert all(np.array_equal(first[k], again[k]) for k in OLD)
     assert not np.array_equal(first["fc.weight"], other_round["fc.weight"])
+
+
+def test_a_seeded_mod_draws_a_fresh_stream_each_round_as_flowers_strategies_send_them() -> None:
+    """Flower's strategies (FedAvg.configure_train) leave group_id empty and put the round in the config's
+    server-round: each round is its own stream (the seeded digits run once drew round 1's in every round); a
+    seeded reply that names no round at all is refused rather than drawn from a shared stream."""
+    mod = LdpMod(epsilon=2.0, norm_bound=1.0, rng=5)
+    rounds = [_arrays(mod(_incoming(OLD, server_round=r, group=""), CONTEXT, _app())) for r in (1, 2, 1)]
+    assert not np.array_equal(rounds[0]["fc.weight"], rounds[1]["fc.weight"])
+    assert all(np.array_equal(rounds[0][k], rounds[2][k]) for k in OLD)
+    _refused(mod(_incoming(OLD, server_round=None, group=""), CONTEXT, _app()), "needs the round")
+    unseeded = LdpMod(epsilon=2.0, norm_bound=1.0)(_incoming(OLD, server_round=None, group=""), CONTEXT, _app())
+    assert not unseeded.has_error()
 
 
 def _refused(out: Message, words: str) -> None:

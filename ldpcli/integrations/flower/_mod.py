@@ -63,7 +63,8 @@ class LdpMod:
         The public ℓ2 bound L on the update (the change of the parameters in one round).
     rng : int or None
         None (the default): ldp's ChaCha20 stream keyed from the OS, fresh per reply; an int seed only
-        for simulations (each reply then draws from ``numpy.random.default_rng([seed, round, node])``).
+        for simulations (each reply then draws from ``numpy.random.default_rng([seed, round, node])``, the
+        round from the train config's ``server-round``; a seeded reply without a round is refused).
     **options
         The mechanism's own options.
 
@@ -130,11 +131,20 @@ class LdpMod:
         return out
 
     def _generator(self, msg: Message) -> np.random.Generator | None:
-        """None (ldp's OS-keyed ChaCha20 stream), or for a seeded simulation one stream per (round, node)."""
+        """None (ldp's OS-keyed ChaCha20 stream), or for a seeded simulation one stream per (round, node): the
+        round from the train config's ``server-round`` (what Flower's strategies send), else from the message's
+        ``group_id`` (the legacy workflows' round); a seeded reply that names neither is refused, since it would
+        draw the same stream in every round."""
         if self.rng is None:
             return None
-        group = msg.metadata.group_id
-        server_round = int(group) if str(group).isdigit() else 0
+        config = msg.content.config_records.get("config")
+        server_round = None if config is None else config.get("server-round")
+        if isinstance(server_round, bool) or not isinstance(server_round, int):
+            group = str(msg.metadata.group_id)
+            if not group.isdigit():
+                raise RefusedReply("a seeded LdpMod needs the round (the train config's 'server-round' or the "
+                                   "message's group_id) so that no two rounds share a stream; none was sent")
+            server_round = int(group)
         return np.random.default_rng([self.rng, server_round, int(msg.metadata.dst_node_id)])
 
 
