@@ -106,6 +106,9 @@ _CHUNK_BLOCKS = 1 << 15
 _TWO_M53 = 2.0**-53
 #: A double or an array of them: what :func:`exp_reduced` and :func:`log_reduced` compute on.
 Real = TypeVar("Real", float, np.ndarray)
+#: One key for every row (32 bytes), or one key per row: an (n, 8) uint32 array of key words (a seed's
+#: expansion, :mod:`ldpcli.math._seed_prg`, keys each row by its own seed).
+Keys = bytes | np.ndarray
 
 
 def _encode(numbers: Iterable[int]) -> bytes:
@@ -177,14 +180,20 @@ def _quarter_round(s: list[np.ndarray], a: int, b: int, c: int, d: int, tmp: np.
         _rotl(s[z], n, tmp)
 
 
-def chacha20_blocks(key: bytes, counters: np.ndarray, nonces: np.ndarray) -> np.ndarray:
-    """The ChaCha20 blocks (RFC 8439 §2.3) of ``counters`` (n,) and ``nonces`` (n, 3) under ``key``: (n, 16) uint32."""
+def _select(key: Keys, sel: np.ndarray | slice) -> Keys:
+    """The keys of the rows ``sel``: the one key itself, or those rows of a per-row key array."""
+    return key if isinstance(key, bytes) else key[sel]
+
+
+def chacha20_blocks(key: Keys, counters: np.ndarray, nonces: np.ndarray) -> np.ndarray:
+    """The ChaCha20 blocks (RFC 8439 §2.3) of ``counters`` (n,) and ``nonces`` (n, 3) under ``key`` (one key, or
+    one row of key words per block): (n, 16) uint32."""
     counters = np.asarray(counters, dtype=np.uint32)
     nonces = np.asarray(nonces, dtype=np.uint32).reshape(-1, 3)
     n = counters.shape[0]
     init = np.empty((16, n), dtype=np.uint32)
     init[0:4] = CONSTANTS[:, None]
-    init[4:12] = key_words(key)[:, None]
+    init[4:12] = key_words(key)[:, None] if isinstance(key, bytes) else np.asarray(key, dtype=np.uint32).T
     init[12] = counters
     init[13:16] = nonces.T
     work = init.copy()
@@ -207,8 +216,10 @@ def _nonces(stream: int, attempt_block: int, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _check(rows: np.ndarray | list[int], count: int, stream: int) -> np.ndarray:
+def _check(rows: np.ndarray | list[int], count: int, stream: int, key: Keys = b"") -> np.ndarray:
     rows = np.asarray(rows, dtype=np.uint64).reshape(-1)
+    if not isinstance(key, bytes) and (key.dtype != np.uint32 or key.shape != (rows.shape[0], 8)):
+        raise ValueError(f"per-row keys must be a ({rows.shape[0]}, 8) uint32 array, got {key.dtype} {key.shape}")
     if not 0 <= stream < MAX_STREAM:
         raise ValueError(f"`stream` must be in [0, {MAX_STREAM}), got {stream}")
     if not 0 <= count <= MAX_POSITIONS:
@@ -222,9 +233,9 @@ def _as_words(blocks: np.ndarray) -> np.ndarray:
     return low | (blocks[:, 1::2].astype(np.uint64) << np.uint64(32))
 
 
-def stream_words(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
+def stream_words(key: Keys, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
     """(n, count) uint64: the words of positions 0..count−1 of each row key in ``rows`` (main blocks)."""
-    rows = _check(rows, count, stream)
+    rows = _check(rows, count, stream, key)
     per_row = -(-count // WORDS_PER_BLOCK)
     out = np.empty((rows.shape[0], per_row * WORDS_PER_BLOCK), dtype=np.uint64)
     step = max(1, _CHUNK_BLOCKS // max(1, per_row))
@@ -232,7 +243,8 @@ def stream_words(key: bytes, rows: np.ndarray | list[int], count: int, *, stream
         chunk = rows[start:start + step]
         counters = np.tile(np.arange(per_row, dtype=np.uint32), chunk.shape[0])
         nonces = np.repeat(_nonces(stream, 0, chunk), per_row, axis=0)
-        out[start:start + step] = _as_words(chacha20_blocks(key, counters, nonces)).reshape(chunk.shape[0], -1)
+        keys = key if isinstance(key, bytes) else np.repeat(key[start:start + step], per_row, axis=0)
+        out[start:start + step] = _as_words(chacha20_blocks(keys, counters, nonces)).reshape(chunk.shape[0], -1)
     return out[:, :count]
 
 
@@ -241,7 +253,7 @@ def word_uniforms(words: np.ndarray) -> np.ndarray:
     return (words >> np.uint64(11)).astype(np.float64) * _TWO_M53
 
 
-def stream_uniforms(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
+def stream_uniforms(key: Keys, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
     """(n, count) doubles in [0, 1): :func:`word_uniforms` of :func:`stream_words`."""
     return word_uniforms(stream_words(key, rows, count, stream=stream))
 
@@ -336,7 +348,7 @@ ZIGGURAT = _ziggurat()
 class _Extras:
     """The extra words of pending (row, position)s, handed out in order (8 per attempt block)."""
 
-    def __init__(self, key: bytes, stream: int, rows: np.ndarray, positions: np.ndarray) -> None:
+    def __init__(self, key: Keys, stream: int, rows: np.ndarray, positions: np.ndarray) -> None:
         self.key, self.stream, self.rows, self.positions = key, stream, rows, positions
         self.words = np.zeros((rows.shape[0], WORDS_PER_BLOCK), dtype=np.uint64)
         self.used = np.full(rows.shape[0], WORDS_PER_BLOCK, dtype=np.int64)
@@ -347,7 +359,7 @@ class _Extras:
         empty = sel[self.used[sel] == WORDS_PER_BLOCK]
         for b in np.unique(self.block[empty] + 1):
             group = empty[self.block[empty] + 1 == b]
-            blocks = chacha20_blocks(self.key, self.positions[group].astype(np.uint32),
+            blocks = chacha20_blocks(_select(self.key, group), self.positions[group].astype(np.uint32),
                                      _nonces(self.stream, 1 + int(b), self.rows[group]))
             self.words[group] = _as_words(blocks)
             self.block[group], self.used[group] = b, 0
@@ -391,13 +403,13 @@ def _resolve(words: np.ndarray, extras: _Extras, z: Ziggurat) -> np.ndarray:
 
 
 def stream_normals(
-    key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0, tables: Ziggurat = ZIGGURAT,
+    key: Keys, rows: np.ndarray | list[int], count: int, *, stream: int = 0, tables: Ziggurat = ZIGGURAT,
 ) -> np.ndarray:
     """(n, count) standard normals at positions 0..count−1 of each row key (the ziggurat of the module docstring).
 
     ``tables``: :data:`ZIGGURAT`; other tables only in tests, to drive the rare branches.
     """
-    rows = _check(rows, count, stream)
+    rows = _check(rows, count, stream, key)
     words = stream_words(key, rows, count, stream=stream)
     z = tables
     layer = (words & np.uint64(255)).astype(np.intp)
@@ -405,7 +417,7 @@ def stream_normals(
     out = _signed(words, bits.astype(np.float64) * z.w[layer])
     miss_row, miss_pos = np.nonzero(bits >= z.k[layer])
     if miss_row.size:
-        extras = _Extras(key, stream, rows[miss_row], miss_pos.astype(np.uint64))
+        extras = _Extras(_select(key, miss_row), stream, rows[miss_row], miss_pos.astype(np.uint64))
         out[miss_row, miss_pos] = _resolve(words[miss_row, miss_pos], extras, z)
     return out
 

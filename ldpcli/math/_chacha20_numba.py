@@ -249,20 +249,21 @@ def _normals_row(
 
 @numba.njit(cache=True, nogil=True)
 def _normals(
-    k: np.ndarray, rows: np.ndarray, stream: int, zw: np.ndarray, zk: np.ndarray, zf: np.ndarray, r: float,
+    keys: np.ndarray, rows: np.ndarray, stream: int, zw: np.ndarray, zk: np.ndarray, zf: np.ndarray, r: float,
     inv_r: float, out: np.ndarray,
 ) -> None:
+    """Row i under key words ``keys[i]``, or ``keys[0]`` for every row when ``keys`` holds one key."""
     for i in range(out.shape[0]):
-        _normals_row(k, rows, stream, zw, zk, zf, r, inv_r, out, i)
+        _normals_row(keys[i % keys.shape[0]], rows, stream, zw, zk, zf, r, inv_r, out, i)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def _normals_parallel(
-    k: np.ndarray, rows: np.ndarray, stream: int, zw: np.ndarray, zk: np.ndarray, zf: np.ndarray, r: float,
+    keys: np.ndarray, rows: np.ndarray, stream: int, zw: np.ndarray, zk: np.ndarray, zf: np.ndarray, r: float,
     inv_r: float, out: np.ndarray,
 ) -> None:
     for i in numba.prange(out.shape[0]):
-        _normals_row(k, rows, stream, zw, zk, zf, r, inv_r, out, i)
+        _normals_row(keys[i % keys.shape[0]], rows, stream, zw, zk, zf, r, inv_r, out, i)
 
 
 def words(
@@ -283,13 +284,14 @@ def uniforms(
 
 
 def normals(
-    key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0, tables: ref.Ziggurat = ref.ZIGGURAT,
-    parallel: bool = False,
+    key: ref.Keys, rows: np.ndarray | list[int], count: int, *, stream: int = 0,
+    tables: ref.Ziggurat = ref.ZIGGURAT, parallel: bool = False,
 ) -> np.ndarray:
     """:func:`ldpcli.math._chacha20.stream_normals`, compiled: the same bits (``tables`` as there), on this
-    thread or ``parallel`` on numba's threads."""
-    rows = ref._check(rows, count, stream)
+    thread or ``parallel`` on numba's threads; ``key`` one key, or an (n, 8) uint32 array of one key per row."""
+    rows = ref._check(rows, count, stream, key)
     out = np.empty((rows.shape[0], count))
-    (_normals_parallel if parallel else _normals)(ref.key_words(key), rows, stream, tables.w, tables.k, tables.f,
-                                                  tables.r, tables.inv_r, out)
+    keys = ref.key_words(key)[None, :] if isinstance(key, bytes) else np.ascontiguousarray(key)
+    (_normals_parallel if parallel else _normals)(keys, rows, stream, tables.w, tables.k, tables.f, tables.r,
+                                                  tables.inv_r, out)
     return out

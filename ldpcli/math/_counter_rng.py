@@ -54,9 +54,10 @@ NORMALS = 1
 Size = int | Sequence[int] | None
 
 
-def normals(key: bytes, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
+def normals(key: _chacha20.Keys, rows: np.ndarray | list[int], count: int, *, stream: int = 0) -> np.ndarray:
     """:func:`ldpcli.math._chacha20.stream_normals` by the kernel :func:`ldpcli.math._kernels.kernel_name` chooses
-    (the compiled :mod:`ldpcli.math._chacha20_numba`, imported only then, or the numpy reference)."""
+    (the compiled :mod:`ldpcli.math._chacha20_numba`, imported only then, or the numpy reference); ``key`` one key,
+    or one per row (an (n, 8) uint32 array of key words)."""
     if kernel_name() == "numba":
         from ldpcli.math import _chacha20_numba
 

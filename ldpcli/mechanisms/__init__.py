@@ -29,6 +29,7 @@ from ldpcli.mechanisms._scalar_rel import ScalarRelDP
 from ldpcli.mechanisms._separated import Separated
 from ldpcli.mechanisms._baselines import Gaussian, Laplace
 from ldpcli.mechanisms._bcdp import BCDP
+from ldpcli.mechanisms._compressed import SeedReports
 
 __all__ = [
     "BCDP",
@@ -49,6 +50,7 @@ __all__ = [
     "ProjUnit",
     "ScalarDP",
     "ScalarRelDP",
+    "SeedReports",
     "Separated",
     "declare",
     "get_mechanism",
