@@ -15,7 +15,7 @@ bits (one or two uint64 words) and G(s) ∈ ℝ^d is d standard normals:
 The computational assumption, in one sentence (:data:`ASSUMPTION`): ChaCha20 under a uniformly random key
 is a pseudo-random function, so the expansion of a uniformly random seed cannot be told from true
 randomness by any efficient test. ε-LDP holds exactly for an ideal generator and, under that assumption,
-against every efficient adversary (Feldman & Talwar 2021, Thm 3.3). Nothing here is secret but the seed.
+against every efficient adversary (Feldman & Talwar 2021). Nothing here is secret but the seed.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ PRG = ("ChaCha20 (RFC 8439) keyed by the seed and a public tag; the decoded vect
        f"of stream {SEED_STREAM:#06x}, row 0 (ldp's ziggurat)")
 #: The computational assumption behind a seed report, in one sentence.
 ASSUMPTION = ("ChaCha20 under a uniformly random key is a pseudo-random function, so no efficient test tells the "
-              "expansion of a uniformly random seed from true randomness (Feldman & Talwar 2021, Thm 3.3)")
+              "expansion of a uniformly random seed from true randomness (Feldman & Talwar 2021)")
 
 
 def _tag_words(bits: int) -> np.ndarray:

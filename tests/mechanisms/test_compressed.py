@@ -307,3 +307,39 @@ def test_refusals_name_the_problem(kwargs: dict, words: tuple[str, ...]) -> None
         SeedReports.build(base, kwargs.get("bits", 64))
     for word in words:
         assert word in str(info.value)
+
+
+def test_params_describes_the_compressed_reports() -> None:
+    import json
+
+    from helpers import ldp
+
+    result = ldp("params", "--d", "500", "--eps", "4", "-m", "privunitg", "--compress-reports", "--report-bits",
+                 "128", "--json")
+    assert result.exit_code == 0, result.output
+    block = json.loads(result.stdout)["reports"]
+    assert block == SeedReports.build(PrivUnitG.calibrate(500, 4.0), 128).describe()
+    table = ldp("params", "--d", "500", "--eps", "4", "-m", "privunit2", "--compress-reports")
+    assert table.exit_code == 0 and "64 bits" in table.stdout and "tries T" in table.stdout
+    for args, words in (
+        (("--eps", "16", "-m", "privunit2"), "3.69e+05 tries per row"),
+        (("--eps", "4", "-m", "duchi-l2"), "not duchi-l2"),
+        (("--eps", "4",), "give --mechanism"),
+        (("--eps", "4", "-m", "privunit2", "--secure"), "drop --secure"),
+        (("--eps", "4", "-m", "privunit2", "--report-bits", "32"), "64 or 128"),
+    ):
+        result = ldp("params", "--d", "500", *args, "--compress-reports")
+        assert result.exit_code == 2 and words in result.stderr, (args, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_release_generator_draws_the_seeds() -> None:
+    """A default release's generator (ldp's ChaCha20 stream, no seed) encodes; seeded by a key, the same reports."""
+    from ldpcli.math import CounterGenerator
+
+    reports = SeedReports.build(PrivUnit2.calibrate(8, 2.0))
+    x = np.tile(np.eye(8)[0], (40, 1))
+    key = bytes(range(32))
+    a = reports.encode(x, CounterGenerator(key))  # type: ignore[arg-type]
+    assert np.array_equal(a, reports.encode(x, CounterGenerator(key)))  # type: ignore[arg-type]
+    assert len(np.unique(a)) == 40

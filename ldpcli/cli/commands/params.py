@@ -30,7 +30,7 @@ from ldpcli.cli.render import fmt, fmt_bound, fmt_logp, fmt_probability, out, re
 from ldpcli.cli.tables import print_reconstruction, verdict_reading
 from ldpcli.errors import UsageError, counted
 from ldpcli.math._shuffling import ASSUMPTIONS, THEOREM
-from ldpcli.mechanisms import BCDP, MechanismSpec, get_mechanism
+from ldpcli.mechanisms import BCDP, MechanismSpec, SeedReports, get_mechanism
 from ldpcli.mechanisms._base import check_count
 from ldpcli.mechanisms._rendering import secured
 from ldpcli.planning._compare import DEFAULT_DELTA, compare_mechanisms, recommendation
@@ -84,6 +84,14 @@ def params(
     ),
     secure: bool = SECURE_OPTION,
     secure_delta: Optional[float] = SECURE_DELTA_OPTION,
+    compress_reports: bool = typer.Option(
+        False, "--compress-reports", help="With --mechanism privunit2 or privunitg: also describe seed-compressed "
+        "reports (Feldman & Talwar 2021, Alg. 1): each row one seed of --report-bits whose ChaCha20 expansion is the "
+        "privatized vector, chosen by rejection over fresh seeds; shows the tries T, the expected tries p/P, the "
+        "fallback probability, the exact ε with respect to an ideal generator and the error. Not --compression, "
+        "the Parquet codec."
+    ),
+    report_bits: int = typer.Option(64, "--report-bits", help="Bits per compressed report: 64 or 128."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
 ) -> None:
@@ -99,6 +107,7 @@ def params(
     With --n and --target-rmse (or --target-error), give instead the smallest ε at which each
     mechanism's guaranteed error of the mean meets the target.
     With --shuffle N, also give the central ε of N shuffled reports (amplification by shuffling).
+    With --compress-reports, also the seed-compressed reports of the mechanism (bits, tries, fallback, ε).
     """
     if n is not None:
         check_count(n, "n")
@@ -118,8 +127,8 @@ def params(
     risk_options: dict[str, Any] = {"k": risk_k, "rho0": risk_rho0, "a": floats(risk_a, "--risk-a"),
                                     "threshold": risk_threshold}
     if mechanism is None:
-        if secure:
-            raise UsageError("--secure describes one mechanism's rendering: give --mechanism")
+        if secure or compress_reports:
+            raise UsageError("--secure and --compress-reports describe one mechanism: give --mechanism")
         if set(options) - {"delta"}:
             raise UsageError("--k, --alpha, --nu and --eps-split need --mechanism")
         rows = compare_mechanisms(d, eps, norm_bound=norm, delta=options.get("delta"), risk=risk_options)
@@ -140,7 +149,11 @@ def params(
         if not secure:
             raise UsageError("--secure-delta is the target δ of the secure rendering: give it with --secure")
         mech = secured(mech, secure_delta)
+    if compress_reports and secure:
+        raise UsageError("--compress-reports releases seeds, which have no secure rendering: drop --secure")
     info = mech.describe()
+    if compress_reports:
+        info["reports"] = SeedReports.build(mech, report_bits).describe()
     warn(near_exact_warning(mech))
     if n is not None:
         info["n"] = n
@@ -340,6 +353,8 @@ def _print_parameters(mech: Any, info: dict[str, Any], n: int | None,
         rows.append(("expected error of mean", fmt(info["expected_error_mean"]), f"E‖mean − true mean‖² ≤ max/n, n = {n}"))
     if central is not None:
         rows += _central_rows(info, central)
+    if "reports" in info:
+        rows += _reports_rows(info["reports"], mech.d)
     for row in rows:
         table.add_row(*row)
     out.print(table)
@@ -371,6 +386,18 @@ def _central_rows(info: dict[str, Any], central: tuple[int, float]) -> list[tupl
         ("central ε lower", fmt_bound(claim["epsilon_lower"], up=False), "lower end of the bracket"),
         ("central ε closed form", fmt_bound(closed),
          "outside Thm 3.1's regime" if closed is None else "Thm 3.1 (looser)"),
+    ]
+
+
+def _reports_rows(reports: dict[str, Any], d: int) -> list[tuple[str, str, str]]:
+    """The --compress-reports rows of the parameter table."""
+    return [
+        ("report", f"{reports['bits']} bits", f"one seed per row, against {8 * d:,} bytes for d float64 numbers"),
+        ("tries T", str(reports["tries"]), "fresh seeds tried per row at most, then a fallback seed"),
+        ("expected tries", fmt(reports["expected_tries"]), "seeds expanded per row on average (p/P)"),
+        ("fallback probability", fmt_bound(reports["fallback_probability"]), "the decoder's mean is corrected for it"),
+        ("ε compressed", fmt(reports["epsilon_exact"]), "exact, with respect to an ideal generator (≤ ε exact)"),
+        ("expected error compressed", fmt(reports["expected_error"]), "E‖Z − x‖² on the boundary, fallback included"),
     ]
 
 
