@@ -9,7 +9,7 @@ bits (one or two uint64 words) and G(s) ∈ ℝ^d is d standard normals:
   and a 128-bit seed never share a key);
 - **the stream**: the normals of stream :data:`SEED_STREAM`, row key 0, positions 0..d−1 of that key, by the
   ziggurat of :mod:`ldpcli.math._chacha20` (numba's kernel or the numpy reference: the same bits);
-- **the reference laws**: G(s)/‖G(s)‖ is uniform on the sphere S^{d−1} and G(s) is N(0, I_d) when s is
+- **the reference laws**: G(s)/‖G(s)‖ is uniform on the sphere S^{d−1}, and G(s) is N(0, I_d) when s is
   uniform and ChaCha20 a PRF (PrivUnit2's and PrivUnitG's references, :mod:`ldpcli.mechanisms._compressed`).
 
 The computational assumption, in one sentence (:data:`ASSUMPTION`): ChaCha20 under a uniformly random key
