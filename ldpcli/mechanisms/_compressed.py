@@ -262,12 +262,11 @@ class SeedReports:
                 lambda rows: prg.random_seeds(rng, rows.size, self.words), rng, per_round)[0]
         return out
 
-    def decode(self, reports: np.ndarray, d: int | None = None) -> np.ndarray:
+    def decode(self, reports: np.ndarray) -> np.ndarray:
         """The (n, d) unbiased vectors of (n, words) uint64 ``reports``: D(s)/(1 − f), D(s) = (L/m)·G(s)/‖G(s)‖
         (a zero G(s) read as e₁) for PrivUnit2 and s_out·G(s) for PrivUnitG. The same bits whatever the
         batch: each row is a function of its seed alone."""
-        d = self.base.d if d is None else d
-        g = prg.expand(np.asarray(reports, dtype=np.uint64).reshape(-1, self.words), d)
+        g = prg.expand(np.asarray(reports, dtype=np.uint64).reshape(-1, self.words), self.base.d)
         scale = 1.0 / -math.expm1(self.log_fallback) if self.log_fallback > -math.inf else 1.0
         if isinstance(self.base, PrivUnitG):
             return g * (self.base.output_scale * scale)
