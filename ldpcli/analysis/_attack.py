@@ -230,6 +230,10 @@ def attack(
 
     release = scan(privatized, sidecar=sidecar, batch_rows=batch_rows, on_rows=on_rows)
     meta = release.sidecars[0]
+    if meta.reports is not None:
+        raise UsageError(f"{privatized}: holds seed reports, whose column is not the raw file's vectors; the "
+                         "demonstration pairs each raw row with its release by the same columns: run it on a "
+                         "release of the same mechanism without compressed reports")
     mech = meta.mechanism
     d = meta.d
     k = d if k is None else int(k)

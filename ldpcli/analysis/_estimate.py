@@ -286,9 +286,12 @@ def project_mean(estimate: MeanEstimate, convex: ConvexSet, mechanism: Mechanism
 def _bind(result: MeanEstimate, source: Scan) -> MeanEstimate:
     """The estimate with the files it came from, whether they were verified, who signed them, the shuffle
     claim each one's sidecar records (from the sidecars the scan read: none is read again) and the files
-    whose rows are noisier than their sidecars allow (:mod:`ldpcli.analysis._lawcheck`)."""
+    whose rows are noisier than their sidecars allow (:mod:`ldpcli.analysis._lawcheck`). Rows decoded from
+    seed reports have their own exact error (:meth:`ldpcli.mechanisms.SeedReports.expected_error_mean`)."""
+    reports = source.sidecars[0].reports
+    error = result.expected_error if reports is None else reports.expected_error_mean(result.n) / result.copies
     return dataclasses.replace(
-        result, files=source.files, sidecars=tuple(meta.path for meta in source.sidecars), verified=source.verified,
+        result, expected_error=error, files=source.files, sidecars=tuple(meta.path for meta in source.sidecars), verified=source.verified,
         signature=source.signature_summary(), shuffled=tuple(meta.shuffled for meta in source.sidecars),
         dispersions=tuple(source.dispersions),
     )

@@ -126,7 +126,7 @@ class LawCheck:
         """``precision``: :func:`stored_precision`; ``alpha``: this file's share of :data:`FALSE_ALARM`."""
         self.path, self.meta, self.alpha = path, meta, alpha
         self.mech = meta.mechanism
-        self.copies, self.d = meta.layout.copies, meta.layout.d
+        self.copies, self.d = meta.layout.copies, meta.mechanism.d
         self.law = pinned_law(self.mech)
         self.tolerance = (4.0 + 2.0 * math.sqrt(self.d)) * (precision + FLOAT64_PRECISION)
         self.blocks = max(1, min(BLOCKS, meta.n))

@@ -42,6 +42,8 @@ import pyarrow.parquet as pq
 from ldpcli.analysis._lawcheck import FALSE_ALARM, Dispersion, LawCheck, stored_precision
 from ldpcli.errors import DataError, UsageError, counted
 from ldpcli.io import file_format, file_sha256, open_vectors
+from ldpcli.io._reports import open_reports
+from ldpcli.math._domains import FLOAT64_PRECISION
 from ldpcli.mechanisms import Mechanism
 from ldpcli.release._inputs import expand_inputs
 from ldpcli.release._rowhash import estimate_overlap
@@ -177,18 +179,13 @@ class Scan:
                 digest = hasher.submit(file_sha256, path) if self.verified else None  # overlaps with the read
                 rows = 0
                 with ExitStack() as stack:
-                    try:
-                        reader = stack.enter_context(
-                            open_vectors(path, layout=meta.layout, batch_rows=self._batch_rows, writable=False))
-                    except DataError as exc:
-                        raise _another_file(path, meta, exc) from exc
-                    law = LawCheck(path, meta, stored_precision(meta, reader.precision, self.verified), self.false_alarm)
-                    for batch in _translated(reader, path, meta):
-                        rows += batch.values.shape[0]
-                        law.add(batch.values)
+                    read, precision = self._open(path, meta, stack)
+                    law = LawCheck(path, meta, stored_precision(meta, precision, self.verified), self.false_alarm)
+                    for released, values, keep in _translated(read, path, meta):
+                        rows += values.shape[0]
+                        law.add(released)
                         if self._on_rows is not None:
-                            self._on_rows(batch.values.shape[0])
-                        values, keep = batch.values, batch.keep
+                            self._on_rows(values.shape[0])
                         if self.combine_copies and meta.layout.copies > 1:
                             values = values.reshape(values.shape[0], meta.layout.copies, meta.layout.d).mean(axis=1)
                         if self.where:
@@ -202,6 +199,36 @@ class Scan:
                 found = law.finish()
                 if found is not None:
                     self.dispersions.append(found)
+
+
+    def _open(self, path: Path, meta: Sidecar, stack: ExitStack) -> tuple[Iterable[_Rows], float]:
+        """The batches of one file as (the rows as released, the rows to estimate from, the kept columns), and the
+        unit roundoff of the values read. Seed reports (:mod:`ldpcli.release._reports`) are decoded here: released,
+        D(s), whose law the sidecar's mechanism pins, and D(s)/(1 − f), the unbiased rows."""
+        if meta.reports is not None:
+            return _decoded(path, meta, self._batch_rows), FLOAT64_PRECISION
+        try:
+            reader = stack.enter_context(open_vectors(path, layout=meta.layout, batch_rows=self._batch_rows,
+                                                      writable=False))
+        except DataError as exc:
+            raise _another_file(path, meta, exc) from exc
+        return ((batch.values, batch.values, batch.keep) for batch in reader), reader.precision
+
+
+#: One batch of a file as :meth:`Scan._open` reads it.
+_Rows = tuple[np.ndarray, np.ndarray, pa.Table | None]
+#: Bytes of decoded rows per batch of seed reports (each batch holds them twice: D(s), then D(s)/(1 − f)).
+_DECODED_BYTES = 16 * 2**20
+
+
+def _decoded(path: Path, meta: Sidecar, batch_rows: int | None) -> Iterator[_Rows]:
+    """The seed reports of ``path`` decoded batch by batch (:meth:`ldpcli.mechanisms.SeedReports.expand`)."""
+    reports = meta.reports
+    assert reports is not None
+    rows = batch_rows if batch_rows is not None else max(1, _DECODED_BYTES // (8 * meta.d))
+    for seeds, keep in open_reports(path, meta.layout, batch_rows=rows):
+        released = reports.expand(seeds)
+        yield released, released * reports.correction, keep
 
 
 def scan(
@@ -249,8 +276,8 @@ def scan(
     signatures = check_signatures(files, [meta.content for meta in metas], trusted)
     first = metas[0]
     for path, meta in zip(files[1:], metas[1:]):
-        if meta.mechanism != first.mechanism or (meta.layout.kind, meta.layout.columns) != (
-            first.layout.kind, first.layout.columns
+        if meta.mechanism != first.mechanism or (meta.layout.kind, meta.layout.columns, _bits(meta)) != (
+            first.layout.kind, first.layout.columns, _bits(first)
         ):
             raise DataError(
                 f"{path}: its sidecar {meta.path} describes {_summary(meta)} but {first.path} describes "
@@ -460,7 +487,13 @@ def _check_dtype(path: Path, meta: Sidecar) -> None:
             )
 
 
+def _bits(meta: Sidecar) -> int | None:
+    """The bits of each row's seed report, None for rows of d numbers."""
+    return meta.reports.bits if meta.reports is not None else None
+
+
 def _summary(meta: Sidecar) -> str:
     mech = meta.mechanism
-    return f"{mech.name} ({mech.calibration}) at ε = {mech.epsilon:g}, d = {mech.d}, L = {mech.norm_bound:g}"
+    reports = f" as {meta.reports.bits}-bit seed reports" if meta.reports is not None else ""
+    return f"{mech.name} ({mech.calibration}) at ε = {mech.epsilon:g}, d = {mech.d}, L = {mech.norm_bound:g}{reports}"
 

@@ -169,6 +169,10 @@ SECURE_DELTA_OPTION = typer.Option(
     None, "--secure-delta", metavar="DELTA", show_default=False, help="With --secure: the δ the grid is "
     "chosen for, in (0, 1) (default 1e-10): the finest power-of-two grid whose δ is at most DELTA."
 )
+REPORT_BITS_OPTION = typer.Option(
+    None, "--report-bits", metavar="64|128", show_default=False, help="With --compress-reports: the bits of each "
+    "row's seed, 64 (the default: 8 bytes a row) or 128 (16 bytes)."
+)
 WORKLOAD_OPTION = typer.Option(
     ..., "--workload", "-w", show_default=False, help="The public workload: one row per item of the universe, a key "
     "column naming the item and one numeric column per query with its value on that item, in [0, 1] or [−1, 1]."
@@ -210,3 +214,13 @@ def floats(value: Optional[str], option: str) -> list[float] | None:
         return [float(part) for part in split(value)] or None
     except ValueError:
         raise UsageError(f"{option} takes comma-separated numbers, e.g. {option} 0.1,0.5; got {value!r}") from None
+
+
+def report_bits(compress: bool, bits: Optional[int]) -> int | None:
+    """The bits of each seed report: ``bits`` (default 64) with --compress-reports, None without; UsageError
+    for --report-bits alone."""
+    if not compress:
+        if bits is not None:
+            raise UsageError("--report-bits sets the length of --compress-reports' seeds: add --compress-reports")
+        return None
+    return 64 if bits is None else bits

@@ -4,7 +4,8 @@ in a registered format; :class:`AtomicVectorWriter` is that writer over an
 :func:`table_bytes` encodes a small table as a whole file's bytes.
 
 Vectors are written as float64 or float32 (``dtype``, one of :data:`DTYPES`; :func:`output_dtype`
-picks the input's own precision by default). The values handed to a writer are float64; writing
+picks the input's own precision by default); seed-compressed reports (:mod:`ldpcli.mechanisms._compressed`)
+as uint64 words (:data:`REPORT_DTYPE`), which the release chooses itself. The values handed to a writer are float64; writing
 float32 rounds each to the nearest float32, a fixed function of the privatized values alone
 (post-processing), so it changes no privacy guarantee, only the precision of what is released.
 """
@@ -31,7 +32,9 @@ from ldpcli.io._read import VectorReader, _ArrowFailure
 
 #: The value types vectors can be written as (``dtype``).
 DTYPES = ("float32", "float64")
-_ARROW_TYPES = {"float32": pa.float32(), "float64": pa.float64()}
+#: The type seed-compressed reports are written as: their uint64 words, bit for bit.
+REPORT_DTYPE = "uint64"
+_ARROW_TYPES = {"float32": pa.float32(), "float64": pa.float64(), REPORT_DTYPE: pa.uint64()}
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: Bytes gathered before they are handed to the sink in one write.
 _WRITE_BUFFER = 4 * 2**20
@@ -52,6 +55,8 @@ def output_dtype(dtype: str | None, source: VectorReader | None = None) -> str:
     (Parquet); float64 for float64, integer and decimal values, for CSV text (whose precision is
     unknown) and without a source. Writing float32 is post-processing: privacy is unchanged.
     """
+    if dtype == REPORT_DTYPE:
+        return dtype
     if dtype is not None:
         return check_dtype(dtype)
     if source is None or source.format == "csv":
@@ -112,7 +117,7 @@ class VectorWriter:
         ``codec`` is applied by the format inside the file (one of its
         :attr:`~ldpcli.io._formats.Format.codecs`, else a :class:`UsageError`; None: its default).
         """
-        self.dtype = check_dtype(dtype)
+        self.dtype = dtype if dtype == REPORT_DTYPE else check_dtype(dtype)
         self._compression = compression
         self._format = _output_format(sink.label, layout, format, keep_schema)
         formats.check_codec(format, codec, sink.label)
@@ -141,7 +146,8 @@ class VectorWriter:
             self.discard()
 
     def write(self, values: np.ndarray, keep: pa.Table | None = None) -> None:
-        """Append one batch: ``values`` of shape ``(rows, copies·d)`` and float64, ``keep`` with ``rows`` rows.
+        """Append one batch: ``values`` of shape ``(rows, copies·d)`` and float64 (uint64 for
+        :data:`REPORT_DTYPE`), ``keep`` with ``rows`` rows.
 
         With ``dtype="float32"`` the values are rounded to the nearest float32; a value beyond the
         float32 range is a :class:`UsageError` (write float64 instead).
@@ -150,9 +156,10 @@ class VectorWriter:
         width = self.layout.width
         if not isinstance(values, np.ndarray):
             raise ValueError(f"values must be a numpy array, got {type(values).__name__}")
-        if values.dtype != np.float64 or values.ndim != 2 or values.shape[1] != width:
+        kind = np.uint64 if self.dtype == REPORT_DTYPE else np.float64
+        if values.dtype != kind or values.ndim != 2 or values.shape[1] != width:
             raise ValueError(
-                f"values must be a float64 array of shape (rows, {width}), got {values.dtype} {values.shape}"
+                f"values must be a {np.dtype(kind)} array of shape (rows, {width}), got {values.dtype} {values.shape}"
             )
         keep_table = self._keep_table(keep, values.shape[0])
         if self.dtype == "float32":

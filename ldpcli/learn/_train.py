@@ -61,7 +61,7 @@ INTERCEPT = "(intercept)"
 _NOT_FOR_TRAINING = (
     "copies", "dtype", "compression", "fail_on_clip", "skip_invalid", "columns.keep", "columns.keep_unsafe", "columns.no_header", "risk.k", "risk.rho0",
     "risk.a", "resources.threads", "resources.batch_rows", "warnings", "input_label", "output_label",
-    "shuffle", "shuffle_delta",
+    "shuffle", "shuffle_delta", "report_bits",
 )
 
 

@@ -45,7 +45,7 @@ from ldpcli.errors import UsageError
 from ldpcli.math import _logspace as logspace
 from ldpcli.math import _seed_prg as prg
 from ldpcli.math import _sphere as sm
-from ldpcli.mechanisms._base import Mechanism
+from ldpcli.mechanisms._base import Mechanism, check_count
 from ldpcli.mechanisms._privunit import PrivUnit2
 from ldpcli.mechanisms._privunitg import PrivUnitG
 
@@ -211,6 +211,10 @@ class SeedReports:
         """E‖Z‖² at x = 0: the base's plus :attr:`_fallback_error`."""
         return self.base.expected_error_max + self._fallback_error
 
+    def expected_error_mean(self, n: int) -> float:
+        """Worst-case E‖x̄̂ − x̄‖² of the mean of n decoded reports: :attr:`expected_error_max` / n."""
+        return self.expected_error_max / check_count(n, "n")
+
     def describe(self) -> dict[str, Any]:
         """The public description of the reports: length, generator, assumption, T, f, ε and errors."""
         return {
@@ -262,20 +266,32 @@ class SeedReports:
                 lambda rows: prg.random_seeds(rng, rows.size, self.words), rng, per_round)[0]
         return out
 
-    def decode(self, reports: np.ndarray) -> np.ndarray:
-        """The (n, d) unbiased vectors of (n, words) uint64 ``reports``: D(s)/(1 − f), D(s) = (L/m)·G(s)/‖G(s)‖
-        (a zero G(s) read as e₁) for PrivUnit2 and s_out·G(s) for PrivUnitG. The same bits whatever the
-        batch: each row is a function of its seed alone."""
+    @property
+    def correction(self) -> float:
+        """1/(1 − f): the factor that makes D(s) unbiased (1 when there is no fallback)."""
+        return 1.0 / -math.expm1(self.log_fallback) if self.log_fallback > -math.inf else 1.0
+
+    def expand(self, reports: np.ndarray) -> np.ndarray:
+        """D(s) of (n, words) uint64 ``reports``, the (n, d) vectors whose law is the mixture
+        (1 − f)·R_x + f·ρ: (L/m)·G(s)/‖G(s)‖ (a zero G(s) read as e₁) for PrivUnit2 and s_out·G(s) for
+        PrivUnitG. Each row is a function of its seed alone, whatever the batch."""
         g = prg.expand(np.asarray(reports, dtype=np.uint64).reshape(-1, self.words), self.base.d)
-        scale = 1.0 / -math.expm1(self.log_fallback) if self.log_fallback > -math.inf else 1.0
         if isinstance(self.base, PrivUnitG):
-            return g * (self.base.output_scale * scale)
+            g *= self.base.output_scale
+            return g
         norms = np.sqrt(np.vecdot(g, g))
         zero = norms == 0.0
         g[zero] = 0.0
         g[zero, 0] = 1.0
         norms[zero] = 1.0
-        return g * ((self.base.norm_bound * self.base.scale * scale) / norms)[:, None]
+        return g * ((self.base.norm_bound * self.base.scale) / norms)[:, None]
+
+    def decode(self, reports: np.ndarray) -> np.ndarray:
+        """The (n, d) unbiased vectors of (n, words) uint64 ``reports``: :meth:`expand` times
+        :attr:`correction`, D(s)/(1 − f)."""
+        out = self.expand(reports)
+        out *= self.correction
+        return out
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """:meth:`decode` of :meth:`encode`: the vectors the reports stand for."""

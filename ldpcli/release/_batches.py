@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from ldpcli.io import AtomicVectorWriter, VectorBatch, VectorReader
 from ldpcli.io import _interrupts as interrupts
-from ldpcli.mechanisms import Mechanism
+from ldpcli.mechanisms import Mechanism, SeedReports
 from ldpcli.release._ledger import InputFingerprint
 from ldpcli.release._randomness import DEFAULT_RNG, block_generators
 from ldpcli.release._rowhash import RowDigest
@@ -41,11 +41,18 @@ class Privatizer:
     precision: float  # unit roundoff of the input's values (the domain's slack depends on it)
     copies: int = 1  # independent outputs per row, side by side, drawn one after the other per block
     rng: str = DEFAULT_RNG  # the key blocks' generator: "chacha20" (the default), "pcg64" or "secure"
+    #: Write each row as its seed report (one copy): (rows, words) uint64 instead of (rows, d) float64.
+    reports: SeedReports | None = None
 
     def __call__(self, values: np.ndarray, first_row: int) -> tuple[np.ndarray, int]:
         """(privatized rows, rows moved onto the domain) for the batch starting at ``first_row``."""
         values, moved = self.mech.project(values, self.precision)
         blocks = list(block_generators(self.root, self.key, first_row, values.shape[0], self.mech.d, rng=self.rng))
+        if self.reports is not None:
+            seeds = np.empty((values.shape[0], self.reports.words), dtype=np.uint64)
+            for rows, rng in blocks:
+                seeds[rows] = self.reports.encode(values[rows], rng)
+            return seeds, moved
         if len(blocks) == 1 and self.copies == 1:
             return self.mech.privatize(values, blocks[0][1]), moved
         d = self.mech.d

@@ -92,7 +92,7 @@ from ldpcli.release._steps import Calibrated, calibrate, signed
 PART_SUFFIX = ".parquet"
 #: The release options a dataset cannot honour (see :func:`write_dataset_release`).
 _NOT_FOR_DATASETS = ("copies", "resources.batch_rows", "input_label", "output_label", "shuffle", "shuffle_delta",
-                     "secure", "secure_delta")
+                     "secure", "secure_delta", "report_bits")
 #: A part's batches get 1/8 of the memory budget, and 1/threads when more than 8 threads write parts
 #: at once (a task holds one batch as read, privatized and encoded at a time), as ``privatize_file`` sizes its batches.
 _MIN_PARTS_PER_BUDGET = 8

@@ -40,9 +40,9 @@ from ldpcli.io import _interrupts as interrupts
 from ldpcli.io._atomic import finished_text
 from ldpcli.io._formats import check_codec, check_local, data_suffix
 from ldpcli.io._publication import Publication, sweep_stale, sweeping_once
-from ldpcli.io._write import check_dtype
+from ldpcli.io._write import REPORT_DTYPE, check_dtype
 from ldpcli.math._bitgen import require_randomgen
-from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.mechanisms import Mechanism, MechanismSpec, SeedReports
 from ldpcli.mechanisms._composition import ReleaseCost
 from ldpcli.mechanisms._hooks import spending_note
 from ldpcli.release._batches import Privatizer, run_batches
@@ -52,6 +52,7 @@ from ldpcli.release._ledger import InputFingerprint, Ledger
 from ldpcli.release._ledger_file import LedgerEntry
 from ldpcli.release._options import ReleaseOptions, mechanism_spec
 from ldpcli.release._randomness import check_rng, input_key, key_block_rows, root_seed
+from ldpcli.release._reports import check_report_options, reports_section
 from ldpcli.release._rowhash import ReleaseRows, RowDigest
 from ldpcli.release._rowindex import Charge
 from ldpcli.release._safety import check_clip_fraction, check_clipping, check_epsilon
@@ -132,6 +133,10 @@ class PrivatizeResult:
     sha256: str | None = None
     #: The sidecar written, as :func:`ldpcli.release._sidecar.load_sidecar` would read it back.
     written: Sidecar | None = field(default=None, repr=False, compare=False)
+    #: With ``report_bits``: the seed reports each row was written as (the sidecar's ``reports`` block).
+    reports: SeedReports | None = None
+    #: Where the vectors were in the input (``layout`` is the output's: with its copies, or the reports' column).
+    source_layout: VectorLayout | None = None
 
     def summary(self) -> dict[str, Any]:
         """What the ``ldp privatize`` command prints as JSON: the outputs, the public description, the ε asked and
@@ -147,7 +152,7 @@ class PrivatizeResult:
                           "expected_error_max": mech.expected_error_max},
             "epsilon_asked": self.cost.epsilon,
             "epsilon_spent": self.cost.epsilon_exact,
-            "expected_error_mean": mech.expected_error_mean(self.n) / self.layout.copies,
+            "expected_error_mean": (self.reports or mech).expected_error_mean(self.n) / self.layout.copies,
             "copies": self.layout.copies,
             "layout": self.layout.to_dict(),
             "unprivatized_columns": list(self.layout.keep),
@@ -160,6 +165,7 @@ class PrivatizeResult:
             "n_skipped": self.n_skipped,
             "dropped_columns": list(self.dropped_columns),
             "shuffled": self.shuffled.to_dict() if self.shuffled is not None else None,
+            "reports": reports_section(self.reports) if self.reports is not None else None,
         }
 
 
@@ -448,7 +454,8 @@ def write_file_release(
             on_start(reader.num_rows)
         with AtomicVectorWriter(
             plan.target, release.layout, format=plan.out_format, keep_schema=reader.keep_schema,
-            overwrite=options.overwrite, dtype=options.dtype, like=reader, codec=options.compression,
+            overwrite=options.overwrite, dtype=REPORT_DTYPE if release.reports is not None else options.dtype,
+            like=reader, codec=options.compression,
         ) as writer:
             done = privatize_batches(plan, release, reader, writer, hashes, on_rows)
             publication = Publication(overwrite=options.overwrite, replaceable=plan.replaceable)
@@ -468,7 +475,8 @@ def write_file_release(
         skipped_rows=tuple(reader.skipped_rows), input_tag=reservations[0].tag if reservations else None,
         signed_by=plan.signer.public_key.text if plan.signer is not None else None,
         dropped_columns=reader.dropped_columns, shuffled=done.shuffled, cost=release.cost, sha256=writer.sha256,
-        written=written_sidecar(plan.side, content, release.mechanism, release.layout),
+        written=written_sidecar(plan.side, content, release.mechanism, release.layout, release.reports),
+        reports=release.reports, source_layout=reader.layout,
     )
 
 
@@ -522,6 +530,8 @@ def plan_file_release(
     file_format(source)
     out_format = file_format(target)
     check_codec(out_format, options.compression, str(target))
+    if options.report_bits is not None:
+        check_report_options(options, out_format, target)
     refuse_output_over_input(source, target)
     side = sidecar_path(target) if sidecar is None else Path(sidecar)
     if sidecar is not None:
@@ -615,7 +625,7 @@ def privatize_batches(plan: FilePlan, release: Calibrated, reader: VectorReader,
     through an external shuffle first with ``shuffle``; the clipping checked; the output finished."""
     options, mech, seed = plan.options, release.mechanism, plan.options.seed
     key = input_key(plan.source, reader.layout.columns, plan.spec) if seed is not None else ()
-    privatize = Privatizer(mech, plan.root, key, reader.precision, options.copies, options.rng)
+    privatize = Privatizer(mech, plan.root, key, reader.precision, options.copies, options.rng, release.reports)
     with contextlib.ExitStack() as held:
         shuffler = held.enter_context(ExternalShuffle(
             mech.d, memory=options.resources.memory // 2, directory=plan.target.parent,
@@ -650,5 +660,5 @@ def file_sidecar(plan: FilePlan, release: Calibrated, done: _Privatized, writer:
         release.mechanism, n=done.n, layout=release.layout, data_path=plan.target, sha256=writer.sha256,
         reproducible=plan.options.seed is not None, dtype=writer.dtype, warnings=release.warnings, input_tag=tag,
         reconstruction=release.risk, created=created, row_sketch=done.rows.sketch if done.rows is not None else None,
-        rng=plan.options.rng, shuffled=done.shuffled, cost=release.cost,
+        rng=plan.options.rng, shuffled=done.shuffled, cost=release.cost, reports=release.reports,
     )

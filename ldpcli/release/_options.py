@@ -177,6 +177,10 @@ class ReleaseOptions:
         separated and gaussian-sign become (ε, δ)-LDP with the computed δ, which the ledger counts; other mechanisms are refused.
     secure_delta : float or None
         The δ the secure rendering aims at (default :data:`ldpcli.mechanisms._rendering.SECURE_DELTA`, 1e-10).
+    report_bits : int or None
+        64 or 128: release each row as one seed of that many bits, the seed-compressed report of a privunit2
+        or privunitg row (:class:`ldpcli.mechanisms.SeedReports`, Feldman & Talwar 2021, Alg. 1), in a
+        Parquet column (:mod:`ldpcli.release._reports`); the readers decode it. None: d numbers per row.
     input_label, output_label : str or None
         The ledger's names for an input or output that is no file of its own (``"<stdin>"``,
         ``"<stdout>"``); default the resolved paths.
@@ -202,6 +206,7 @@ class ReleaseOptions:
     output_label: str | None = None
     secure: bool = False
     secure_delta: float | None = None
+    report_bits: int | None = None
 
     def given(self) -> list[str]:
         """The options set to something other than their default, by name (``"budget.ledger"``)."""

@@ -39,6 +39,10 @@ The sidecar of ``out.parquet`` is ``out.parquet.ldp.json`` (the data file's whol
     each group of features by its level: the level asked for, the budget c, the BCDP level the
     release grants (recomputed by Prop. 4) and its error, and the sub-releases
     (:func:`ldpcli.mechanisms._hooks.feature_section`).
+``reports`` (optional: ``ReleaseOptions.report_bits``)
+    the rows are seed-compressed reports, one uint64 column (64 bits) or a list of two (128), ``data.dtype``
+    ``uint64`` and the layout theirs (:mod:`ldpcli.release._reports`): the bits, the generator, the assumption,
+    T, f, the exact ε with respect to an ideal generator and the exact errors, recomputed when read.
 ``signature`` (optional)
     the data owner's Ed25519 signature of the rest of the document (:mod:`ldpcli.release._signing`: its
     algorithm, the signer's public key and the value). ``load_sidecar`` reads a sidecar with or
@@ -81,13 +85,15 @@ from ldpcli.errors import DataError, LdpError, UsageError, counted, python_text
 from ldpcli.io import VectorLayout, atomic_write_text, file_format, file_sha256
 from ldpcli.io._formats import binary_format, data_suffix, file_suffixes
 from ldpcli.io._jsonfile import indented_json, read_json
+from ldpcli.io._write import REPORT_DTYPE
 from ldpcli.math._kernels import kernel_name
-from ldpcli.mechanisms import Mechanism, get_mechanism
+from ldpcli.mechanisms import Mechanism, SeedReports, get_mechanism
 from ldpcli.mechanisms._base import MechanismSpec
 from ldpcli.mechanisms._composition import ReleaseCost, release_cost
 from ldpcli.mechanisms._hooks import feature_section
 from ldpcli.mechanisms._rendering import as_recorded
 from ldpcli.release._randomness import DEFAULT_RNG, randomness_record
+from ldpcli.release._reports import read_reports_section, reports_section
 from ldpcli.release._rowhash import SKETCH_METHOD, SKETCH_SIZE, decode_sketch, encode_sketch
 from ldpcli.release._safety import baseline_warning as baseline_warning  # re-exported: the CLI says the same sentence
 from ldpcli.release._shuffle_claim import ShuffleClaim, read_shuffle_claim
@@ -175,6 +181,7 @@ def build_sidecar(
     rng: str = DEFAULT_RNG,
     shuffled: ShuffleClaim | None = None,
     cost: ReleaseCost | None = None,
+    reports: SeedReports | None = None,
 ) -> dict[str, Any]:
     """The sidecar's content for ``n`` rows privatized by ``mechanism`` into ``data_path``; ``cost``: the release's (default computed).
 
@@ -199,7 +206,8 @@ def build_sidecar(
     version, whether it is cryptographic, and its entropy: "chosen by the user: not for release" when
     ``reproducible``, else "from the OS"; never the seed or a key) and the kernel that ran the samplers.
     ``shuffled`` (a release written in a uniformly random order: :func:`ldpcli.release._shuffle_claim.shuffled_section`)
-    goes to ``release.shuffled``. UsageError (from
+    goes to ``release.shuffled``. ``reports``: the rows are those seed reports (the ``reports`` block, dtype
+    ``uint64``, the layout of their words). UsageError (from
     ``describe``) if a number is not finite.
     """
     if row_sketch is not None and len(row_sketch) != min(n, SKETCH_SIZE):
@@ -207,9 +215,9 @@ def build_sidecar(
                          f"got {len(row_sketch)}")
     if input_tag is not None and not re.fullmatch(INPUT_TAG_PATTERN, input_tag):
         raise ValueError(f"input_tag must match {INPUT_TAG_PATTERN}, got {input_tag!r}")
-    if layout.d != mechanism.d:
+    if layout.d != (mechanism.d if reports is None else reports.words):
         raise ValueError(f"the layout has d = {layout.d} but the mechanism has d = {mechanism.d}")
-    if dtype not in DTYPES:
+    if dtype not in (DTYPES if reports is None else (REPORT_DTYPE,)):
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if isinstance(warnings, str) or not all(isinstance(text, str) and text.strip() for text in warnings):
         raise ValueError(f"warnings must be a sequence of non-empty strings, got {warnings!r}")
@@ -241,7 +249,7 @@ def build_sidecar(
     }
     if reproducible:
         release["note"] = REPRODUCIBLE_NOTE
-    release["expected_error_mean"] = mechanism.expected_error_mean(n) / layout.copies
+    release["expected_error_mean"] = (reports or mechanism).expected_error_mean(n) / layout.copies
     if layout.copies > 1:
         release["copies"] = layout.copies
         release["epsilon_total"] = (cost or release_cost(mechanism, copies=layout.copies)).epsilon_exact
@@ -268,7 +276,7 @@ def build_sidecar(
             "file": data_path.name,
             "sha256": sha256,
             "n": n,
-            "d": layout.d,
+            "d": mechanism.d,
             "layout": layout.to_dict(),
             "format": file_format(data_path),
             "dtype": dtype,
@@ -277,6 +285,8 @@ def build_sidecar(
     }
     if reconstruction is not None:
         content["reconstruction"] = reconstruction.to_dict()
+    if reports is not None:
+        content["reports"] = reports_section(reports)
     features = feature_section(mechanism)
     if features is not None:
         content["features"] = features
@@ -426,6 +436,8 @@ class Sidecar:
     #: ``release.shuffled``: the central claim of a release written in a uniformly random order
     #: (``ReleaseOptions.shuffle``, :class:`ldpcli.release._shuffle_claim.ShuffleClaim`), None for any other.
     shuffled: ShuffleClaim | None = None
+    #: ``reports``: the seed reports the rows are (:mod:`ldpcli.release._reports`), None for d numbers per row.
+    reports: SeedReports | None = None
 
     @property
     def d(self) -> int:
@@ -549,7 +561,8 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         )
     data_file = field("data.file", str)
     layout = VectorLayout.from_dict(field("data.layout", dict), source=path)
-    if layout.d != mechanism.d:
+    reports = read_reports_section(path, view["reports"], mechanism, layout) if "reports" in view else None
+    if reports is None and layout.d != mechanism.d:
         raise DataError(f"{path}: the layout has d = {layout.d} but the mechanism has d = {mechanism.d}")
     data_d = field("data.d", int)
     if data_d != mechanism.d:
@@ -565,7 +578,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
     # fields that not every sidecar has (an older layout has none of them)
     if _lookup(view, "data.dtype") is not _MISSING:
         dtype, dtype_recorded = field("data.dtype", str), True
-        if dtype not in DTYPES:
+        if dtype not in (DTYPES if reports is None else (REPORT_DTYPE,)):
             raise _malformed(path, "data.dtype")
     if _lookup(view, "release.unprivatized_columns") is not _MISSING:
         recorded = tuple(_strings(path, view, "release.unprivatized_columns"))
@@ -599,7 +612,7 @@ def load_sidecar(path: str | os.PathLike[str]) -> Sidecar:
         path=path, content=content, mechanism=mechanism, layout=layout, n=n, sha256=sha256,
         spec=mechanism.spec, version=version, data_file=data_file, dtype=dtype, dtype_recorded=dtype_recorded,
         unprivatized_columns=unprivatized, warnings=warnings, baseline=baseline, input_tag=input_tag, part=part,
-        row_sketch=row_sketch, shuffled=shuffled,
+        row_sketch=row_sketch, shuffled=shuffled, reports=reports,
     )
 
 

@@ -19,10 +19,11 @@ from typing import Any
 
 from ldpcli.errors import UsageError
 from ldpcli.io import VectorLayout
-from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.mechanisms import Mechanism, MechanismSpec, SeedReports
 from ldpcli.mechanisms._composition import ReleaseCost, release_cost
 from ldpcli.mechanisms._rendering import secured
 from ldpcli.release._options import ReleaseOptions
+from ldpcli.release._reports import report_layout
 from ldpcli.release._rowhash import decode_sketch
 from ldpcli.release._safety import release_warnings
 from ldpcli.release._shuffle_claim import read_shuffle_claim
@@ -48,28 +49,32 @@ class Calibrated:
     warnings: tuple[str, ...]
     #: The notes of binding the spec to the columns, for the operator only.
     notes: tuple[str, ...]
+    #: With ``options.report_bits``: the seed reports each row is written as (:mod:`ldpcli.release._reports`).
+    reports: SeedReports | None = None
 
 
 def calibrate(spec: MechanismSpec, layout: VectorLayout, *, forced: str | None, options: ReleaseOptions,
               source: object, copies: int = 1) -> Calibrated:
     """Step 3: bind ``spec`` (each copy's) to the input's ``layout``, calibrate it (made secure with
     ``options.secure``) and describe it (UsageError now, before any row is read, if a number would not
-    be finite); the output layout with ``copies``, the reconstruction section, the recorded warnings
-    and the release's cost."""
+    be finite); the output layout with ``copies`` (or of the seed reports of ``options.report_bits``, UsageError
+    where they cannot be made), the reconstruction section, the recorded warnings and the release's cost."""
     names = layout.columns if layout.kind == "columns" else None
     bound_spec, notes = spec.bind_columns(names, layout.d)
     mech = bound_spec.calibrate(layout.d)
     if options.secure:
         mech = secured(mech, options.secure_delta)
     mech.describe()
+    bits = options.report_bits
+    reports = SeedReports.build(mech, bits) if bits is not None else None
     try:
-        out = layout.with_copies(copies)
+        out = layout.with_copies(copies) if bits is None else report_layout(bits, layout.keep)
     except ValueError as exc:
         raise UsageError(f"{source}: `copies` {copies}: {exc}; rename that column") from exc
     risk = reconstruction_section(mech, k=options.risk.k, rho0=options.risk.rho0, a=options.risk.a, copies=copies,
                                   threshold=options.risk.threshold)
     recorded = release_warnings(mech, layout.keep, forced, options.warnings, copies)
-    return Calibrated(bound_spec, mech, release_cost(mech, copies=copies), out, risk, recorded, tuple(notes))
+    return Calibrated(bound_spec, mech, release_cost(mech, copies=copies), out, risk, recorded, tuple(notes), reports)
 
 
 def signed(content: dict[str, Any], signer: Signer | None) -> dict[str, Any]:
@@ -77,7 +82,8 @@ def signed(content: dict[str, Any], signer: Signer | None) -> dict[str, Any]:
     return signer.sign(content) if signer is not None else content
 
 
-def written_sidecar(path: Path, content: dict[str, Any], mechanism: Mechanism, layout: VectorLayout) -> Sidecar:
+def written_sidecar(path: Path, content: dict[str, Any], mechanism: Mechanism, layout: VectorLayout,
+                    reports: SeedReports | None = None) -> Sidecar:
     """The :class:`~ldpcli.release._sidecar.Sidecar` of a one-file sidecar this run just wrote to ``path``
     (``content``, :func:`~ldpcli.release._sidecar.build_sidecar`'s for ``mechanism`` and ``layout``): what
     :func:`~ldpcli.release._sidecar.load_sidecar` reads back, without reading the file or checking it again."""
@@ -91,5 +97,5 @@ def written_sidecar(path: Path, content: dict[str, Any], mechanism: Mechanism, l
         baseline=content["mechanism"]["baseline"], input_tag=release.get("input_tag"),
         row_sketch=tuple(int(value) for value in decoded) if decoded is not None else None,
         shuffled=read_shuffle_claim(shuffled, data["n"], where=f"{path}: 'release.shuffled'", remedy="")
-        if shuffled is not None else None,
+        if shuffled is not None else None, reports=reports,
     )

@@ -15,6 +15,7 @@ from ldpcli.cli.options import (
     D_OPTION,
     NORM_OPTION,
     R_MAX_OPTION,
+    REPORT_BITS_OPTION,
     RISK_A_OPTION,
     RISK_K_OPTION,
     RISK_RHO0_OPTION,
@@ -25,6 +26,7 @@ from ldpcli.cli.options import (
     command_app,
     floats,
     public_bound,
+    report_bits,
 )
 from ldpcli.cli.render import fmt, fmt_bound, fmt_logp, fmt_probability, out, render, warn
 from ldpcli.cli.tables import print_reconstruction, verdict_reading
@@ -91,7 +93,7 @@ def params(
         "fallback probability, the exact ε with respect to an ideal generator and the error. Not --compression, "
         "the Parquet codec."
     ),
-    report_bits: int = typer.Option(64, "--report-bits", help="Bits per compressed report: 64 or 128."),
+    bits: Optional[int] = REPORT_BITS_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON (an object, or a list for the comparison)."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
 ) -> None:
@@ -126,6 +128,7 @@ def params(
     warn(check_epsilon(eps, force=True))  # params touches no data: out of range is a warning here
     risk_options: dict[str, Any] = {"k": risk_k, "rho0": risk_rho0, "a": floats(risk_a, "--risk-a"),
                                     "threshold": risk_threshold}
+    report_bits(compress_reports, bits)  # --report-bits alone is refused
     if mechanism is None:
         if secure or compress_reports:
             raise UsageError("--secure and --compress-reports describe one mechanism: give --mechanism")
@@ -153,7 +156,7 @@ def params(
         raise UsageError("--compress-reports releases seeds, which have no secure rendering: drop --secure")
     info = mech.describe()
     if compress_reports:
-        info["reports"] = SeedReports.build(mech, report_bits).describe()
+        info["reports"] = SeedReports.build(mech, 64 if bits is None else bits).describe()
     warn(near_exact_warning(mech))
     if n is not None:
         info["n"] = n

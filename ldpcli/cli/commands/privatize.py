@@ -20,6 +20,7 @@ from ldpcli.cli.options import (
     MECHANISM_OPTION,
     NORM_OPTION,
     R_MAX_OPTION,
+    REPORT_BITS_OPTION,
     RISK_A_OPTION,
     RISK_K_OPTION,
     RISK_RHO0_OPTION,
@@ -32,6 +33,7 @@ from ldpcli.cli.options import (
     command_app,
     floats,
     public_bound,
+    report_bits,
     split,
 )
 from ldpcli.cli.pipes import closed_stdout
@@ -149,6 +151,15 @@ def privatize(
         "which ldp adds whenever a codec is used) and costs write time (measured by benchmarks/writer_settings.py; README, Benchmarks). A CSV output is "
         "compressed by its suffix (.csv.gz) instead."
     ),
+    compress_reports: bool = typer.Option(
+        False, "--compress-reports", help="Write each row as one seed of --report-bits instead of d numbers: the "
+        "seed-compressed report of privunit2 or privunitg (Feldman & Talwar 2021, Alg. 1: the accepted seed among "
+        "fresh random ones, whose ChaCha20 expansion is the privatized vector), in a uint64 Parquet column named "
+        "report; the sidecar's reports block states the bits, the generator, the assumption and the exact ε. "
+        "`ldp estimate-mean` decodes them. Refused above 1e5 expected tries per row (`ldp params --compress-reports` "
+        "shows them). Not --compression, the Parquet codec."
+    ),
+    bits: Optional[int] = REPORT_BITS_OPTION,
     force: bool = FORCE_OPTION,
     secure: bool = SECURE_OPTION,
     secure_delta: Optional[float] = SECURE_DELTA_OPTION,
@@ -229,12 +240,15 @@ def privatize(
         dtype=dtype, compression=compression, fail_on_clip=fail_on_clip, skip_invalid=skip_invalid, force=force, overwrite=overwrite,
         risk=RiskSection(risk_k, risk_rho0, floats(risk_a, "--risk-a"), risk_threshold), budget=Budget(owner_ledger, max_budget),
         resources=Resources(threads, byte_size(memory, "--memory")), shuffle=shuffle, shuffle_delta=shuffle_delta,
-        secure=secure, secure_delta=secure_delta,
+        secure=secure, secure_delta=secure_delta, report_bits=report_bits(compress_reports, bits),
     )
     if dataset and shuffle:
         raise UsageError("--shuffle writes one file in one random order, but a dataset directory's parts are written "
                          "apart and are not shuffled across parts: give -o FILE, or add --layout files for one "
                          "shuffled file per input")
+    if dataset and compress_reports:
+        raise UsageError("--compress-reports writes one Parquet file per input, not a dataset directory of parts: "
+                         "add --layout files to -o DIR/ (the local engine)")
     if dataset:
         if output is None:
             raise UsageError("--engine dask writes a dataset directory of parts: give it with -o DIR/")
@@ -357,9 +371,10 @@ def _report_dataset(dataset: Any, quiet: bool, as_json: bool) -> None:
 def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: bool, label: str) -> None:
     """The notes, warnings and 'wrote' line of one privatized input (``label`` names it among several)."""
     if detected:  # the layout was detected: say which columns became the vector
-        names = result.layout.copy_columns(0)
+        source = result.source_layout or result.layout
+        names = source.copy_columns(0)
         shown = ", ".join(repr(name) for name in names[:6]) + (", …" if len(names) > 6 else "")
-        what = f"list column {shown}" if result.layout.kind == "list" else f"{counted(len(names), 'numeric column')} {shown}"
+        what = f"list column {shown}" if source.kind == "list" else f"{counted(len(names), 'numeric column')} {shown}"
         note(f"vectors from {what} (d = {result.d}); pass --column/--columns to choose", quiet)
     _note_dropped(result.dropped_columns, quiet, label)
     for text in result.warnings:
@@ -385,6 +400,8 @@ def _report_privatized(result: Any, quiet: bool, as_json: bool, *, detected: boo
         if getattr(result.mechanism, "rendering", None) is not None:  # --secure: its δ, an upper bound (0 when finite)
             delta = result.cost.delta
             copied += ", secure rendering (δ = 0)" if delta == 0 else f", secure rendering with δ ≤ {fmt(delta)}"
+        if result.reports is not None:
+            copied += f", {result.reports.bits}-bit seed reports"
         render(None, as_json, wrote=f"{result.output} ({counted(result.n, 'row')}, d = {result.d}, "
                f"{result.mechanism.name}, {spent}{copied}{_shuffled_text(result.shuffled)}) and {result.sidecar}")
 
