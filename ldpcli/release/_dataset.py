@@ -65,7 +65,8 @@ from ldpcli.io._atomic import AtomicFileSink, anonymous_files, hidden_name
 from ldpcli.io._formats import check_codec, data_suffix, file_suffixes
 from ldpcli.io._jsonfile import read_json
 from ldpcli.io._publication import Publication, entry_list, remove_dataset_directory, sweep_stale, unknown_entries
-from ldpcli.mechanisms import Mechanism, MechanismSpec
+from ldpcli.io._write import REPORT_DTYPE
+from ldpcli.mechanisms import Mechanism, MechanismSpec, SeedReports
 from ldpcli.mechanisms._composition import ReleaseCost
 from ldpcli.release._batches import Privatizer, run_batches
 from ldpcli.release._commit import Commit
@@ -81,6 +82,7 @@ from ldpcli.release._inputs import (
 from ldpcli.release._ledger import InputFingerprint, Ledger
 from ldpcli.release._options import ReleaseOptions
 from ldpcli.release._randomness import input_key, key_block_rows, root_seed
+from ldpcli.release._reports import check_report_options, report_layout, reports_section
 from ldpcli.release._rowhash import RowDigest
 from ldpcli.release._rowindex import Charge
 from ldpcli.release._safety import check_clipping
@@ -92,7 +94,7 @@ from ldpcli.release._steps import Calibrated, calibrate, signed
 PART_SUFFIX = ".parquet"
 #: The release options a dataset cannot honour (see :func:`write_dataset_release`).
 _NOT_FOR_DATASETS = ("copies", "resources.batch_rows", "input_label", "output_label", "shuffle", "shuffle_delta",
-                     "secure", "secure_delta", "report_bits")
+                     "secure", "secure_delta")
 #: A part's batches get 1/8 of the memory budget, and 1/threads when more than 8 threads write parts
 #: at once (a task holds one batch as read, privatized and encoded at a time), as ``privatize_file`` sizes its batches.
 _MIN_PARTS_PER_BUDGET = 8
@@ -133,6 +135,8 @@ class PartTask:
     #: directory (the output's parent), returned open in :attr:`PartResult.sink` until the commit links it
     #: into the staging directory. None: renamed onto ``target`` in the staging directory (Dask's workers).
     anonymous_in: str | None = None
+    #: ``ReleaseOptions.report_bits``: each row written as its seed report of that many bits (None: d numbers).
+    report_bits: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,7 @@ def privatize_part(task: PartTask, on_rows: Callable[[int], None] | None = None)
     else it is renamed onto ``task.target``.
     """
     mech = task.spec.calibrate(task.d)
+    reports = SeedReports.build(mech, task.report_bits) if task.report_bits is not None else None
     root = np.random.SeedSequence(task.entropy, spawn_key=task.spawn_key) if task.entropy is not None else (
         root_seed(None))
     with open_vectors(
@@ -166,12 +171,14 @@ def privatize_part(task: PartTask, on_rows: Callable[[int], None] | None = None)
         no_header=task.no_header,
     ) as reader:
         reader.restrict(task.start, sys.maxsize if task.stop is None else task.stop)
+        layout = reader.layout if reports is None else report_layout(reports.bits, reader.layout.keep)
         with AtomicVectorWriter(
-            task.target, reader.layout, format="parquet", keep_schema=reader.keep_schema, dtype=task.dtype,
-            like=reader, codec=task.codec, anonymous_in=None if task.anonymous_in is None else Path(task.anonymous_in),
+            task.target, layout, format="parquet", keep_schema=reader.keep_schema,
+            dtype=task.dtype if reports is None else REPORT_DTYPE, like=reader, codec=task.codec,
+            anonymous_in=None if task.anonymous_in is None else Path(task.anonymous_in),
         ) as writer:
-            rows, clipped = run_batches(reader, writer, Privatizer(mech, root, task.key, reader.precision, rng=task.rng), 1,
-                               on_rows)
+            privatizer = Privatizer(mech, root, task.key, reader.precision, rng=task.rng, reports=reports)
+            rows, clipped = run_batches(reader, writer, privatizer, 1, on_rows)
             sink = None if task.anonymous_in is None else writer.detach()
             if sink is None:
                 writer.commit()
@@ -200,6 +207,8 @@ class DatasetResult:
     warnings: tuple[str, ...] = ()
     #: The inputs' columns that are neither vectors nor kept, so in no part (of any input, each once).
     dropped_columns: tuple[str, ...] = ()
+    #: With ``report_bits``: the seed reports each row was written as (each part's sidecar's ``reports``).
+    reports: SeedReports | None = None
 
     def summary(self) -> dict[str, Any]:
         """The result as a JSON object: what the command line prints for a dataset release as JSON."""
@@ -210,10 +219,11 @@ class DatasetResult:
             "mechanism": {"spec": mech.spec.to_dict(), "epsilon_exact": mech.epsilon_exact,
                           "expected_error_max": mech.expected_error_max},
             "epsilon_asked": cost.epsilon, "epsilon_spent": cost.epsilon_exact,
-            "expected_error_mean": mech.expected_error_mean(self.n), "layout": self.layout.to_dict(),
+            "expected_error_mean": (self.reports or mech).expected_error_mean(self.n), "layout": self.layout.to_dict(),
             "reproducible": self.reproducible, "engine": self.engine.to_dict(),
             "warnings": [python_text(text) for text in self.warnings],
             "n_clipped": self.n_clipped, "n_skipped": self.n_skipped, "dropped_columns": list(self.dropped_columns),
+            "reports": reports_section(self.reports) if self.reports is not None else None,
         }
 
 
@@ -318,6 +328,8 @@ def write_dataset_release(
     if not os.access(out.parent, os.W_OK | os.X_OK):
         raise _unwritable(out, "permission denied")
     check_codec("parquet", options.compression, str(out))
+    if options.report_bits is not None:
+        check_report_options(options, "parquet", out)
     replaces = check_replaceable_dataset(out, sources, ledger) if out.exists() else frozenset()
     sweep_stale(out.parent)
     signer = signer_for(ledger.path) if ledger is not None else None  # the owner's key, if they made one
@@ -346,7 +358,8 @@ def write_dataset_release(
                 entropy=int(root.entropy) if seed is not None else None,  # type: ignore[arg-type]
                 spawn_key=tuple(root.spawn_key), key=key, rng=options.rng,
                 memory=memory // max(_MIN_PARTS_PER_BUDGET, threads if engine is None else 1),
-                dtype=options.dtype, codec=options.compression, **choice,  # type: ignore[arg-type]
+                dtype=options.dtype, codec=options.compression, report_bits=options.report_bits,
+                **choice,  # type: ignore[arg-type]
             ))
     anonymous = engine is None and _anonymous_parts(out.parent, len(tasks))
     if anonymous:  # the parts without a name until the commit: a kill before it leaves nothing
@@ -397,7 +410,7 @@ def write_dataset_release(
                 for result, file in zip(kept, files):
                     assert result.sink is not None
                     result.sink.place(file)
-            write_dataset_sidecars(_Parts(staging, dataset_id, kept, files, fingerprints, row_digest), release, layout,
+            write_dataset_sidecars(_Parts(staging, dataset_id, kept, files, fingerprints, row_digest), release,
                                    tags, commit.created, options=options, signer=signer,
                                    threads=threads if engine is None else 1, engine=engine, inputs=len(sources))
             reservations = commit.publish()
@@ -410,10 +423,10 @@ def write_dataset_release(
         remove_dataset_directory(staging, dataset_id)
     return DatasetResult(
         output=out, manifest=out / MANIFEST_NAME, parts=tuple(out / file.name for file in files),
-        inputs=tuple(sources), n=sum(r.rows for r in kept), d=mech.d, mechanism=mech, layout=layout,
+        inputs=tuple(sources), n=sum(r.rows for r in kept), d=mech.d, mechanism=mech, layout=release.layout,
         reproducible=seed is not None, engine=describe_engine(engine), cost=release.cost, n_clipped=sum(r.clipped for r in results),
         n_skipped=sum(r.skipped for r in results), warnings=(*recorded, *notices),
-        dropped_columns=tuple(dict.fromkeys(name for names in dropped for name in names)),
+        dropped_columns=tuple(dict.fromkeys(name for names in dropped for name in names)), reports=release.reports,
     )
 
 
@@ -451,7 +464,7 @@ class _Parts:
     row_digest: RowDigest | None
 
 
-def write_dataset_sidecars(parts: _Parts, release: Calibrated, layout: VectorLayout, tags: Sequence[str | None],
+def write_dataset_sidecars(parts: _Parts, release: Calibrated, tags: Sequence[str | None],
                            created: str, *, options: ReleaseOptions, signer: Signer | None, threads: int,
                            engine: DaskEngine | None, inputs: int) -> None:
     """Step 5 of a dataset: every part's sidecar (on ``threads`` of this process: each is synced to the
@@ -463,10 +476,11 @@ def write_dataset_sidecars(parts: _Parts, release: Calibrated, layout: VectorLay
         # No row position: the gaps between parts' positions would count the rows skip_invalid left out.
         part = DatasetPart(parts.dataset, index, result.task.input_index, len(kept))
         content = build_sidecar(
-            mech, n=result.rows, layout=layout, data_path=file, sha256=result.sha256,
+            mech, n=result.rows, layout=release.layout, data_path=file, sha256=result.sha256,
             reproducible=options.seed is not None, dtype=result.dtype, warnings=release.warnings,
             input_tag=tags[result.task.input_index] if tags else None, reconstruction=release.risk, part=part,
             created=created, row_sketch=_part_sketch(result.task, parts.reads, parts.row_digest), rng=options.rng,
+            reports=release.reports,
         )
         write_sidecar(sidecar_path(file), signed(content, signer))
 

@@ -215,7 +215,8 @@ def ledger_entry(
 
 def released_input_warning(source: Path) -> str | None:
     """The warning for an input that is already an ldp release (it has an ldp sidecar beside it; ldp
-    writes no marker into the data file itself), None for any other input.
+    writes no marker into the data file itself), None for any other input; UsageError for a release of seed
+    reports, whose column holds seeds, not vectors.
 
     Privatizing a release again is post-processing of it: it spends no more privacy of the raw rows,
     and only adds noise (and clips the released rows, whose norm is the mechanism's scale·L). A new
@@ -226,10 +227,14 @@ def released_input_warning(source: Path) -> str | None:
     if not side.is_file():
         return None
     try:
-        first = load_sidecar(side).mechanism
-        what = f"{first.name} at ε = {first.epsilon:g}"
+        meta = load_sidecar(side)
+        what = f"{meta.mechanism.name} at ε = {meta.mechanism.epsilon:g}"
     except LdpError:
-        what = "by ldp"
+        meta, what = None, "by ldp"
+    if meta is not None and meta.reports is not None:
+        raise UsageError(f"{source}: holds seed-compressed reports ({what}; its sidecar {side.name} is beside it), whose "
+                         "column is seeds, not vectors: privatizing it would release noise about the seeds. Estimate "
+                         "from it as it is (ldp estimate-mean), or privatize the raw file")
     return (
         f"{source} is already privatized ({what}; its sidecar {side.name} is beside it): privatizing it again "
         "spends no more privacy of the raw rows and only adds a second layer of noise, and the new sidecar's "
@@ -627,8 +632,8 @@ def privatize_batches(plan: FilePlan, release: Calibrated, reader: VectorReader,
     key = input_key(plan.source, reader.layout.columns, plan.spec) if seed is not None else ()
     privatize = Privatizer(mech, plan.root, key, reader.precision, options.copies, options.rng, release.reports)
     with contextlib.ExitStack() as held:
-        shuffler = held.enter_context(ExternalShuffle(
-            mech.d, memory=options.resources.memory // 2, directory=plan.target.parent,
+        shuffler = held.enter_context(ExternalShuffle(  # seed reports: their words, bit for bit
+            release.layout.width, memory=options.resources.memory // 2, directory=plan.target.parent,
         )) if options.shuffle else None
         try:
             n, n_clipped = run_batches(
@@ -647,7 +652,7 @@ def privatize_batches(plan: FilePlan, release: Calibrated, reader: VectorReader,
                                         reproducible=seed is not None)
             for rows_out in shuffler.rows(max(1, plan.per_batch // (8 * mech.d))):
                 interrupts.check()
-                writer.write(rows_out, None)
+                writer.write(rows_out if release.reports is None else rows_out.view(np.uint64), None)
     writer.finish()
     return _Privatized(n, n_clipped, shuffled, hashes.fingerprint,
                        hashes.rows.finish() if hashes.rows is not None else None)

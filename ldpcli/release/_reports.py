@@ -47,8 +47,7 @@ def check_report_options(options: ReleaseOptions, out_format: str, target: Path)
     bits = options.report_bits
     if isinstance(bits, bool) or bits not in (64, 128):
         raise UsageError(f"`report_bits` must be 64 or 128, got {bits!r}")
-    clash = {"copies": options.copies != 1, "shuffle": options.shuffle, "secure": options.secure,
-             "dtype": options.dtype is not None}
+    clash = {"copies": options.copies != 1, "secure": options.secure, "dtype": options.dtype is not None}
     for name, given in clash.items():
         if given:
             raise UsageError(f"compressed reports do not take `{name}`: each row is one seed of {bits} bits; "

@@ -127,10 +127,11 @@ class OrderKeys:
 
 def keyed_rows(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
     """The records :meth:`ExternalShuffle.write` takes: each row's key (uint64 words) then its float64 values,
-    as one float64 array (n × (2 + width)) whose first two columns hold the keys' bits."""
+    as one float64 array (n × (2 + width)) whose first two columns hold the keys' bits. Seed reports' uint64
+    words go in as their bits too (:meth:`ExternalShuffle.rows` hands them out as float64: view them back)."""
     records = np.empty((values.shape[0], KEY_WORDS + values.shape[1]), dtype=np.float64)
     records[:, :KEY_WORDS] = np.ascontiguousarray(keys, dtype=np.uint64).view(np.float64)
-    records[:, KEY_WORDS:] = values
+    records[:, KEY_WORDS:] = np.ascontiguousarray(values).view(np.float64) if values.dtype == np.uint64 else values
     return records
 
 

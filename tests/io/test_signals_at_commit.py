@@ -13,7 +13,8 @@ kernel picks the thread that takes it, as with Ctrl-C or ``kill``. A signal
 
 In no case is anything hidden (a journal, a temporary, a backup) left behind, and a published
 release always has its confirmed ledger entry. Local engine to a file and to a dataset directory
-(`-o DIR/`), and `--engine dask` when Dask is installed; new outputs and `--overwrite`.
+(`-o DIR/`), and `--engine dask` when Dask is installed; a file of seed-compressed reports
+(`--compress-reports`); new outputs and `--overwrite`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ KINDS = {
     "file": ([], False),
     "directory": ([], True),
     "dask": (["--engine", "dask"], True),
+    "reports": (["--compress-reports"], False),  # seed-compressed reports: uint64 seeds through the same commit
 }
 
 

@@ -191,7 +191,6 @@ def test_shards_of_other_report_lengths_are_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("options", "message"), [
     ({"copies": 2}, "do not take copies"),
-    ({"shuffle": True}, "do not take shuffle"),
     ({"secure": True}, "do not take secure"),
     ({"dtype": "float32"}, "do not take dtype"),
     ({"report_bits": 32}, "report_bits must be 64 or 128"),
@@ -215,17 +214,39 @@ def test_other_outputs_mechanisms_and_costs_are_refused(tmp_path: Path) -> None:
         write_file_release(source, tmp_path / "out.parquet", mechanism="duchi-l2", epsilon=3.0, options=options)
     with pytest.raises(UsageError, match="3.69e\\+05 tries per row"):
         write_file_release(source, tmp_path / "out.parquet", epsilon=16.0, options=options)
-    with pytest.raises(UsageError, match="report_bits"):
-        write_dataset_release(source, tmp_path / "dataset", engine=None, mechanism="privunit2", epsilon=3.0,
+    with pytest.raises(UsageError, match="not duchi-l2"):
+        write_dataset_release(source, tmp_path / "dataset", engine=None, mechanism="duchi-l2", epsilon=3.0,
                               options=options)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.parquet"]
     alone = ldp("privatize", source, "-o", tmp_path / "x.parquet", "--eps", 3, "--report-bits", 128)
     assert alone.exit_code == 2 and "add --compress-reports" in alone.stderr
-    folder = ldp("privatize", source, "-o", f"{tmp_path}/d/", "--eps", 3, "--compress-reports")
-    assert folder.exit_code == 2 and "--layout files" in folder.stderr
+    csv = ldp("privatize", source, "-o", tmp_path / "x.csv", "--eps", 3, "--compress-reports")
+    assert csv.exit_code == 2 and "name a .parquet output" in csv.stderr
 
 
 def test_the_reconstruction_demonstration_refuses_seed_reports(tmp_path: Path) -> None:
     target = release(tmp_path, "out.parquet")
     result = ldp("risk", "--attack", target, "--raw", tmp_path / "out.parquet.in.parquet")
     assert result.exit_code != 0 and "seed reports" in result.stderr
+
+
+def test_privatizing_a_release_of_seed_reports_is_refused(tmp_path: Path) -> None:
+    target = release(tmp_path, "out.parquet")
+    result = ldp("privatize", target, "-o", tmp_path / "again.parquet", "--eps", 2)
+    assert result.exit_code == 2 and "holds seed-compressed reports" in result.stderr, result.stderr
+    assert not (tmp_path / "again.parquet").exists()
+
+
+def test_shuffled_seed_reports_are_the_unshuffled_ones_permuted_with_the_central_claim(tmp_path: Path) -> None:
+    """--shuffle with --compress-reports: the same multiset of seeds in another order (bit for bit, through the
+    bucket files of a 1 MB budget), the central claim in the sidecar, and the same mean."""
+    rows = unit_rows(50_000, 4, seed=6)  # 24 bytes a record: 1.2 MB, past the half of the budget the shuffle holds
+    plain = release(tmp_path, "plain.parquet", rows=rows, resources=Resources(memory=2**20))
+    shuffled = release(tmp_path, "shuffled.parquet", rows=rows, shuffle=True, resources=Resources(memory=2**20))
+    a, b = column_words(plain), column_words(shuffled)
+    assert np.array_equal(np.sort(a, axis=0), np.sort(b, axis=0))
+    assert np.mean(a != b) > 0.99
+    content = json.loads((tmp_path / "shuffled.parquet.ldp.json").read_text())
+    jsonschema.Draft202012Validator(sidecar_schema()).validate(content)
+    assert content["release"]["shuffled"]["n"] == 50_000 and content["reports"]["bits"] == 64
+    assert np.allclose(estimate_file_mean(shuffled).mean, estimate_file_mean(plain).mean, rtol=1e-12, atol=1e-14)

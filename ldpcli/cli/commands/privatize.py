@@ -246,9 +246,6 @@ def privatize(
         raise UsageError("--shuffle writes one file in one random order, but a dataset directory's parts are written "
                          "apart and are not shuffled across parts: give -o FILE, or add --layout files for one "
                          "shuffled file per input")
-    if dataset and compress_reports:
-        raise UsageError("--compress-reports writes one Parquet file per input, not a dataset directory of parts: "
-                         "add --layout files to -o DIR/ (the local engine)")
     if dataset:
         if output is None:
             raise UsageError("--engine dask writes a dataset directory of parts: give it with -o DIR/")
