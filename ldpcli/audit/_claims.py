@@ -161,7 +161,9 @@ class AuditResult:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The audit as JSON; with ``reports`` (:mod:`ldpcli.audit._reports`) when the outputs were seed reports."""
         mech = self.mechanism
+        reports = getattr(mech, "reports", None)
         return {
             "mechanism": mech.name,
             "calibration": mech.calibration,
@@ -190,7 +192,7 @@ class AuditResult:
             "lower_bound": None if self.lower_bound is None else self.lower_bound.to_dict(),
             "lower_bound_ok": self.lower_bound_ok,
             "passed": self.passed,
-        }
+        } | ({} if reports is None else {"reports": reports.describe()})
 
 
 def _statistics(

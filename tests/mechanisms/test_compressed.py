@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 
 import numpy as np
 import pytest
-from helpers import bonferroni_z
+from helpers import bonferroni_z, ldp
 from scipy import stats
 
+from ldpcli.audit._claims import audit
+from ldpcli.audit._reports import reported
 from ldpcli.errors import UsageError
 from ldpcli.math import _seed_prg as prg
-from ldpcli.mechanisms import PrivUnit2, PrivUnitG
+from ldpcli.mechanisms import MechanismSpec, PrivUnit2, PrivUnitG
 from ldpcli.mechanisms._compressed import (
     FALLBACK_TARGET,
     SeedReports,
@@ -343,3 +346,46 @@ def test_the_release_generator_draws_the_seeds() -> None:
     a = reports.encode(x, CounterGenerator(key))  # type: ignore[arg-type]
     assert np.array_equal(a, reports.encode(x, CounterGenerator(key)))  # type: ignore[arg-type]
     assert len(np.unique(a)) == 40
+
+
+# --- the audit of seed reports (ldp audit --compress-reports) -------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["privunit2", "privunitg"])
+def test_the_audit_of_seed_reports_passes_with_their_own_epsilon_and_errors(name: str) -> None:
+    reports = SeedReports.build(MechanismSpec(name, 2.0).calibrate(3))
+    result = audit(reported(reports), trials=4000, seed=3, lower_bound_trials=4000)
+    assert result.passed, result.to_dict()
+    summary = result.to_dict()
+    assert summary["epsilon_exact"] == reports.epsilon_exact < reports.base.epsilon_exact
+    assert summary["epsilon_second_route"] == pytest.approx(reports.epsilon_exact, abs=1e-9)
+    assert summary["reports"] == reports.describe()
+    boundary = next(check for check in result.inputs if check.boundary)
+    assert boundary.predicted == reports.expected_error
+
+
+def test_the_audit_sees_a_decoder_without_its_fallback_factor_and_a_wrong_law() -> None:
+    """A forced T = 1 (f ≈ 0.37 at d = 3, ε = 2): the honest decoder stays unbiased with its exact error, but
+    the law is the mixture, which the base's law tests reject; a decoder that drops 1/(1 − f) is biased."""
+    base = PrivUnit2.calibrate(3, 2.0)
+    forced = SeedReports(base, 64, 1, math.log1p(-math.exp(-SeedReports.build(base).log_ratio)))
+    honest = audit(reported(forced), trials=4000, seed=4, lower_bound_trials=200)
+    assert all(check.ok for check in honest.inputs) and honest.privacy_ok
+    assert not honest.law_ok  # the law tests have the power to see a mixture with the reference
+
+    class Uncorrected(SeedReports):
+        def decode(self, reports: np.ndarray) -> np.ndarray:
+            return self.expand(reports)
+
+    dropped = Uncorrected(base, 64, 1, forced.log_fallback)
+    biased = audit(reported(dropped), trials=4000, seed=4, lower_bound_trials=200)
+    assert not all(check.unbiased for check in biased.inputs if check.boundary)
+
+
+def test_ldp_audit_takes_compress_reports() -> None:
+    result = ldp("audit", "-m", "privunitg", "--d", 2, "--eps", 1, "--compress-reports", "--report-bits", 128,
+                 "--trials", 2000, "--lower-bound-trials", 2000, "--seed", 1, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["reports"]["bits"] == 128
+    refused = ldp("audit", "-m", "privunit2", "--d", 2, "--eps", 1, "--compress-reports", "--secure")
+    assert refused.exit_code == 2 and "drop --secure" in refused.stderr

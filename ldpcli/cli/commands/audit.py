@@ -10,6 +10,7 @@ from rich.table import Table
 from ldpcli.audit._bits import BIT_COORDS, LOW_BITS
 from ldpcli.audit._claims import MIN_TRIALS
 from ldpcli.audit._claims import audit as run_audit
+from ldpcli.audit._reports import reported
 from ldpcli.cli._typer_compat import Command
 from ldpcli.cli.options import (
     CALIBRATION_OPTION,
@@ -17,15 +18,17 @@ from ldpcli.cli.options import (
     EPS_OPTION,
     NORM_OPTION,
     R_MAX_OPTION,
+    REPORT_BITS_OPTION,
     SECURE_DELTA_OPTION,
     SECURE_OPTION,
     WithMechanismOptions,
     command_app,
     public_bound,
+    report_bits,
 )
 from ldpcli.cli.render import fmt, out, render, warn
 from ldpcli.errors import UsageError
-from ldpcli.mechanisms import MechanismSpec
+from ldpcli.mechanisms import MechanismSpec, SeedReports
 from ldpcli.mechanisms._base import check_count
 from ldpcli.mechanisms._rendering import secured
 from ldpcli.release._safety import check_epsilon
@@ -74,6 +77,14 @@ def audit(
     ),
     secure: bool = SECURE_OPTION,
     secure_delta: Optional[float] = SECURE_DELTA_OPTION,
+    compress_reports: bool = typer.Option(
+        False, "--compress-reports", help="Audit privunit2's or privunitg's seed-compressed reports (Feldman & "
+        "Talwar 2021, Alg. 1; ldp privatize --compress-reports): the outputs are the decoded seeds, the exact ε "
+        "and errors the reports' (the second route: the mechanism's own, then the fallback mixture's bounds "
+        "evaluated directly), the law tests those of the mechanism on D(s), and the lower bound's events see "
+        "the decoded rows."
+    ),
+    bits_per_report: Optional[int] = REPORT_BITS_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     options: dict[str, Any] = {},  # noqa: B006 - filled by WithMechanismOptions, never mutated
 ) -> None:
@@ -95,6 +106,11 @@ def audit(
         if not secure:
             raise UsageError("--secure-delta is the target δ of the secure rendering: give it with --secure")
         mech = secured(mech, secure_delta)
+    chosen = report_bits(compress_reports, bits_per_report)
+    if chosen is not None:
+        if secure:
+            raise UsageError("--compress-reports releases seeds, which have no secure rendering: drop --secure")
+        mech = reported(SeedReports.build(mech, chosen))
     result = run_audit(mech, trials=trials, seed=seed, lower_bound_trials=lower_bound_trials, power=power,
                        effect=effect, bits=bits)
     render(result.to_dict(), as_json, lambda: _print_audit(mech, result), default=float)
@@ -137,7 +153,8 @@ def _print_power(result: Any) -> None:
 def _print_audit(mech: Any, result: Any) -> None:
     """The verdict and the tables of an audit: exact privacy, statistics, the law, the lower bound."""
     verdict = "[bold green]PASSED[/]" if result.passed else "[bold red]FAILED[/]"
-    out.print(f"Audit of {mech.name} ({mech.calibration}) at d = {mech.d}, ε = {fmt(mech.epsilon)}: {verdict}")
+    what = f", as {mech.reports.bits}-bit seed reports" if getattr(mech, "reports", None) is not None else ""
+    out.print(f"Audit of {mech.name} ({mech.calibration}) at d = {mech.d}, ε = {fmt(mech.epsilon)}{what}: {verdict}")
     privacy = Table(title="Exact privacy", show_header=False, title_justify="left")
     privacy.add_column("quantity", style="bold")
     privacy.add_column("value", justify="right")
