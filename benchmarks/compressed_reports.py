@@ -1,9 +1,9 @@
 """Seed-compressed reports against plain PrivUnit2, in one process: size, error, tries and rows per second.
 
     python benchmarks/compressed_reports.py                       # 100 000 × 500 at ε = 4; speed at ε = 2, 4, 8
-    python benchmarks/compressed_reports.py --rows 5000 --speed-rows 500
+    python benchmarks/compressed_reports.py --rows 5000 --speed-rows 500 --file-rows 2000
 
-Two tables, both with the library calls a release makes (:class:`ldpcli.mechanisms.SeedReports` over
+Three tables, all with the library calls a release makes (:class:`ldpcli.mechanisms.SeedReports` over
 ``PrivUnit2.calibrate(d, ε)``, the default ChaCha20 generator of a release,
 ``CounterGenerator(release_key())``, for both sides):
 
@@ -12,7 +12,11 @@ Two tables, both with the library calls a release makes (:class:`ldpcli.mechanis
   per-row mean squared error ‖Z − x‖² of each against the exact formula, with their ratio;
 - **speed** at ε = 2, 4, 8: rows per second of encoding (the rejection sampler: expected tries p/P, each
   d normals of a seed's stream) and of decoding, against plain privunit2's ``privatize`` of the same rows,
-  medians of --repeat rounds timed in turn (``run.side_by_side``); the tries per row measured.
+  medians of --repeat rounds timed in turn (``run.side_by_side``); the tries per row measured;
+- **files** at --eps: a Parquet file of --file-rows × d float64 rows released by ``write_file_release`` as
+  ``ldp privatize`` does (every core, the default generator, batches on the thread pool), plainly and with
+  ``report_bits=64`` (``ldp privatize --compress-reports``), then ``estimate_file_mean`` of each (the
+  verified scan: SHA-256, law check, decoding): bytes on disk and seconds, each the median of --repeat runs.
 
 Nothing here is a test; on a shared machine the ratios are noisy.
 """
@@ -23,6 +27,7 @@ import argparse
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -30,13 +35,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run import side_by_side, table  # noqa: E402
 
+from ldpcli.analysis._estimate import estimate_file_mean  # noqa: E402
+from ldpcli.math import CounterGenerator, release_key  # noqa: E402
 from ldpcli.mechanisms import PrivUnit2, SeedReports  # noqa: E402
+from ldpcli.release._file import write_file_release  # noqa: E402
+from ldpcli.release._options import ReleaseOptions  # noqa: E402
 
 
 def release_generator() -> np.random.Generator:
     """A release's default generator: ldp's ChaCha20 stream under 256 bits from the OS."""
     return CounterGenerator(release_key())  # type: ignore[return-value]
-from ldpcli.math import CounterGenerator, release_key  # noqa: E402
 
 
 def unit_rows(n: int, d: int, seed: int) -> np.ndarray:
@@ -83,14 +91,43 @@ def speed(rows: int, d: int, repeat: int) -> None:
            "decode rows/s"], out)
 
 
+def files(rows: int, d: int, eps: float, repeat: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "in.parquet"
+        flat = pa.array(unit_rows(rows, d, 3).reshape(-1))
+        pq.write_table(pa.table({"vec": pa.FixedSizeListArray.from_arrays(flat, d)}), source)
+        outputs = {"plain": Path(tmp) / "plain.parquet", "compressed": Path(tmp) / "seeds.parquet"}
+        bits = {"plain": None, "compressed": 64}
+        jobs = {f"privatize {name}": (lambda name=name: write_file_release(
+            source, outputs[name], epsilon=eps, options=ReleaseOptions(report_bits=bits[name], overwrite=True)))
+            for name in outputs}
+        times = side_by_side(jobs, repeat)
+        times.update(side_by_side({f"estimate {name}": (lambda name=name: estimate_file_mean(outputs[name]))
+                                   for name in outputs}, repeat))
+        out = [[name, f"{outputs[name].stat().st_size:,}", f"{times['privatize ' + name]:.3g}",
+                f"{rows / times['privatize ' + name]:,.0f}", f"{times['estimate ' + name]:.3g}",
+                f"{rows / times['estimate ' + name]:,.0f}"] for name in outputs]
+        print(f"files: {rows} × {d} float64 rows ({source.stat().st_size:,} bytes of Parquet), privunit2 at "
+              f"ε = {eps:g}, {os.cpu_count()} cores")
+        table(["release", "bytes on disk", "privatize s", "rows/s", "estimate-mean s", "rows/s"], out)
+        print(f"compressed / plain: {outputs['plain'].stat().st_size / outputs['compressed'].stat().st_size:.0f}× "
+              f"smaller, privatize {times['privatize compressed'] / times['privatize plain']:.1f}× the time, "
+              f"estimate {times['estimate compressed'] / times['estimate plain']:.1f}× the time\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--d", type=int, default=500)
     parser.add_argument("--eps", type=float, default=4.0)
     parser.add_argument("--speed-rows", type=int, default=2000)
+    parser.add_argument("--file-rows", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    files(args.file_rows, args.d, args.eps, args.repeat)
     size_and_error(args.rows, args.d, args.eps)
     speed(args.speed_rows, args.d, args.repeat)
     print(f"(expected tries at d = {args.d}: p/P; the per-row cost is about that many expansions of d normals; "
