@@ -145,11 +145,14 @@ class SeedReports:
     def build(cls, base: Mechanism, bits: int = 64, *, max_expected_tries: float = MAX_EXPECTED_TRIES) -> SeedReports:
         """Seed reports of ``base`` (a calibrated PrivUnit2 or PrivUnitG) of ``bits`` = 64 or 128.
 
-        UsageError for another mechanism, another length, and where the expected tries per row p/P
-        exceed ``max_expected_tries`` (the message gives them and what to do).
+        UsageError for another mechanism, a secure rendering (the decoder renders nothing), another length,
+        and where the expected tries per row p/P exceed ``max_expected_tries`` (the message gives them and
+        what to do).
         """
         if not isinstance(base, PrivUnit2 | PrivUnitG):
             raise UsageError(f"compressed reports exist for privunit2 and privunitg, not {base.name}")
+        if getattr(base, "rendering", None) is not None:  # a secure release's (ldpcli.mechanisms._rendering)
+            raise UsageError("compressed reports release seeds, which have no secure rendering: drop `secure`")
         if bits not in prg.SEED_BITS:
             raise UsageError(f"`report_bits` must be 64 or 128, got {bits}")
         log_ratio = _log_ratio(base)
@@ -284,7 +287,8 @@ class SeedReports:
         g[zero] = 0.0
         g[zero, 0] = 1.0
         norms[zero] = 1.0
-        return g * ((self.base.norm_bound * self.base.scale) / norms)[:, None]
+        g *= ((self.base.norm_bound * self.base.scale) / norms)[:, None]
+        return g
 
     def decode(self, reports: np.ndarray) -> np.ndarray:
         """The (n, d) unbiased vectors of (n, words) uint64 ``reports``: :meth:`expand` times

@@ -389,3 +389,11 @@ def test_ldp_audit_takes_compress_reports() -> None:
     assert json.loads(result.stdout)["reports"]["bits"] == 128
     refused = ldp("audit", "-m", "privunit2", "--d", 2, "--eps", 1, "--compress-reports", "--secure")
     assert refused.exit_code == 2 and "drop --secure" in refused.stderr
+
+
+def test_a_secure_rendering_has_no_seed_reports() -> None:
+    """The decoder renders nothing, so seed reports of a secured mechanism would not be the release it claims."""
+    from ldpcli.mechanisms._rendering import secured
+
+    with pytest.raises(UsageError, match="no secure rendering"):
+        SeedReports.build(secured(PrivUnit2.calibrate(3, 2.0)))

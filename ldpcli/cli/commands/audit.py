@@ -108,8 +108,6 @@ def audit(
         mech = secured(mech, secure_delta)
     chosen = report_bits(compress_reports, bits_per_report)
     if chosen is not None:
-        if secure:
-            raise UsageError("--compress-reports releases seeds, which have no secure rendering: drop --secure")
         mech = reported(SeedReports.build(mech, chosen))
     result = run_audit(mech, trials=trials, seed=seed, lower_bound_trials=lower_bound_trials, power=power,
                        effect=effect, bits=bits)

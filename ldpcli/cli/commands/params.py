@@ -152,8 +152,6 @@ def params(
         if not secure:
             raise UsageError("--secure-delta is the target δ of the secure rendering: give it with --secure")
         mech = secured(mech, secure_delta)
-    if compress_reports and secure:
-        raise UsageError("--compress-reports releases seeds, which have no secure rendering: drop --secure")
     info = mech.describe()
     if compress_reports:
         info["reports"] = SeedReports.build(mech, 64 if bits is None else bits).describe()
